@@ -1,0 +1,3 @@
+from memgpt_lite.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,43 @@
+"""Finding and rendering the prompt files in the top-level prompts/ folder.
+
+The folder ships inside the wheel as the package `memgpt_lite._prompts` (see pyproject),
+so one lookup works for wheel and editable installs alike.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import string
+from importlib import resources
+
+
+class PromptError(LookupError):
+    """A prompt file is missing or a placeholder has no value."""
+
+
+@functools.lru_cache(maxsize=None)
+def load(name: str) -> str:
+    """The text of prompts/NAME (e.g. 'system.md'), trailing whitespace stripped."""
+    try:
+        return resources.files("memgpt_lite._prompts").joinpath(name).read_text("utf-8").rstrip()
+    except FileNotFoundError:
+        raise PromptError(f"prompt file {name!r} is missing from the installation") from None
+
+
+def render(name: str, **values: object) -> str:
+    """The prompt with $placeholders filled (string.Template: `$$` is a literal dollar)."""
+    try:
+        return string.Template(load(name)).substitute({k: str(v) for k, v in values.items()})
+    except KeyError as exc:
+        raise PromptError(f"prompt {name!r} needs a value for {exc.args[0]!r}") from None
+
+
+def names() -> list[str]:
+    root = resources.files("memgpt_lite._prompts")
+    return sorted(p.name for p in root.iterdir() if p.name.endswith((".md", ".txt")))
+
+
+def digests() -> dict[str, str]:
+    """sha256 (short) of every prompt file, for recording headers."""
+    return {n: hashlib.sha256(load(n).encode()).hexdigest()[:16] for n in names()}

@@ -1,0 +1,419 @@
+"""Value types shared by every module: messages, turns, usage, model I/O and agent events.
+
+Records are dataclasses; API wire shapes (content blocks, request bodies) stay plain dicts
+so that what we store, send and record is exactly what the Messages API sees.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union
+
+Role = Literal["user", "assistant"]
+ContentBlock = dict[str, Any]  # an Anthropic content block, e.g. {"type": "text", "text": "hi"}
+
+
+def canonical_json(value: Any) -> str:
+    """One stable JSON text for a value: sorted keys, no spaces, unicode kept."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def digest(value: Any) -> str:
+    """Short sha256 of the canonical JSON of a value (request digests, prompt digests)."""
+    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()[:16]
+
+
+# --------------------------------------------------------------------------- store records
+
+
+@dataclass
+class Message:
+    """One stored message. `content` is the full original; `context_content` is what the
+    FIFO queue sends instead when the message was folded or clipped (None = send `content`)."""
+
+    role: Role
+    content: list[ContentBlock]
+    turn_id: int
+    id: int | None = None
+    created_at: str | None = None  # ISO 8601 UTC, e.g. 2026-11-29T13:45:00Z
+    in_context: bool = True
+    context_content: list[ContentBlock] | None = None
+
+    def api_content(self) -> list[ContentBlock]:
+        return self.context_content if self.context_content is not None else self.content
+
+    def to_api(self) -> dict[str, Any]:
+        return {"role": self.role, "content": self.api_content()}
+
+
+@dataclass
+class Turn:
+    """An atomic turn: one user input through the final assistant reply, kept whole."""
+
+    id: int
+    messages: list[Message]
+
+    @property
+    def created_at(self) -> str | None:
+        return self.messages[0].created_at if self.messages else None
+
+
+@dataclass
+class Block:
+    """A core memory block."""
+
+    label: str
+    value: str
+    limit: int
+
+    @property
+    def used(self) -> int:
+        return len(self.value)
+
+
+@dataclass
+class SearchHit:
+    id: int
+    text: str
+    created_at: str
+    role: str | None = None  # messages only
+    turn_id: int | None = None  # messages only
+    tags: list[str] = field(default_factory=list)  # passages only
+    score: float = 0.0
+
+
+@dataclass
+class SearchPage:
+    hits: list[SearchHit]
+    page: int
+    pages: int
+    total: int
+
+
+# --------------------------------------------------------------------------- model I/O
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+@dataclass
+class ToolResult:
+    tool_use_id: str
+    content: str
+    is_error: bool = False
+
+    def to_block(self) -> ContentBlock:
+        block: ContentBlock = {"type": "tool_result", "tool_use_id": self.tool_use_id,
+                               "content": self.content}
+        if self.is_error:
+            block["is_error"] = True
+        return block
+
+
+@dataclass
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    @property
+    def total_input(self) -> int:
+        """The true size of the prompt: uncached + cache writes + cache reads."""
+        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_creation_input_tokens + other.cache_creation_input_tokens,
+            self.cache_read_input_tokens + other.cache_read_input_tokens,
+        )
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_creation_input_tokens": self.cache_creation_input_tokens,
+            "cache_read_input_tokens": self.cache_read_input_tokens,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> Usage:
+        d = d or {}
+        return cls(*(int(d.get(k) or 0) for k in (
+            "input_tokens", "output_tokens", "cache_creation_input_tokens",
+            "cache_read_input_tokens")))
+
+
+@dataclass
+class ModelRequest:
+    """Everything sent to the Messages API for one call, in API shape."""
+
+    model: str
+    max_tokens: int
+    system: list[ContentBlock]
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    thinking: dict[str, Any] | None = None
+    tool_choice: dict[str, Any] | None = None
+
+    def to_api(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens,
+                                "system": self.system, "messages": self.messages}
+        if self.tools:
+            body["tools"] = self.tools
+        if self.thinking:
+            body["thinking"] = self.thinking
+        if self.tool_choice:
+            body["tool_choice"] = self.tool_choice
+        return body
+
+    def digest(self) -> str:
+        return digest(self.to_api())
+
+
+StopReason = str  # end_turn | tool_use | max_tokens | pause_turn | refusal | stop_sequence | model_context_window_exceeded
+
+
+@dataclass
+class ModelResponse:
+    """A finished model response exactly as received (content blocks in API shape)."""
+
+    content: list[ContentBlock]
+    stop_reason: StopReason | None
+    usage: Usage
+    model: str = ""
+    id: str = ""
+
+    @property
+    def text(self) -> str:
+        return "".join(b.get("text", "") for b in self.content if b.get("type") == "text")
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        return [ToolCall(b["id"], b["name"], b.get("input") or {})
+                for b in self.content if b.get("type") == "tool_use"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "model": self.model, "content": self.content,
+                "stop_reason": self.stop_reason, "usage": self.usage.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ModelResponse:
+        return cls(content=list(d.get("content") or []), stop_reason=d.get("stop_reason"),
+                   usage=Usage.from_dict(d.get("usage")), model=d.get("model", ""),
+                   id=d.get("id", ""))
+
+
+# --------------------------------------------------------------------------- model errors
+
+
+class ModelError(Exception):
+    """A model call failed. `message` is one sentence for the user; `retryable` says whether
+    trying the same turn again later can help."""
+
+    kind = "model_error"
+    retryable = True
+
+    def __init__(self, message: str, *, status: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+class AuthError(ModelError):
+    kind, retryable = "auth", False
+
+
+class RateLimitError(ModelError):
+    kind = "rate_limit"
+
+
+class OverloadedError(ModelError):
+    kind = "overloaded"
+
+
+class APIConnectionError(ModelError):
+    kind = "connection"
+
+
+class StreamError(ModelError):
+    kind = "stream"
+
+
+class BadRequestError(ModelError):
+    kind, retryable = "bad_request", False
+
+
+class PromptTooLongError(BadRequestError):
+    """The provider said the prompt is too long; carries its numbers when it gave them."""
+
+    kind = "prompt_too_long"
+
+    def __init__(self, message: str, *, actual: int | None = None, maximum: int | None = None,
+                 status: int | None = 400):
+        super().__init__(message, status=status)
+        self.actual = actual
+        self.maximum = maximum
+
+
+# --------------------------------------------------------------------------- agent events
+# Agent.step() yields these; the chat renders them and the recorder stores them.
+
+
+@dataclass
+class TextDelta:
+    text: str
+    kind: Literal["text_delta"] = "text_delta"
+
+
+@dataclass
+class ThinkingDelta:
+    text: str
+    kind: Literal["thinking_delta"] = "thinking_delta"
+
+
+@dataclass
+class ModelCallStart:
+    """A model call is about to be sent (call index within the turn, request digest)."""
+
+    call_index: int
+    request_digest: str
+    estimated_tokens: int
+    purpose: Literal["chat", "summary"] = "chat"
+    model: str = ""
+    kind: Literal["model_call"] = "model_call"
+
+
+@dataclass
+class ResponseEvent:
+    """A complete model response, as received."""
+
+    response: ModelResponse
+    purpose: Literal["chat", "summary"] = "chat"
+    kind: Literal["response"] = "response"
+
+
+@dataclass
+class ToolCallEvent:
+    call: ToolCall
+    kind: Literal["tool_call"] = "tool_call"
+
+
+@dataclass
+class ToolResultEvent:
+    call: ToolCall
+    result: ToolResult
+    summary: str  # one compact line, e.g. 'conversation_search "hexo" → 3 results'
+    kind: Literal["tool_result"] = "tool_result"
+
+
+@dataclass
+class MemoryEditEvent:
+    label: str
+    op: Literal["append", "replace", "delete", "edit"]
+    old: str | None
+    new: str
+    used: int
+    limit: int
+    kind: Literal["memory_edit"] = "memory_edit"
+
+
+@dataclass
+class PressureAlertEvent:
+    used_tokens: int
+    budget: int
+    percent: float
+    text: str  # the alert as the model sees it
+    kind: Literal["pressure_alert"] = "pressure_alert"
+
+
+@dataclass
+class FoldEvent:
+    """Old bulky tool results clipped to stubs (full text stays in recall)."""
+
+    message_ids: list[int]
+    tokens_freed: int
+    kind: Literal["fold"] = "fold"
+
+
+@dataclass
+class EvictionEvent:
+    turn_ids: list[int]
+    tokens_freed: int
+    by: Literal["model", "flush", "overflow"]
+    summary: str
+    used_tokens: int = 0
+    budget: int = 0
+    kind: Literal["eviction"] = "eviction"
+
+
+@dataclass
+class SummaryEvent:
+    """The running summary changed (model summary merged or summariser call)."""
+
+    summary: str
+    method: Literal["model", "summariser", "chunked", "deterministic"]
+    usage: Usage | None = None
+    kind: Literal["summary"] = "summary"
+
+
+@dataclass
+class ClipEvent:
+    """Part of the current turn was clipped to fit the budget (full text stays in recall)."""
+
+    what: str
+    original_chars: int
+    kept_chars: int
+    kind: Literal["clip"] = "clip"
+
+
+@dataclass
+class UsageEvent:
+    usage: Usage
+    cost_usd: float
+    context_tokens: int  # the true size of the request just made
+    budget: int
+    kind: Literal["usage"] = "usage"
+
+
+@dataclass
+class NoticeEvent:
+    """Something the user should know that is not an error (reply cut, refusal, loop stop)."""
+
+    message: str
+    level: Literal["info", "warning"] = "info"
+    kind: Literal["notice"] = "notice"
+
+
+@dataclass
+class ErrorEvent:
+    message: str
+    error_kind: str
+    retryable: bool
+    kind: Literal["error"] = "error"
+
+
+@dataclass
+class TurnEndEvent:
+    turn_id: int
+    text: str
+    stop_reason: StopReason | None
+    usage: Usage
+    cost_usd: float
+    completed: bool  # False when the turn was interrupted or failed (nothing committed)
+    kind: Literal["turn_end"] = "turn_end"
+
+
+Event = Union[
+    TextDelta, ThinkingDelta, ModelCallStart, ResponseEvent, ToolCallEvent, ToolResultEvent,
+    MemoryEditEvent, PressureAlertEvent, FoldEvent, EvictionEvent, SummaryEvent, ClipEvent,
+    UsageEvent, NoticeEvent, ErrorEvent, TurnEndEvent,
+]

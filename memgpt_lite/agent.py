@@ -1,0 +1,354 @@
+"""The agent loop: one user input in, events out, one atomic turn persisted.
+
+`Agent.step(text)` stores the user's text in recall first (so nothing the user typed is ever
+lost), then calls the model until it ends its turn, executing every tool call in between.
+The turn's messages enter the FIFO queue only when the turn completes, in one transaction:
+an interrupted turn (Ctrl-C, crash, API failure) leaves the queue exactly as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from memgpt_lite.config import Settings
+from memgpt_lite.context import BuiltContext, ContextBuilder, ContextInputs, message_tokens
+from memgpt_lite.memory import (
+    MEMORY_TOOL_NAMES,
+    MemoryTools,
+    ToolOutcome,
+    default_blocks,
+    memory_tool_schemas,
+    render_core_memory,
+)
+from memgpt_lite.model import ModelClient
+from memgpt_lite.paging import EVICT_TURNS_SCHEMA, Pager, Summariser, first_words, group_turns
+from memgpt_lite.store import AgentRow, Store
+from memgpt_lite.tokens import TokenCounter, cost_usd
+from memgpt_lite.types import (
+    Block,
+    ContentBlock,
+    ErrorEvent,
+    Event,
+    Message,
+    ModelCallStart,
+    ModelError,
+    ModelResponse,
+    NoticeEvent,
+    PromptTooLongError,
+    ResponseEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolCallEvent,
+    ToolResult,
+    ToolResultEvent,
+    TurnEndEvent,
+    Usage,
+    UsageEvent,
+    canonical_json,
+)
+
+REPEAT_LIMIT = 3  # identical tool calls in a row before the chain is stopped
+
+
+def iso(dt: datetime) -> str:
+    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@dataclass
+class TurnInfo:
+    id: int
+    created_at: str | None
+    tokens: int
+    first_words: str
+
+
+@dataclass
+class ContextReport:
+    ledger: dict[str, int]
+    used_tokens: int
+    budget: int
+    turns: list[TurnInfo] = field(default_factory=list)
+    summary: str = ""
+
+
+class TurnFailed(Exception):
+    """Internal: the turn cannot go on (API error); the queue stays as it was."""
+
+
+class Agent:
+    """One named agent over a Store. Not thread-safe; one step at a time."""
+
+    def __init__(self, store: Store, row: AgentRow, settings: Settings, model_client: ModelClient,
+                 summary_client: ModelClient | None, clock: Callable[[], datetime], created: bool):
+        self.store, self.row, self.settings = store, row, settings
+        self.id, self.name, self.created = row.id, row.name, created
+        self.model_client = model_client
+        self.clock = clock
+        self.counter = TokenCounter()
+        self.tools = MemoryTools(store, row.id)
+        self.builder = ContextBuilder(settings, memory_tool_schemas() + [EVICT_TURNS_SCHEMA],
+                                      self.counter)
+        summariser = Summariser(summary_client or model_client, settings, self.counter)
+        self.pager = Pager(settings, store, row.id, self.counter, self.builder, summariser)
+        self.session_usage = Usage()
+        self.session_cost = 0.0
+        self.last_context_tokens = 0
+
+    @classmethod
+    def open(cls, store: Store, name: str = "default", *, model_client: ModelClient,
+             summary_client: ModelClient | None = None, settings: Settings | None = None,
+             clock: Callable[[], datetime] | None = None, create: bool = True) -> Agent:
+        """Open agent `name`, creating it (with the default core memory) on first use.
+        `settings`, when given, replace the stored ones."""
+        row = store.get_agent(name)
+        created = row is None
+        if row is None:
+            if not create:
+                raise LookupError(f"no agent named {name!r}")
+            s = settings or Settings()
+            row = store.create_agent(name, s.to_dict(), default_blocks(s.block_limit))
+        elif settings is not None:
+            store.update_settings(row.id, settings.to_dict())
+        effective = settings or Settings.from_dict(row.settings)
+        return cls(store, row, effective, model_client, summary_client, clock or utc_now, created)
+
+    # ------------------------------------------------------------------ the loop
+    def step(self, text: str) -> Iterator[Event]:
+        """Run one turn. Yields events and always ends with a TurnEndEvent. Closing the
+        generator early abandons the turn: the queue is untouched, the text stays in recall."""
+        turn_id = self.store.max_turn_id(self.id) + 1
+        user = Message("user", [{"type": "text", "text": text}], turn_id,
+                       created_at=iso(self.clock()), in_context=False)
+        self.store.add_message(self.id, user)  # in recall before any model call
+        run = _TurnRun(turn_id, [user])
+        try:
+            yield from self._run(run)
+            self._commit(run)
+            run.completed = True
+        except TurnFailed:
+            pass
+        finally:
+            self.store.touch(self.id)
+        yield TurnEndEvent(turn_id, run.text, run.stop_reason, run.usage,
+                           cost_usd(self.settings.model, run.usage), run.completed)
+
+    def _run(self, run: _TurnRun) -> Iterator[Event]:
+        retried_overflow = False
+        while True:
+            run.calls += 1
+            inputs = self._inputs(run)
+            built = yield from self.pager.prepare(inputs, run.turn_id)
+            response = yield from self._call(run, built)
+            if response is None:  # provider overflow: make room once, then try again
+                if retried_overflow:
+                    yield from self._fail("The conversation does not fit the model's context "
+                                          "even after evicting old turns.", "overflow", False)
+                retried_overflow = True
+                yield from self.pager.on_overflow(inputs, run.turn_id, built.request, run.overflow)
+                run.calls -= 1
+                continue
+            if not (yield from self._handle(run, response)):
+                return
+
+    def _inputs(self, run: _TurnRun) -> ContextInputs:
+        summary = self.store.get_agent_by_id(self.id).summary  # type: ignore[union-attr]
+        last_call = run.calls >= self.settings.max_calls_per_turn or run.stop_tools
+        return ContextInputs(summary=summary, queue=self.store.context_messages(self.id),
+                             current=run.messages,
+                             core_memory=render_core_memory(self.store.get_blocks(self.id)),
+                             tools_enabled=not last_call)
+
+    def _call(self, run: _TurnRun, built: BuiltContext) -> Generator[Event, None, ModelResponse | None]:
+        request = built.request
+        yield ModelCallStart(run.calls, request.digest(), built.estimated_tokens, "chat",
+                             request.model)
+        response = None
+        try:
+            for item in self.model_client.stream(request):
+                if isinstance(item, ModelResponse):
+                    response = item
+                elif isinstance(item, (TextDelta, ThinkingDelta)):
+                    yield item
+        except PromptTooLongError as exc:
+            run.overflow = exc.actual
+            return None
+        except ModelError as exc:
+            yield from self._fail(exc.message, exc.kind, exc.retryable)
+        if response is None:
+            yield from self._fail("The model's stream ended without a response.", "stream", True)
+        yield ResponseEvent(response, "chat")
+        yield from self._account(run, built, response)
+        if response.stop_reason == "model_context_window_exceeded":
+            run.overflow = None
+            return None
+        return response
+
+    def _account(self, run: _TurnRun, built: BuiltContext, response: ModelResponse) -> Iterator[Event]:
+        usage = response.usage
+        if usage.total_input:
+            self.counter.observe(built.request, usage.total_input)
+        self.last_context_tokens = usage.total_input or built.estimated_tokens
+        run.usage = run.usage + usage
+        self.session_usage = self.session_usage + usage
+        cost = cost_usd(self.settings.model, usage)
+        self.session_cost += cost
+        yield UsageEvent(usage, cost, self.last_context_tokens, self.settings.budget)
+
+    def _fail(self, message: str, kind: str, retryable: bool) -> Iterator[Event]:
+        hint = " Your message is saved; type /retry to send it again." if retryable else ""
+        yield ErrorEvent(message + hint, kind, retryable)
+        raise TurnFailed(message)
+
+    def _handle(self, run: _TurnRun, response: ModelResponse) -> Generator[Event, None, bool]:
+        """Take in one response; True when the loop must call the model again."""
+        stop = response.stop_reason
+        content = _valid_content(response.content, stop)
+        run.messages.append(Message("assistant", content, run.turn_id))
+        run.stop_reason = stop
+        run.text = response.text
+        calls = [ToolCall(b["id"], b["name"], b.get("input") or {}) for b in content
+                 if b.get("type") == "tool_use"]
+        if calls:
+            yield from self._run_tools(run, calls)
+            return True
+        if stop == "pause_turn":
+            return run.calls < self.settings.max_calls_per_turn
+        yield from _stop_notices(stop, response)
+        return False
+
+    def _run_tools(self, run: _TurnRun, calls: list[ToolCall]) -> Iterator[Event]:
+        results: list[ContentBlock] = []
+        for call in calls:
+            yield ToolCallEvent(call)
+            outcome, events = self._dispatch(call, run)
+            yield from events
+            if outcome.edit is not None:
+                yield outcome.edit
+            result = ToolResult(call.id, outcome.text, outcome.is_error)
+            yield ToolResultEvent(call, result, outcome.summary)
+            results.append(result.to_block())
+        if self._repeating(run, calls):
+            run.stop_tools = True
+            results.append({"type": "text", "text": "<system_alert>\nYou made the same tool call "
+                            f"{REPEAT_LIMIT} times in a row. Tools are now off for this turn: "
+                            "answer the user with what you have.\n</system_alert>"})
+            yield NoticeEvent(f"Stopped a loop of {REPEAT_LIMIT} identical tool calls.", "warning")
+        if run.calls + 1 >= self.settings.max_calls_per_turn and not run.stop_tools:
+            run.stop_tools = True
+            yield NoticeEvent(f"Tool calls stopped at the per-turn limit of "
+                              f"{self.settings.max_calls_per_turn} model calls.", "warning")
+        run.messages.append(Message("user", results, run.turn_id))
+
+    def _dispatch(self, call: ToolCall, run: _TurnRun) -> tuple[ToolOutcome, list[Event]]:
+        if call.name in MEMORY_TOOL_NAMES:
+            return self.tools.execute(call.name, call.input), []
+        if call.name == "evict_turns":
+            inputs = self._inputs(run)
+            return self.pager.evict_tool(call.input, inputs, run.turn_id)
+        names = ", ".join([*MEMORY_TOOL_NAMES, "evict_turns"])
+        return ToolOutcome(f"Unknown tool {call.name!r}. Available tools: {names}.", True,
+                           f"unknown tool {call.name}"), []
+
+    @staticmethod
+    def _repeating(run: _TurnRun, calls: list[ToolCall]) -> bool:
+        key = canonical_json([[c.name, c.input] for c in calls])
+        run.recent.append(key)
+        tail = run.recent[-REPEAT_LIMIT:]
+        return len(tail) == REPEAT_LIMIT and len(set(tail)) == 1
+
+    def _commit(self, run: _TurnRun) -> None:
+        """The whole turn enters the queue in one transaction."""
+        user, rest = run.messages[0], run.messages[1:]
+        now = iso(self.clock())
+        with self.store.transaction():
+            user.in_context = True
+            self.store.update_message(self.id, user)
+            for m in rest:
+                m.created_at = m.created_at or now
+                m.in_context = True
+            self.store.add_messages(self.id, rest)
+
+    # ------------------------------------------------------------------ inspection
+    def blocks(self) -> list[Block]:
+        return self.store.get_blocks(self.id)
+
+    def context_report(self) -> ContextReport:
+        inputs = ContextInputs(self.store.get_agent_by_id(self.id).summary,  # type: ignore[union-attr]
+                               self.store.context_messages(self.id), [],
+                               render_core_memory(self.blocks()))
+        built = self.builder.build(inputs)
+        turns = [TurnInfo(t.id, t.created_at, message_tokens(self.counter, t.messages),
+                          first_words(t)) for t in group_turns(inputs.queue)]
+        return ContextReport(built.ledger, built.estimated_tokens, self.settings.budget, turns,
+                             inputs.summary)
+
+    def last_user_text(self) -> str | None:
+        turn = self.store.max_turn_id(self.id)
+        while turn > 0:
+            for m in self.store.turn_messages(self.id, turn):
+                if m.role == "user":
+                    return "".join(b.get("text", "") for b in m.content if b.get("type") == "text")
+            turn -= 1
+        return None
+
+    def pop_turns(self, n: int = 1) -> list[int]:
+        """Delete the last n turns from the queue and recall; returns their ids."""
+        ids = sorted({m.turn_id for m in self.store.context_messages(self.id)})[-n:] if n > 0 else []
+        if ids:
+            self.store.delete_turns(self.id, ids)
+        return ids
+
+    def edit_block(self, label: str, value: str) -> Block:
+        block = self.store.get_block(self.id, label)
+        if block is None:
+            labels = ", ".join(b.label for b in self.blocks())
+            raise ValueError(f"There is no core memory block {label!r} (blocks: {labels}).")
+        if len(value) > block.limit:
+            raise ValueError(f"{label} would be {len(value):,} chars, {len(value) - block.limit:,}"
+                             f" over its limit of {block.limit:,}.")
+        return self.store.set_block(self.id, label, value, source="user")
+
+
+@dataclass
+class _TurnRun:
+    turn_id: int
+    messages: list[Message]
+    calls: int = 0
+    text: str = ""
+    stop_reason: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    completed: bool = False
+    stop_tools: bool = False
+    overflow: int | None = None
+    recent: list[str] = field(default_factory=list)
+
+
+def _valid_content(content: list[ContentBlock], stop: str | None) -> list[ContentBlock]:
+    """What of a response may enter history: a reply cut at max_tokens can end in a
+    half-written tool_use, which would leave a call without a result; an empty reply would
+    be rejected by the API on the next request."""
+    blocks = [b for b in content if not (b.get("type") == "text" and not b.get("text"))]
+    if stop == "max_tokens":
+        blocks = [b for b in blocks if b.get("type") != "tool_use"]
+    if not any(b.get("type") in ("text", "tool_use") for b in blocks):
+        blocks.append({"type": "text", "text": "(no reply)"})
+    return blocks
+
+
+def _stop_notices(stop: str | None, response: ModelResponse) -> Iterator[Event]:
+    if stop == "max_tokens":
+        yield NoticeEvent("The reply was cut at the max output tokens limit "
+                          "(raise it with MEMGPT_LITE_MAX_TOKENS).", "warning")
+    elif stop == "refusal":
+        yield NoticeEvent("The model declined to answer this request.", "warning")
+    elif stop == "pause_turn":
+        yield NoticeEvent("The model paused its turn at the per-turn call limit.", "warning")
+    elif not response.text.strip() and not response.tool_calls:
+        yield NoticeEvent("The model sent an empty reply.", "warning")

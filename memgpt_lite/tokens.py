@@ -1,0 +1,125 @@
+"""Usage-anchored token counting.
+
+There is no local Claude tokenizer, so the truth is each response's `usage`. The counter
+remembers the last request's size in characters and its true token total, and estimates a
+new request as that anchor plus the characters added since, at a conservative
+chars-per-token ratio. Every new `usage` (and every "prompt is too long" error) recalibrates
+the ratio, so a server that counts tokens its own way is learned after one call.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from memgpt_lite.types import ModelRequest, Usage, canonical_json
+
+# Claude averages ~3.5 chars/token on English prose and fewer on JSON, code and CJK; start
+# low so that the first requests are overestimated rather than under.
+DEFAULT_CHARS_PER_TOKEN = 2.5
+MIN_CHARS_PER_TOKEN = 0.8
+MAX_CHARS_PER_TOKEN = 6.0
+# Estimates of added text are inflated by this much: a miss costs an overflow retry, an
+# overestimate costs only an earlier eviction.
+SAFETY_FACTOR = 1.1
+
+
+def request_chars(request: ModelRequest) -> int:
+    return len(canonical_json(request.to_api()))
+
+
+@dataclass
+class TokenCounter:
+    """Estimates request sizes in tokens, anchored on the last true `usage`."""
+
+    chars_per_token: float = DEFAULT_CHARS_PER_TOKEN
+    anchor_chars: int = 0
+    anchor_tokens: int = 0
+
+    def estimate_chars(self, chars: int) -> int:
+        return math.ceil(chars / self.chars_per_token * SAFETY_FACTOR)
+
+    def estimate_text(self, text: str) -> int:
+        return self.estimate_chars(len(text))
+
+    def estimate_json(self, value: object) -> int:
+        return self.estimate_chars(len(canonical_json(value)))
+
+    def estimate_request(self, request: ModelRequest) -> int:
+        return self.estimate_request_chars(request_chars(request))
+
+    def estimate_request_chars(self, chars: int) -> int:
+        if not self.anchor_tokens:
+            return self.estimate_chars(chars)
+        delta = chars - self.anchor_chars
+        if delta >= 0:
+            return self.anchor_tokens + self.estimate_chars(delta)
+        # The request shrank (eviction, fold): scale the anchor down proportionally, which
+        # keeps the calibrated ratio instead of trusting the conservative one.
+        return math.ceil(self.anchor_tokens * chars / max(1, self.anchor_chars))
+
+    def observe(self, request: ModelRequest, true_tokens: int) -> None:
+        """Calibrate from a response's usage (input + cache writes + cache reads)."""
+        self.observe_chars(request_chars(request), true_tokens)
+
+    def observe_chars(self, chars: int, true_tokens: int) -> None:
+        if true_tokens <= 0 or chars <= 0:
+            return
+        self.anchor_chars, self.anchor_tokens = chars, true_tokens
+        measured = chars / true_tokens
+        # Move towards the measured ratio but never above it: underestimating is the costly side.
+        blended = min(measured, 0.5 * self.chars_per_token + 0.5 * measured)
+        self.chars_per_token = min(MAX_CHARS_PER_TOKEN, max(MIN_CHARS_PER_TOKEN, blended))
+
+    def observe_overflow(self, request: ModelRequest, actual_tokens: int | None) -> None:
+        """A 'prompt is too long: N tokens' error tells the true size of a request."""
+        if actual_tokens:
+            self.observe(request, actual_tokens)
+        else:
+            # No numbers given: assume we were 25% low.
+            self.chars_per_token = max(MIN_CHARS_PER_TOKEN, self.chars_per_token * 0.75)
+            self.anchor_chars = self.anchor_tokens = 0
+
+
+# List prices in USD per million tokens: (input, output). Cache writes cost 1.25× input,
+# cache reads 0.1× input. Override with a JSON file named by MEMGPT_LITE_PRICES:
+# {"model-id": [input, output], ...}. Unknown models are priced as the default Sonnet.
+PRICES: dict[str, tuple[float, float]] = {
+    "claude-sonnet-5-5": (3.0, 15.0),
+    "claude-haiku-5-5": (1.0, 5.0),
+    "claude-opus-5-5": (5.0, 25.0),
+}
+CACHE_WRITE_FACTOR = 1.25
+CACHE_READ_FACTOR = 0.1
+
+
+def price_table() -> dict[str, tuple[float, float]]:
+    import json
+    import os
+
+    table = dict(PRICES)
+    path = os.environ.get("MEMGPT_LITE_PRICES")
+    if path:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                table.update({k: (float(v[0]), float(v[1])) for k, v in json.load(fh).items()})
+        except (OSError, ValueError, TypeError, IndexError, AttributeError) as exc:
+            raise ValueError(f"MEMGPT_LITE_PRICES={path} is not a readable JSON price table "
+                             f"({exc}).") from None
+    return table
+
+
+def cost_usd(model: str, usage: Usage, table: dict[str, tuple[float, float]] | None = None) -> float:
+    table = table if table is not None else price_table()
+    inp, out = table.get(model) or _family_price(model, table)
+    return (usage.input_tokens * inp
+            + usage.cache_creation_input_tokens * inp * CACHE_WRITE_FACTOR
+            + usage.cache_read_input_tokens * inp * CACHE_READ_FACTOR
+            + usage.output_tokens * out) / 1_000_000
+
+
+def _family_price(model: str, table: dict[str, tuple[float, float]]) -> tuple[float, float]:
+    for family in ("haiku", "opus", "sonnet"):
+        if family in model:
+            return table.get(f"claude-{family}-5-5", PRICES["claude-sonnet-5-5"])
+    return PRICES["claude-sonnet-5-5"]

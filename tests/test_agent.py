@@ -1,0 +1,269 @@
+"""The agent loop: tool round trips, stop reasons, atomic turns, bounds, persistence."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from memgpt_lite.agent import Agent
+from memgpt_lite.config import Settings
+from memgpt_lite.fake_server import count_cache_controls, validate_request
+from memgpt_lite.model import ScriptedModel, text_response, thinking_block, tool_response
+from memgpt_lite.store import Store
+from memgpt_lite.types import (
+    ErrorEvent,
+    MemoryEditEvent,
+    ModelResponse,
+    NoticeEvent,
+    OverloadedError,
+    TextDelta,
+    ToolResultEvent,
+    TurnEndEvent,
+    Usage,
+)
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store(tmp_path / "agent.db")
+    yield s
+    s.close()
+
+
+def run(agent: Agent, text: str) -> list:
+    return list(agent.step(text))
+
+
+def make(store, script, **settings) -> tuple[Agent, ScriptedModel]:
+    model = ScriptedModel(script, validate=True)
+    return Agent.open(store, "t", model_client=model, settings=Settings(**settings)), model
+
+
+def last_user_blocks(request) -> list[dict]:
+    return request.messages[-1]["content"]
+
+
+def test_parallel_tool_round_trip(store):
+    agent, model = make(store, [
+        tool_response([("core_memory_append", {"label": "human", "content": "Name: Ada."}),
+                       ("archival_insert", {"content": "Ada deploys her blog with hexo."})]),
+        text_response("Nice to meet you, Ada."),
+    ])
+    events = run(agent, "I'm Ada and I deploy my blog with hexo.")
+    second = model.requests[1].messages
+    # both results come back first, in order, in the one user message after the tool_use
+    results = [b for b in second[-1]["content"] if b["type"] == "tool_result"]
+    assert [r["tool_use_id"] for r in results] == [b["id"] for b in second[-2]["content"]]
+    assert second[-1]["content"][:2] == results
+    assert any(isinstance(e, MemoryEditEvent) and e.label == "human" for e in events)
+    summaries = [e.summary for e in events if isinstance(e, ToolResultEvent)]
+    assert summaries[0].startswith("core_memory_append human +")
+    end = events[-1]
+    assert isinstance(end, TurnEndEvent) and end.completed
+    assert end.text == "Nice to meet you, Ada."
+    assert "Name: Ada." in store.get_block(agent.id, "human").value
+    assert store.search_passages(agent.id, "hexo").total == 1
+    model.assert_complete()
+
+
+def test_streamed_text_arrives_in_deltas(store):
+    agent, _ = make(store, [text_response("A reply long enough for several deltas.")])
+    deltas = [e.text for e in run(agent, "hi") if isinstance(e, TextDelta)]
+    assert len(deltas) > 1 and "".join(deltas) == "A reply long enough for several deltas."
+
+
+def test_request_shape_and_layout(store):
+    agent, model = make(store, [text_response("one"), tool_response(
+        [("conversation_search", {"query": "one"})]), text_response("two")])
+    run(agent, "first")
+    run(agent, "second")
+    for request in model.requests:
+        body = request.to_api()
+        assert validate_request(body) is None
+        assert list(body)[:4] == ["model", "max_tokens", "system", "messages"]
+        assert body["messages"][0]["role"] == "user"
+        assert count_cache_controls(body) <= 4
+        assert body["system"][0]["cache_control"] == {"type": "ephemeral"}
+    last = model.requests[-1]
+    # core memory is data in the last user message, after the tool_results
+    blocks = last_user_blocks(last)
+    assert blocks[0]["type"] == "tool_result"
+    assert "<core_memory>" in blocks[1]["text"]
+    # the queue's last message carries a breakpoint; stored messages never hold core memory
+    assert any("cache_control" in b for b in last.messages[1]["content"])
+    for m in store.context_messages(agent.id):
+        assert "<core_memory>" not in json.dumps(m.content)
+
+
+def test_core_memory_edit_changes_only_the_tail(store):
+    agent, model = make(store, [
+        text_response("ok"),
+        tool_response([("core_memory_append", {"label": "human", "content": "Likes tea."})]),
+        text_response("noted"),
+    ])
+    run(agent, "hello")
+    run(agent, "I like tea")
+    before, after = model.requests[1].messages, model.requests[2].messages
+    # everything before the current turn's last message is byte-identical across the edit
+    assert before[:-1] == [m for m in after[: len(before) - 1]]
+    assert "Likes tea." in after[-1]["content"][1]["text"]
+
+
+@pytest.mark.parametrize("stop, notice", [
+    ("max_tokens", "cut"), ("refusal", "declined"), ("end_turn", None)])
+def test_stop_reasons(store, stop, notice):
+    agent, _ = make(store, [text_response("partial", stop_reason=stop)])
+    events = run(agent, "go")
+    notices = [e.message for e in events if isinstance(e, NoticeEvent)]
+    if notice:
+        assert any(notice in n for n in notices)
+    else:
+        assert not notices
+    assert events[-1].completed and events[-1].stop_reason == stop
+
+
+def test_max_tokens_drops_a_half_written_tool_use(store):
+    cut = ModelResponse([{"type": "text", "text": "Let me save"},
+                         {"type": "tool_use", "id": "toolu_cut", "name": "archival_insert",
+                          "input": {}}], "max_tokens", Usage(10, 5))
+    agent, model = make(store, [cut, text_response("next")])
+    run(agent, "go")
+    run(agent, "again")  # validate=True: an unanswered tool_use would be rejected here
+    assert "toolu_cut" not in json.dumps(model.requests[1].messages)
+
+
+def test_pause_turn_is_sent_back_to_continue(store):
+    paused = ModelResponse([{"type": "text", "text": "Working…"}], "pause_turn", Usage(10, 5))
+    agent, model = make(store, [paused, text_response("done")])
+    events = run(agent, "long task")
+    assert events[-1].text == "done"
+    assert model.requests[1].messages[-1]["role"] == "assistant"  # continues the paused reply
+
+
+def test_api_error_leaves_queue_untouched_and_text_in_recall(store):
+    agent, _ = make(store, [text_response("first reply"), OverloadedError("Anthropic is overloaded.")])
+    run(agent, "first")
+    queue_before = store.context_messages(agent.id)
+    events = run(agent, "remember the password rotation on friday")
+    errors = [e for e in events if isinstance(e, ErrorEvent)]
+    assert errors and errors[0].retryable and "/retry" in errors[0].message
+    assert not events[-1].completed
+    assert [m.id for m in store.context_messages(agent.id)] == [m.id for m in queue_before]
+    assert store.search_messages(agent.id, "password rotation").total == 1
+    assert agent.last_user_text() == "remember the password rotation on friday"
+
+
+def test_interrupted_turn_leaves_no_orphan_tool_use(store):
+    agent, model = make(store, [
+        tool_response([("archival_search", {"query": "x"})]), text_response("never sent"),
+        text_response("after")])
+    gen = agent.step("search something")
+    for event in gen:
+        if isinstance(event, ToolResultEvent):
+            gen.close()  # what the chat does on Ctrl-C
+            break
+    assert store.context_messages(agent.id) == []
+    run(agent, "next")  # validate=True checks the next request is well formed
+    assert len(model.requests) == 2
+
+
+def test_turn_is_bounded_and_identical_calls_stop(store):
+    same = [tool_response([("archival_search", {"query": "same"})]) for _ in range(3)]
+    agent, model = make(store, [*same, text_response("giving up")])
+    events = run(agent, "loop")
+    assert any("identical" in e.message for e in events if isinstance(e, NoticeEvent))
+    assert model.requests[-1].tool_choice == {"type": "none"}
+    assert events[-1].completed
+
+
+def test_call_limit_withholds_tools_on_last_call(store):
+    script = [tool_response([("archival_search", {"query": f"q{i}"})]) for i in range(3)]
+    agent, model = make(store, [*script, text_response("final")], max_calls_per_turn=4)
+    events = run(agent, "go")
+    assert len(model.requests) == 4
+    assert model.requests[-1].tool_choice == {"type": "none"}
+    assert all(r.tool_choice is None for r in model.requests[:-1])
+    assert events[-1].text == "final"
+
+
+def test_unknown_tool_and_bad_arguments_are_error_results(store):
+    agent, model = make(store, [
+        tool_response([("send_message", {"text": "hi"}),
+                       ("core_memory_append", {"label": "human"})]),
+        text_response("sorry")])
+    events = run(agent, "go")
+    results = [e.result for e in events if isinstance(e, ToolResultEvent)]
+    assert all(r.is_error for r in results)
+    assert "Unknown tool 'send_message'" in results[0].content
+    assert events[-1].completed
+
+
+def test_thinking_blocks_go_back_unchanged(store):
+    from memgpt_lite.fake_server import sign_thinking
+
+    think = thinking_block("I should search.", sign_thinking("I should search."))
+    first = ModelResponse([think, {"type": "tool_use", "id": "toolu_t1", "name": "archival_search",
+                                   "input": {"query": "x"}}], "tool_use", Usage(10, 5))
+    agent, model = make(store, [first, text_response("done")], thinking=True)
+    run(agent, "think")
+    assert model.requests[0].thinking == {"type": "enabled", "budget_tokens": 1024}
+    assert model.requests[1].messages[1]["content"][0] == think
+
+
+def test_empty_reply_keeps_the_queue_valid(store):
+    empty = ModelResponse([], "end_turn", Usage(5, 0))
+    agent, model = make(store, [empty, text_response("fine")])
+    events = run(agent, "hi")
+    assert any("empty" in e.message for e in events if isinstance(e, NoticeEvent))
+    run(agent, "again")
+    assert validate_request(model.requests[-1].to_api()) is None
+
+
+def test_pop_and_last_user_text(store):
+    agent, _ = make(store, [text_response("a"), text_response("b")])
+    run(agent, "one")
+    run(agent, "two")
+    assert agent.pop_turns(1) == [2]
+    assert [m.turn_id for m in store.context_messages(agent.id)] == [1, 1]
+    assert agent.last_user_text() == "one"
+
+
+def test_usage_and_cost_are_accounted(store):
+    agent, _ = make(store, [text_response("hi", usage=Usage(1000, 100, 200, 300))])
+    end = run(agent, "hello")[-1]
+    assert end.usage.total_input == 1500
+    assert end.cost_usd == pytest.approx((1000 * 3 + 200 * 3.75 + 300 * 0.3 + 100 * 15) / 1e6)
+    assert agent.session_cost == pytest.approx(end.cost_usd)
+
+
+RESTART = textwrap.dedent("""
+    import json, sys
+    from memgpt_lite.agent import Agent
+    from memgpt_lite.model import ScriptedModel, text_response
+    from memgpt_lite.store import Store
+    store = Store(sys.argv[1])
+    model = ScriptedModel([text_response(sys.argv[3])], validate=True)
+    agent = Agent.open(store, "restart", model_client=model)
+    list(agent.step(sys.argv[2]))
+    print(json.dumps(model.requests[-1].to_api()["messages"]))
+""")
+
+
+def test_restart_continues_the_conversation(tmp_path):
+    db = str(tmp_path / "r.db")
+
+    def turn(text: str, reply: str) -> list:
+        out = subprocess.run([sys.executable, "-c", RESTART, db, text, reply],
+                             capture_output=True, text=True, check=True)
+        return json.loads(out.stdout)
+
+    turn("my cat is Miso", "Hello Miso's human")
+    turn("I live in Lyon", "Lyon is lovely")
+    messages = turn("what do you know?", "plenty")
+    texts = json.dumps(messages)
+    assert "my cat is Miso" in texts and "Lyon is lovely" in texts
+    assert [m["role"] for m in messages] == ["user", "assistant"] * 2 + ["user"]

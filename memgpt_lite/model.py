@@ -1,0 +1,367 @@
+"""The model boundary: the `ModelClient` protocol, the Anthropic client, and a scripted double.
+
+`AnthropicClient` is the only code in the package that imports `anthropic`, and it does so
+lazily, so `import memgpt_lite.model` stays cheap. Every SDK failure becomes one
+`types.ModelError` subclass carrying one sentence for the user; the loop never sees SDK types.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from memgpt_lite.types import (
+    APIConnectionError,
+    AuthError,
+    BadRequestError,
+    ContentBlock,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    OverloadedError,
+    PromptTooLongError,
+    RateLimitError,
+    StreamError,
+    TextDelta,
+    ThinkingDelta,
+    Usage,
+    canonical_json,
+)
+
+StreamItem = TextDelta | ThinkingDelta | ModelResponse
+
+# Sent when a compatible local server is configured but no key is: the SDK refuses to send a
+# request without some credential, and such servers usually ignore it.
+PLACEHOLDER_API_KEY = "memgpt-lite-no-key"
+
+_TOO_LONG = re.compile(r"prompt is too long:\s*(\d+)\s*tokens\s*>\s*(\d+)\s*maximum", re.I)
+_KEEP = "your message is kept; try again in a moment"
+
+
+class ModelClient(Protocol):
+    """Streams one model call: deltas as they arrive, then exactly one ModelResponse last.
+    Raises `types.ModelError` subclasses, never SDK exceptions."""
+
+    def stream(self, request: ModelRequest) -> Iterator[StreamItem]: ...
+
+
+# --------------------------------------------------------------------------- Anthropic
+
+
+class AnthropicClient:
+    """`ModelClient` on the Anthropic Messages API (`client.messages.stream`).
+
+    Credentials and base URL follow the SDK (`ANTHROPIC_API_KEY`, `ANTHROPIC_AUTH_TOKEN`,
+    `ANTHROPIC_BASE_URL`, profiles). With a base URL but no key, a placeholder key is sent so a
+    local compatible server works; with neither, construction raises `AuthError`.
+    """
+
+    def __init__(self, *, api_key: str | None = None, base_url: str | None = None,
+                 http_client: Any = None, max_retries: int = 2, timeout: float = 120.0):
+        import anthropic  # the package's only anthropic import; lazy keeps start-up fast
+
+        self._sdk = anthropic
+        self.max_retries = max_retries
+        base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
+        env_key = os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")
+        if api_key is None and not env_key and base_url:
+            api_key = PLACEHOLDER_API_KEY
+        try:
+            self._client = anthropic.Anthropic(
+                api_key=api_key, base_url=base_url, http_client=http_client,
+                max_retries=max_retries, timeout=timeout)
+        except anthropic.AnthropicError as exc:  # e.g. an unreadable credentials profile
+            raise AuthError(f"Could not load Anthropic credentials ({exc}); set ANTHROPIC_API_KEY."
+                            ) from None
+        if not (self._client.api_key or self._client.auth_token or self._client.credentials):
+            raise AuthError(
+                "No Anthropic API key found: set ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL to use "
+                "an Anthropic-compatible server).")
+        self.host = urlsplit(str(self._client.base_url)).netloc or str(self._client.base_url)
+
+    def stream(self, request: ModelRequest) -> Iterator[StreamItem]:
+        saw_stop = False
+        try:
+            with self._client.messages.stream(**request.to_api()) as stream:
+                for event in stream:
+                    delta = _delta_of(event)
+                    if delta is not None:
+                        yield delta
+                    saw_stop = saw_stop or event.type == "message_stop"
+                message = stream.current_message_snapshot if saw_stop else None
+        except self._sdk.AnthropicError as exc:
+            raise self._map_error(exc) from None
+        except Exception as exc:  # raw transport / decoding failures surface mid-stream
+            mapped = self._map_stream_failure(exc)
+            if mapped is None:
+                raise
+            raise mapped from exc
+        if message is None:
+            raise StreamError(f"The response stream from {self.host} ended before the reply was "
+                              f"complete; {_KEEP}.")
+        yield _response_of(message)
+
+    def count_tokens(self, request: ModelRequest) -> int:
+        """Exact input tokens of a request according to the API (no model call)."""
+        body = request.to_api()
+        body.pop("max_tokens", None)
+        try:
+            return int(self._client.messages.count_tokens(**body).input_tokens)
+        except self._sdk.AnthropicError as exc:
+            raise self._map_error(exc) from None
+
+    # ---------------------------------------------------------------- error mapping
+
+    def _map_error(self, exc: Exception) -> ModelError:
+        sdk = self._sdk
+        if isinstance(exc, sdk.APIStatusError):
+            return self._map_status(exc)
+        if isinstance(exc, sdk.APITimeoutError):
+            return APIConnectionError(
+                f"The request to {self.host} timed out{self._retried(exc)}; {_KEEP}.")
+        if isinstance(exc, sdk.APIConnectionError):
+            what = ("Could not connect to" if _caused_by(exc, "ConnectError")
+                    else "Lost the connection to")
+            return APIConnectionError(
+                f"{what} {self.host}{self._retried(exc)}; check your network or "
+                f"ANTHROPIC_BASE_URL, then try again (your message is kept).")
+        return ModelError(f"The Anthropic client failed: {exc}.")
+
+    def _map_status(self, exc: Any) -> ModelError:
+        status = exc.status_code
+        detail = _api_message(exc)
+        if exc.response.is_success:  # an `error` event inside a 200 stream
+            kind = _error_type(exc) or "error"
+            return StreamError(f"The API stream failed mid-reply ({kind}: {detail}); {_KEEP}.",
+                               status=status)
+        if status in (401, 403):
+            what = "rejected" if status == 401 else "not allowed to do this"
+            return AuthError(f"The API key was {what} ({status}: {detail}); "
+                             f"check ANTHROPIC_API_KEY.", status=status)
+        retried = self._retried(exc)
+        if status == 429:
+            wait = _retry_after(exc.response.headers)
+            hint = f" (the API asked to wait {wait})" if wait else ""
+            return RateLimitError(f"Rate limited by the API (429){retried}; {_KEEP}{hint}.",
+                                  status=status)
+        if status == 529 or _error_type(exc) == "overloaded_error":
+            return OverloadedError(f"The API is overloaded ({status}){retried}; {_KEEP}.",
+                                   status=status)
+        if status >= 500:
+            return ModelError(f"The API had a server error ({status}: {detail}){retried}; "
+                              f"{_KEEP}.", status=status)
+        return _client_error(status, detail)
+
+    def _map_stream_failure(self, exc: Exception) -> ModelError | None:
+        import httpx2  # the SDK's transport; imported with anthropic
+
+        if isinstance(exc, httpx2.TimeoutException):
+            return APIConnectionError(f"Timed out waiting for the reply from {self.host}; {_KEEP}.")
+        if isinstance(exc, (httpx2.TransportError, httpx2.StreamError)):
+            return StreamError(f"The connection to {self.host} broke mid-reply; {_KEEP}.")
+        if isinstance(exc, (ValueError, RuntimeError, IndexError, KeyError)):
+            # json/pydantic decoding or event-order failures inside the SDK's stream parser
+            return StreamError(f"The API sent a malformed response stream; {_KEEP}.")
+        return None
+
+    def _retried(self, exc: Any) -> str:
+        request = getattr(exc, "request", None)
+        count = request.headers.get("x-stainless-retry-count") if request is not None else None
+        tries = int(count) if count and count.isdigit() else self.max_retries
+        if tries <= 0:
+            return ""
+        return f" after {tries} {'retry' if tries == 1 else 'retries'}"
+
+
+def _client_error(status: int, detail: str) -> BadRequestError:
+    match = _TOO_LONG.search(detail)
+    if match:
+        actual, maximum = int(match.group(1)), int(match.group(2))
+        return PromptTooLongError(
+            f"The prompt is too long for the model: {actual} tokens > {maximum} maximum.",
+            actual=actual, maximum=maximum, status=status)
+    return BadRequestError(f"The API rejected the request ({status}): {detail}", status=status)
+
+
+def _delta_of(event: Any) -> TextDelta | ThinkingDelta | None:
+    if event.type != "content_block_delta":
+        return None
+    if event.delta.type == "text_delta":
+        return TextDelta(event.delta.text)
+    if event.delta.type == "thinking_delta":
+        return ThinkingDelta(event.delta.thinking)
+    return None
+
+
+def _response_of(message: Any) -> ModelResponse:
+    u = message.usage
+    usage = Usage(input_tokens=u.input_tokens or 0, output_tokens=u.output_tokens or 0,
+                  cache_creation_input_tokens=u.cache_creation_input_tokens or 0,
+                  cache_read_input_tokens=u.cache_read_input_tokens or 0)
+    # exclude_none: the SDK fills absent optional fields with None; the API never sent them.
+    content = [b.to_dict(mode="json", exclude_none=True) for b in message.content]
+    return ModelResponse(content=content, stop_reason=message.stop_reason, usage=usage,
+                         model=message.model or "", id=message.id or "")
+
+
+def _api_message(exc: Any) -> str:
+    message = getattr(exc, "api_message", None)
+    if not message and isinstance(exc.body, dict):
+        message = (exc.body.get("error") or {}).get("message")
+    return str(message or exc.message).strip().rstrip(".")
+
+
+def _error_type(exc: Any) -> str | None:
+    body = exc.body if isinstance(exc.body, dict) else {}
+    return (body.get("error") or {}).get("type") if isinstance(body.get("error"), dict) else None
+
+
+def _retry_after(headers: Any) -> str | None:
+    value = (headers.get("retry-after") or "").strip()
+    if not value.replace(".", "", 1).isdigit():
+        return value or None  # an HTTP date, shown as given
+    return f"{float(value):g}s" if float(value) > 0 else None
+
+
+def _caused_by(exc: BaseException, name: str) -> bool:
+    cause = exc.__cause__ or exc.__context__
+    while cause is not None:
+        if type(cause).__name__ == name:
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+# --------------------------------------------------------------------------- scripted model
+
+
+class ScriptExhausted(AssertionError):
+    """A ScriptedModel was called more often than its script allows."""
+
+
+class _AutoUsage(Usage):
+    """Marker: ScriptedModel fills this response's usage from the request it answers."""
+
+
+ScriptItem = ModelResponse | Callable[[ModelRequest], ModelResponse] | BaseException
+
+
+class ScriptedModel:
+    """A `ModelClient` that answers from a script (STYLE 3: the test double ships).
+
+    Each call takes the next item: a ModelResponse, a callable(request) -> ModelResponse, or an
+    exception instance to raise. Text is streamed in `chunk`-sized TextDeltas (thinking in
+    ThinkingDeltas), then the response. Every request is kept in `.requests`; a call past the
+    end raises `ScriptExhausted`; `assert_complete()` fails if items are left. With
+    `validate=True` each request is first checked with the fake server's API rules, and a
+    violation raises `BadRequestError` as the real API would.
+    """
+
+    def __init__(self, script: Iterable[ScriptItem], *, chunk: int = 8, validate: bool = False):
+        self.script: list[ScriptItem] = list(script)
+        self.chunk = max(1, chunk)
+        self.validate = validate
+        self.requests: list[ModelRequest] = []
+        self.responses: list[ModelResponse] = []
+
+    @property
+    def remaining(self) -> int:
+        return len(self.script) - len(self.requests)
+
+    def stream(self, request: ModelRequest) -> Iterator[StreamItem]:
+        response = self._next(request)
+        for block in response.content:
+            kind, key = {"text": (TextDelta, "text"), "thinking": (ThinkingDelta, "thinking")}.get(
+                block.get("type"), (None, None))
+            text = block.get(key, "") if kind else ""
+            for i in range(0, len(text), self.chunk):
+                yield kind(text[i:i + self.chunk])
+        yield response
+
+    def _next(self, request: ModelRequest) -> ModelResponse:
+        index = len(self.requests)
+        self.requests.append(request)
+        if index >= len(self.script):
+            raise ScriptExhausted(
+                f"ScriptedModel got call #{index + 1} but its script has {len(self.script)} "
+                f"item(s); last message: {_last_text(request)!r}")
+        if self.validate:
+            _validate(request)
+        item = self.script[index]
+        if isinstance(item, BaseException):
+            raise item
+        response = item(request) if callable(item) else item
+        response = replace(response, content=copy.deepcopy(response.content),
+                           model=response.model or request.model,
+                           id=response.id or f"msg_scripted_{index + 1:03d}")
+        if isinstance(response.usage, _AutoUsage):
+            response.usage = estimate_usage(request, response)
+        self.responses.append(response)
+        return response
+
+    def assert_complete(self) -> None:
+        if self.remaining > 0:
+            raise AssertionError(f"ScriptedModel: {self.remaining} of {len(self.script)} scripted "
+                                 f"item(s) were never requested.")
+
+
+def _validate(request: ModelRequest) -> None:
+    from memgpt_lite.fake_server import validate_request  # stdlib-only module
+
+    problem = validate_request(request.to_api())
+    if problem:
+        raise BadRequestError(f"The API rejected the request (400): {problem}", status=400)
+
+
+def _last_text(request: ModelRequest) -> str:
+    if not request.messages:
+        return ""
+    content = request.messages[-1].get("content")
+    if isinstance(content, str):
+        return content[:80]
+    texts = [b.get("text") or str(b.get("content", "")) for b in content or []]
+    return " ".join(t for t in texts if t)[:80]
+
+
+# --------------------------------------------------------------------------- response helpers
+
+_tool_ids = itertools.count(1)
+
+
+def estimate_usage(request: ModelRequest, response: ModelResponse | None = None) -> Usage:
+    """A deterministic usage from sizes (~4 chars per token), so scripted sessions show
+    realistic, growing input_tokens."""
+    input_tokens = math.ceil(len(canonical_json(request.to_api())) / 4)
+    output = canonical_json(response.content) if response is not None else ""
+    return Usage(input_tokens=input_tokens, output_tokens=math.ceil(len(output) / 4))
+
+
+def text_response(text: str, *, usage: Usage | None = None,
+                  stop_reason: str | None = "end_turn") -> ModelResponse:
+    """A text reply; with usage=None a ScriptedModel estimates it from the request."""
+    content: list[ContentBlock] = [{"type": "text", "text": text}] if text else []
+    return ModelResponse(content=content, stop_reason=stop_reason,
+                         usage=usage if usage is not None else _AutoUsage())
+
+
+def tool_response(calls: list[tuple[str, dict[str, Any]]], text: str = "", *,
+                  usage: Usage | None = None) -> ModelResponse:
+    """An assistant turn calling tools (parallel when several), each with a unique id."""
+    content: list[ContentBlock] = [{"type": "text", "text": text}] if text else []
+    for name, args in calls:
+        content.append({"type": "tool_use", "id": f"toolu_{next(_tool_ids):03d}", "name": name,
+                        "input": args})
+    return ModelResponse(content=content, stop_reason="tool_use",
+                         usage=usage if usage is not None else _AutoUsage())
+
+
+def thinking_block(thinking: str, signature: str = "sig") -> ContentBlock:
+    """A thinking block as the API returns it (for scripting extended-thinking replies)."""
+    return {"type": "thinking", "thinking": thinking, "signature": signature}

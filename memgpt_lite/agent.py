@@ -8,10 +8,12 @@ an interrupted turn (Ctrl-C, crash, API failure) leaves the queue exactly as it 
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
+from memgpt_lite import locking
 from memgpt_lite.config import Settings
 from memgpt_lite.context import BuiltContext, ContextBuilder, ContextInputs, message_tokens
 from memgpt_lite.memory import (
@@ -24,6 +26,7 @@ from memgpt_lite.memory import (
 )
 from memgpt_lite.model import ModelClient
 from memgpt_lite.paging import EVICT_TURNS_SCHEMA, Pager, Summariser, first_words, group_turns
+from memgpt_lite.redact import redact, redact_blocks
 from memgpt_lite.store import AgentRow, Store
 from memgpt_lite.tokens import TokenCounter, cost_usd
 from memgpt_lite.types import (
@@ -100,13 +103,34 @@ class Agent:
         self.session_usage = Usage()
         self.session_cost = 0.0
         self.last_context_tokens = 0
+        self.redact_secrets = True  # user text and model output, before they are stored
+        self.lock: locking.AgentLock | None = None
 
     @classmethod
     def open(cls, store: Store, name: str = "default", *, model_client: ModelClient,
              summary_client: ModelClient | None = None, settings: Settings | None = None,
-             clock: Callable[[], datetime] | None = None, create: bool = True) -> Agent:
+             clock: Callable[[], datetime] | None = None, create: bool = True,
+             lock_wait: float | None = locking.DEFAULT_WAIT) -> Agent:
         """Open agent `name`, creating it (with the default core memory) on first use.
-        `settings`, when given, replace the stored ones."""
+        `settings`, when given, replace the stored ones. Takes the agent's process lock
+        (waiting up to `lock_wait` seconds, then AgentBusyError; None: no lock) until
+        `close()` or the process ends."""
+        agent_lock = locking.AgentLock(store.path.parent, name)
+        if lock_wait is not None:
+            agent_lock.acquire(lock_wait)
+        try:
+            agent = cls._open(store, name, model_client, summary_client, settings, clock, create)
+        except BaseException:
+            agent_lock.release()
+            raise
+        agent.lock = agent_lock
+        weakref.finalize(agent, agent_lock.release)
+        return agent
+
+    @classmethod
+    def _open(cls, store: Store, name: str, model_client: ModelClient,
+              summary_client: ModelClient | None, settings: Settings | None,
+              clock: Callable[[], datetime] | None, create: bool) -> Agent:
         row = store.get_agent(name)
         created = row is None
         if row is None:
@@ -119,10 +143,17 @@ class Agent:
         effective = settings or Settings.from_dict(row.settings)
         return cls(store, row, effective, model_client, summary_client, clock or utc_now, created)
 
+    def close(self) -> None:
+        """Release the agent's process lock (the store stays open; it is the caller's)."""
+        if self.lock is not None:
+            self.lock.release()
+
     # ------------------------------------------------------------------ the loop
     def step(self, text: str) -> Iterator[Event]:
         """Run one turn. Yields events and always ends with a TurnEndEvent. Closing the
         generator early abandons the turn: the queue is untouched, the text stays in recall."""
+        if self.redact_secrets:
+            text = redact(text)
         turn_id = self.store.max_turn_id(self.id) + 1
         user = Message("user", [{"type": "text", "text": text}], turn_id,
                        created_at=iso(self.clock()), in_context=False)
@@ -183,10 +214,13 @@ class Agent:
             yield from self._fail(exc.message, exc.kind, exc.retryable)
         if response is None:
             yield from self._fail("The model's stream ended without a response.", "stream", True)
+        if self.redact_secrets:  # the model may echo a secret into text or a tool input
+            response = replace(response, content=redact_blocks(response.content))
         yield ResponseEvent(response, "chat")
         yield from self._account(run, built, response)
         if response.stop_reason == "model_context_window_exceeded":
-            run.overflow = None
+            # The usage of the cut-off response tells the true size of the request.
+            run.overflow = response.usage.total_input or None
             return None
         return response
 

@@ -4,25 +4,27 @@ what to page out; the controller only steps in when the model did not.
 Checked before every model call, on the estimated size of the next request:
   warn  → fold old bulky tool results (cheap), then a memory-pressure alert in the tail
   flush → evict the oldest turns down to the target and summarise them (summariser call,
-          chunked on failure, deterministic as the last resort)
-  still over budget → clip the current turn's largest pieces with a visible marker.
-Evicted turns only leave the queue: every message stays in recall.
+          chunked when too big or failing, deterministic as the last resort)
+  fit   → the hard guarantee: while the request is over budget, evict more, then clip the
+          current turn's largest pieces with a visible marker, then shorten the summary.
+Evicted turns only leave the queue: every message stays in recall, and folded or clipped
+messages keep their full text in the store (only `context_content` changes).
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Generator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from memgpt_lite import prompts
 from memgpt_lite.config import Settings
 from memgpt_lite.context import BuiltContext, ContextBuilder, ContextInputs, message_tokens
-from memgpt_lite.memory import ToolOutcome, check_arguments
+from memgpt_lite.memory import ToolOutcome
 from memgpt_lite.model import ModelClient
 from memgpt_lite.store import Store
-from memgpt_lite.tokens import TokenCounter
+from memgpt_lite.tokens import TokenCounter, request_chars
 from memgpt_lite.types import (
     ClipEvent,
     Event,
@@ -33,10 +35,13 @@ from memgpt_lite.types import (
     ModelError,
     ModelRequest,
     ModelResponse,
+    NoticeEvent,
     PressureAlertEvent,
     ResponseEvent,
     SummaryEvent,
     Turn,
+    Usage,
+    canonical_json,
 )
 
 EVICT_TURNS_SCHEMA: dict[str, Any] = {
@@ -65,10 +70,20 @@ EVICT_TURNS_SCHEMA: dict[str, Any] = {
 
 FOLD_MARKER = "[folded to save context: {chars:,} chars of {tool} output. Preview: {preview}… " \
               "— call {tool} again if you need the full output]"
-CLIP_MARKER = "\n[clipped to fit the context: {cut:,} of {total:,} chars not shown. The full " \
-              "text is stored; {how}]"
+CLIP_NOTE = "\n[clipped to fit the context: "
+CLIP_MARKER = CLIP_NOTE + "{cut:,} of {total:,} chars not shown. The full text is stored; {how}]"
 RISE_STEP = 0.05  # re-alert only when usage rose by 5% of the budget since the last alert
 SUMMARY_CAP = 0.20  # a running summary above this share of the budget is compacted
+ALERT_TURNS = 40  # the alert lists at most this many (oldest) turns: it must stay small itself
+FOLD_SHARE = 0.10  # a tool result above this share of the budget is bulky, whatever the setting
+MIN_FOLD_CHARS = 600  # below this a stub would save next to nothing
+MIN_CLIP_CHARS = 400
+CLIP_KEEP = 200
+FIT_ROUNDS = 16
+SUMMARY_WORDS = 400
+
+
+# --------------------------------------------------------------------------- turns
 
 
 def group_turns(messages: list[Message]) -> list[Turn]:
@@ -89,6 +104,11 @@ def first_words(turn: Turn, n: int = 12) -> str:
     return "(no text)"
 
 
+def turn_chars(turn: Turn) -> int:
+    """Characters a turn adds to the request JSON (what the counter estimates from)."""
+    return len(canonical_json([m.to_api() for m in turn.messages])) - 1
+
+
 @dataclass
 class PagingStats:
     alerts: int = 0
@@ -99,46 +119,86 @@ class PagingStats:
     clips: int = 0
 
 
+# --------------------------------------------------------------------------- summariser
+
+
+@dataclass
+class SummaryResult:
+    text: str
+    method: str  # "summariser" | "chunked" | "deterministic"
+    usage: Usage = field(default_factory=Usage)
+
+
 class Summariser:
     """Recursive summary: previous summary + evicted turns → new summary, via a cheaper model.
-    Falls back to chunks, then to a deterministic summary; never raises ModelError."""
+    Too big for one call (or the call fails) → chunks; a chunk that still fails → a
+    deterministic summary. Never raises ModelError: the user's turn must not fail here."""
 
     def __init__(self, client: ModelClient, settings: Settings, counter: TokenCounter):
         self.client, self.settings, self.counter = client, settings, counter
+        self.calls = 0
+        self.usage = Usage()
 
-    def summarise(self, previous: str, turns: list[Turn]) -> Generator[Event, None, tuple[str, str]]:
+    def limit_chars(self) -> int:
+        """Largest prompt (summary + turns) we send: a share of the chat budget, so a summary
+        call never costs more than a chat call."""
+        return max(2_000, int(self.settings.budget * 0.6 * self.counter.chars_per_token))
+
+    def summarise(self, previous: str, turns: list[Turn]) -> Generator[Event, None, SummaryResult]:
         text = render_turns(turns)
-        limit = max(2_000, int(self.settings.budget * 0.6 * self.counter.chars_per_token))
-        if len(previous) + len(text) <= limit:
-            result = yield from self._call(previous, text)
-            if result is not None:
-                return result, "summariser"
-        summary = previous
-        chunked = True
-        for chunk in chunk_turns(turns, limit // 2):
-            result = yield from self._call(summary, render_turns(chunk))
-            if result is None:
-                chunked = False
-                result = merge_summary(summary, deterministic_summary(chunk))
-            summary = result
-        return summary, "chunked" if chunked else "deterministic"
+        if len(previous) + len(text) <= self.limit_chars():
+            out, usage = yield from self._call(previous, text)
+            if out is not None:
+                return SummaryResult(out, "summariser", usage)
+        else:
+            usage = Usage()
+        summary, method = previous, "chunked"
+        for chunk in chunk_turns(turns, self.limit_chars() // 2):
+            out = None
+            if method == "chunked" and len(summary) <= self.limit_chars() // 2:
+                out, used = yield from self._call(summary, render_turns(chunk))
+                usage = usage + used
+            if out is None:  # stop calling a client that just failed
+                method = "deterministic"
+                out = merge_summary(summary, deterministic_summary(chunk))
+            summary = out
+        return SummaryResult(summary, method, usage)
 
-    def _call(self, previous: str, turns_text: str) -> Generator[Event, None, str | None]:
-        request = ModelRequest(
-            model=self.settings.summary_model, max_tokens=1024,
-            system=[{"type": "text", "text": prompts.render("summarizer.md", max_words=400)}],
-            messages=[{"role": "user", "content": [{"type": "text", "text":
-                       f"<previous_summary>\n{previous or '(none)'}\n</previous_summary>\n\n"
-                       f"<removed_turns>\n{turns_text}\n</removed_turns>"}]}])
-        yield ModelCallStart(0, request.digest(), self.counter.estimate_request(request),
-                             purpose="summary", model=request.model)
+    def compact(self, previous: str, max_chars: int) -> Generator[Event, None, SummaryResult]:
+        """Shorten a running summary that grew too big (deterministic pieces pile up)."""
+        usage = Usage()
+        if len(previous) <= self.limit_chars():
+            out, usage = yield from self._call(previous, "(none: only compact the previous summary)")
+            if out is not None and len(out) <= max_chars:
+                return SummaryResult(out, "summariser", usage)
+        return SummaryResult(truncate_summary(previous, max_chars), "deterministic", usage)
+
+    def _call(self, previous: str,
+              turns_text: str) -> Generator[Event, None, tuple[str | None, Usage]]:
+        room = self.limit_chars() - len(previous)
+        if len(turns_text) > room:  # one huge turn cannot be chunked further: cut its text
+            turns_text = turns_text[:max(0, room - 60)] + "\n[… cut: too long to summarise]"
+        request = self.request(previous, turns_text)
+        self.calls += 1
+        # Not anchored on the chat's last usage: this request shares nothing with it.
+        estimate = self.counter.estimate_chars(request_chars(request))
+        yield ModelCallStart(0, request.digest(), estimate, purpose="summary", model=request.model)
         try:
             response = _collect(self.client.stream(request))
         except ModelError:
-            return None
+            return None, Usage()
         yield ResponseEvent(response, purpose="summary")
-        summary = response.text.strip()
-        return summary or None
+        self.usage = self.usage + response.usage
+        return response.text.strip() or None, response.usage
+
+    def request(self, previous: str, turns_text: str) -> ModelRequest:
+        return ModelRequest(
+            model=self.settings.summary_model, max_tokens=1024,
+            system=[{"type": "text", "text": prompts.render("summarizer.md",
+                                                            max_words=SUMMARY_WORDS)}],
+            messages=[{"role": "user", "content": [{"type": "text", "text":
+                       f"<previous_summary>\n{previous or '(none)'}\n</previous_summary>\n\n"
+                       f"<removed_turns>\n{turns_text}\n</removed_turns>"}]}])
 
 
 def _collect(stream: Iterator[Any]) -> ModelResponse:
@@ -195,19 +255,40 @@ def merge_summary(previous: str, addition: str) -> str:
     return f"{previous}\n{addition}".strip() if previous else addition.strip()
 
 
+def truncate_summary(summary: str, max_chars: int) -> str:
+    """Keep the newest lines (the summary is oldest first); say that older ones went."""
+    note = "(older summary lines dropped to save context; search recall for them)"
+    if len(summary) <= max_chars:
+        return summary
+    kept: list[str] = []
+    size = len(note)
+    for line in reversed(summary.splitlines()):
+        if size + len(line) + 1 > max_chars:
+            break
+        kept.append(line)
+        size += len(line) + 1
+    return "\n".join([note, *reversed(kept)]) if kept else note
+
+
+# --------------------------------------------------------------------------- pager
+
+
 class Pager:
-    """Keeps every request under the budget; see the module docstring for the levels."""
+    """Keeps every request under `settings.budget` by the counter; see the module docstring.
+
+    `prepare` runs before every model call and returns the request to send; `evict_turns`
+    calls go through `evict_tool`; a provider overflow goes through `on_overflow`.
+    """
 
     def __init__(self, settings: Settings, store: Store, agent_id: int, counter: TokenCounter,
                  builder: ContextBuilder, summariser: Summariser):
         self.settings, self.store, self.agent_id = settings, store, agent_id
         self.counter, self.builder, self.summariser = counter, builder, summariser
         self.stats = PagingStats()
-        self.alert_tokens: int | None = None  # usage at the last alert
-        self.alert_turn: int | None = None
-        self.alert_text: str | None = None
+        self.alert_tokens: int | None = None  # usage at the last alert (None: no pressure)
+        self.alert_turn: int | None = None  # turn of an alert the model has not acted on
+        self._shown: str | None = None  # the alert text now in the tail
 
-    # ---------------------------------------------------------------- thresholds
     @property
     def budget(self) -> int:
         return self.settings.budget
@@ -224,15 +305,10 @@ class Pager:
                 built = self._build(inputs)
         if self._must_flush(built.estimated_tokens, turn_id):
             yield from self.flush(inputs, turn_id, by="flush")
-            built = self._build(inputs)
-        elif self._summary_too_big(inputs):
-            yield from self._compact_summary(inputs)
-            built = self._build(inputs)
-        built = yield from self._alert(inputs, turn_id, built)
-        if built.estimated_tokens > self.budget:
-            yield from self._clip_current(inputs, built.estimated_tokens)
-            built = self._build(inputs)
-        return built
+        if self._summary_too_big(inputs):
+            yield from self._compact_summary(inputs, self._summary_cap_chars())
+        built = yield from self._alert(inputs, turn_id)
+        return (yield from self._fit(inputs, turn_id, built))
 
     def _build(self, inputs: ContextInputs) -> BuiltContext:
         return self.builder.build(inputs)
@@ -243,29 +319,57 @@ class Pager:
         ignored = self.alert_turn is not None and self.alert_turn < turn_id
         return ignored and tokens >= self.level(self.settings.warn_fraction)
 
-    def _alert(self, inputs: ContextInputs, turn_id: int,
-               built: BuiltContext) -> Generator[Event, None, BuiltContext]:
+    def _fit(self, inputs: ContextInputs, turn_id: int,
+             built: BuiltContext) -> Generator[Event, None, BuiltContext]:
+        """The hard guarantee, whatever the model did: evict the queue first (it stays in
+        recall), then clip the current turn, then shorten the summary."""
+        for _ in range(FIT_ROUNDS):
+            over = built.estimated_tokens - self.budget
+            if over <= 0:
+                return built
+            if inputs.queue:
+                yield from self.flush(inputs, turn_id, by="flush")
+            elif not (yield from self._clip_step(inputs, over)):
+                if not inputs.summary:
+                    break
+                yield from self._compact_summary(inputs, len(inputs.summary) // 2)
+            built = self._build(inputs)
+        if built.estimated_tokens > self.budget:
+            yield NoticeEvent(
+                f"The request is about {built.estimated_tokens:,} tokens, over the budget of "
+                f"{self.budget:,}, even with nothing left to evict or clip: the tools, system "
+                "prompt and core memory alone are too big. Raise context_window.", "warning")
+        return built
+
+    # ---------------------------------------------------------------- alert
+    def _alert(self, inputs: ContextInputs, turn_id: int) -> Generator[Event, None, BuiltContext]:
+        built = self._build(inputs)
         tokens = built.estimated_tokens
         if tokens < self.level(self.settings.warn_fraction) or not inputs.queue:
-            self.alert_tokens = self.alert_turn = self.alert_text = None
+            self._reset_alert(inputs)
             return built
-        rise = self.alert_tokens is None or tokens >= self.alert_tokens + self.level(RISE_STEP)
-        if rise:
-            self.alert_text = self.alert_message(inputs, turn_id, tokens)
-            self.alert_tokens = tokens
-            if self.alert_turn is None:
-                self.alert_turn = turn_id
+        text = self.alert_message(inputs, turn_id, tokens)
+        if self.alert_tokens is None or tokens >= self.alert_tokens + self.level(RISE_STEP):
+            self.alert_tokens, self.alert_turn = tokens, turn_id
             self.stats.alerts += 1
-            yield PressureAlertEvent(tokens, self.budget, 100 * tokens / self.budget,
-                                     self.alert_text)
-        # The alert stays in the tail while pressure lasts, so later calls of the turn
-        # still show the model which turns it can evict.
-        inputs.alerts = [a for a in inputs.alerts if a != self.alert_text] + [self.alert_text]
+            yield PressureAlertEvent(tokens, self.budget, 100 * tokens / self.budget, text)
+        # While pressure lasts the alert stays in the tail, refreshed, so every call shows the
+        # model the turns it can evict now. The tail is after the last cache breakpoint.
+        inputs.alerts = [a for a in inputs.alerts if a != self._shown] + [text]
+        self._shown = text
         return self._build(inputs)
 
+    def _reset_alert(self, inputs: ContextInputs) -> None:
+        inputs.alerts = [a for a in inputs.alerts if a != self._shown]
+        self.alert_tokens = self.alert_turn = self._shown = None
+
     def alert_message(self, inputs: ContextInputs, turn_id: int, tokens: int) -> str:
+        turns = group_turns(inputs.queue)
         rows = [f"- {t.id} · {t.created_at or '?'} · {message_tokens(self.counter, t.messages):,}"
-                f" · {first_words(t)}" for t in group_turns(inputs.queue)[:60]]
+                f" · {first_words(t, 10)}" for t in turns[:ALERT_TURNS]]
+        if len(turns) > ALERT_TURNS:
+            rows.append(f"- (and {len(turns) - ALERT_TURNS} newer turns: "
+                        f"{turns[ALERT_TURNS].id}–{turns[-1].id})")
         return prompts.render(
             "pressure_alert.md", used=f"{tokens:,}", budget=f"{self.budget:,}",
             percent=round(100 * tokens / self.budget),
@@ -275,131 +379,155 @@ class Pager:
     # ---------------------------------------------------------------- fold
     def _fold(self, inputs: ContextInputs) -> Generator[Event, None, bool]:
         """Clip old bulky tool results in the queue to stubs; the full text stays stored."""
-        folded, freed = [], 0
+        before = self._build(inputs).estimated_tokens
         names = _tool_names(inputs.queue)
+        folded = []
         for m in inputs.queue:
-            stub = _fold_content(m.api_content(), names, self.settings.fold_min_chars)
-            if stub is None:
-                continue
-            before = message_tokens(self.counter, [m])
-            m.context_content = stub
-            freed += before - message_tokens(self.counter, [m])
-            self.store.set_context_content(self.agent_id, m.id, stub)
-            folded.append(m.id)
+            stub = _fold_content(m.api_content(), names, self._fold_min_chars())
+            if stub is not None:
+                m.context_content = stub
+                self.store.set_context_content(self.agent_id, m.id, stub)  # type: ignore[arg-type]
+                folded.append(m.id)
         if folded:
             self.stats.folds += 1
-            yield FoldEvent(folded, freed)
+            freed = before - self._build(inputs).estimated_tokens
+            yield FoldEvent(folded, max(0, freed))  # type: ignore[arg-type]
         return bool(folded)
+
+    def _fold_min_chars(self) -> int:
+        share = int(self.level(FOLD_SHARE) * self.counter.chars_per_token)
+        return max(MIN_FOLD_CHARS, min(self.settings.fold_min_chars, share))
 
     # ---------------------------------------------------------------- flush
     def flush(self, inputs: ContextInputs, turn_id: int,
               by: str = "flush") -> Generator[Event, None, None]:
         """Evict the oldest turns down to the target and summarise them."""
-        target = self.level(self.settings.flush_target_fraction)
-        turns = group_turns(inputs.queue)
-        tokens = self._build(inputs).estimated_tokens
-        evict: list[Turn] = []
-        for turn in turns:
-            # An overflow evicts at least one turn: the estimate was already proven wrong.
-            if tokens <= target and (evict or by != "overflow"):
-                break
-            evict.append(turn)
-            tokens -= message_tokens(self.counter, turn.messages)
+        before = self._build(inputs)
+        evict = self._oldest_down_to(inputs, before, self.level(
+            self.settings.flush_target_fraction), at_least_one=by == "overflow")
         if not evict:
             return
-        summary, method = yield from self.summariser.summarise(inputs.summary, evict)
-        self.stats.summariser_calls += 1
+        result = yield from self.summariser.summarise(inputs.summary, evict)
+        self.stats.summariser_calls = self.summariser.calls
         self.stats.forced_flushes += 1
         ids = [t.id for t in evict]
-        freed = self._evict(inputs, ids, summary)
-        self.alert_tokens = self.alert_turn = self.alert_text = None
-        inputs.alerts = []
-        yield EvictionEvent(ids, freed, by, summary, self._build(inputs).estimated_tokens,
-                            self.budget)
-        yield SummaryEvent(summary, method)
+        self._evict(inputs, ids, result.text)
+        self._reset_alert(inputs)
+        now = self._build(inputs).estimated_tokens
+        yield EvictionEvent(ids, max(0, before.estimated_tokens - now), by,  # type: ignore[arg-type]
+                            result.text, now, self.budget)
+        yield SummaryEvent(result.text, result.method, result.usage)  # type: ignore[arg-type]
 
-    def _evict(self, inputs: ContextInputs, turn_ids: list[int], summary: str) -> int:
-        gone = [m for m in inputs.queue if m.turn_id in set(turn_ids)]
-        freed = message_tokens(self.counter, gone) if gone else 0
+    def _oldest_down_to(self, inputs: ContextInputs, built: BuiltContext, target: int,
+                        at_least_one: bool) -> list[Turn]:
+        """The oldest turns whose removal brings the request to `target`, measured in request
+        characters so the estimate matches the counter's own (anchored) one."""
+        chars = request_chars(built.request)
+        evict: list[Turn] = []
+        for turn in group_turns(inputs.queue):
+            if self.counter.estimate_request_chars(chars) <= target and (evict or not at_least_one):
+                break
+            evict.append(turn)
+            chars -= turn_chars(turn)
+        return evict
+
+    def _evict(self, inputs: ContextInputs, turn_ids: list[int], summary: str) -> None:
+        gone = set(turn_ids)
         with self.store.transaction():
             self.store.set_in_context(self.agent_id, turn_ids, False)
             self.store.set_summary(self.agent_id, summary)
-        inputs.queue = [m for m in inputs.queue if m.turn_id not in set(turn_ids)]
+        inputs.queue = [m for m in inputs.queue if m.turn_id not in gone]
         inputs.summary = summary
-        return freed
+
+    def _summary_cap_chars(self) -> int:
+        return int(self.level(SUMMARY_CAP) * self.counter.chars_per_token / 1.2)
 
     def _summary_too_big(self, inputs: ContextInputs) -> bool:
         return self.counter.estimate_text(inputs.summary) > self.level(SUMMARY_CAP)
 
-    def _compact_summary(self, inputs: ContextInputs) -> Generator[Event, None, None]:
-        summary, method = yield from self.summariser.summarise(inputs.summary, [])
-        self.stats.summariser_calls += 1
-        if self.counter.estimate_text(summary) < self.counter.estimate_text(inputs.summary):
-            self.store.set_summary(self.agent_id, summary)
-            inputs.summary = summary
-            yield SummaryEvent(summary, method)
+    def _compact_summary(self, inputs: ContextInputs,
+                         max_chars: int) -> Generator[Event, None, None]:
+        result = yield from self.summariser.compact(inputs.summary, max_chars)
+        self.stats.summariser_calls = self.summariser.calls
+        if len(result.text) < len(inputs.summary):
+            self.store.set_summary(self.agent_id, result.text)
+            inputs.summary = result.text
+            yield SummaryEvent(result.text, result.method, result.usage)  # type: ignore[arg-type]
 
     # ---------------------------------------------------------------- overflow
     def on_overflow(self, inputs: ContextInputs, turn_id: int, request: ModelRequest,
                     actual: int | None) -> Generator[Event, None, None]:
-        """The provider said the prompt was too long: learn from it, then make room."""
+        """The provider said the prompt was too long: learn from it, then make room. The
+        agent's next `prepare` clips the current turn if it alone is now over budget."""
         self.counter.observe_overflow(request, actual)
         if inputs.queue:
             yield from self.flush(inputs, turn_id, by="overflow")
 
     # ---------------------------------------------------------------- clip current turn
-    def _clip_current(self, inputs: ContextInputs, tokens: int) -> Iterator[Event]:
-        for _ in range(8):
-            over = tokens - self.budget
-            if over <= 0:
-                return
-            event = _clip_largest(inputs.current, int(over * self.counter.chars_per_token * 1.3) + 200)
-            if event is None:
-                return
-            self.stats.clips += 1
-            yield event
-            tokens = self._build(inputs).estimated_tokens
+    def _clip_step(self, inputs: ContextInputs, over: int) -> Generator[Event, None, bool]:
+        ratio = self.counter.chars_per_token
+        if self.counter.anchor_tokens:  # shrinking requests are estimated at the anchor ratio
+            ratio = max(ratio, self.counter.anchor_chars / self.counter.anchor_tokens)
+        event = _clip_largest(inputs.current, int(over * ratio * 1.2) + CLIP_KEEP)
+        if event is None:
+            return False
+        self.stats.clips += 1
+        yield event
+        return True
 
     # ---------------------------------------------------------------- the model's tool
     def evict_tool(self, args: object, inputs: ContextInputs,
                    turn_id: int) -> tuple[ToolOutcome, list[Event]]:
-        error = check_arguments(EVICT_TURNS_SCHEMA["input_schema"], args)
         valid = sorted({m.turn_id for m in inputs.queue})
-        listing = f"Turns you can evict: {', '.join(map(str, valid)) or 'none'}."
-        if error:
-            return _error(f"{error} {listing}"), []
-        assert isinstance(args, dict)
-        ids = sorted(set(args["turn_ids"]))
-        summary = args["summary"].strip()
-        problem = _evict_problem(ids, valid, turn_id, summary)
+        listing = f"Turns you can evict: {_ranges(valid) or 'none'}."
+        problem = _args_problem(args) or _ids_problem(args["turn_ids"], valid, turn_id)  # type: ignore[index]
         if problem:
             return _error(f"{problem} {listing}"), []
+        assert isinstance(args, dict)
+        ids = sorted(set(args["turn_ids"]))
+        summary = (args.get("summary") or "").strip() or deterministic_summary(
+            [t for t in group_turns(inputs.queue) if t.id in ids])
+        before = self._build(inputs).estimated_tokens
         merged = merge_summary(inputs.summary, f"Turns {_ranges(ids)}: {summary}")
-        freed = self._evict(inputs, ids, merged)
+        self._evict(inputs, ids, merged)
         self.stats.model_evictions += 1
-        self.alert_turn = None
+        self.alert_turn = None  # the model acted on the alert
         now = self._build(inputs).estimated_tokens
         if now < self.level(self.settings.warn_fraction):
-            self.alert_tokens = self.alert_text = None
-            inputs.alerts = []
-        pct = 100 * now / self.budget
+            self._reset_alert(inputs)
+        freed = max(0, before - now)
         text = (f"Evicted turns {_ranges(ids)}: about {freed:,} tokens freed. The context is now "
-                f"about {now:,} tokens ({pct:.0f}% of {self.budget:,}). The turns stay "
-                "searchable with conversation_search.")
-        event = EvictionEvent(ids, freed, "model", summary, now, self.budget)
-        return ToolOutcome(text, False, f"evicted turns {_ranges(ids)} · {freed:,} tokens"), [event]
+                f"about {now:,} tokens ({100 * now / self.budget:.0f}% of {self.budget:,}). The "
+                "turns stay searchable with conversation_search.")
+        events: list[Event] = [EvictionEvent(ids, freed, "model", summary, now, self.budget),
+                               SummaryEvent(merged, "model")]
+        return ToolOutcome(text, False, f"evicted turns {_ranges(ids)} · {freed:,} tokens"), events
 
 
-def _evict_problem(ids: list[int], valid: list[int], turn_id: int, summary: str) -> str | None:
+def _args_problem(args: object) -> str | None:
+    # Own checks rather than memory.check_arguments: its messages call every array
+    # "a list of strings", and the model needs to hear "integer turn ids".
+    if not isinstance(args, dict):
+        return 'The input must be an object: {"turn_ids": [3, 4], "summary": "..."}.'
+    unknown = sorted(set(args) - {"turn_ids", "summary"})
+    if unknown:
+        return f"Unknown argument {unknown[0]!r}; evict_turns takes turn_ids and summary."
+    ids = args.get("turn_ids")
+    if not isinstance(ids, list) or not all(type(i) is int for i in ids):
+        return f"turn_ids must be a list of integer turn ids, got {ids!r:.60}."
+    if not isinstance(args.get("summary", ""), (str, type(None))):
+        return "summary must be a string."
+    return None
+
+
+def _ids_problem(ids: list[int], valid: list[int], turn_id: int) -> str | None:
     if not ids:
         return "turn_ids is empty: name at least one turn."
     if turn_id in ids:
         return f"Turn {turn_id} is the current turn and cannot be evicted."
-    unknown = [i for i in ids if i not in valid]
+    unknown = sorted({i for i in ids if i not in valid})
     if unknown:
         return f"Turn ids not in context: {', '.join(map(str, unknown))}."
-    if not summary:
-        return "summary is empty: say what the evicted turns contained that still matters."
     return None
 
 
@@ -409,18 +537,13 @@ def _error(text: str) -> ToolOutcome:
 
 def _ranges(ids: list[int]) -> str:
     """[3,4,5,9] → '3–5, 9'"""
-    out, start, prev = [], None, None
+    spans: list[list[int]] = []
     for i in sorted(ids):
-        if start is None:
-            start = prev = i
-        elif i == prev + 1:
-            prev = i
+        if spans and i == spans[-1][1] + 1:
+            spans[-1][1] = i
         else:
-            out.append(f"{start}–{prev}" if prev != start else str(start))
-            start = prev = i
-    if start is not None:
-        out.append(f"{start}–{prev}" if prev != start else str(start))
-    return ", ".join(out)
+            spans.append([i, i])
+    return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in spans)
 
 
 def _tool_names(messages: list[Message]) -> dict[str, str]:
@@ -444,23 +567,34 @@ def _fold_content(blocks: list[dict[str, Any]], names: dict[str, str],
 
 
 def _clip_largest(current: list[Message], cut: int) -> ClipEvent | None:
-    """Clip the largest text or tool_result string of the current turn by `cut` chars."""
+    """Clip the largest visible text or tool_result string of the current turn by `cut`
+    chars, re-cutting from the stored original so markers never stack."""
     best: tuple[int, Message, int, str] | None = None
     for m in current:
         for i, b in enumerate(m.api_content()):
             key = "text" if b.get("type") == "text" else "content"
-            value = b.get(key)
-            if isinstance(value, str) and (best is None or len(value) > best[0]):
-                best = (len(value), m, i, key)
-    if best is None or best[0] < 400:
+            visible = _visible_chars(b.get(key), m.content[i].get(key))
+            if visible and (best is None or visible > best[0]):
+                best = (visible, m, i, key)
+    if best is None or best[0] < MIN_CLIP_CHARS:
         return None
-    size, msg, index, key = best
-    content = copy.deepcopy(msg.api_content())
-    keep = max(200, size - cut)
+    visible, msg, index, key = best
+    original = msg.content[index][key]
+    keep = max(CLIP_KEEP, visible - cut)
     how = ("search it with conversation_search." if key == "text"
            else "ask for a narrower result (another query or page).")
-    original = content[index][key]
-    content[index][key] = original[:keep] + CLIP_MARKER.format(cut=size - keep, total=size, how=how)
+    content = copy.deepcopy(msg.api_content())
+    content[index][key] = original[:keep] + CLIP_MARKER.format(
+        cut=len(original) - keep, total=len(original), how=how)
     msg.context_content = content
-    what = "your message" if key == "text" and msg.role == "user" else "a tool result"
-    return ClipEvent(what, size, keep)
+    what = ("your message" if msg.role == "user" else "a reply") if key == "text" else "a tool result"
+    return ClipEvent(what, len(original), keep)
+
+
+def _visible_chars(sent: object, original: object) -> int:
+    """How many chars of the original a (possibly clipped) string still shows."""
+    if not isinstance(sent, str) or not isinstance(original, str):
+        return 0
+    if sent != original and CLIP_NOTE in sent:
+        return sent.rindex(CLIP_NOTE)
+    return len(sent)

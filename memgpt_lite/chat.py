@@ -1,0 +1,1122 @@
+"""The terminal chat: renders agent events with rich, runs slash commands, reads input.
+
+`ChatView` turns the events of `Agent.step()` into output. On a terminal the reply streams
+in a live region (a spinner until the first token) and settles as rendered Markdown; when
+output is not live (tests, a captured console) the reply is printed as Markdown once it is
+complete; in plain mode (stdin piped) text is written as it arrives and nothing is styled.
+Every memory operation, alert, eviction and notice is one line starting with "· ".
+
+`ChatSession` owns the conversation loop and the slash commands; `run_chat` wires a real
+store, agent, model client, recorder and terminal together. The agent never prints; this
+module (with cli.py) is the only place that talks to the terminal.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import shlex
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.live import Live
+from rich.markdown import Markdown
+from rich.segment import Segment
+from rich.spinner import Spinner
+from rich.table import Table
+from rich.text import Text
+
+from memgpt_lite import config
+from memgpt_lite.types import (
+    ClipEvent,
+    ErrorEvent,
+    EvictionEvent,
+    FoldEvent,
+    ModelCallStart,
+    NoticeEvent,
+    PressureAlertEvent,
+    ResponseEvent,
+    SummaryEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEndEvent,
+    Usage,
+    UsageEvent,
+)
+
+PROMPT = "you› "
+CONTINUATION_PROMPT = "  … "
+# Lines that reach the terminal this soon after the previous one were pasted, not typed.
+PASTE_GAP_SECONDS = 0.03
+HISTORY_FILE = "chat_history"
+
+HELP = """\
+Commands
+  /help                 this list
+  /core                 core memory blocks: label, used/limit chars, value
+  /core edit LABEL      edit a block in $EDITOR (the limit is checked; history is kept)
+  /search QUERY         search recall (every message ever sent), ranked like the model's tool
+  /archival [QUERY]     search archival memory, or list the newest passages
+  /context              token ledger per section, the queue's turns, the summary
+  /tokens               this session's token usage and cost
+  /pop [N]              undo the last N turns (default 1): removed from the queue and recall
+  /retry                send your last message again (replacing its answer, if any)
+  /agents               all agents in this data dir
+  /forget QUERY         show matching messages and passages, then delete them on confirmation
+  /exit                 leave (also Ctrl-D, or Ctrl-C twice at the prompt)
+
+Input
+  Enter sends. End a line with \\ to continue on the next line; a multi-line paste
+  arrives as one message. Ctrl-C while the model answers cancels that turn (your
+  message stays in recall; /retry sends it again). Up/down browse history."""
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+def make_console(file: Any = None, *, plain: bool | None = None, width: int | None = None
+                 ) -> Console:
+    """A console for the chat and the CLI. Plain (no colour, no wrapping of reply text)
+    when output is not a terminal."""
+    stream = file if file is not None else sys.stdout
+    if plain is None:
+        plain = not _isatty(stream)
+    if plain:
+        return Console(file=stream, color_system=None, no_color=True, highlight=False,
+                       emoji=False, soft_wrap=True, width=width or 100)
+    return Console(file=stream, highlight=False, width=width)
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def turn_ranges(ids: list[int]) -> str:
+    """[3,4,5,9] -> '3–5, 9' (en dash for runs)."""
+    ids = sorted(set(ids))
+    parts: list[str] = []
+    start = prev = None
+    for i in ids + [None]:
+        if start is not None and i == prev + 1:
+            prev = i
+            continue
+        if start is not None:
+            parts.append(str(start) if start == prev else f"{start}–{prev}")
+        start = prev = i
+    return ", ".join(parts)
+
+
+def bar(fraction: float, width: int = 10) -> str:
+    filled = max(0, min(width, round(fraction * width)))
+    return "▰" * filled + "▱" * (width - filled)
+
+
+def cache_hit(usage: Usage) -> float:
+    total = usage.total_input
+    return usage.cache_read_input_tokens / total if total else 0.0
+
+
+def shorten(text: str, limit: int = 80) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def status_line(usage: Usage, cost: float, context_tokens: int, budget: int, *,
+                with_bar: bool) -> str:
+    parts = []
+    if context_tokens and budget:
+        fraction = context_tokens / budget
+        meter = f" {bar(fraction)}" if with_bar else ""
+        parts.append(f"context {context_tokens:,}/{budget:,} tokens ({fraction:.0%}){meter}")
+    if usage.total_input:
+        parts.append(f"cache {cache_hit(usage):.0%}")
+    parts.append(f"turn ${cost:.4f}")
+    return " · ".join(parts)
+
+
+def describe_event(event: Any) -> tuple[str, str] | None:
+    """One compact line (and a style) for an event that is not reply text, or None."""
+    # The tool's summary already says what changed (old → new for replacements), so
+    # MemoryEditEvent adds no line of its own.
+    if isinstance(event, ToolResultEvent):
+        style = "red" if event.result.is_error else "cyan"
+        return (event.summary or event.call.name), style
+    if isinstance(event, PressureAlertEvent):
+        return (f"memory pressure: {event.used_tokens:,}/{event.budget:,} tokens "
+                f"({event.percent:.0f}%) — the model was asked to save and evict"), "yellow"
+    if isinstance(event, FoldEvent):
+        n = len(event.message_ids)
+        return (f"folded {n} old tool result{'s' if n != 1 else ''} · "
+                f"{event.tokens_freed:,} tokens (full text stays in recall)"), "yellow"
+    if isinstance(event, EvictionEvent):
+        return _eviction_line(event), "yellow"
+    if isinstance(event, SummaryEvent):
+        return f"summary updated ({event.method}) · {len(event.summary):,} chars", "yellow"
+    if isinstance(event, ClipEvent):
+        return (f"clipped {event.what}: {event.original_chars:,} → {event.kept_chars:,} chars "
+                f"(full text stays in recall)"), "yellow"
+    if isinstance(event, NoticeEvent):
+        return event.message, ("yellow" if event.level == "warning" else "dim")
+    if isinstance(event, ErrorEvent):  # the agent's message already says how to retry
+        return f"error: {event.message}", "bold red"
+    return None
+
+
+def _eviction_line(event: EvictionEvent) -> str:
+    n = len(event.turn_ids)
+    who = {"model": "", "flush": " (forced: context nearly full)",
+           "overflow": " (forced: the provider said the prompt was too long)"}.get(event.by, "")
+    line = (f"evicted turn{'s' if n != 1 else ''} {turn_ranges(event.turn_ids)} · "
+            f"{event.tokens_freed:,} tokens{who}")
+    if event.used_tokens and event.budget:
+        line += f" · now {event.used_tokens:,}/{event.budget:,}"
+    return line
+
+
+# --------------------------------------------------------------------------- event view
+
+
+class _Tail:
+    """Renders Markdown but only its last lines that fit the screen, so a long reply
+    streams without scrolling artefacts; the full text is printed when it settles."""
+
+    def __init__(self, view: ChatView):
+        self.view = view
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        lines = console.render_lines(Markdown(self.view.buffer), options, pad=False)
+        keep = max(1, options.max_height - 2)
+        for line in lines[-keep:]:
+            yield from line
+            yield Segment.line()
+
+
+class ChatView:
+    """Renders the events of one turn. `live`: spinner and streaming region (terminal
+    only); `markdown`: settle replies as Markdown (else plain text written as it comes)."""
+
+    def __init__(self, console: Console, *, live: bool, markdown: bool):
+        self.console = console
+        self.live = live and console.is_terminal
+        self.markdown = markdown
+        self.buffer = ""
+        self._live: Live | None = None
+        self._live_kind = ""
+        self._streamed_plain = False
+        self._spinner_label = ""
+        self.context_tokens = 0
+        self.budget = 0
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def start_turn(self) -> None:
+        self.buffer, self.context_tokens = "", 0
+        self._spinner("thinking…")
+
+    def handle(self, event: Any) -> None:
+        if isinstance(event, TextDelta):
+            self._text(event.text)
+        elif isinstance(event, ThinkingDelta):
+            self._spinner("thinking…")
+        elif isinstance(event, ModelCallStart):
+            self.settle()
+            self._spinner("summarising evicted turns…" if event.purpose == "summary"
+                          else "thinking…")
+        elif isinstance(event, (ResponseEvent, ToolCallEvent)):
+            self.settle()
+        elif isinstance(event, UsageEvent):
+            self.context_tokens, self.budget = event.context_tokens, event.budget
+        elif isinstance(event, TurnEndEvent):
+            self.end_turn(event)
+        else:
+            line = describe_event(event)
+            if line is not None:
+                self.settle()
+                self.meta(*line)
+
+    def end_turn(self, event: TurnEndEvent) -> None:
+        self.settle()
+        self.stop()
+        if event.completed or event.usage.total_input:
+            self.meta(status_line(event.usage, event.cost_usd, self.context_tokens, self.budget,
+                                  with_bar=not self.plain), "dim")
+
+    def interrupted(self) -> None:
+        self.settle()
+        self.stop()
+        self.meta("interrupted — the turn was cancelled; your message stays in recall "
+                  "(/retry sends it again)", "yellow")
+
+    @property
+    def plain(self) -> bool:
+        return not self.markdown
+
+    # ---------------------------------------------------------------- output
+
+    def meta(self, line: str, style: str = "dim") -> None:
+        self.stop()
+        if self.plain:
+            self.console.print(f"· {line}", markup=False, highlight=False)
+        else:
+            self.console.print(Text(f"· {line}", style=style))
+
+    def _text(self, text: str) -> None:
+        if not text:
+            return
+        if self.plain:
+            self.stop()
+            self.console.file.write(text)
+            self.console.file.flush()
+            self._streamed_plain = True
+            self.buffer += text
+            return
+        self.buffer += text
+        if self.live and self._live_kind != "text":
+            self._start_live(_Tail(self), "text")
+
+    def settle(self) -> None:
+        """The current response's text is complete: leave it on screen for good."""
+        if self.plain:
+            if self._streamed_plain and not self.buffer.endswith("\n"):
+                self.console.file.write("\n")
+            self._streamed_plain = False
+        else:
+            if self._live_kind == "text":
+                self.stop()
+            if self.buffer.strip():
+                self.console.print(Markdown(self.buffer))
+        self.buffer = ""
+
+    def _spinner(self, label: str) -> None:
+        if not self.live or self._live_kind == "text":
+            return
+        if self._live_kind == "spinner" and self._live is not None:
+            if label != self._spinner_label:  # a new Spinner would restart its animation
+                self._live.update(Spinner("dots", Text(label, style="dim")))
+                self._spinner_label = label
+            return
+        self._start_live(Spinner("dots", Text(label, style="dim")), "spinner")
+        self._spinner_label = label
+
+    def _start_live(self, renderable: Any, kind: str) -> None:
+        self.stop()
+        self._live = Live(renderable, console=self.console, transient=True,
+                          refresh_per_second=12, redirect_stdout=False, redirect_stderr=False)
+        self._live.start()
+        self._live_kind = kind
+
+    def stop(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+        self._live, self._live_kind = None, ""
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def print_core(console: Console, blocks: list[Any]) -> None:
+    """Every block: label, used/limit chars, value."""
+    if not blocks:
+        console.print("(no core memory blocks)")
+        return
+    for i, block in enumerate(blocks):
+        if i:
+            console.print()
+        console.print(Text(f"{block.label}  {block.used:,}/{block.limit:,} chars", style="bold"))
+        console.print(Text(block.value or "(empty)"), soft_wrap=False)
+
+
+def print_agents(console: Console, store: Any) -> None:
+    rows = store.list_agents()
+    if not rows:
+        console.print("No agents yet; `memgpt-lite chat` creates one.")
+        return
+    table = Table("name", "model", "turns", "messages", "passages", "last used",
+                  box=None, pad_edge=False)
+    for row in rows:
+        stats = store.agent_stats(row.id)
+        table.add_row(row.name, row.model, f"{stats.get('turns', 0):,}",
+                      f"{stats.get('messages', 0):,}", f"{stats.get('passages', 0):,}",
+                      _when(stats.get("last_used_at") or row.last_used_at))
+    console.print(table)
+
+
+def print_agent(console: Console, store: Any, row: Any) -> None:
+    stats = store.agent_stats(row.id)
+    console.print(Text(f"agent {row.name}", style="bold"))
+    console.print(f"model {row.model} · created {_when(row.created_at)} · last used "
+                  f"{_when(stats.get('last_used_at') or row.last_used_at)}", markup=False)
+    console.print(f"{stats.get('turns', 0):,} turns · {stats.get('messages', 0):,} messages · "
+                  f"{stats.get('passages', 0):,} passages", markup=False)
+    settings = ", ".join(f"{k}={v}" for k, v in sorted((row.settings or {}).items()))
+    console.print(f"settings: {settings or '(defaults)'}", markup=False)
+    console.print()
+    print_core(console, store.get_blocks(row.id))
+    console.print()
+    console.print(Text("summary", style="bold"))
+    console.print(Text(row.summary or "(none yet)"))
+
+
+def _when(stamp: str | None) -> str:
+    if not stamp:
+        return "never"
+    return stamp.replace("T", " ").rstrip("Z")[:16]
+
+
+def print_search_page(console: Console, page: Any, what: str) -> None:
+    if not page.total:
+        console.print(f"no {what} found", markup=False)
+        return
+    console.print(f"page {page.page} of {page.pages}, {page.total} result"
+                  f"{'s' if page.total != 1 else ''}", markup=False)
+    for hit in page.hits:
+        who = hit.role or ("[" + ", ".join(hit.tags) + "]" if hit.tags else "passage")
+        turn = f" turn {hit.turn_id}" if hit.turn_id is not None else ""
+        console.print(f"  #{hit.id}{turn} {_when(hit.created_at)} {who}: {shorten(hit.text, 160)}",
+                      markup=False, highlight=False)
+
+
+def print_context(console: Console, report: Any) -> None:
+    used, budget = report.used_tokens, report.budget
+    fraction = used / budget if budget else 0.0
+    console.print(f"context {used:,}/{budget:,} tokens ({fraction:.0%}) {bar(fraction)}",
+                  markup=False)
+    table = Table("section", box=None, pad_edge=False)
+    table.add_column("tokens", justify="right")
+    for section, tokens in report.ledger.items():
+        table.add_row(section, f"{tokens:,}")
+    console.print(table)
+    turns = list(report.turns)
+    console.print(f"queue: {len(turns)} turn{'s' if len(turns) != 1 else ''}", markup=False)
+    for info in turns:
+        console.print(f"  turn {info.id} · {_when(info.created_at)} · {info.tokens:,} tokens · "
+                      f"\"{shorten(info.first_words, 60)}\"", markup=False, highlight=False)
+    console.print("summary: " + (report.summary or "(none yet)"), markup=False, highlight=False)
+
+
+def print_tokens(console: Console, usage: Usage, cost: float) -> None:
+    console.print(f"session: {usage.input_tokens:,} input · "
+                  f"{usage.cache_creation_input_tokens:,} cache write · "
+                  f"{usage.cache_read_input_tokens:,} cache read · "
+                  f"{usage.output_tokens:,} output tokens", markup=False)
+    console.print(f"cache hit {cache_hit(usage):.0%} of {usage.total_input:,} input tokens · "
+                  f"cost ${cost:.4f}", markup=False)
+
+
+# --------------------------------------------------------------------------- forget
+
+
+@dataclass
+class ForgetMatches:
+    """What `forget QUERY` would delete: whole turns (so the queue stays valid) and passages."""
+
+    query: str
+    message_hits: list[Any] = field(default_factory=list)
+    passage_hits: list[Any] = field(default_factory=list)
+
+    @property
+    def turn_ids(self) -> list[int]:
+        return sorted({h.turn_id for h in self.message_hits if h.turn_id is not None})
+
+    @property
+    def empty(self) -> bool:
+        return not self.message_hits and not self.passage_hits
+
+
+def _all_hits(search: Callable[..., Any], cap: int = 500) -> list[Any]:
+    hits: list[Any] = []
+    page = 1
+    while len(hits) < cap:
+        result = search(page=page, per_page=50)
+        hits.extend(result.hits)
+        if page >= result.pages or not result.hits:
+            break
+        page += 1
+    return hits
+
+
+def find_forget_matches(store: Any, agent_id: int, query: str) -> ForgetMatches:
+    return ForgetMatches(
+        query,
+        _all_hits(lambda **kw: store.search_messages(agent_id, query, **kw)),
+        _all_hits(lambda **kw: store.search_passages(agent_id, query, **kw)))
+
+
+def print_forget_matches(console: Console, matches: ForgetMatches, query: str) -> None:
+    if matches.empty:
+        console.print(f"Nothing matches {query!r}.", markup=False)
+        return
+    console.print(f"{len(matches.message_hits)} message(s) in turn(s) "
+                  f"{turn_ranges(matches.turn_ids) or '-'} and "
+                  f"{len(matches.passage_hits)} passage(s) match {query!r}:", markup=False)
+    for hit in matches.message_hits:
+        console.print(f"  message #{hit.id} turn {hit.turn_id} {hit.role}: "
+                      f"{shorten(hit.text, 120)}", markup=False, highlight=False)
+    for hit in matches.passage_hits:
+        console.print(f"  passage #{hit.id}: {shorten(hit.text, 120)}", markup=False,
+                      highlight=False)
+    if matches.turn_ids:
+        console.print("Whole turns are deleted (every message of them), so the queue stays "
+                      "valid. Core memory is not changed (edit it with /core edit).",
+                      markup=False)
+
+
+def apply_forget(store: Any, row: Any, matches: ForgetMatches) -> str:
+    """Delete the matched turns and passages, then scrub their text from the recordings."""
+    secrets = _turn_strings(store, row.id, matches.turn_ids)
+    secrets += [h.text for h in matches.passage_hits]
+    with store.transaction():
+        n_messages = store.delete_turns(row.id, matches.turn_ids) if matches.turn_ids else 0
+        n_passages = (store.delete_passages(row.id, [h.id for h in matches.passage_hits])
+                      if matches.passage_hits else 0)
+    files = scrub_recordings(row.name, secrets)
+    scrub_history_file(config.data_dir() / HISTORY_FILE, matches.query, secrets)
+    return (f"Deleted {n_messages} message(s) of turn(s) {turn_ranges(matches.turn_ids) or '-'} "
+            f"and {n_passages} passage(s); scrubbed {files} recording file(s) and the input "
+            f"history.")
+
+
+def history_entry_matches(entry: str, query: str, secrets: list[str]) -> bool:
+    """Input-history lines to drop on forget: those holding the query or a deleted text, and
+    the lines of a deleted multi-line message (the history file stores them one per line)."""
+    if query.lower() in entry.lower():
+        return True
+    return any(s in entry or (len(entry.strip()) >= 12 and entry in s) for s in secrets)
+
+
+def scrub_history_file(path: Path, query: str, secrets: list[str]) -> None:
+    if not path.exists():
+        return
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    kept = [line for line in lines if not history_entry_matches(line, query, secrets)]
+    if kept != lines:
+        _atomic_write(path, "\n".join(kept) + ("\n" if kept else ""))
+
+
+def _turn_strings(store: Any, agent_id: int, turn_ids: list[int]) -> list[str]:
+    out: list[str] = []
+    for turn_id in turn_ids:
+        for msg in store.turn_messages(agent_id, turn_id):
+            out.extend(_strings(msg.content))
+    # Short strings ("human", a tool name) are structure, not content; leave them.
+    return [s for s in out if len(s.strip()) >= 12]
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if key not in ("type", "id", "tool_use_id", "name", "signature"):
+                yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+FORGOTTEN = "[forgotten]"
+
+
+def _scrub(value: Any, secrets: list[str]) -> Any:
+    if isinstance(value, str):
+        for secret in secrets:
+            if secret in value:
+                value = value.replace(secret, FORGOTTEN)
+        return value
+    if isinstance(value, dict):
+        return {k: _scrub(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub(v, secrets) for v in value]
+    return value
+
+
+def agent_recordings(agent_name: str) -> list[Path]:
+    """Recording files whose header names this agent."""
+    import json
+
+    root = config.recordings_dir()
+    if not root.is_dir():
+        return []
+    found = []
+    for path in sorted(root.rglob("*.jsonl")):
+        try:
+            with path.open(encoding="utf-8") as fh:
+                header = json.loads(fh.readline() or "{}")
+        except (OSError, ValueError):
+            continue
+        if _header_agent(header) == agent_name:
+            found.append(path)
+    return found
+
+
+def _header_agent(header: Any) -> str | None:
+    if not isinstance(header, dict):
+        return None
+    agent = header.get("agent")
+    if isinstance(agent, dict):
+        return agent.get("name")
+    return agent if isinstance(agent, str) else header.get("agent_name")
+
+
+def scrub_recordings(agent_name: str, secrets: list[str]) -> int:
+    """Replace every occurrence of `secrets` inside the agent's recordings (JSON-aware, so
+    escaping cannot hide a match). Returns the number of files changed."""
+    import json
+
+    secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+    changed = 0
+    for path in agent_recordings(agent_name) if secrets else []:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        out = [_scrub_line(line, secrets) for line in lines]
+        if out != lines:
+            _atomic_write(path, "\n".join(out) + "\n")
+            changed += 1
+    return changed
+
+
+def _scrub_line(line: str, secrets: list[str]) -> str:
+    """The line unchanged unless it holds a secret; then re-encoded compactly like the
+    recorder writes it."""
+    import json
+
+    if not line.strip():
+        return line
+    value = json.loads(line)
+    scrubbed = _scrub(value, secrets)
+    if scrubbed == value:
+        return line
+    return json.dumps(scrubbed, ensure_ascii=False, separators=(",", ":"))
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def delete_recordings(agent_name: str) -> list[Path]:
+    paths = agent_recordings(agent_name)
+    for path in paths:
+        path.unlink(missing_ok=True)
+        try:
+            path.parent.rmdir()  # the agent's folder, once empty
+        except OSError:
+            pass
+    return paths
+
+
+def check_no_secrets(text: str) -> None:
+    """Refuse to write an export that contains the configured API key (defence in depth:
+    keys are never stored, but a user might have pasted one into a message)."""
+    for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
+        value = os.environ.get(var)
+        if value and len(value) >= 8 and value in text:
+            from memgpt_lite.cli import UserError
+
+            raise UserError(f"The export contains the value of ${var}; forget it first "
+                            f"(`memgpt-lite forget`) and export again.")
+
+
+# --------------------------------------------------------------------------- the session
+
+
+class ChatSession:
+    """One interactive (or piped) conversation with an agent: turns and slash commands.
+
+    `recorder_factory()` makes the session's Recorder at the first turn (None: no recording);
+    `confirm(question) -> bool` asks the user (None: not possible, e.g. piped input);
+    `edit(text) -> str | None` opens an editor on text (None: cancelled)."""
+
+    def __init__(self, agent: Any, console: Console, view: ChatView, *,
+                 recorder_factory: Callable[[], Any] | None = None,
+                 confirm: Callable[[str], bool] | None = None,
+                 edit: Callable[[str], str | None] | None = None):
+        self.agent = agent
+        self.console = console
+        self.view = view
+        self.recorder: Any = None
+        self.recorder_factory = recorder_factory
+        self.reader: LineReader | None = None
+        self.confirm = confirm
+        self.edit = edit or edit_in_editor
+        self.commands: dict[str, Callable[[str], bool | None]] = {
+            "help": self.cmd_help, "core": self.cmd_core, "search": self.cmd_search,
+            "archival": self.cmd_archival, "context": self.cmd_context,
+            "tokens": self.cmd_tokens, "pop": self.cmd_pop, "retry": self.cmd_retry,
+            "agents": self.cmd_agents, "forget": self.cmd_forget, "exit": self.cmd_exit,
+            "quit": self.cmd_exit,
+        }
+
+    # ---------------------------------------------------------------- input
+
+    def handle_line(self, line: str) -> bool:
+        """Run one input (a message or a /command). False means: leave the chat."""
+        text = line.strip()
+        if not text:
+            return True
+        if text.startswith("/") and not text.startswith("//"):
+            return self.run_command(text)
+        self.run_turn(text[1:] if text.startswith("//") else line.strip("\n"))
+        return True
+
+    def run_command(self, text: str) -> bool:
+        name, _, rest = text[1:].partition(" ")
+        command = self.commands.get(name.lower())
+        if command is None:
+            self.console.print(f"unknown command /{name} — type /help", markup=False)
+            return True
+        return command(rest.strip()) is not False
+
+    def run_turn(self, text: str) -> None:
+        self.view.start_turn()
+        steps = self._steps(text)
+        try:
+            for event in steps:
+                self.view.handle(event)
+        except KeyboardInterrupt:
+            steps.close()  # the agent abandons the turn: nothing of it stays in the queue
+            self.view.interrupted()
+        finally:
+            self.view.stop()
+
+    def _steps(self, text: str) -> Iterator[Any]:
+        if self.recorder is None and self.recorder_factory is not None:
+            self.recorder = self.recorder_factory()  # no file for a session without turns
+        if self.recorder is None:
+            return self.agent.step(text)
+        from memgpt_lite.recording import recorded_step
+
+        return recorded_step(self.agent, self.recorder, text)
+
+    def close(self) -> None:
+        self.view.stop()
+        self._end_recording()
+
+    def _end_recording(self) -> None:
+        """Close the current recording. Called after a command changes the agent outside a
+        turn (/pop, /retry, /core edit, /forget): the next turn starts a new recording whose
+        header snapshots the changed state, so every recording still replays exactly."""
+        if self.recorder is not None:
+            self.recorder.close()
+            self.recorder = None
+
+    # ---------------------------------------------------------------- commands
+
+    def cmd_help(self, rest: str) -> None:
+        self.console.print(HELP, markup=False, highlight=False)
+
+    def cmd_core(self, rest: str) -> None:
+        words = rest.split()
+        if not words:
+            print_core(self.console, self.agent.blocks())
+        elif words[0] == "edit" and len(words) == 2:
+            self._edit_block(words[1])
+        else:
+            self.console.print("usage: /core  or  /core edit LABEL", markup=False)
+
+    def _edit_block(self, label: str) -> None:
+        block = next((b for b in self.agent.blocks() if b.label == label), None)
+        if block is None:
+            labels = ", ".join(b.label for b in self.agent.blocks())
+            self.console.print(f"no block {label!r} (blocks: {labels})", markup=False)
+            return
+        new = self.edit(block.value)
+        if new is None or new.rstrip("\n") == block.value:
+            self.console.print(f"{label}: unchanged", markup=False)
+            return
+        try:
+            saved = self.agent.edit_block(label, new.rstrip("\n"))
+        except ValueError as exc:
+            self.console.print(f"not saved: {exc}", markup=False)
+            return
+        self._end_recording()
+        self.console.print(f"{label}: saved · {saved.used:,}/{saved.limit:,} chars", markup=False)
+
+    def cmd_search(self, rest: str) -> None:
+        if not rest:
+            self.console.print("usage: /search QUERY", markup=False)
+            return
+        page = self.agent.store.search_messages(self.agent.id, rest, page=1, per_page=10)
+        print_search_page(self.console, page, "messages")
+
+    def cmd_archival(self, rest: str) -> None:
+        store, agent_id = self.agent.store, self.agent.id
+        if rest:
+            print_search_page(self.console, store.search_passages(agent_id, rest, page=1,
+                                                                  per_page=10), "passages")
+            return
+        total = store.count_passages(agent_id)
+        hits = store.list_passages(agent_id, limit=10)
+        self.console.print(f"{total} passage{'s' if total != 1 else ''} in archival memory"
+                           + (f"; the newest {len(hits)}:" if hits else ""), markup=False)
+        for hit in hits:
+            tags = f" [{', '.join(hit.tags)}]" if hit.tags else ""
+            self.console.print(f"  #{hit.id} {_when(hit.created_at)}{tags}: "
+                               f"{shorten(hit.text, 160)}", markup=False, highlight=False)
+
+    def cmd_context(self, rest: str) -> None:
+        print_context(self.console, self.agent.context_report())
+
+    def cmd_tokens(self, rest: str) -> None:
+        print_tokens(self.console, self.agent.session_usage, self.agent.session_cost)
+
+    def cmd_pop(self, rest: str) -> None:
+        try:
+            n = int(rest) if rest else 1
+        except ValueError:
+            n = 0
+        if n < 1:
+            self.console.print("usage: /pop [N] with N ≥ 1", markup=False)
+            return
+        queued = {t.id: t for t in self.agent.context_report().turns}
+        removed = self.agent.pop_turns(n)
+        if not removed:
+            self.console.print("nothing to pop: there are no turns yet", markup=False)
+            return
+        self._end_recording()
+        for turn_id in removed:
+            info = queued.get(turn_id)
+            words = f" \"{shorten(info.first_words, 50)}\"" if info is not None else ""
+            size = f" ({info.tokens:,} tokens)" if info is not None else ""
+            self.console.print(f"removed turn {turn_id}{words}{size} from the context queue "
+                               f"and from recall", markup=False, highlight=False)
+
+    def cmd_retry(self, rest: str) -> None:
+        text = self.agent.last_user_text()
+        if not text:
+            self.console.print("nothing to retry yet", markup=False)
+            return
+        store, agent_id = self.agent.store, self.agent.id
+        queued = {m.turn_id for m in store.context_messages(agent_id)}
+        last = store.max_turn_id(agent_id)
+        if last in queued:  # it was answered: replace that answer
+            removed = self.agent.pop_turns(1)
+            self._end_recording()
+            self.console.print(f"retrying: removed turn {turn_ranges(removed)} from the queue "
+                               f"and recall; sending your last message again", markup=False)
+        else:
+            self.console.print("retrying your last message", markup=False)
+        self.run_turn(text)
+
+    def cmd_agents(self, rest: str) -> None:
+        print_agents(self.console, self.agent.store)
+
+    def cmd_forget(self, rest: str) -> None:
+        if not rest:
+            self.console.print("usage: /forget QUERY", markup=False)
+            return
+        store = self.agent.store
+        matches = find_forget_matches(store, self.agent.id, rest)
+        print_forget_matches(self.console, matches, rest)
+        if matches.empty:
+            return
+        if self.confirm is None:
+            self.console.print("/forget needs a confirmation; run `memgpt-lite forget QUERY "
+                               "--yes` instead", markup=False)
+            return
+        if not self.confirm("Delete these from the store, the search indexes and the "
+                            "recordings?"):
+            self.console.print("nothing deleted", markup=False)
+            return
+        row = store.get_agent_by_id(self.agent.id)
+        self._end_recording()  # its file is rewritten by the scrub
+        secrets = _turn_strings(store, self.agent.id, matches.turn_ids)
+        self.console.print(apply_forget(store, row, matches), markup=False)
+        if self.reader is not None:  # else readline would write them back at exit
+            self.reader.forget(rest, secrets)
+
+    def cmd_exit(self, rest: str) -> bool:
+        return False
+
+
+def edit_in_editor(text: str) -> str | None:
+    """Open $VISUAL/$EDITOR (default vi) on a temporary file holding text."""
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    fd, name = tempfile.mkstemp(prefix="memgpt-core-", suffix=".md")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        result = subprocess.run([*shlex.split(editor), name], check=False)
+        if result.returncode != 0:
+            return None
+        return Path(name).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    finally:
+        os.unlink(name)
+
+
+# --------------------------------------------------------------------------- input
+
+
+class LineReader:
+    """Terminal input: readline editing and a history file, one message per call.
+
+    A message may span lines: a line ending in a backslash continues, and lines that arrive
+    within PASTE_GAP_SECONDS of each other (a paste) are joined; with a readline that
+    supports bracketed paste, a paste is inserted whole."""
+
+    def __init__(self, history_path: Path | None):
+        import readline
+
+        self.readline = readline
+        self.history_path = history_path
+        readline.parse_and_bind("set enable-bracketed-paste on")
+        readline.set_history_length(2000)
+        if history_path is not None and history_path.exists():
+            try:
+                readline.read_history_file(str(history_path))
+            except OSError:
+                pass
+
+    def read(self) -> str:
+        lines = [input(PROMPT)]
+        while lines[-1].endswith("\\") or _pending_input(PASTE_GAP_SECONDS):
+            if lines[-1].endswith("\\"):
+                lines[-1] = lines[-1][:-1]
+            lines.append(input(CONTINUATION_PROMPT))
+        return "\n".join(lines)
+
+    def forget(self, query: str, secrets: list[str]) -> None:
+        """Drop matching entries from the in-memory history (see history_entry_matches)."""
+        rl = self.readline
+        for i in range(rl.get_current_history_length(), 0, -1):
+            entry = rl.get_history_item(i)
+            if entry is not None and history_entry_matches(entry, query, secrets):
+                rl.remove_history_item(i - 1)  # get is 1-based, remove 0-based
+
+    def save(self) -> None:
+        if self.history_path is None:
+            return
+        try:
+            self.history_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self.readline.write_history_file(str(self.history_path))
+            os.chmod(self.history_path, 0o600)
+        except OSError:
+            pass  # history is a convenience; never fail a chat over it
+
+
+def _pending_input(timeout: float) -> bool:
+    try:
+        ready, _, _ = select.select([sys.stdin], [], [], timeout)
+    except (OSError, ValueError):
+        return False
+    return bool(ready)
+
+
+def interactive_loop(session: ChatSession, read: Callable[[], str]) -> int:
+    """Prompt until /exit, Ctrl-D, or Ctrl-C twice in a row at the prompt."""
+    armed = False
+    while True:
+        try:
+            line = read()
+        except EOFError:
+            session.console.print()
+            return 0
+        except KeyboardInterrupt:
+            if armed:
+                session.console.print()
+                return 0
+            armed = True
+            session.console.print("\n(press Ctrl-C again or Ctrl-D to leave)", style="dim")
+            continue
+        armed = False
+        try:
+            if not session.handle_line(line):
+                return 0
+        except KeyboardInterrupt:  # e.g. during /core edit or a long /forget
+            session.view.stop()
+            session.console.print("\n(cancelled)", style="dim")
+
+
+def piped_loop(session: ChatSession, lines: Iterator[str]) -> int:
+    """Every input line is one message (slash commands still work); 0 at end of input."""
+    for line in lines:
+        if not session.handle_line(line.rstrip("\n")):
+            break
+    return 0
+
+
+# --------------------------------------------------------------------------- wiring
+
+
+def run_chat(*, agent_name: str = "default", model: str | None = None,
+             context_window: str | None = None, thinking: bool = False,
+             record: bool = True) -> int:
+    """`memgpt-lite chat`: open or create the agent and talk to it on this terminal."""
+    from memgpt_lite.agent import Agent
+    from memgpt_lite.model import AnthropicClient
+    from memgpt_lite.store import Store
+
+    typed = sys.stdin.isatty()  # else piped: one message per line, no prompt
+    styled = typed and sys.stdout.isatty()
+    console = make_console(plain=not styled)
+    # Piped runs keep stdout for the conversation alone; the banner goes to stderr.
+    info = console if typed else make_console(sys.stderr, plain=True)
+    client = AnthropicClient()  # raises AuthError saying how to set the key
+    with Store.open_default() as store:
+        settings = chat_settings(store, agent_name, model, context_window, thinking)
+        agent = Agent.open(store, agent_name, model_client=client, summary_client=client,
+                           settings=settings)
+        session = ChatSession(agent, console, ChatView(console, live=styled, markdown=styled),
+                              recorder_factory=(lambda: open_recorder(agent)) if record else None,
+                              confirm=_ask if typed else None)
+        _banner(info, agent, store, record)
+        try:
+            if not typed:
+                return piped_loop(session, iter(sys.stdin))
+            reader = session.reader = LineReader(config.data_dir() / HISTORY_FILE)
+            try:
+                return interactive_loop(session, reader.read)
+            finally:
+                reader.save()
+        finally:
+            session.close()
+            agent.close()  # releases the agent's process lock
+
+
+def chat_settings(store: Any, name: str, model: str | None, context_window: str | None,
+                  thinking: bool) -> Any:
+    """Stored settings of the agent (or defaults), then env vars, then flags."""
+    settings = config.Settings()
+    row = store.get_agent(name)
+    if row is not None:
+        settings = config.Settings.from_dict(row.settings)
+    settings = settings.with_env()
+    if model:
+        settings.model = model
+    if context_window:
+        settings.context_window = config.parse_positive_int(context_window, "--context-window")
+    if thinking:
+        settings.thinking = True
+    return settings
+
+
+def open_recorder(agent: Any) -> Any:
+    """A Recorder for this session with its header written (see recording.py)."""
+    from memgpt_lite import recording
+
+    recorder = recording.Recorder.create(agent.name)
+    recording.record_header(agent, recorder)
+    return recorder
+
+
+def _banner(console: Console, agent: Any, store: Any, record: bool) -> None:
+    state = "created" if getattr(agent, "created", False) else "resumed"
+    rec = (f"recording to {config.recordings_dir() / agent.name}" if record
+           else "not recording")
+    for line in (f"agent {agent.name!r} ({state}) · model {agent.settings.model}",
+                 f"data {store.path} · {rec}"):
+        console.print(line, markup=False, highlight=False, style="dim", soft_wrap=True)
+    if console.is_terminal:
+        console.print("type /help for commands", style="dim")
+
+
+def _ask(question: str) -> bool:
+    try:
+        return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+    except (EOFError, KeyboardInterrupt):
+        return False
+
+
+# --------------------------------------------------------------------------- doctor
+
+
+def run_doctor(console: Console) -> int:
+    """Check the data dir, the database and the API settings; say what to do about problems."""
+    problems: list[str] = []
+
+    def ok(line: str) -> None:
+        console.print(f"ok    {line}", markup=False, highlight=False)
+
+    def warn(line: str) -> None:
+        console.print(f"warn  {line}", markup=False, highlight=False)
+
+    def bad(line: str) -> None:
+        problems.append(line)
+        console.print(f"FAIL  {line}", markup=False, highlight=False)
+
+    from memgpt_lite import __version__
+
+    ok(f"memgpt-lite {__version__} on Python {sys.version.split()[0]}")
+    _doctor_data_dir(ok, warn, bad)
+    _doctor_database(ok, warn, bad)
+    _doctor_api(ok, warn)
+    if problems:
+        console.print(f"{len(problems)} problem(s) found.", markup=False)
+        return 1
+    console.print("Everything looks fine.", markup=False)
+    return 0
+
+
+def _doctor_data_dir(ok: Callable, warn: Callable, bad: Callable) -> None:
+    root = config.data_dir()
+    if not root.exists():
+        ok(f"data dir {root} does not exist yet; `memgpt-lite chat` creates it")
+        return
+    if not root.is_dir():
+        bad(f"data dir {root} is not a directory; move that file away or set MEMGPT_LITE_HOME")
+        return
+    if not os.access(root, os.W_OK | os.X_OK):
+        bad(f"data dir {root} is not writable; fix its permissions (chmod u+rwx) "
+            f"or set MEMGPT_LITE_HOME")
+        return
+    mode = root.stat().st_mode & 0o777
+    if mode & 0o077:
+        warn(f"data dir {root} is readable by others (mode {mode:o}); run chmod 700 {root}")
+    else:
+        ok(f"data dir {root} (mode {mode:o})")
+
+
+def _doctor_database(ok: Callable, warn: Callable, bad: Callable) -> None:
+    from memgpt_lite.store import Store, StoreError
+
+    path = config.db_path()
+    if not path.exists():
+        ok(f"database {path} does not exist yet")
+        return
+    mode = path.stat().st_mode & 0o777
+    if mode & 0o077:
+        warn(f"database {path} is readable by others (mode {mode:o}); run chmod 600 {path}")
+    try:
+        with Store(path) as store:
+            ok(f"database {path}: schema version {store.schema_version()} "
+               f"({len(store.applied_migrations())} migrations applied), "
+               f"{len(store.list_agents())} agent(s)")
+            problems = store.integrity_problems()
+    except StoreError as exc:
+        bad(f"database {path}: {exc}")
+        return
+    for problem in problems:
+        bad(f"database: {problem} — restore a backup, or export your agents "
+            f"(`memgpt-lite agents export`) and import them into a fresh data dir")
+    if not problems:
+        ok("integrity check and search index consistency")
+
+
+def _doctor_api(ok: Callable, warn: Callable) -> None:
+    key = os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")
+    base = os.environ.get("ANTHROPIC_BASE_URL")
+    if base:
+        ok(f"ANTHROPIC_BASE_URL is {base}")
+    if key:
+        ok("an Anthropic API key is set")
+    elif not base:
+        warn("ANTHROPIC_API_KEY is not set: chat needs it (export ANTHROPIC_API_KEY=...), "
+             "or set ANTHROPIC_BASE_URL to an Anthropic-compatible server; demo and replay "
+             "work without it")

@@ -1,0 +1,145 @@
+"""One process per agent: an advisory lock file per agent in the data dir.
+
+Two chat processes on one agent would interleave turns (both take turn id N+1) and each
+would build requests from a queue the other is changing. SQLite keeps every single write
+safe, but not that. So an open Agent holds `fcntl.flock` on `locks/<agent>.lock` next to the
+database; the kernel drops the lock when the process dies, even on kill -9, so a crash never
+leaves a stale lock behind. The file holds the owner's pid, for the message.
+
+The lock is per process and re-entrant: opening the same agent twice in one process (a
+restart test, the chat plus a command) shares one lock, released when the last holder
+releases it. Different agents lock different files and work side by side.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import os
+import re
+import threading
+import time
+from pathlib import Path
+
+from memgpt_lite.store import StoreError
+
+DEFAULT_WAIT = 3.0  # seconds a second process waits before it refuses
+_POLL = 0.1
+
+
+class AgentBusyError(StoreError):
+    """Another process has this agent open. A StoreError, so the CLI shows it as one sentence."""
+
+    def __init__(self, agent: str, pid: int | None):
+        who = f" (pid {pid})" if pid else ""
+        super().__init__(f"agent {agent!r} is in use by another memgpt-lite process{who}; "
+                         "close that chat first, or use another agent with --agent NAME.")
+        self.agent = agent
+        self.pid = pid
+
+
+def lock_path(data_dir: Path, agent: str) -> Path:
+    """locks/<safe name>-<hash>.lock: readable file names, no collisions between names that
+    sanitise alike ("a/b" and "a_b")."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", agent).strip("._")[:40] or "agent"
+    digest = hashlib.sha256(agent.encode("utf-8")).hexdigest()[:8]
+    return Path(data_dir) / "locks" / f"{safe}-{digest}.lock"
+
+
+class _Held:
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.count = 0
+
+
+_held: dict[Path, _Held] = {}
+# Re-entrant: a garbage-collected Agent releases its lock from a finalizer, which can run
+# inside acquire() on the same thread.
+_guard = threading.RLock()
+
+
+class AgentLock:
+    """The lock of one agent in one data dir. `acquire(wait)` blocks up to `wait` seconds,
+    then raises AgentBusyError naming the holder's pid; `release()` is idempotent."""
+
+    def __init__(self, data_dir: Path, agent: str):
+        self.agent = agent
+        self.path = lock_path(data_dir, agent)
+        self.held = False
+
+    def acquire(self, wait: float = DEFAULT_WAIT) -> AgentLock:
+        with _guard:
+            if self.held:
+                return self
+            entry = _held.get(self.path)
+            if entry is not None:
+                entry.count += 1  # first, so a finalizer running now cannot drop it to 0
+            else:
+                entry = _Held(self._take(wait))
+                entry.count = 1
+                _held[self.path] = entry
+            self.held = True
+        return self
+
+    def release(self) -> None:
+        with _guard:
+            if not self.held:
+                return
+            self.held = False
+            entry = _held.get(self.path)
+            if entry is None:
+                return
+            entry.count -= 1
+            if entry.count == 0:
+                del _held[self.path]
+                os.close(entry.fd)  # closing the descriptor drops the flock
+
+    def holder_pid(self) -> int | None:
+        try:
+            text = self.path.read_text(encoding="ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        return int(text) if text.isdigit() else None
+
+    def _take(self, wait: float) -> int:
+        fd = _open_lock_file(self.path)
+        deadline = time.monotonic() + max(0.0, wait)
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    os.close(fd)
+                    raise StoreError(f"Cannot lock {self.path} ({exc.strerror}).") from None
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise AgentBusyError(self.agent, self.holder_pid()) from None
+                time.sleep(_POLL)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        return fd
+
+    def __enter__(self) -> AgentLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _open_lock_file(path: Path) -> int:
+    try:
+        if not path.parent.exists():
+            path.parent.mkdir(parents=True, mode=0o700, exist_ok=True)
+            os.chmod(path.parent, 0o700)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    except OSError as exc:
+        raise StoreError(f"Cannot create the lock file {path} ({exc.strerror}).") from None
+    os.fchmod(fd, 0o600)
+    return fd
+
+
+def lock_agent(data_dir: Path, agent: str, wait: float = DEFAULT_WAIT) -> AgentLock:
+    """Take the agent's lock (see AgentLock)."""
+    return AgentLock(data_dir, agent).acquire(wait)

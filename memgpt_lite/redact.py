@@ -1,0 +1,153 @@
+"""Redaction of obvious secrets before anything is stored, sent or recorded.
+
+A memory agent keeps every message forever and searches it later, so a pasted API key would
+otherwise live on in recall, in archival passages, in recordings and in every request that
+quotes it. Each secret is replaced by a visible marker such as `[redacted: anthropic key]`,
+so the user and the model both see that something was there.
+
+The patterns aim at secrets with a recognisable shape (provider key prefixes, PEM blocks,
+`Bearer` headers, `api_key=...` assignments, Luhn-valid card numbers with a card-network
+prefix). Look-alikes survive: ordinary long numbers, `task-list`, `max_tokens=2048`, hashes.
+`redact` is idempotent: markers are never redacted again, so replaying a recording that
+holds redacted text reproduces the same requests.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+MARKER = "[redacted: {what}]"
+_NOT_MARKER = r"(?!\[redacted)"
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str  # what was found, as shown in the marker
+    start: int
+    end: int
+
+
+def _luhn_ok(digits: str) -> bool:
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = int(ch)
+        if i % 2:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+# Issuer prefixes of the big card networks (Visa, Mastercard, Amex, Discover, JCB, Diners,
+# UnionPay): a Luhn check alone would pass one in ten random numbers.
+_CARD_PREFIX = re.compile(r"4|5[1-5]|2[2-7]|3[47]|6011|64[4-9]|65|35|30[0-5]|36|38|62")
+
+
+def _card(match: re.Match[str]) -> str | None:
+    digits = re.sub(r"[ -]", "", match.group())
+    if not 13 <= len(digits) <= 19 or not _CARD_PREFIX.match(digits) or not _luhn_ok(digits):
+        return None
+    return MARKER.format(what=f"card number ending {digits[-4:]}")
+
+
+_PLACEHOLDER = re.compile(r"[$<{%]|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$")
+
+
+def _assignment(match: re.Match[str]) -> str | None:
+    value = match.group("value")
+    if value.isdigit() or len(set(value)) < 4 or _PLACEHOLDER.match(value):
+        return None  # counters, ids, "xxxxxxxx", YOUR_TOKEN, $API_KEY, <token>
+    # The closing quote (if any) is not part of the match and stays in place.
+    return match.group("name") + match.group("sep") + match.group("q") + MARKER.format(
+        what="secret")
+
+
+def _fixed(what: str) -> Callable[[re.Match[str]], str]:
+    return lambda match: MARKER.format(what=what)
+
+
+def _bearer(match: re.Match[str]) -> str | None:
+    token = match.group("token")
+    if not (re.search(r"\d", token) and re.search(r"[A-Za-z]", token)):
+        return None  # "Bearer of bad news", "bearer authentication"
+    return match.group("scheme") + " " + MARKER.format(what="bearer token")
+
+
+_SECRET_WORDS = (r"api[_-]?key|apikey|secret|token|passwd|password|pwd|access[_-]?key|"
+                 r"private[_-]?key|client[_-]?secret|credential")
+
+# Order matters: specific shapes first, so `api_key=sk-ant-...` says "anthropic key".
+RULES: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], str | None]]] = [
+    ("private key", re.compile(
+        r"-----BEGIN (?P<label>[A-Z0-9 ]*?)PRIVATE KEY-----"
+        r"(?:.*?-----END (?P=label)PRIVATE KEY-----|.*\Z)", re.S), _fixed("private key")),
+    ("anthropic key", re.compile(r"\bsk-ant-[A-Za-z0-9_-]{16,}"), _fixed("anthropic key")),
+    ("stripe key", re.compile(r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}"), _fixed("stripe key")),
+    ("api key", re.compile(r"\bsk-(?:proj-|svcacct-|live-)?[A-Za-z0-9_-]{20,}"),
+     _fixed("api key")),
+    ("aws access key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), _fixed("aws access key")),
+    ("github token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})"),
+     _fixed("github token")),
+    ("slack token", re.compile(r"\bxox[abposre]-[A-Za-z0-9-]{10,}"), _fixed("slack token")),
+    ("google api key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}"), _fixed("google api key")),
+    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+     _fixed("token")),
+    ("bearer token", re.compile(
+        rf"\b(?P<scheme>[Bb]earer|BEARER)\s+{_NOT_MARKER}(?P<token>[A-Za-z0-9._~+/-]{{16,}}=*)"),
+     _bearer),
+    ("secret", re.compile(
+        rf"(?P<name>\b[\w.-]*?(?i:{_SECRET_WORDS})[\w.-]*)"
+        rf"(?P<sep>[\"']?\s*[:=]\s*)(?P<q>[\"']?){_NOT_MARKER}"
+        r"(?P<value>[^\s\"'`,;)\]}]{8,})"), _assignment),
+    ("card number", re.compile(r"(?<![\d.-])\d(?:[ -]?\d){12,18}(?![\d-])"), _card),
+]
+
+
+def find_secrets(text: str) -> list[Finding]:
+    """Where the secrets in `text` are (after earlier rules have replaced theirs, so spans
+    refer to the text as redacted so far; use for reporting, not for slicing the input)."""
+    found: list[Finding] = []
+    for kind, pattern, replace in RULES:
+        for match in pattern.finditer(text):
+            if replace(match) is not None:
+                found.append(Finding(kind, match.start(), match.end()))
+        text = pattern.sub(lambda m: replace(m) or m.group(), text)
+    return found
+
+
+def redact(text: str) -> str:
+    """`text` with every recognised secret replaced by a visible marker."""
+    if not text:
+        return text
+    for _, pattern, replace in RULES:
+        text = pattern.sub(lambda m: replace(m) or m.group(), text)
+    return text
+
+
+def redact_value(value: Any) -> Any:
+    """Redact every string inside a JSON-like value (dicts, lists); keys are kept."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        return [redact_value(v) for v in value]
+    if isinstance(value, dict):
+        return {k: redact_value(v) for k, v in value.items()}
+    return value
+
+
+def redact_blocks(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Content blocks with secrets redacted in text, tool inputs and tool results. Thinking
+    blocks are left alone: their signature covers the exact text, and they are not searched."""
+    out = []
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "text":
+            block = {**block, "text": redact(block.get("text", ""))}
+        elif kind == "tool_use":
+            block = {**block, "input": redact_value(block.get("input"))}
+        elif kind == "tool_result":
+            block = {**block, "content": redact_value(block.get("content"))}
+        out.append(block)
+    return out

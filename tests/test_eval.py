@@ -1,0 +1,298 @@
+"""Scenario evals on a scripted model, compare, and the dataset runners on synthetic data."""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from rich.console import Console
+
+from memgpt_lite import evaluation, recording, reports
+from memgpt_lite.evaluation import NestedKVOracle, Scenario
+from memgpt_lite.model import ScriptedModel, text_response, tool_response
+
+BUNDLED = Path(evaluation.__file__).parent / "data" / "remember_across_restart.toml"
+
+
+def good_script() -> list:
+    return [tool_response([("core_memory_append", {"label": "human",
+                                                   "content": "Jonas. Allergic to peanuts."})]),
+            text_response("Noted, Jonas: no peanuts."),
+            text_response("Have a good trip to Vienna!"),
+            text_response("Avoid peanuts and peanut butter: you are allergic."),
+            tool_response([("conversation_search", {"query": "Vienna train platform"})]),
+            text_response("Platform 7, at 14:05 next Friday.")]
+
+
+@pytest.fixture
+def console(monkeypatch):
+    out = io.StringIO()
+    monkeypatch.setattr(reports, "make_console",
+                        lambda: Console(file=out, width=120, color_system=None))
+    return out
+
+
+def test_bundled_scenario_passes_on_the_scripted_model():
+    model = ScriptedModel(good_script())
+    report = evaluation.run_scenario(Scenario.load(BUNDLED), model)
+    assert report["failed"] == 0, report["checks"]
+    assert report["score"] == 1.0 and report["passed"] == len(report["checks"])
+    assert report["totals"]["turns"] == 4 and report["totals"]["tools"] == {
+        "conversation_search": 1, "core_memory_append": 1}
+    model.assert_complete()
+    # the restart reopened the agent: turn 3's request still carried the core memory
+    assert "Allergic to peanuts" in json.dumps(model.requests[3].messages[-1])
+
+
+def test_fixed_clock_and_session_clock_jump():
+    model = ScriptedModel(good_script())
+    evaluation.run_scenario(Scenario.load(BUNDLED), model)
+    search = json.dumps(model.requests[5].messages)
+    assert "2026-01-01 09:01" in search  # turn 2 said it at start + 60 s
+
+
+def test_every_check_type_and_a_deliberate_failure(tmp_path):
+    scenario = Scenario.from_dict({
+        "name": "all-checks", "settings": {"context_window": 12000},
+        "session": [{"inputs": ["I'm Ada", "Store this: the vault code is 4471"]}],
+        "check": [
+            {"type": "reply_contains", "turn": 1, "text": "ada"},
+            {"type": "reply_matches", "pattern": r"code \d{4}"},
+            {"type": "core_contains", "label": "human", "text": "Ada"},
+            {"type": "archival_contains", "text": "4471"},
+            {"type": "tool_called", "tool": "archival_insert"},
+            {"type": "tool_not_called", "tool": "evict_turns"},
+            {"type": "no_overflow"},
+            {"type": "max_input_tokens_per_turn", "max": 100_000},
+            {"type": "max_input_tokens_per_turn", "max": 10, "per": "request", "name": "tiny"},
+            {"type": "judge", "criterion": "is polite"},
+        ]})
+    model = ScriptedModel([
+        tool_response([("core_memory_append", {"label": "human", "content": "Name: Ada"})]),
+        text_response("Hi Ada!"),
+        tool_response([("archival_insert", {"content": "vault code 4471"})]),
+        text_response("Stored the code 4471.")])
+    report = evaluation.run_scenario(scenario, model)
+    results = {c["name"]: c["passed"] for c in report["checks"]}
+    assert results.pop("tiny") is False
+    assert results.pop("judge 'is polite'") is None  # skipped without a judge
+    assert all(results.values()), report["checks"]
+    assert report["failed"] == 1 and report["skipped"] == 1
+
+
+def test_judge_check_uses_the_judge_client():
+    scenario = Scenario.from_dict({"session": [{"inputs": ["hi"]}],
+                                   "check": [{"type": "judge", "criterion": "greets back"}]})
+    judge = ScriptedModel([text_response("PASS it greets the user")])
+    report = evaluation.run_scenario(scenario, ScriptedModel([text_response("Hello!")]),
+                                     judge=judge)
+    assert report["checks"][0]["passed"] is True
+    assert "Hello!" in json.dumps(judge.requests[0].messages)
+
+
+def test_failing_check_fails_the_command_and_json_report_and_compare(tmp_path, console):
+    good = evaluation.run_scenario(Scenario.load(BUNDLED), ScriptedModel(good_script()),
+                                   recorder=recording.Recorder(tmp_path / "run.jsonl"))
+    # re-score the recording through the CLI path: same responses, all checks pass
+    out_a = tmp_path / "a.json"
+    code = reports.cmd_eval(SimpleNamespace(scenario=str(BUNDLED), model=None,
+                                            replay=str(tmp_path / "run.jsonl"), json=str(out_a),
+                                            compare=None, retrieval_only=False, file=None,
+                                            judge=False))
+    assert code == 0, console.getvalue()
+    assert json.loads(out_a.read_text())["score"] == 1.0
+    assert json.loads(out_a.read_text())["replay_divergences"] == []
+    assert good["recording"].endswith("run.jsonl")
+
+    bad_script = good_script()
+    bad_script[-1] = text_response("I don't remember, sorry.")
+    bad = evaluation.run_scenario(Scenario.load(BUNDLED), ScriptedModel(bad_script),
+                                  recorder=recording.Recorder(tmp_path / "bad.jsonl"))
+    out_b = tmp_path / "b.json"
+    code = reports.cmd_eval(SimpleNamespace(scenario=str(BUNDLED), model=None,
+                                            replay=str(tmp_path / "bad.jsonl"), json=str(out_b),
+                                            compare=None, retrieval_only=False, file=None,
+                                            judge=False))
+    assert code == 1
+    assert "FAIL" in console.getvalue() and "check(s) failed" in console.getvalue()
+    assert bad["failed"] == 1
+
+    delta = evaluation.compare(json.loads(out_a.read_text()), json.loads(out_b.read_text()))
+    changes = {r["name"]: r["change"] for r in delta["checks"]}
+    assert changes["reply_contains '7' @last"] == "broke"
+    assert delta["passed"]["delta"] == -1 and delta["score"]["delta"] < 0
+    assert "input_tokens" in delta["totals"]
+    assert reports.cmd_eval(SimpleNamespace(compare=[str(out_a), str(out_b)])) == 0
+    text = console.getvalue()
+    assert "broke" in text and "-1" in text
+
+
+def test_live_eval_without_a_key_is_a_usage_error(console):
+    code = reports.cmd_eval(SimpleNamespace(scenario=str(BUNDLED), model="claude-x", replay=None,
+                                            json=None, compare=None, judge=False))
+    assert code == 2 and "ANTHROPIC_API_KEY" in console.getvalue()
+
+
+def test_bad_scenarios_say_what_is_wrong(tmp_path):
+    with pytest.raises(evaluation.ScenarioError, match="no \\[\\[session\\]\\]"):
+        Scenario.from_dict({"check": []})
+    with pytest.raises(evaluation.ScenarioError, match="has type 'reply_is'"):
+        Scenario.from_dict({"session": [{"inputs": ["x"]}], "check": [{"type": "reply_is"}]})
+    with pytest.raises(evaluation.ScenarioError, match="needs label"):
+        Scenario.from_dict({"session": [{"inputs": ["x"]}],
+                            "check": [{"type": "core_contains", "text": "a"}]})
+    with pytest.raises(evaluation.ScenarioError, match="unknown setting"):
+        Scenario.from_dict({"session": [{"inputs": ["x"]}], "settings": {"windoww": 1}})
+    bad = tmp_path / "bad.toml"
+    bad.write_text("name = [")
+    with pytest.raises(evaluation.ScenarioError, match="not valid TOML"):
+        Scenario.load(bad)
+
+
+# --------------------------------------------------------------------------- LoCoMo
+
+
+def synthetic_locomo(path: Path) -> None:
+    sample = {
+        "sample_id": "conv-test",
+        "conversation": {
+            "speaker_a": "Caroline", "speaker_b": "Melanie",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Caroline", "dia_id": "D1:1", "text": "I went to an LGBTQ support group yesterday."},
+                {"speaker": "Melanie", "dia_id": "D1:2", "text": "That's great! I painted a sunrise last week."},
+                {"speaker": "Caroline", "dia_id": "D1:3", "text": "I want to study counseling psychology."},
+            ],
+            "session_2_date_time": "10:37 am on 27 June, 2023",
+            "session_2": [
+                {"speaker": "Melanie", "dia_id": "D2:1", "text": "We went camping at the beach with the kids."},
+                {"speaker": "Caroline", "dia_id": "D2:2", "text": "I adopted a dog named Biscuit!",
+                 "blip_caption": "a photo of a small brown puppy"},
+            ],
+        },
+        "qa": [
+            {"question": "What did Caroline want to study?", "answer": "counseling psychology",
+             "evidence": ["D1:3"], "category": 4},
+            {"question": "When did Melanie go camping (at the beach)?", "answer": "June 2023",
+             "evidence": ["D2:1"], "category": 2},
+            {"question": "What is Caroline's dog's name; and what did Melanie paint?",
+             "answer": "Biscuit; a sunrise", "evidence": ["D2:2", "D1:2"], "category": 1},
+            {"question": "What did Melanie study?", "adversarial_answer": "psychology",
+             "evidence": ["D1:3"], "category": 5},
+        ],
+    }
+    path.write_text(json.dumps([sample]))
+
+
+def test_locomo_retrieval_only_reports_recall_per_category(tmp_path, console):
+    data = tmp_path / "locomo10.json"
+    synthetic_locomo(data)
+    result = evaluation.run_locomo(data, retrieval_only=True)
+    assert result["overall"]["n"] == 4
+    assert result["by_category"]["4 single-hop"]["recall@5"] == 1.0
+    assert result["by_category"]["1 multi-hop"]["recall@10"] == 1.0
+    assert not any(q["tool_error"] for q in result["questions"])
+    first = result["questions"][0]
+    assert first["retrieved"][0] == "D1:3"
+    code = reports.cmd_eval(SimpleNamespace(scenario="locomo", file=str(data), retrieval_only=True,
+                                            model=None, json=str(tmp_path / "l.json"),
+                                            compare=None, judge=False, replay=None))
+    assert code == 0
+    assert "recall@5" in console.getvalue() and "overall" in console.getvalue()
+
+
+def test_locomo_is_stored_like_chat_turns(tmp_path):
+    from memgpt_lite.store import Store
+
+    data = tmp_path / "locomo10.json"
+    synthetic_locomo(data)
+    sample = evaluation.load_locomo(data)[0]
+    with Store(tmp_path / "s.db") as store:
+        row = store.create_agent("x", {}, {})
+        mapping = evaluation.store_locomo_conversation(store, row.id, sample)
+        assert sorted(mapping.values()) == ["D1:1", "D1:2", "D1:3", "D2:1", "D2:2"]
+        msgs = [m for t in range(1, 5) for m in store.turn_messages(row.id, t)]
+    assert [m.role for m in msgs] == ["user", "assistant", "user", "assistant", "user"]
+    assert msgs[0].created_at == "2023-05-08T13:56:00Z" and not msgs[0].in_context
+    assert msgs[4].content[0]["text"].startswith("Caroline: I adopted a dog named Biscuit!")
+    assert "small brown puppy" in msgs[4].content[0]["text"]
+
+
+def test_locomo_answers_are_scored_by_token_f1(tmp_path):
+    data = tmp_path / "locomo10.json"
+    synthetic_locomo(data)
+
+    def searcher(request):
+        question = request.messages[-1]["content"][0]["text"]
+        return tool_response([("conversation_search", {"query": question})])
+
+    script = []
+    for answer in ("counseling psychology", "in June 2023", "Biscuit, and a sunrise"):
+        script += [searcher, text_response(answer)]
+    result = evaluation.run_locomo(data, retrieval_only=False, model_client=ScriptedModel(script))
+    assert result["overall"]["n"] == 3  # the adversarial item has no gold answer
+    assert result["overall"]["f1"] > 0.8
+    assert evaluation.token_f1("The counseling psychology.", "counseling psychology") == 1.0
+    assert evaluation.token_f1("no idea", "Biscuit") == 0.0
+
+
+# --------------------------------------------------------------------------- nested KV
+
+
+def synthetic_nested_kv(path: Path, rng: random.Random) -> list[tuple[int, str]]:
+    """Three examples, nesting levels 0, 1 and 2, among distractor pairs."""
+    new = lambda: str(uuid.UUID(int=rng.getrandbits(128)))  # noqa: E731
+    lines, expected = [], []
+    for level in (0, 1, 2):
+        chain = [new() for _ in range(level + 2)]
+        pairs = [[chain[i], chain[i + 1]] for i in range(level + 1)]
+        pairs += [[new(), new()] for _ in range(20)]
+        rng.shuffle(pairs)
+        lines.append(json.dumps({"ordered_kv_records": pairs, "key": chain[0]}))
+        expected.append((level, chain[-1]))
+    path.write_text("\n".join(lines) + "\n")
+    return expected
+
+
+def test_nested_kv_oracle_solves_every_level_through_archival_search(tmp_path):
+    data = tmp_path / "nkv.jsonl"
+    expected = synthetic_nested_kv(data, random.Random(7))
+    examples = evaluation.load_nested_kv(data)
+    assert [(e.level, e.answer) for e in examples] == expected
+    oracle = NestedKVOracle()
+    result = evaluation.run_nested_kv(data, oracle)
+    assert result["by_level"] == {"0": {"n": 1, "accuracy": 1.0}, "1": {"n": 1, "accuracy": 1.0},
+                                  "2": {"n": 1, "accuracy": 1.0}}
+    # level n takes n + 2 searches: one per hop, plus one showing the answer is not a key
+    assert [q["searches"] for q in result["questions"]] == [2, 3, 4]
+
+
+def test_nested_kv_oracle_cannot_cheat(tmp_path):
+    """Without the pairs in archival memory the oracle finds nothing."""
+    data = tmp_path / "nkv.jsonl"
+    synthetic_nested_kv(data, random.Random(3))
+    from memgpt_lite import evaluation as ev
+
+    original = ev.kv_passage
+    try:
+        ev.kv_passage = lambda k, v: "nothing useful here"
+        result = ev.run_nested_kv(data, NestedKVOracle())
+    finally:
+        ev.kv_passage = original
+    assert result["overall"]["accuracy"] == 0.0
+
+
+def test_dataset_files_are_checked(tmp_path):
+    bad = tmp_path / "x.json"
+    bad.write_text("{}")
+    with pytest.raises(evaluation.ScenarioError, match="conversation"):
+        evaluation.load_locomo(bad)
+    with pytest.raises(evaluation.ScenarioError, match="ordered_kv_records"):
+        evaluation.load_nested_kv(bad)
+    assert evaluation.locomo_time("10:37 am on 27 June, 2023") == "2023-06-27T10:37:00Z"
+    assert evaluation.locomo_time("12:05 am on 1 Jan, 2024") == "2024-01-01T00:05:00Z"

@@ -1,0 +1,254 @@
+"""Strict replay: a recorded session replays with zero divergence; tampering is caught."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from rich.console import Console
+
+from memgpt_lite import cli, recording, reports
+from memgpt_lite.agent import Agent
+from memgpt_lite.config import Settings
+from memgpt_lite.model import ScriptedModel, text_response, tool_response
+from memgpt_lite.store import Store
+from memgpt_lite.types import ModelRequest, OverloadedError
+
+START = datetime(2026, 2, 1, 8, 0, tzinfo=timezone.utc)
+
+
+class Clock:
+    """A wall clock that moves on by itself (like a real one) on every reading."""
+
+    def __init__(self) -> None:
+        self.now = START
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(seconds=41)
+        return self.now
+
+
+class ClockedStore(Store):
+    """Passages stamped by the agent's clock, as replay stamps them (archival_search shows
+    their date; the live store would use the wall clock, far from this test's clock)."""
+
+    clock: Clock
+
+    def add_passage(self, agent_id, text, tags=None, created_at=None):
+        return super().add_passage(agent_id, text, tags,
+                                   created_at or recording.utc_iso(self.clock.now))
+
+
+def record_session(tmp_path: Path, inputs: list[str], script: list, *,
+                   settings: Settings | None = None, restart_after: int | None = None,
+                   summary_script: list | None = None) -> Path:
+    path = tmp_path / "session.jsonl"
+    store = ClockedStore(tmp_path / "live.db")
+    model = ScriptedModel(script)
+    summary = ScriptedModel(summary_script) if summary_script is not None else None
+    clock = store.clock = Clock()
+    open_agent = lambda: Agent.open(store, "ada", model_client=model,  # noqa: E731
+                                    summary_client=summary, settings=settings or Settings(),
+                                    clock=clock)
+    agent = open_agent()
+    with recording.Recorder(path) as rec:
+        recording.record_header(agent, rec)
+        for i, text in enumerate(inputs):
+            if restart_after is not None and i == restart_after:
+                agent = open_agent()
+                rec.restart()
+            for _ in recording.recorded_step(agent, rec, text):
+                pass
+    store.close()
+    return path
+
+
+MEMORY_SESSION = (
+    ["My name is Ada and I keep bees in Porto.", "What's my name, and where are my bees?"],
+    [tool_response([("core_memory_append", {"label": "human", "content": "Name: Ada"}),
+                    ("archival_insert", {"content": "Ada keeps bees in Porto", "tags": ["bees"]})]),
+     text_response("Lovely, Ada."),
+     tool_response([("archival_search", {"query": "bees"}),
+                    ("conversation_search", {"query": "name Ada"})]),
+     text_response("You are Ada and your bees are in Porto.")],
+)
+
+
+def _mutate(path: Path, match: str, edit) -> None:
+    lines = [json.loads(x) for x in path.read_text("utf-8").splitlines()]
+    hits = [line for line in lines if line["type"] == match]
+    edit(hits)
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines), "utf-8")
+
+
+def test_recorded_session_replays_strictly_with_zero_divergence(tmp_path):
+    path = record_session(tmp_path, *MEMORY_SESSION)
+    report = recording.replay(path, strict=True)
+    assert report.completed and report.divergences == [] and report.ok
+    assert report.turns == 2 and report.model_calls == 4
+    assert report.tool_calls == {"core_memory_append": 1, "archival_insert": 1,
+                                 "archival_search": 1, "conversation_search": 1}
+    assert report.final_core_memory["human"].endswith("Name: Ada")
+    assert report.usage.total_input > 0 and report.cost_usd > 0
+
+
+def test_cli_replay_strict_exits_zero_then_non_zero_on_tampered_user_text(tmp_path, capsys):
+    path = record_session(tmp_path, *MEMORY_SESSION)
+    assert cli.main(["replay", str(path), "--strict"]) == 0
+    assert "zero divergence" in capsys.readouterr().out
+
+    _mutate(path, "user", lambda users: users[0].update(text="My name is Eve."))
+    assert cli.main(["replay", str(path), "--strict"]) == 1
+    out = capsys.readouterr().out
+    assert "divergence" in out and "turn 1: request" in " ".join(out.split())
+
+
+def test_tampered_response_is_caught(tmp_path):
+    path = record_session(tmp_path, *MEMORY_SESSION)
+
+    def edit(responses):
+        responses[1]["response"]["content"][0]["text"] = "Lovely, Eve."
+
+    _mutate(path, "response", edit)
+    report = recording.replay(path, strict=True)
+    assert not report.ok
+    first = report.divergences[0]
+    assert first.turn == 1 and first.what == "reply"  # then turn 2's request would differ
+
+
+def test_tampered_final_response_is_caught_by_the_reply_check(tmp_path):
+    path = record_session(tmp_path, *MEMORY_SESSION)
+    _mutate(path, "response",
+            lambda rs: rs[-1]["response"]["content"][0].update(text="You are Eve."))
+    report = recording.replay(path, strict=True)
+    assert [d.what for d in report.divergences] == ["reply"]
+
+
+def test_non_strict_replay_goes_on_and_lists_every_divergence(tmp_path):
+    path = record_session(tmp_path, *MEMORY_SESSION)
+    _mutate(path, "user", lambda users: users[0].update(text="My name is Eve."))
+    report = recording.replay(path, strict=False)
+    assert report.completed and report.turns == 2
+    assert {d.what for d in report.divergences} >= {"request"}
+    assert len(report.divergences) >= 2  # both turns' requests differ
+    code = reports.cmd_replay(SimpleNamespace(file=str(path), strict=False, speed=0))
+    assert code == 0
+
+
+def test_tampered_memory_snapshot_and_tool_result_are_caught(tmp_path):
+    path = record_session(tmp_path, *MEMORY_SESSION)
+    _mutate(path, "memory", lambda ms: ms[0]["blocks"].update(human="tampered"))
+    assert recording.replay(path, strict=True).divergences[0].what == "memory"
+
+    path = record_session(tmp_path / "b", *MEMORY_SESSION) if (tmp_path / "b").mkdir() is None else None
+    _mutate(path, "tool_result", lambda rs: rs[1]["result"].update(content="Stored as passage #9."))
+    assert recording.replay(path, strict=True).divergences[0].what == "tool_result"
+
+
+def test_restart_forced_flush_with_summariser_and_errors_replay_strictly(tmp_path):
+    """Pager flush (summary call), a restart between sessions and an API error all replay."""
+    settings = Settings(context_window=5_200, max_output_tokens=512, safety_margin=200)
+    long = "Here is a long note about hives and frames. " * 14
+    inputs = [f"note {i}: {long}" for i in range(6)] + ["retry please", "what did I say first?"]
+    script = [text_response(f"ok {i}") for i in range(6)]
+    script += [OverloadedError("The API is overloaded."), text_response("back"),
+               text_response("your first note was about hives")]
+    path = record_session(tmp_path, inputs, script, settings=settings, restart_after=3,
+                          summary_script=[text_response("Earlier notes: hives and frames.")] * 4)
+    rec = recording.Recording.load(path)
+    assert any(t.restart_before for t in rec.turns)
+    purposes = [c.purpose for c in rec.calls()]
+    assert "summary" in purposes, "the session should have forced a flush"
+    assert any(c.error for c in rec.calls())
+    report = recording.replay(path, strict=True)
+    assert report.divergences == [] and report.completed
+    assert report.forced_flushes >= 1 and report.errors == 1
+
+
+def test_session_of_an_agent_with_history_replays_from_its_snapshot(tmp_path):
+    store = Store(tmp_path / "live.db")
+    model = ScriptedModel([text_response("first"), text_response("second: you said hello")])
+    clock = Clock()
+    agent = Agent.open(store, "ada", model_client=model, clock=clock)
+    list(agent.step("hello"))  # history from before the recording
+    path = tmp_path / "later.jsonl"
+    with recording.Recorder(path) as rec:
+        recording.record_header(agent, rec)
+        list(recording.recorded_step(agent, rec, "what did I say?"))
+    report = recording.replay(path, strict=True)
+    assert report.divergences == [], report.divergences
+
+
+def test_interrupted_turn_and_user_commands_replay(tmp_path):
+    store = Store(tmp_path / "live.db")
+    model = ScriptedModel([text_response("a long answer " * 10), text_response("short")])
+    agent = Agent.open(store, "ada", model_client=model, clock=Clock())
+    path = tmp_path / "r.jsonl"
+    with recording.Recorder(path) as rec:
+        recording.record_header(agent, rec)
+        gen = recording.recorded_step(agent, rec, "tell me a story")
+        for event in gen:
+            if event.kind == "response":
+                gen.close()
+                break
+        rec.command("edit_block", label="human", value="Likes short answers.")
+        agent.edit_block("human", "Likes short answers.")
+        list(recording.recorded_step(agent, rec, "shorter please"))
+    report = recording.replay(path, strict=True)
+    assert report.divergences == [], report.divergences
+    assert report.final_core_memory["human"] == "Likes short answers."
+
+
+def test_replay_client_checks_digests_and_runs_out_loudly(tmp_path):
+    path = record_session(tmp_path, *MEMORY_SESSION)
+    client = recording.ReplayModelClient(recording.Recording.load(path), strict=True)
+    client.begin_turn(0)
+    bogus = ModelRequest(model="m", max_tokens=1, system=[], messages=[])
+    with pytest.raises(recording.Divergence, match="request digest"):
+        list(client.stream(bogus))
+    lenient = recording.ReplayModelClient(recording.Recording.load(path))
+    lenient.begin_turn(1)
+    items = list(lenient.stream(bogus))
+    assert items[-1].tool_calls[0].name == "archival_search"  # served anyway, noted
+    assert [d.what for d in lenient.divergences] == ["request"]
+    list(lenient.stream(bogus))
+    with pytest.raises(recording.ReplayExhausted):
+        list(lenient.stream(bogus))
+
+
+def test_speed_paces_by_recorded_time(tmp_path):
+    path = record_session(tmp_path, *MEMORY_SESSION)
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    for i, line in enumerate(lines):
+        line["t"] = float(i)  # one second between lines
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    pauses: list[float] = []
+    view = reports.ReplayView(Console(file=io.StringIO(), width=100, color_system=None),
+                              speed=4.0, sleep=pauses.append)
+    assert recording.replay(path, strict=True, observer=view).ok
+    assert pauses and all(p == pytest.approx(0.25) or p < 0.25 * 12 for p in pauses)
+    assert sum(pauses) == pytest.approx((len(lines) - 1 - 4) * 0.25, abs=1.0)
+
+
+def test_sessions_command_lists_recordings(tmp_path, monkeypatch):
+    out = io.StringIO()
+    monkeypatch.setattr(reports, "make_console",
+                        lambda: Console(file=out, width=200, color_system=None))
+    assert reports.cmd_sessions(SimpleNamespace(agent=None)) == 0
+    assert "No recorded sessions" in out.getvalue()
+    store = Store(tmp_path / "live.db")
+    agent = Agent.open(store, "ada", model_client=ScriptedModel([text_response("hi")]))
+    with recording.Recorder.create("ada") as rec:
+        recording.record_header(agent, rec)
+        list(recording.recorded_step(agent, rec, "hello"))
+    assert reports.cmd_sessions(SimpleNamespace(agent="ada")) == 0
+    assert "ada" in out.getvalue() and str(rec.path) in out.getvalue()
+
+
+def test_replay_of_a_missing_file_is_a_usage_error(tmp_path, capsys):
+    assert cli.main(["replay", str(tmp_path / "nope.jsonl")]) == 2
+    assert "no recording at" in capsys.readouterr().out

@@ -1,7 +1,9 @@
 """Finding and rendering the prompt files in the top-level prompts/ folder.
 
 The folder ships inside the wheel as the package `memgpt_lite._prompts` (see pyproject),
-so one lookup works for wheel and editable installs alike.
+so one lookup works for wheel and editable installs alike. Code run straight from a source
+checkout (`python -m memgpt_lite` in the repo, where the package shadows the installed one)
+finds the top-level folder beside the package instead.
 """
 
 from __future__ import annotations
@@ -10,17 +12,31 @@ import functools
 import hashlib
 import string
 from importlib import resources
+from importlib.abc import Traversable
+from pathlib import Path
 
 
 class PromptError(LookupError):
     """A prompt file is missing or a placeholder has no value."""
 
 
+@functools.lru_cache(maxsize=1)
+def root() -> Traversable:
+    """The folder holding the prompt files."""
+    try:
+        return resources.files("memgpt_lite._prompts")
+    except ModuleNotFoundError:
+        checkout = Path(__file__).resolve().parent.parent / "prompts"
+        if checkout.is_dir():
+            return checkout
+        raise PromptError("the prompts folder is missing from the installation") from None
+
+
 @functools.lru_cache(maxsize=None)
 def load(name: str) -> str:
     """The text of prompts/NAME (e.g. 'system.md'), trailing whitespace stripped."""
     try:
-        return resources.files("memgpt_lite._prompts").joinpath(name).read_text("utf-8").rstrip()
+        return root().joinpath(name).read_text("utf-8").rstrip()
     except FileNotFoundError:
         raise PromptError(f"prompt file {name!r} is missing from the installation") from None
 
@@ -34,8 +50,7 @@ def render(name: str, **values: object) -> str:
 
 
 def names() -> list[str]:
-    root = resources.files("memgpt_lite._prompts")
-    return sorted(p.name for p in root.iterdir() if p.name.endswith((".md", ".txt")))
+    return sorted(p.name for p in root().iterdir() if p.name.endswith((".md", ".txt")))
 
 
 def digests() -> dict[str, str]:

@@ -1,0 +1,68 @@
+"""The wheel carries the prompts and package data, and both install kinds find them."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PROMPTS = {"system.md", "persona.md", "human.md", "summarizer.md", "pressure_alert.md"}
+PROBE = ("import sys, site; site.addsitedir(sys.argv[1]); "
+         "from memgpt_lite import prompts; print(prompts.root()); "
+         "print(sorted(prompts.names())); print(prompts.load('system.md')[:40])")
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory) -> Path:
+    """A copy of the project, so builds leave nothing in the work tree."""
+    dest = tmp_path_factory.mktemp("src") / "memgpt-lite"
+    dest.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, dest / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(REPO / "memgpt_lite", dest / "memgpt_lite", ignore=ignore)
+    shutil.copytree(REPO / "prompts", dest / "prompts", ignore=ignore)
+    return dest
+
+
+def pip(*args: str) -> None:
+    subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", *args],
+                   check=True, capture_output=True, text=True)
+
+
+def probe(site_dir: Path, cwd: Path) -> list[str]:
+    # -S: no site-packages, so only the install under test can provide memgpt_lite
+    out = subprocess.run([sys.executable, "-S", "-c", PROBE, str(site_dir)], cwd=cwd,
+                         capture_output=True, text=True, check=True)
+    return out.stdout.splitlines()
+
+
+def test_wheel_contains_prompts_and_data_and_finds_them(source, tmp_path):
+    pip("wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "dist"), str(source))
+    wheel = next((tmp_path / "dist").glob("memgpt_lite-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {f"memgpt_lite/_prompts/{p}" for p in PROMPTS} <= names
+    assert "memgpt_lite/data/demo.jsonl" in names
+    assert not any(n.startswith(("prompts/", "tests/")) for n in names)
+    target = tmp_path / "site"
+    pip("install", "--no-deps", "--target", str(target), str(wheel))
+    root, listed, head = probe(target, tmp_path)
+    assert root.startswith(str(target))
+    assert PROMPTS <= set(ast.literal_eval(listed))
+    assert head.startswith("You are a helpful assistant")
+
+
+def test_editable_install_finds_the_top_level_prompts(source, tmp_path):
+    prefix = tmp_path / "prefix"
+    pip("install", "--no-deps", "--no-build-isolation", "--prefix", str(prefix), "-e", str(source))
+    purelib = sysconfig.get_path("purelib", vars={"base": str(prefix), "platbase": str(prefix)})
+    root, listed, _ = probe(Path(purelib), tmp_path)
+    assert root == str(source / "prompts")
+    assert PROMPTS <= set(ast.literal_eval(listed))

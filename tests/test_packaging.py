@@ -52,7 +52,7 @@ def test_wheel_contains_prompts_and_data_and_finds_them(source, tmp_path):
     assert "memgpt_lite/data/demo.jsonl" in names
     assert not any(n.startswith(("prompts/", "tests/")) for n in names)
     target = tmp_path / "site"
-    pip("install", "--no-deps", "--target", str(target), str(wheel))
+    pip("install", "--no-deps", "--ignore-installed", "--target", str(target), str(wheel))
     root, listed, head = probe(target, tmp_path)
     assert root.startswith(str(target))
     assert PROMPTS <= set(ast.literal_eval(listed))
@@ -61,7 +61,9 @@ def test_wheel_contains_prompts_and_data_and_finds_them(source, tmp_path):
 
 def test_editable_install_finds_the_top_level_prompts(source, tmp_path):
     prefix = tmp_path / "prefix"
-    pip("install", "--no-deps", "--no-build-isolation", "--prefix", str(prefix), "-e", str(source))
+    # --ignore-installed: never touch the memgpt-lite installed in the running environment
+    pip("install", "--no-deps", "--no-build-isolation", "--ignore-installed", "--prefix",
+        str(prefix), "-e", str(source))
     purelib = sysconfig.get_path("purelib", vars={"base": str(prefix), "platbase": str(prefix)})
     root, listed, _ = probe(Path(purelib), tmp_path)
     assert root == str(source / "prompts")

@@ -95,7 +95,7 @@ class Agent:
         self.model_client = model_client
         self.clock = clock
         self.counter = TokenCounter()
-        self.tools = MemoryTools(store, row.id)
+        self.tools = MemoryTools(store, row.id, clock=lambda: iso(self.clock()))
         self.builder = ContextBuilder(settings, memory_tool_schemas() + [EVICT_TURNS_SCHEMA],
                                       self.counter)
         summariser = Summariser(summary_client or model_client, settings, self.counter)
@@ -243,7 +243,9 @@ class Agent:
     def _handle(self, run: _TurnRun, response: ModelResponse) -> Generator[Event, None, bool]:
         """Take in one response; True when the loop must call the model again."""
         stop = response.stop_reason
-        content = _valid_content(response.content, stop)
+        # On a call made with tools withheld, tool calls are not run: the turn must end.
+        tools_off = run.calls >= self.settings.max_calls_per_turn or run.stop_tools
+        content = _valid_content(response.content, "max_tokens" if tools_off else stop)
         run.messages.append(Message("assistant", content, run.turn_id))
         run.stop_reason = stop
         run.text = response.text
@@ -368,9 +370,13 @@ def _valid_content(content: list[ContentBlock], stop: str | None) -> list[Conten
     """What of a response may enter history: a reply cut at max_tokens can end in a
     half-written tool_use, which would leave a call without a result; an empty reply would
     be rejected by the API on the next request."""
-    blocks = [b for b in content if not (b.get("type") == "text" and not b.get("text"))]
+    blocks = [b for b in content
+              if not (b.get("type") == "text" and not str(b.get("text") or "").strip())]
     if stop == "max_tokens":
         blocks = [b for b in blocks if b.get("type") != "tool_use"]
+    # A tool input that is not an object would make the API reject every later request.
+    blocks = [{**b, "input": {}} if b.get("type") == "tool_use" and not isinstance(
+        b.get("input"), dict) else b for b in blocks]
     if not any(b.get("type") in ("text", "tool_use") for b in blocks):
         blocks.append({"type": "text", "text": "(no reply)"})
     return blocks

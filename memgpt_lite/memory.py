@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 
@@ -189,9 +190,12 @@ def _parse_date(value: str | None, name: str) -> tuple[date | None, str | None]:
 class MemoryTools:
     """Runs the five memory tools for one agent against the store."""
 
-    def __init__(self, store: Store, agent_id: int):
+    def __init__(self, store: Store, agent_id: int, clock: Callable[[], str] | None = None):
         self.store = store
         self.agent_id = agent_id
+        # The agent's clock (ISO text), so passages are dated like messages and replays of
+        # a recorded session date them identically.
+        self.clock = clock
 
     def execute(self, name: str, args: object) -> ToolOutcome:
         if name not in MEMORY_TOOL_NAMES:
@@ -323,7 +327,8 @@ class MemoryTools:
             return ToolOutcome(f"Not stored: passage #{dup.id} already holds nearly the same "
                                f"text: {_clip(dup.text)}", False,
                                f"{tool} duplicate of #{dup.id}")
-        pid = self.store.add_passage(self.agent_id, content.strip(), clean)
+        at = self.clock() if self.clock else None
+        pid = self.store.add_passage(self.agent_id, content.strip(), clean, created_at=at)
         tag_text = f" (tags: {', '.join(clean)})" if clean else ""
         return ToolOutcome(f"Stored as passage #{pid}{tag_text}.", False, f"{tool} #{pid}{tag_text}")
 

@@ -267,3 +267,17 @@ def test_restart_continues_the_conversation(tmp_path):
     texts = json.dumps(messages)
     assert "my cat is Miso" in texts and "Lyon is lovely" in texts
     assert [m["role"] for m in messages] == ["user", "assistant"] * 2 + ["user"]
+
+
+def test_passages_are_dated_by_the_agent_clock(tmp_path):
+    from datetime import datetime, timezone
+
+    store = Store(tmp_path / "clock.db")
+    fixed = datetime(2024, 5, 6, 7, 8, 9, tzinfo=timezone.utc)
+    model = ScriptedModel([tool_response([("archival_insert", {"content": "Kyoto trip in May"})]),
+                           text_response("saved")], validate=True)
+    agent = Agent.open(store, "c", model_client=model, clock=lambda: fixed)
+    run(agent, "remember my Kyoto trip")
+    hit = store.search_passages(agent.id, "Kyoto").hits[0]
+    assert hit.created_at == "2024-05-06T07:08:09Z"
+    assert all(m.created_at == "2024-05-06T07:08:09Z" for m in store.context_messages(agent.id))

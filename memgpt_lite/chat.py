@@ -572,7 +572,6 @@ def _header_agent(header: Any) -> str | None:
 def scrub_recordings(agent_name: str, secrets: list[str]) -> int:
     """Replace every occurrence of `secrets` inside the agent's recordings (JSON-aware, so
     escaping cannot hide a match). Returns the number of files changed."""
-    import json
 
     secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
     changed = 0

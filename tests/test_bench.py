@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 
-from memgpt_lite import bench
+from memgpt_lite import bench, retrieval_eval
 
 
 def test_store_benchmark_returns_measurements():
@@ -13,10 +13,10 @@ def test_store_benchmark_returns_measurements():
 
 
 def test_retrieval_eval_scores_every_method():
-    data = bench.retrieval_eval(filler=200)
-    assert data["cases"] == len(bench.CASES)
+    data = retrieval_eval.retrieval_eval(filler=200)
+    assert data["cases"] == len(retrieval_eval.CASES)
     for groups in data["results"].values():
-        assert groups["all"]["n"] == len(bench.CASES)
+        assert groups["all"]["n"] == len(retrieval_eval.CASES)
         assert 0 <= groups["all"]["recall@5"] <= groups["all"]["recall@10"] <= 1
     ours = data["results"]["ours (OR, porter, stop words, CJK bigrams)"]
     assert ours["cjk"]["hit@5"] == 1.0  # the CJK cases are the must-have

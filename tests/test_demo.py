@@ -16,7 +16,6 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
 
 from memgpt_lite import recording, reports
 from memgpt_lite.config import Settings

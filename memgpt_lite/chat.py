@@ -20,7 +20,6 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,15 @@ from rich.table import Table
 from rich.text import Text
 
 from memgpt_lite import config
+from memgpt_lite.paging import turn_ranges
+from memgpt_lite.privacy import (
+    HISTORY_FILE,
+    ForgetMatches,
+    apply_forget,
+    find_forget_matches,
+    history_entry_matches,
+    turn_strings,
+)
 from memgpt_lite.types import (
     ClipEvent,
     ErrorEvent,
@@ -56,7 +64,6 @@ PROMPT = "you› "
 CONTINUATION_PROMPT = "  … "
 # Lines that reach the terminal this soon after the previous one were pasted, not typed.
 PASTE_GAP_SECONDS = 0.03
-HISTORY_FILE = "chat_history"
 
 HELP = """\
 Commands
@@ -100,21 +107,6 @@ def _isatty(stream: Any) -> bool:
         return bool(stream.isatty())
     except (AttributeError, ValueError):
         return False
-
-
-def turn_ranges(ids: list[int]) -> str:
-    """[3,4,5,9] -> '3–5, 9' (en dash for runs)."""
-    ids = sorted(set(ids))
-    parts: list[str] = []
-    start = prev = None
-    for i in ids + [None]:
-        if start is not None and i == prev + 1:
-            prev = i
-            continue
-        if start is not None:
-            parts.append(str(start) if start == prev else f"{start}–{prev}")
-        start = prev = i
-    return ", ".join(parts)
 
 
 def bar(fraction: float, width: int = 10) -> str:
@@ -417,42 +409,6 @@ def print_tokens(console: Console, usage: Usage, cost: float) -> None:
 # --------------------------------------------------------------------------- forget
 
 
-@dataclass
-class ForgetMatches:
-    """What `forget QUERY` would delete: whole turns (so the queue stays valid) and passages."""
-
-    query: str
-    message_hits: list[Any] = field(default_factory=list)
-    passage_hits: list[Any] = field(default_factory=list)
-
-    @property
-    def turn_ids(self) -> list[int]:
-        return sorted({h.turn_id for h in self.message_hits if h.turn_id is not None})
-
-    @property
-    def empty(self) -> bool:
-        return not self.message_hits and not self.passage_hits
-
-
-def _all_hits(search: Callable[..., Any], cap: int = 500) -> list[Any]:
-    hits: list[Any] = []
-    page = 1
-    while len(hits) < cap:
-        result = search(page=page, per_page=50)
-        hits.extend(result.hits)
-        if page >= result.pages or not result.hits:
-            break
-        page += 1
-    return hits
-
-
-def find_forget_matches(store: Any, agent_id: int, query: str) -> ForgetMatches:
-    return ForgetMatches(
-        query,
-        _all_hits(lambda **kw: store.search_messages(agent_id, query, **kw)),
-        _all_hits(lambda **kw: store.search_passages(agent_id, query, **kw)))
-
-
 def print_forget_matches(console: Console, matches: ForgetMatches, query: str) -> None:
     if matches.empty:
         console.print(f"Nothing matches {query!r}.", markup=False)
@@ -470,165 +426,6 @@ def print_forget_matches(console: Console, matches: ForgetMatches, query: str) -
         console.print("Whole turns are deleted (every message of them), so the queue stays "
                       "valid. Core memory is not changed (edit it with /core edit).",
                       markup=False)
-
-
-def apply_forget(store: Any, row: Any, matches: ForgetMatches) -> str:
-    """Delete the matched turns and passages, then scrub their text from the recordings."""
-    secrets = _turn_strings(store, row.id, matches.turn_ids)
-    secrets += [h.text for h in matches.passage_hits]
-    with store.transaction():
-        n_messages = store.delete_turns(row.id, matches.turn_ids) if matches.turn_ids else 0
-        n_passages = (store.delete_passages(row.id, [h.id for h in matches.passage_hits])
-                      if matches.passage_hits else 0)
-    files = scrub_recordings(row.name, secrets)
-    scrub_history_file(config.data_dir() / HISTORY_FILE, matches.query, secrets)
-    return (f"Deleted {n_messages} message(s) of turn(s) {turn_ranges(matches.turn_ids) or '-'} "
-            f"and {n_passages} passage(s); scrubbed {files} recording file(s) and the input "
-            f"history.")
-
-
-def history_entry_matches(entry: str, query: str, secrets: list[str]) -> bool:
-    """Input-history lines to drop on forget: those holding the query or a deleted text, and
-    the lines of a deleted multi-line message (the history file stores them one per line)."""
-    if query.lower() in entry.lower():
-        return True
-    return any(s in entry or (len(entry.strip()) >= 12 and entry in s) for s in secrets)
-
-
-def scrub_history_file(path: Path, query: str, secrets: list[str]) -> None:
-    if not path.exists():
-        return
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    kept = [line for line in lines if not history_entry_matches(line, query, secrets)]
-    if kept != lines:
-        _atomic_write(path, "\n".join(kept) + ("\n" if kept else ""))
-
-
-def _turn_strings(store: Any, agent_id: int, turn_ids: list[int]) -> list[str]:
-    out: list[str] = []
-    for turn_id in turn_ids:
-        for msg in store.turn_messages(agent_id, turn_id):
-            out.extend(_strings(msg.content))
-    # Short strings ("human", a tool name) are structure, not content; leave them.
-    return [s for s in out if len(s.strip()) >= 12]
-
-
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            if key not in ("type", "id", "tool_use_id", "name", "signature"):
-                yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
-
-
-FORGOTTEN = "[forgotten]"
-
-
-def _scrub(value: Any, secrets: list[str]) -> Any:
-    if isinstance(value, str):
-        for secret in secrets:
-            if secret in value:
-                value = value.replace(secret, FORGOTTEN)
-        return value
-    if isinstance(value, dict):
-        return {k: _scrub(v, secrets) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_scrub(v, secrets) for v in value]
-    return value
-
-
-def agent_recordings(agent_name: str) -> list[Path]:
-    """Recording files whose header names this agent."""
-    import json
-
-    root = config.recordings_dir()
-    if not root.is_dir():
-        return []
-    found = []
-    for path in sorted(root.rglob("*.jsonl")):
-        try:
-            with path.open(encoding="utf-8") as fh:
-                header = json.loads(fh.readline() or "{}")
-        except (OSError, ValueError):
-            continue
-        if _header_agent(header) == agent_name:
-            found.append(path)
-    return found
-
-
-def _header_agent(header: Any) -> str | None:
-    if not isinstance(header, dict):
-        return None
-    agent = header.get("agent")
-    if isinstance(agent, dict):
-        return agent.get("name")
-    return agent if isinstance(agent, str) else header.get("agent_name")
-
-
-def scrub_recordings(agent_name: str, secrets: list[str]) -> int:
-    """Replace every occurrence of `secrets` inside the agent's recordings (JSON-aware, so
-    escaping cannot hide a match). Returns the number of files changed."""
-
-    secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
-    changed = 0
-    for path in agent_recordings(agent_name) if secrets else []:
-        lines = path.read_text(encoding="utf-8").splitlines()
-        out = [_scrub_line(line, secrets) for line in lines]
-        if out != lines:
-            _atomic_write(path, "\n".join(out) + "\n")
-            changed += 1
-    return changed
-
-
-def _scrub_line(line: str, secrets: list[str]) -> str:
-    """The line unchanged unless it holds a secret; then re-encoded compactly like the
-    recorder writes it."""
-    import json
-
-    if not line.strip():
-        return line
-    value = json.loads(line)
-    scrubbed = _scrub(value, secrets)
-    if scrubbed == value:
-        return line
-    return json.dumps(scrubbed, ensure_ascii=False, separators=(",", ":"))
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-def delete_recordings(agent_name: str) -> list[Path]:
-    paths = agent_recordings(agent_name)
-    for path in paths:
-        path.unlink(missing_ok=True)
-        try:
-            path.parent.rmdir()  # the agent's folder, once empty
-        except OSError:
-            pass
-    return paths
-
-
-def check_no_secrets(text: str) -> None:
-    """Refuse to write an export that contains the configured API key (defence in depth:
-    keys are never stored, but a user might have pasted one into a message)."""
-    for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
-        value = os.environ.get(var)
-        if value and len(value) >= 8 and value in text:
-            from memgpt_lite.cli import UserError
-
-            raise UserError(f"The export contains the value of ${var}; forget it first "
-                            f"(`memgpt-lite forget`) and export again.")
 
 
 # --------------------------------------------------------------------------- the session
@@ -834,7 +631,7 @@ class ChatSession:
             return
         row = store.get_agent_by_id(self.agent.id)
         self._end_recording()  # its file is rewritten by the scrub
-        secrets = _turn_strings(store, self.agent.id, matches.turn_ids)
+        secrets = turn_strings(store, self.agent.id, matches.turn_ids)
         self.console.print(apply_forget(store, row, matches), markup=False)
         if self.reader is not None:  # else readline would write them back at exit
             self.reader.forget(rest, secrets)
@@ -1031,91 +828,3 @@ def _ask(question: str) -> bool:
         return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
     except (EOFError, KeyboardInterrupt):
         return False
-
-
-# --------------------------------------------------------------------------- doctor
-
-
-def run_doctor(console: Console) -> int:
-    """Check the data dir, the database and the API settings; say what to do about problems."""
-    problems: list[str] = []
-
-    def ok(line: str) -> None:
-        console.print(f"ok    {line}", markup=False, highlight=False)
-
-    def warn(line: str) -> None:
-        console.print(f"warn  {line}", markup=False, highlight=False)
-
-    def bad(line: str) -> None:
-        problems.append(line)
-        console.print(f"FAIL  {line}", markup=False, highlight=False)
-
-    from memgpt_lite import __version__
-
-    ok(f"memgpt-lite {__version__} on Python {sys.version.split()[0]}")
-    _doctor_data_dir(ok, warn, bad)
-    _doctor_database(ok, warn, bad)
-    _doctor_api(ok, warn)
-    if problems:
-        console.print(f"{len(problems)} problem(s) found.", markup=False)
-        return 1
-    console.print("Everything looks fine.", markup=False)
-    return 0
-
-
-def _doctor_data_dir(ok: Callable, warn: Callable, bad: Callable) -> None:
-    root = config.data_dir()
-    if not root.exists():
-        ok(f"data dir {root} does not exist yet; `memgpt-lite chat` creates it")
-        return
-    if not root.is_dir():
-        bad(f"data dir {root} is not a directory; move that file away or set MEMGPT_LITE_HOME")
-        return
-    if not os.access(root, os.W_OK | os.X_OK):
-        bad(f"data dir {root} is not writable; fix its permissions (chmod u+rwx) "
-            f"or set MEMGPT_LITE_HOME")
-        return
-    mode = root.stat().st_mode & 0o777
-    if mode & 0o077:
-        warn(f"data dir {root} is readable by others (mode {mode:o}); run chmod 700 {root}")
-    else:
-        ok(f"data dir {root} (mode {mode:o})")
-
-
-def _doctor_database(ok: Callable, warn: Callable, bad: Callable) -> None:
-    from memgpt_lite.store import Store, StoreError
-
-    path = config.db_path()
-    if not path.exists():
-        ok(f"database {path} does not exist yet")
-        return
-    mode = path.stat().st_mode & 0o777
-    if mode & 0o077:
-        warn(f"database {path} is readable by others (mode {mode:o}); run chmod 600 {path}")
-    try:
-        with Store(path) as store:
-            ok(f"database {path}: schema version {store.schema_version()} "
-               f"({len(store.applied_migrations())} migrations applied), "
-               f"{len(store.list_agents())} agent(s)")
-            problems = store.integrity_problems()
-    except StoreError as exc:
-        bad(f"database {path}: {exc}")
-        return
-    for problem in problems:
-        bad(f"database: {problem} — restore a backup, or export your agents "
-            f"(`memgpt-lite agents export`) and import them into a fresh data dir")
-    if not problems:
-        ok("integrity check and search index consistency")
-
-
-def _doctor_api(ok: Callable, warn: Callable) -> None:
-    key = os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")
-    base = os.environ.get("ANTHROPIC_BASE_URL")
-    if base:
-        ok(f"ANTHROPIC_BASE_URL is {base}")
-    if key:
-        ok("an Anthropic API key is set")
-    elif not base:
-        warn("ANTHROPIC_API_KEY is not set: chat needs it (export ANTHROPIC_API_KEY=...), "
-             "or set ANTHROPIC_BASE_URL to an Anthropic-compatible server; demo and replay "
-             "work without it")

@@ -256,7 +256,7 @@ def cmd_agents_show(args: argparse.Namespace) -> int:
 
 
 def cmd_agents_delete(args: argparse.Namespace) -> int:
-    from memgpt_lite import chat
+    from memgpt_lite import privacy
 
     with _open_store() as store, _agent_lock(store, args.name):
         row = _require_agent(store, args.name)
@@ -268,7 +268,7 @@ def cmd_agents_delete(args: argparse.Namespace) -> int:
             print("Nothing deleted.", file=sys.stderr)
             return EXIT_ERROR
         store.delete_agent(row.name)
-        removed = chat.delete_recordings(row.name)
+        removed = privacy.delete_recordings(row.name)
     print(f"Deleted {what} ({len(removed)} recording file(s)).")
     return EXIT_OK
 
@@ -284,7 +284,7 @@ def cmd_agents_rename(args: argparse.Namespace) -> int:
 
 
 def cmd_agents_export(args: argparse.Namespace) -> int:
-    from memgpt_lite import chat
+    from memgpt_lite import privacy
 
     target = Path(args.file).expanduser()
     with _open_store() as store:
@@ -292,7 +292,10 @@ def cmd_agents_export(args: argparse.Namespace) -> int:
         doc = store.export_agent(args.name)
     # No sort_keys: stored content keeps its key order, so an import is byte-identical.
     text = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
-    chat.check_no_secrets(text)
+    leaked = privacy.exported_secret(text)
+    if leaked:
+        raise UserError(f"The export contains the value of ${leaked}; forget it first "
+                        f"(`memgpt-lite forget`) and export again.")
     try:
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -324,18 +327,18 @@ def cmd_agents_import(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from memgpt_lite import chat
+    from memgpt_lite import doctor
 
-    return chat.run_doctor(_console())
+    return doctor.run_doctor(_console())
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
-    from memgpt_lite import chat
+    from memgpt_lite import chat, privacy
 
     console = _console()
     with _open_store() as store, _agent_lock(store, args.agent):
         row = _require_agent(store, args.agent)
-        matches = chat.find_forget_matches(store, row.id, args.query)
+        matches = privacy.find_forget_matches(store, row.id, args.query)
         chat.print_forget_matches(console, matches, args.query)
         if matches.empty:
             return EXIT_OK
@@ -343,7 +346,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
                                     "and the recordings?"):
             print("Nothing deleted.", file=sys.stderr)
             return EXIT_ERROR
-        console.print(chat.apply_forget(store, row, matches))
+        console.print(privacy.apply_forget(store, row, matches))
     return EXIT_OK
 
 

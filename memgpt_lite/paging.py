@@ -479,7 +479,7 @@ class Pager:
     def evict_tool(self, args: object, inputs: ContextInputs,
                    turn_id: int) -> tuple[ToolOutcome, list[Event]]:
         valid = sorted({m.turn_id for m in inputs.queue})
-        listing = f"Turns you can evict: {_ranges(valid) or 'none'}."
+        listing = f"Turns you can evict: {turn_ranges(valid) or 'none'}."
         problem = _args_problem(args) or _ids_problem(args["turn_ids"], valid, turn_id)  # type: ignore[index]
         if problem:
             return _error(f"{problem} {listing}"), []
@@ -488,7 +488,7 @@ class Pager:
         summary = (args.get("summary") or "").strip() or deterministic_summary(
             [t for t in group_turns(inputs.queue) if t.id in ids])
         before = self._build(inputs).estimated_tokens
-        merged = merge_summary(inputs.summary, f"Turns {_ranges(ids)}: {summary}")
+        merged = merge_summary(inputs.summary, f"Turns {turn_ranges(ids)}: {summary}")
         self._evict(inputs, ids, merged)
         self.stats.model_evictions += 1
         self.alert_turn = None  # the model acted on the alert
@@ -496,12 +496,12 @@ class Pager:
         if now < self.level(self.settings.warn_fraction):
             self._reset_alert(inputs)
         freed = max(0, before - now)
-        text = (f"Evicted turns {_ranges(ids)}: about {freed:,} tokens freed. The context is now "
+        text = (f"Evicted turns {turn_ranges(ids)}: about {freed:,} tokens freed. The context is now "
                 f"about {now:,} tokens ({100 * now / self.budget:.0f}% of {self.budget:,}). The "
                 "turns stay searchable with conversation_search.")
         events: list[Event] = [EvictionEvent(ids, freed, "model", summary, now, self.budget),
                                SummaryEvent(merged, "model")]
-        return ToolOutcome(text, False, f"evicted turns {_ranges(ids)} · {freed:,} tokens"), events
+        return ToolOutcome(text, False, f"evicted turns {turn_ranges(ids)} · {freed:,} tokens"), events
 
 
 def _args_problem(args: object) -> str | None:
@@ -535,10 +535,10 @@ def _error(text: str) -> ToolOutcome:
     return ToolOutcome(text, True, f"evict_turns failed: {text.split('.')[0]}")
 
 
-def _ranges(ids: list[int]) -> str:
+def turn_ranges(ids: list[int]) -> str:
     """[3,4,5,9] → '3–5, 9'"""
     spans: list[list[int]] = []
-    for i in sorted(ids):
+    for i in sorted(set(ids)):
         if spans and i == spans[-1][1] + 1:
             spans[-1][1] = i
         else:

@@ -1,0 +1,205 @@
+"""Forgetting: find what matches a query, delete it from the store, and scrub its text from
+the recordings and the input history. Library code: it never prints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memgpt_lite import config
+from memgpt_lite.paging import turn_ranges
+
+HISTORY_FILE = "chat_history"  # the chat's readline history, in the data dir
+
+@dataclass
+class ForgetMatches:
+    """What `forget QUERY` would delete: whole turns (so the queue stays valid) and passages."""
+
+    query: str
+    message_hits: list[Any] = field(default_factory=list)
+    passage_hits: list[Any] = field(default_factory=list)
+
+    @property
+    def turn_ids(self) -> list[int]:
+        return sorted({h.turn_id for h in self.message_hits if h.turn_id is not None})
+
+    @property
+    def empty(self) -> bool:
+        return not self.message_hits and not self.passage_hits
+
+
+def _all_hits(search: Callable[..., Any], cap: int = 500) -> list[Any]:
+    hits: list[Any] = []
+    page = 1
+    while len(hits) < cap:
+        result = search(page=page, per_page=50)
+        hits.extend(result.hits)
+        if page >= result.pages or not result.hits:
+            break
+        page += 1
+    return hits
+
+
+def find_forget_matches(store: Any, agent_id: int, query: str) -> ForgetMatches:
+    return ForgetMatches(
+        query,
+        _all_hits(lambda **kw: store.search_messages(agent_id, query, **kw)),
+        _all_hits(lambda **kw: store.search_passages(agent_id, query, **kw)))
+
+
+def apply_forget(store: Any, row: Any, matches: ForgetMatches) -> str:
+    """Delete the matched turns and passages, then scrub their text from the recordings."""
+    secrets = turn_strings(store, row.id, matches.turn_ids)
+    secrets += [h.text for h in matches.passage_hits]
+    with store.transaction():
+        n_messages = store.delete_turns(row.id, matches.turn_ids) if matches.turn_ids else 0
+        n_passages = (store.delete_passages(row.id, [h.id for h in matches.passage_hits])
+                      if matches.passage_hits else 0)
+    files = scrub_recordings(row.name, secrets)
+    scrub_history_file(config.data_dir() / HISTORY_FILE, matches.query, secrets)
+    return (f"Deleted {n_messages} message(s) of turn(s) {turn_ranges(matches.turn_ids) or '-'} "
+            f"and {n_passages} passage(s); scrubbed {files} recording file(s) and the input "
+            f"history.")
+
+
+def history_entry_matches(entry: str, query: str, secrets: list[str]) -> bool:
+    """Input-history lines to drop on forget: those holding the query or a deleted text, and
+    the lines of a deleted multi-line message (the history file stores them one per line)."""
+    if query.lower() in entry.lower():
+        return True
+    return any(s in entry or (len(entry.strip()) >= 12 and entry in s) for s in secrets)
+
+
+def scrub_history_file(path: Path, query: str, secrets: list[str]) -> None:
+    if not path.exists():
+        return
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    kept = [line for line in lines if not history_entry_matches(line, query, secrets)]
+    if kept != lines:
+        _atomic_write(path, "\n".join(kept) + ("\n" if kept else ""))
+
+
+def turn_strings(store: Any, agent_id: int, turn_ids: list[int]) -> list[str]:
+    out: list[str] = []
+    for turn_id in turn_ids:
+        for msg in store.turn_messages(agent_id, turn_id):
+            out.extend(_strings(msg.content))
+    # Short strings ("human", a tool name) are structure, not content; leave them.
+    return [s for s in out if len(s.strip()) >= 12]
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if key not in ("type", "id", "tool_use_id", "name", "signature"):
+                yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+FORGOTTEN = "[forgotten]"
+
+
+def _scrub(value: Any, secrets: list[str]) -> Any:
+    if isinstance(value, str):
+        for secret in secrets:
+            if secret in value:
+                value = value.replace(secret, FORGOTTEN)
+        return value
+    if isinstance(value, dict):
+        return {k: _scrub(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub(v, secrets) for v in value]
+    return value
+
+
+def agent_recordings(agent_name: str) -> list[Path]:
+    """Recording files whose header names this agent."""
+    root = config.recordings_dir()
+    if not root.is_dir():
+        return []
+    found = []
+    for path in sorted(root.rglob("*.jsonl")):
+        try:
+            with path.open(encoding="utf-8") as fh:
+                header = json.loads(fh.readline() or "{}")
+        except (OSError, ValueError):
+            continue
+        if _header_agent(header) == agent_name:
+            found.append(path)
+    return found
+
+
+def _header_agent(header: Any) -> str | None:
+    if not isinstance(header, dict):
+        return None
+    agent = header.get("agent")
+    if isinstance(agent, dict):
+        return agent.get("name")
+    return agent if isinstance(agent, str) else header.get("agent_name")
+
+
+def scrub_recordings(agent_name: str, secrets: list[str]) -> int:
+    """Replace every occurrence of `secrets` inside the agent's recordings (JSON-aware, so
+    escaping cannot hide a match). Returns the number of files changed."""
+
+    secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+    changed = 0
+    for path in agent_recordings(agent_name) if secrets else []:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        out = [_scrub_line(line, secrets) for line in lines]
+        if out != lines:
+            _atomic_write(path, "\n".join(out) + "\n")
+            changed += 1
+    return changed
+
+
+def _scrub_line(line: str, secrets: list[str]) -> str:
+    """The line unchanged unless it holds a secret; then re-encoded compactly like the
+    recorder writes it."""
+    if not line.strip():
+        return line
+    value = json.loads(line)
+    scrubbed = _scrub(value, secrets)
+    if scrubbed == value:
+        return line
+    return json.dumps(scrubbed, ensure_ascii=False, separators=(",", ":"))
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def delete_recordings(agent_name: str) -> list[Path]:
+    paths = agent_recordings(agent_name)
+    for path in paths:
+        path.unlink(missing_ok=True)
+        try:
+            path.parent.rmdir()  # the agent's folder, once empty
+        except OSError:
+            pass
+    return paths
+
+
+def exported_secret(text: str) -> str | None:
+    """The name of the env var whose API key appears in `text`, if any (defence in depth:
+    keys are never stored, but a user might have pasted one into a message)."""
+    for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
+        value = os.environ.get(var)
+        if value and len(value) >= 8 and value in text:
+            return var
+    return None

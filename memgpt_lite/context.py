@@ -87,8 +87,8 @@ class ContextBuilder:
             # must not change); on the last allowed call the model is told to answer.
             tool_choice=None if inputs.tools_enabled or not self.tools else {"type": "none"},
         )
-        return BuiltContext(request, self.counter.estimate_request(request),
-                            self._ledger(inputs, system, queue, current))
+        total = self.counter.estimate_request(request)
+        return BuiltContext(request, total, self._ledger(inputs, system, queue, current, total))
 
     def _system(self, summary: str) -> list[ContentBlock]:
         blocks: list[ContentBlock] = [{"type": "text", "text": self.system_prompt,
@@ -137,7 +137,15 @@ class ContextBuilder:
             _mark_cacheable(messages[index])
 
     def _ledger(self, inputs: ContextInputs, system: list[ContentBlock], queue: list[Any],
-                current: list[Any]) -> dict[str, int]:
+                current: list[Any], total: int) -> dict[str, int]:
+        """Tokens per section: sizes by characters, scaled so the sections add up to the
+        request's (usage-anchored) estimate."""
+        raw = self._section_sizes(inputs, system, queue, current)
+        scale = total / max(1, sum(raw.values()))
+        return {k: round(v * scale) for k, v in raw.items()}
+
+    def _section_sizes(self, inputs: ContextInputs, system: list[ContentBlock],
+                       queue: list[Any], current: list[Any]) -> dict[str, int]:
         est = self.counter.estimate_json
         return {
             "tools": est(self.tools) if self.tools else 0,
@@ -145,7 +153,8 @@ class ContextBuilder:
             "summary": est(system[1]["text"]) if len(system) > 1 else 0,
             "queue": est(queue) if queue else 0,
             "core_memory": est(inputs.core_memory),
-            "tail": est(current) + (est(render_alerts(inputs.alerts)) if inputs.alerts else 0),
+            "tail": (est(current) if current else 0)
+            + (est(render_alerts(inputs.alerts)) if inputs.alerts else 0),
         }
 
 

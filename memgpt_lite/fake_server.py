@@ -609,7 +609,8 @@ def _echo_reply(body: dict) -> ModelResponse:
     last = body["messages"][-1]["content"]
     texts = [last] if isinstance(last, str) else [
         b.get("text", "") for b in last if isinstance(b, dict) and b.get("type") == "text"]
-    said = " ".join(t for t in texts if t).strip()[:60] or "(no text)"
+    # The user's own words are the last text block (context data blocks come before them).
+    said = next((t.strip() for t in reversed(texts) if t and t.strip()), "")[:60] or "(no text)"
     return ModelResponse(content=[{"type": "text", "text": f"Fake reply to: {said}"}],
                          stop_reason="end_turn", usage=Usage())
 

@@ -33,6 +33,7 @@ from rich.text import Text
 
 from memgpt_lite import config
 from memgpt_lite.paging import turn_ranges
+from memgpt_lite.redact import redact
 from memgpt_lite.privacy import (
     HISTORY_FILE,
     ForgetMatches,
@@ -686,7 +687,18 @@ class LineReader:
             if lines[-1].endswith("\\"):
                 lines[-1] = lines[-1][:-1]
             lines.append(input(CONTINUATION_PROMPT))
+        self._redact_history(len(lines))
         return "\n".join(lines)
+
+    def _redact_history(self, count: int) -> None:
+        """The agent redacts secrets before storing a message; the history file must not
+        keep them either (readline added each line as it was typed)."""
+        rl = self.readline
+        last = rl.get_current_history_length()
+        for i in range(max(1, last - count + 1), last + 1):
+            entry = rl.get_history_item(i)
+            if entry and redact(entry) != entry:
+                rl.replace_history_item(i - 1, redact(entry))  # get is 1-based, replace 0-based
 
     def forget(self, query: str, secrets: list[str]) -> None:
         """Drop matching entries from the in-memory history (see history_entry_matches)."""

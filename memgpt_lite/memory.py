@@ -20,8 +20,11 @@ MEMORY_TOOL_NAMES = ("core_memory_append", "core_memory_replace", "conversation_
                      "archival_insert", "archival_search")
 HIT_CHARS = 500  # longer hits are cut so one search result cannot flood the context
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-# An opening or closing core_memory/block tag, however spaced, inside a stored value.
-_TAG_BREAKER = re.compile(r"<(\s*/?\s*)(core_memory|block)\b", re.IGNORECASE)
+# The tags that give the prompt its structure. Stored text (memory values, search hits, the
+# summary, alert listings) must never open or close one, however spaced or cased.
+STRUCTURE_TAGS = ("core_memory", "block", "system_alert", "conversation_summary",
+                  "previous_summary", "removed_turns")
+_TAG_BREAKER = re.compile(r"<(\s*/?\s*)(" + "|".join(STRUCTURE_TAGS) + r")\b", re.IGNORECASE)
 
 _STRING = {"type": "string"}
 _PAGE = {"type": "integer", "minimum": 1,
@@ -128,7 +131,9 @@ def check_arguments(schema: dict, args: object) -> str | None:
     return None
 
 
-def _neutralise(text: str) -> str:
+def neutralise_tags(text: str) -> str:
+    """Stored text as inert data: a structure tag inside it loses its `<` (→ `&lt;`); any
+    other markup, such as code, is left as it is."""
     return _TAG_BREAKER.sub(lambda m: "&lt;" + m.group(1) + m.group(2), text)
 
 
@@ -141,7 +146,7 @@ def render_core_memory(blocks: list[Block]) -> str:
     for b in blocks:
         lines.append(f'<block label="{html.escape(b.label, quote=True)}" used="{b.used}" '
                      f'limit="{b.limit}">')
-        lines.append(_neutralise(b.value))
+        lines.append(neutralise_tags(b.value))
         lines.append("</block>")
     lines.append("</core_memory>")
     return "\n".join(lines)
@@ -170,7 +175,7 @@ def _short(text: str, n: int) -> str:
 
 
 def _clip(text: str) -> str:
-    text = " ".join(text.split())  # one line per hit
+    text = neutralise_tags(" ".join(text.split()))  # one line per hit, inert
     if len(text) <= HIT_CHARS:
         return text
     return text[:HIT_CHARS] + f" …[+{len(text) - HIT_CHARS} chars]"

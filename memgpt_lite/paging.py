@@ -21,7 +21,7 @@ from typing import Any
 from memgpt_lite import prompts
 from memgpt_lite.config import Settings
 from memgpt_lite.context import BuiltContext, ContextBuilder, ContextInputs, message_tokens
-from memgpt_lite.memory import ToolOutcome
+from memgpt_lite.memory import ToolOutcome, neutralise_tags
 from memgpt_lite.model import ModelClient
 from memgpt_lite.store import Store
 from memgpt_lite.tokens import TokenCounter, request_chars
@@ -96,11 +96,12 @@ def group_turns(messages: list[Message]) -> list[Turn]:
 
 
 def first_words(turn: Turn, n: int = 12) -> str:
+    """The opening words of a turn, as inert data (they go into alerts and summaries)."""
     for m in turn.messages:
         for b in m.content:
             if b.get("type") == "text" and b.get("text", "").strip():
                 words = b["text"].split()
-                return " ".join(words[:n]) + (" …" if len(words) > n else "")
+                return neutralise_tags(" ".join(words[:n]) + (" …" if len(words) > n else ""))
     return "(no text)"
 
 
@@ -222,6 +223,10 @@ def render_turns(turns: list[Turn], tool_chars: int = 400) -> str:
 
 
 def _render_block(role: str, b: dict[str, Any], tool_chars: int) -> list[str]:
+    return [neutralise_tags(line) for line in _block_lines(role, b, tool_chars)]
+
+
+def _block_lines(role: str, b: dict[str, Any], tool_chars: int) -> list[str]:
     kind = b.get("type")
     if kind == "text" and b.get("text", "").strip():
         return [f"{role}: {b['text']}"]
@@ -567,28 +572,55 @@ def _fold_content(blocks: list[dict[str, Any]], names: dict[str, str],
 
 
 def _clip_largest(current: list[Message], cut: int) -> ClipEvent | None:
-    """Clip the largest visible text or tool_result string of the current turn by `cut`
-    chars, re-cutting from the stored original so markers never stack."""
-    best: tuple[int, Message, int, str] | None = None
+    """Clip the largest visible string of the current turn (a text, a tool result, or an
+    argument of a tool call) by `cut` chars, re-cutting from the stored original so markers
+    never stack. Only context_content changes: the stored message keeps the full text."""
+    best: tuple[int, Message, int, tuple[str, ...]] | None = None
     for m in current:
         for i, b in enumerate(m.api_content()):
-            key = "text" if b.get("type") == "text" else "content"
-            visible = _visible_chars(b.get(key), m.content[i].get(key))
-            if visible and (best is None or visible > best[0]):
-                best = (visible, m, i, key)
+            for path in _clip_slots(b):
+                visible = _visible_chars(_get(b, path), _get(m.content[i], path))
+                if visible and (best is None or visible > best[0]):
+                    best = (visible, m, i, path)
     if best is None or best[0] < MIN_CLIP_CHARS:
         return None
-    visible, msg, index, key = best
-    original = msg.content[index][key]
+    visible, msg, index, path = best
+    original = _get(msg.content[index], path)
     keep = max(CLIP_KEEP, visible - cut)
-    how = ("search it with conversation_search." if key == "text"
-           else "ask for a narrower result (another query or page).")
+    how = {"text": "search it with conversation_search.",
+           "content": "ask for a narrower result (another query or page).",
+           "input": "the call itself ran with the full argument."}[path[0]]
     content = copy.deepcopy(msg.api_content())
-    content[index][key] = original[:keep] + CLIP_MARKER.format(
-        cut=len(original) - keep, total=len(original), how=how)
+    _set(content[index], path, original[:keep] + CLIP_MARKER.format(
+        cut=len(original) - keep, total=len(original), how=how))
     msg.context_content = content
-    what = ("your message" if msg.role == "user" else "a reply") if key == "text" else "a tool result"
+    what = {"text": "your message" if msg.role == "user" else "a reply",
+            "content": "a tool result", "input": "a tool call's argument"}[path[0]]
     return ClipEvent(what, len(original), keep)
+
+
+def _clip_slots(block: dict[str, Any]) -> list[tuple[str, ...]]:
+    kind = block.get("type")
+    if kind == "text":
+        return [("text",)]
+    if kind == "tool_result":
+        return [("content",)]
+    if kind == "tool_use" and isinstance(block.get("input"), dict):
+        return [("input", k) for k, v in block["input"].items() if isinstance(v, str)]
+    return []
+
+
+def _get(block: dict[str, Any], path: tuple[str, ...]) -> object:
+    value: Any = block
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def _set(block: dict[str, Any], path: tuple[str, ...], value: str) -> None:
+    for key in path[:-1]:
+        block = block[key]
+    block[path[-1]] = value
 
 
 def _visible_chars(sent: object, original: object) -> int:

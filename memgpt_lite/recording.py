@@ -41,6 +41,7 @@ from typing import Any, Protocol
 
 from memgpt_lite import __version__, prompts, types
 from memgpt_lite.config import Settings, recordings_dir
+from memgpt_lite.redact import redact
 from memgpt_lite.types import (
     Event, ModelRequest, ModelResponse, TextDelta, ThinkingDelta, ToolCall, ToolResult, Usage,
 )
@@ -133,6 +134,18 @@ def new_recording_path(agent_name: str, *, now: datetime | None = None,
     return path
 
 
+def _private_dirs(folder: Path) -> None:
+    """Create `folder` and any missing parents as 0700, whatever the umask: mkdir's mode
+    applies to the leaf only, and recordings hold whole conversations."""
+    missing = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for path in reversed(missing):
+        path.mkdir(exist_ok=True)
+        os.chmod(path, 0o700)
+
+
 class Recorder:
     """Appends one JSON object per line to a recording and flushes after each line.
 
@@ -143,7 +156,7 @@ class Recorder:
 
     def __init__(self, path: str | Path, *, timer: Callable[[], float] = time.monotonic):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _private_dirs(self.path.parent)
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         self._file = os.fdopen(fd, "a", encoding="utf-8")
         self._timer = timer
@@ -244,7 +257,9 @@ def recorded_step(agent: Any, recorder: Recorder, text: str) -> Iterator[Event]:
     Closing this generator early (Ctrl-C) closes the agent's turn too and records that."""
     real = agent.clock
     clock = agent.clock = _RecordingClock(real)
-    recorder.user(text, utc_iso(clock.first))  # type: ignore[arg-type]
+    # The agent redacts secrets before storing; the recording must not keep them either.
+    recorder.user(redact(text) if getattr(agent, "redact_secrets", True) else text,
+                  utc_iso(clock.first))  # type: ignore[arg-type]
     inner = agent.step(text)
     finished = False
     try:

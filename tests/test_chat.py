@@ -412,3 +412,17 @@ def test_recorded_session_splits_after_pop_and_every_part_replays_strictly(chat_
     for path in paths:
         report = recording.replay(path, strict=True)
         assert report.ok, report.divergences
+
+
+def test_secrets_typed_at_the_prompt_never_reach_the_history_file(tmp_path):
+    from memgpt_lite.chat import LineReader
+
+    reader = LineReader(tmp_path / "history")
+    key = "sk-ant-api03-" + "A1b2C3d4E5f6G7h8I9j0" * 3
+    reader.readline.clear_history()
+    reader.readline.add_history("hello")
+    reader.readline.add_history(f"my key is {key}")  # what input() adds as the user types
+    reader._redact_history(1)
+    reader.save()
+    text = (tmp_path / "history").read_text()
+    assert key not in text and "hello" in text and "[redacted" in text

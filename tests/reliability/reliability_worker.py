@@ -1,0 +1,168 @@
+"""A process for the reliability tests to kill: runs turns and says where it is on stdout.
+
+    reliability_worker.py stage DB NAME STAGE    one committed turn, then a turn that stops
+                                                 (sleeps) at STAGE: streaming | after_tool |
+                                                 summariser | commit | migration
+    reliability_worker.py random DB NAME SEED N  N turns of a seeded random conversation
+                                                 (tools, long texts, evictions), killed at a
+                                                 random moment by the test
+    reliability_worker.py hold DB NAME SECONDS   open the agent (taking its lock) and hold it
+
+Lines: "TYPED <text>" before a turn, "COMMITTED <reply>" after a completed one,
+"STAGE <name>" right before the worker blocks.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from collections.abc import Callable, Iterator
+
+from memgpt_lite import store as store_module
+from memgpt_lite.agent import Agent
+from memgpt_lite.config import Settings
+from memgpt_lite.model import tool_response
+from memgpt_lite.store import Store
+from memgpt_lite.types import ModelRequest, ModelResponse, TextDelta, Usage
+
+
+def say(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def block(stage: str) -> None:
+    say(f"STAGE {stage}")
+    time.sleep(120)  # the test kills us here
+    raise SystemExit("not killed")
+
+
+class Client:
+    """A ModelClient answering with `answer(request)`, streamed in small, slow pieces."""
+
+    def __init__(self, answer: Callable[[ModelRequest], ModelResponse], delay: float = 0.0,
+                 on_delta: Callable[[int], None] | None = None):
+        self.answer, self.delay, self.on_delta = answer, delay, on_delta
+
+    def stream(self, request: ModelRequest) -> Iterator[object]:
+        response = self.answer(request)
+        for i in range(0, len(response.text), 8):
+            if self.on_delta is not None:
+                self.on_delta(i // 8)
+            time.sleep(self.delay)
+            yield TextDelta(response.text[i:i + 8])
+        yield response
+
+
+def reply(text: str, stop: str = "end_turn") -> ModelResponse:
+    return ModelResponse([{"type": "text", "text": text}], stop, Usage(0, 10))
+
+
+def settings() -> Settings:
+    return Settings(context_window=6_000, max_output_tokens=500, safety_margin=100,
+                    block_limit=2_000)
+
+
+def run_turn(agent: Agent, text: str) -> None:
+    say(f"TYPED {text}")
+    events = list(agent.step(text))
+    if events[-1].completed:
+        say(f"COMMITTED {events[-1].text}")
+
+
+def stage(db: str, name: str, where: str) -> None:
+    if where == "migration":
+        apply = store_module.MIGRATIONS[1][1]
+
+        def stop_midway(conn):  # applied, but the ledger row is not written yet
+            apply(conn)
+            block("migration")
+
+        store_module.MIGRATIONS[1] = (store_module.MIGRATIONS[1][0], stop_midway)
+        Store(db)
+        return
+    store = Store(db)
+    calls = {"n": 0}
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            return reply("first answer is safe")
+        if where == "after_tool" and calls["n"] == 2:
+            return tool_response([("core_memory_append", {"label": "human", "content": "Likes tea."}),
+                                  ("archival_insert", {"content": "The user likes green tea."})])
+        if where == "after_tool":
+            block("after_tool")
+        return reply("a long streamed answer that will never be finished " * 4)
+
+    def on_delta(i: int) -> None:
+        if where == "streaming" and calls["n"] == 2 and i == 3:
+            block("streaming")
+
+    def summarise(request: ModelRequest) -> ModelResponse:
+        block("summariser")
+        raise AssertionError
+
+    agent = Agent.open(store, name, model_client=Client(answer, on_delta=on_delta),
+                       summary_client=Client(summarise), settings=settings())
+    run_turn(agent, "remember my first message")
+    if where == "commit":
+        real = store.add_messages
+
+        def add_then_stop(agent_id, msgs):
+            with store.transaction():
+                store._db.execute(store._INSERT_MESSAGE, store._message_row(agent_id, msgs[0]))
+                block("commit")
+            real(agent_id, msgs)
+
+        store.add_messages = add_then_stop  # type: ignore[method-assign]
+    if where == "summariser":
+        for i in range(40):  # fill the window until the controller must summarise
+            run_turn(agent, f"filler turn {i}: " + "lorem ipsum dolor sit amet " * 30)
+        raise SystemExit("the summariser was never called")
+    run_turn(agent, "my second message must survive")
+
+
+def random_run(db: str, name: str, seed: int, n: int) -> None:
+    rng = random.Random(seed)
+    store = Store(db)
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        last = request.messages[-1]["content"]
+        after_tool = isinstance(last, list) and any(b.get("type") == "tool_result" for b in last)
+        if not after_tool and rng.random() < 0.5:
+            return tool_response([("archival_insert", {"content": f"fact {rng.random()}"}),
+                                  ("conversation_search", {"query": "fact"})])
+        return reply(f"answer {rng.randrange(10**6)} " + "words " * rng.randrange(5, 60))
+
+    def summarise(request: ModelRequest) -> ModelResponse:
+        time.sleep(rng.random() * 0.02)
+        return reply("summary of earlier turns")
+
+    agent = Agent.open(store, name, model_client=Client(answer, delay=0.001),
+                       summary_client=Client(summarise, delay=0.001), settings=settings())
+    for i in range(n):
+        run_turn(agent, f"message {i} " + "blah " * rng.randrange(1, 200))
+
+
+def hold(db: str, name: str, seconds: float) -> None:
+    store = Store(db)
+    agent = Agent.open(store, name, model_client=Client(lambda r: reply("held")))
+    say("LOCKED")
+    run_turn(agent, f"turn from the holder of {name}")
+    time.sleep(seconds)
+    agent.close()
+    say("RELEASED")
+
+
+if __name__ == "__main__":
+    mode, args = sys.argv[1], sys.argv[2:]
+    if mode == "stage":
+        stage(*args)
+    elif mode == "random":
+        random_run(args[0], args[1], int(args[2]), int(args[3]))
+    elif mode == "hold":
+        hold(args[0], args[1], float(args[2]))
+    else:
+        raise SystemExit(f"unknown mode {mode}")

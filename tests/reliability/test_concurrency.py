@@ -1,0 +1,140 @@
+"""One process per agent: a second process waits, then refuses with a clear message; two
+different agents in one data dir work side by side."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+
+from rel_support import assert_trustworthy, child_env, start_worker, wait_for_line
+
+from memgpt_lite import config
+from memgpt_lite.agent import Agent
+from memgpt_lite.locking import AgentBusyError, AgentLock, lock_path
+from memgpt_lite.model import ScriptedModel, text_response
+from memgpt_lite.store import Store, StoreError
+
+
+def chat(agent: str, text: str, server, timeout: float = 30) -> subprocess.CompletedProcess:
+    env = child_env(ANTHROPIC_BASE_URL=server.base_url, ANTHROPIC_API_KEY="test")
+    return subprocess.run([sys.executable, "-m", "memgpt_lite", "chat", "--no-record",
+                           "--agent", agent], input=text, capture_output=True, text=True,
+                          env=env, timeout=timeout)
+
+
+def test_second_chat_on_the_same_agent_waits_then_refuses(tmp_path):
+    from memgpt_lite.fake_server import FakeAnthropicServer
+
+    holder = start_worker("hold", str(config.db_path()), "same", "20")
+    try:
+        wait_for_line(holder, "COMMITTED")
+        with FakeAnthropicServer() as server:
+            started = time.monotonic()
+            proc = chat("same", "hello from the second process\n", server)
+            waited = time.monotonic() - started
+            assert not server.requests, "the second process talked to the model"
+        assert proc.returncode == 1
+        assert (f"agent 'same' is in use by another memgpt-lite process (pid {holder.pid})"
+                in proc.stderr), proc.stderr
+        assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+        assert waited >= 2.5  # it waited a few seconds before refusing
+    finally:
+        holder.kill()
+        holder.wait()
+    with Store(config.db_path()) as store:  # nothing of the refused process was written
+        row = store.get_agent("same")
+        texts = [m.content[0].get("text") for m in store.context_messages(row.id)]
+        assert "hello from the second process" not in texts
+
+
+def test_second_process_gets_the_agent_when_the_first_lets_go(tmp_path):
+    db = str(config.db_path())
+    first = start_worker("hold", db, "shared", "0.5")
+    wait_for_line(first, "LOCKED")
+    second = start_worker("hold", db, "shared", "0")  # blocks in Agent.open, then proceeds
+    out2, err2 = second.communicate(timeout=30)
+    first.communicate(timeout=30)
+    assert second.returncode == 0, err2
+    assert "COMMITTED" in out2
+    with Store(db) as store:
+        row = store.get_agent("shared")
+        turns = {}
+        for m in store.context_messages(row.id):
+            turns.setdefault(m.turn_id, []).append(m.role)
+        assert list(turns.values()) == [["user", "assistant"]] * 2  # whole, not interleaved
+    assert_trustworthy(db, "shared", answered=["held"])
+
+
+def test_two_agents_side_by_side_in_one_data_dir(tmp_path):
+    db = str(config.db_path())
+    workers = {name: start_worker("random", db, name, str(seed), "12")
+               for seed, name in enumerate(["alpha", "beta"])}
+    outputs = {name: w.communicate(timeout=90) for name, w in workers.items()}
+    for name, w in workers.items():
+        out, err = outputs[name]
+        assert w.returncode == 0, err
+        answered = [l[10:] for l in out.splitlines() if l.startswith("COMMITTED ")]
+        typed = [l[6:] for l in out.splitlines() if l.startswith("TYPED ")]
+        assert len(answered) == 12
+        assert_trustworthy(db, name, typed=typed, answered=answered)
+
+
+def test_a_killed_holder_leaves_no_stale_lock(tmp_path):
+    db = str(config.db_path())
+    holder = start_worker("hold", db, "crashy", "60")
+    wait_for_line(holder, "LOCKED")
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    with Store(db) as store:
+        started = time.monotonic()
+        agent = Agent.open(store, "crashy", model_client=ScriptedModel([text_response("hi")]))
+        assert time.monotonic() - started < 0.5
+        agent.close()
+
+
+def test_lock_in_process(tmp_path):
+    store = Store(tmp_path / "data" / "db.sqlite")
+    a = Agent.open(store, "x", model_client=ScriptedModel([]))
+    again = Agent.open(store, "x", model_client=ScriptedModel([]))  # re-entrant per process
+    path = lock_path(store.path.parent, "x")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert path.read_text().strip() == str(os.getpid())
+    a.close()
+    again.close()
+    # once released, another process takes it at once
+    code = ("import sys; from memgpt_lite.locking import lock_agent; "
+            "lock_agent(sys.argv[1], 'x', wait=0); print('ok')")
+    out = subprocess.run([sys.executable, "-c", code, str(store.path.parent)],
+                         capture_output=True, text=True, timeout=30, env=child_env())
+    assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_busy_error_is_one_sentence_for_the_cli():
+    err = AgentBusyError("default", 4242)
+    assert isinstance(err, StoreError)
+    assert str(err).startswith("agent 'default' is in use by another memgpt-lite process "
+                               "(pid 4242)")
+
+
+def test_names_that_sanitise_alike_get_different_locks(tmp_path):
+    assert lock_path(tmp_path, "a/b") != lock_path(tmp_path, "a_b")
+    with AgentLock(tmp_path, "a/b"), AgentLock(tmp_path, "a_b"):
+        pass
+
+
+def test_deleting_an_agent_that_is_in_use_is_refused(tmp_path):
+    holder = start_worker("hold", str(config.db_path()), "busy", "15")
+    try:
+        wait_for_line(holder, "COMMITTED")
+        proc = subprocess.run([sys.executable, "-m", "memgpt_lite", "agents", "delete", "busy",
+                               "--yes"], capture_output=True, text=True, timeout=30,
+                              env=child_env())
+        assert proc.returncode != 0 and "in use" in proc.stderr
+    finally:
+        holder.kill()
+        holder.wait()

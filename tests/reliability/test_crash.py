@@ -1,0 +1,118 @@
+"""kill -9 at every kind of moment of a turn; the next process finds a store it can trust."""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from rel_support import (
+    assert_trustworthy,
+    child_env,
+    start_worker,
+    store_problems,
+    wait_for_line,
+)
+
+from memgpt_lite.store import MIGRATIONS, Store
+
+
+def kill(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert proc.returncode == -signal.SIGKILL
+
+
+@pytest.mark.parametrize("stage", ["streaming", "after_tool", "commit", "summariser"])
+def test_kill_at_a_stage_of_a_turn(tmp_path, stage):
+    db = tmp_path / "data" / "memgpt_lite.db"
+    proc = start_worker("stage", str(db), "crash", stage)
+    try:
+        lines = wait_for_line(proc, "STAGE ", timeout=60)
+    finally:
+        kill(proc)
+    assert lines[-1] == f"STAGE {stage}"
+    typed = [l[6:] for l in lines if l.startswith("TYPED ")]
+    answered = [l[10:] for l in lines if l.startswith("COMMITTED ")]
+    assert "first answer is safe" in answered
+    assert_trustworthy(db, "crash", typed=typed, answered=answered)
+    if stage == "after_tool":  # the tool's own write was committed before the kill
+        with Store(db) as store:
+            row = store.get_agent("crash")
+            assert "Likes tea." in store.get_block(row.id, "human").value
+            assert store.count_passages(row.id) == 1
+
+
+def test_kill_during_a_migration(tmp_path):
+    db = tmp_path / "data" / "memgpt_lite.db"
+    proc = start_worker("stage", str(db), "crash", "migration")
+    try:
+        wait_for_line(proc, "STAGE migration")
+    finally:
+        kill(proc)
+    with Store(db) as store:  # the half-applied migration was rolled back and runs again
+        assert store.applied_migrations() == [name for name, _ in MIGRATIONS]
+        assert store_problems(store) == []
+    from memgpt_lite.agent import Agent
+    from memgpt_lite.model import ScriptedModel, text_response
+
+    with Store(db) as store:
+        agent = Agent.open(store, "fresh", model_client=ScriptedModel([text_response("hi")]))
+        assert list(agent.step("hello"))[-1].completed
+        assert store.search_messages(agent.id, "hello").total == 1
+
+
+SEED = 20241129
+ROUNDS = 6
+
+
+def test_kill_at_random_moments_repeatedly(tmp_path):
+    """A seeded conversation with tool calls, evictions and summaries, killed at a random
+    moment, restarted, killed again... Every restart must find a trustworthy store."""
+    rng = random.Random(SEED)
+    db = tmp_path / "data" / "memgpt_lite.db"
+    typed: list[str] = []
+    answered: list[str] = []
+    for round_ in range(ROUNDS):
+        proc = start_worker("random", str(db), "rnd", str(SEED + round_), "40")
+        time.sleep(rng.uniform(0.4, 1.6))
+        kill(proc)
+        out = proc.stdout.read().splitlines()  # type: ignore[union-attr]
+        typed += [l[6:] for l in out if l.startswith("TYPED ")]
+        answered += [l[10:] for l in out if l.startswith("COMMITTED ")]
+        if typed:  # killed after the worker got going: check everything so far
+            assert_trustworthy(db, "rnd", typed=typed, answered=answered)
+    assert len(answered) >= ROUNDS, "the worker never got far enough to test anything"
+
+
+def test_kill_the_real_chat_process_mid_reply(tmp_path):
+    """`memgpt-lite chat` (piped) against the fake server, killed while a reply streams."""
+    from memgpt_lite import config
+    from memgpt_lite.fake_server import FakeAnthropicServer, hang
+    from memgpt_lite.model import text_response
+
+    with FakeAnthropicServer() as server:
+        server.enqueue(text_response("First reply, committed."))
+        server.enqueue(hang(seconds=30, after=6))
+        env = child_env(ANTHROPIC_BASE_URL=server.base_url, ANTHROPIC_API_KEY="test")
+        proc = subprocess.Popen([sys.executable, "-m", "memgpt_lite", "chat", "--agent", "k"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env)
+        proc.stdin.write("hello there\nplease answer slowly\n")  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+        deadline = time.monotonic() + 30
+        while len(server.requests) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)  # some of the reply has streamed
+        kill(proc)
+        assert len(server.requests) == 2
+    assert_trustworthy(config.db_path(), "k", typed=["hello there", "please answer slowly"],
+                       answered=["First reply, committed."])
+    recordings = list((config.recordings_dir() / "k").glob("*.jsonl"))
+    assert recordings, "the session was recorded up to the kill"
+    from memgpt_lite.recording import Recording
+
+    Recording.load(recordings[0])  # a recording cut by a kill still loads

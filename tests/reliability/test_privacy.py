@@ -1,0 +1,128 @@
+"""Secrets never reach the store, the requests or the recordings (redaction, on by default)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from memgpt_lite import config
+from memgpt_lite.agent import Agent
+from memgpt_lite.model import ScriptedModel, text_response, tool_response
+from memgpt_lite.redact import find_secrets, redact, redact_blocks
+from memgpt_lite.store import Store
+
+CORPUS = [json.loads(line) for line in
+          (Path(__file__).parent / "secrets_corpus.jsonl").read_text().splitlines() if line]
+KEY = "sk-ant-api03-Zx9EXAMPLEexampleEXAMPLE0123456789abcdef-ghIJ"
+CARD = "4111 1111 1111 1111"
+
+
+@pytest.mark.parametrize("case", CORPUS, ids=lambda c: (c["expect"] or "keep") + ":" + c["text"][:30])
+def test_corpus(case):
+    out = redact(case["text"])
+    if case["expect"] is None:
+        assert out == case["text"], "a look-alike was redacted"
+        assert find_secrets(case["text"]) == []
+    else:
+        assert f"[redacted: {case['expect']}]" in out
+        assert redact(out) == out  # idempotent: replaying redacted text changes nothing
+
+
+def test_the_secret_itself_is_gone_and_the_rest_survives():
+    text = f"key {KEY} and card {CARD} for Ada Lovelace"
+    out = redact(text)
+    assert KEY not in out and "4111 1111 1111 1111" not in out
+    assert out == "key [redacted: anthropic key] and card [redacted: card number ending 1111] " \
+                  "for Ada Lovelace"
+
+
+def test_blocks_redact_text_tool_inputs_and_results_but_not_thinking():
+    blocks = [{"type": "thinking", "thinking": f"the key {KEY}", "signature": "s"},
+              {"type": "text", "text": f"you said {KEY}"},
+              {"type": "tool_use", "id": "t1", "name": "archival_insert",
+               "input": {"content": f"key {KEY}", "tags": [CARD]}},
+              {"type": "tool_result", "tool_use_id": "t1", "content": f"stored {KEY}"}]
+    out = redact_blocks(blocks)
+    assert out[0] == blocks[0]  # its signature covers the exact text
+    assert KEY not in json.dumps(out[1:]) and "4111" not in json.dumps(out[1:])
+    assert blocks[1]["text"] == f"you said {KEY}"  # the input is not mutated
+
+
+def test_a_megabyte_is_redacted_quickly():
+    text = ("word 12345 " * 100_000) + KEY
+    start = time.perf_counter()
+    out = redact(text)
+    assert time.perf_counter() - start < 2.0
+    assert out.endswith("[redacted: anthropic key]")
+
+
+def _all_text(store: Store) -> str:
+    rows = store._q("SELECT content, index_text FROM messages UNION ALL "
+                    "SELECT text, index_text FROM passages UNION ALL "
+                    "SELECT value, '' FROM blocks UNION ALL SELECT new_value, '' FROM block_history")
+    return "\n".join(r[0] + r[1] for r in rows)
+
+
+def test_agent_stores_and_sends_no_secret(tmp_path):
+    """The user pastes a key; the model echoes it into core memory, archival and its reply."""
+    store = Store(tmp_path / "db.sqlite")
+    model = ScriptedModel([
+        tool_response([("core_memory_append", {"label": "human", "content": f"API key: {KEY}"}),
+                       ("archival_insert", {"content": f"Card {CARD} for hotels"})],
+                      text=f"Saving {KEY}"),
+        text_response(f"Noted your key {KEY}."),
+        text_response("ok"),
+    ], validate=True)
+    agent = Agent.open(store, "p", model_client=model)
+    events = list(agent.step(f"my key is {KEY} and my card is {CARD}"))
+    assert events[-1].completed
+    list(agent.step("thanks"))
+    stored = _all_text(store)
+    assert KEY not in stored and "4111 1111 1111 1111" not in stored
+    assert "[redacted: anthropic key]" in stored and "[redacted: card number ending 1111]" in stored
+    sent = json.dumps([r.to_api() for r in model.requests])
+    assert KEY not in sent and "4111 1111 1111 1111" not in sent
+    # the user's own words around the secret are kept, and search still finds them
+    assert store.search_messages(agent.id, "card").total >= 1
+
+
+def test_recorded_events_hold_no_secret(tmp_path):
+    from memgpt_lite.recording import Recorder
+
+    store = Store(tmp_path / "db.sqlite")
+    agent = Agent.open(store, "rec", model_client=ScriptedModel(
+        [text_response(f"Your key is {KEY}")]))
+    path = tmp_path / "rec.jsonl"
+    with Recorder(path) as rec:
+        for event in agent.step("what was my key?"):
+            rec.event(event)
+    assert KEY not in path.read_text()
+
+
+def test_recording_of_a_chat_session_holds_no_secret(tmp_path):
+    from memgpt_lite.recording import Recorder, recorded_step
+
+    store = Store(tmp_path / "db.sqlite")
+    agent = Agent.open(store, "rec", model_client=ScriptedModel([text_response("ok")]))
+    path = tmp_path / "rec.jsonl"
+    with Recorder(path) as rec:
+        list(recorded_step(agent, rec, f"my key is {KEY}"))
+    assert KEY not in path.read_text()
+
+
+def test_redaction_can_be_turned_off_for_an_agent(tmp_path):
+    store = Store(tmp_path / "db.sqlite")
+    agent = Agent.open(store, "raw", model_client=ScriptedModel([text_response("ok")]))
+    agent.redact_secrets = False
+    list(agent.step(f"test fixture key {KEY}"))
+    assert KEY in _all_text(store)
+
+
+def test_export_of_a_chat_with_a_pasted_key_is_clean(tmp_path):
+    store = Store(config.db_path())
+    agent = Agent.open(store, "exp", model_client=ScriptedModel([text_response("ok")]))
+    list(agent.step(f"ANTHROPIC_API_KEY={KEY}"))
+    assert KEY not in json.dumps(store.export_agent("exp"))

@@ -8,10 +8,16 @@ Search is FTS5 with BM25. Queries are never passed to MATCH raw: they are tokeni
 rebuilt as an OR of quoted terms, so no input can raise an FTS syntax error. unicode61 does
 not segment Chinese/Japanese/Korean, so CJK runs are indexed as overlapping character bigrams
 generated in Python (see `index_text`); trigrams would miss two-character words like 部署.
+
+Raw questions ("When did Caroline go to the support group?") are matched beyond their exact
+words: question-framing stop words are dropped, irregular verbs bring their other forms
+(go → went), long words also match by a 5-letter prefix (allergies → allergic), and a message
+gains a little from matching neighbours. `python -m memgpt_lite.retrieval_eval` measures it.
 """
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 import os
@@ -30,6 +36,9 @@ EXPORT_VERSION = 1
 SQLITE_HEADER = b"SQLite format 3\x00"
 CORE_ORDER = ("persona", "human")
 RANK_CAP = 1000  # BM25 is computed for at most this many candidate rows per search
+# A message also scores this share of its matching neighbours' BM25: an answer is often
+# a reply whose question holds the query's words ("How's Pepper?" / "She had surgery").
+NEIGHBOUR_WEIGHT = 0.15
 MAX_QUERY_TERMS = 32  # long pasted queries would make the OR match most of the table
 
 
@@ -71,7 +80,39 @@ shall she should so some such t than that the their theirs them themselves then 
 they this those through to too under until up very ve was wasn we were weren what when where
 which while who whom why will with won would wouldn you your yours yourself yourselves d m
 tell told say said remember recall mention mentioned ever anything something thing things
+kind kinds type types sort sorts likely unlikely probably possibly recently currently usually
+often exactly specifically particular considered consider also yet still really
 """.split())
+# The last lines are how questions are framed ("what kind of", "is X likely to", "recently")
+# rather than what they are about; stored sentences rarely use these words for the answer.
+
+# Questions ask in the base form ("when did she go", "what did he see") while stories are
+# told in the past ("I went", "we saw"); porter stems only regular forms, so the common
+# irregular verbs get their other forms added to the query. A general grammar table, not
+# synonyms: base, past and past participle of each verb; verbs whose forms are also common
+# nouns (bear/born, ring/rang, lie/lay, wind/wound, light/lit) are left out.
+IRREGULAR_VERBS = """
+arise arose arisen|awake awoke awoken|become became|begin began begun|bend bent|bleed bled
+blow blew blown|break broke broken|breed bred|bring brought|build built|burn burnt
+buy bought|catch caught|choose chose chosen|come came|creep crept|deal dealt|dig dug
+draw drew drawn|dream dreamt|drink drank drunk|drive drove driven|eat ate eaten
+fall fell fallen|feed fed|feel felt|fight fought|find found|flee fled|fly flew flown
+forget forgot forgotten|forgive forgave forgiven|freeze froze frozen|get got gotten
+give gave given|go went gone|grow grew grown|hang hung|hear heard|hide hid hidden|hold held
+keep kept|kneel knelt|know knew known|lead led|leap leapt|learn learnt|leave left|lend lent
+lose lost|make made|mean meant|meet met|pay paid|prove proven|ride rode ridden|run ran
+seek sought|sell sold|send sent|sew sewn|shake shook shaken|shine shone|shoot shot
+show shown|shrink shrank shrunk|sing sang sung|sit sat|sleep slept|slide slid
+speak spoke spoken|spend spent|spin spun|stand stood|steal stole stolen|swear swore sworn
+sweep swept|swim swam swum|swing swung|take took taken|teach taught|tear tore torn
+think thought|throw threw thrown|understand understood|wake woke woken|wear wore worn
+weep wept|win won|write wrote written|see saw seen
+"""
+_VERB_FORMS: dict[str, tuple[str, ...]] = {
+    form: tuple(group.split()) for group in IRREGULAR_VERBS.replace("\n", " ").split("|")
+    for form in group.split()}
+PREFIX_CHARS = 5  # long words also match by their first 5 letters ("truncation stemming"):
+PREFIX_MIN_WORD = 7  # allergies/allergic, medicine/medication, where porter's stems differ
 
 
 def _cjk_bigrams(run: str) -> list[str]:
@@ -111,13 +152,22 @@ def query_terms(query: str) -> list[str]:
 
 def match_terms(query: str) -> list[str]:
     """The query's terms as FTS5 strings: each double-quoted (so operators and punctuation
-    are just text); one-character CJK terms as prefix queries."""
-    parts = []
+    are just text); one-character CJK terms as prefix queries. English words also bring
+    their irregular verb forms and, when long, their first letters as a prefix query."""
+    parts: list[str] = []
     for term in query_terms(query):
-        star = term.endswith("*")
-        body = term[:-1] if star else term
-        parts.append('"' + body.replace('"', '""') + '"' + ("*" if star else ""))
-    return parts
+        if term.endswith("*"):
+            parts.append(_quote(term[:-1]) + "*")
+            continue
+        parts.append(_quote(term))
+        parts += [_quote(f) for f in _VERB_FORMS.get(term, ()) if f != term]
+        if len(term) >= PREFIX_MIN_WORD and term.isalpha() and not _CJK_RUN.search(term):
+            parts.append(_quote(term[:PREFIX_CHARS]) + "*")
+    return list(dict.fromkeys(parts))[:2 * MAX_QUERY_TERMS]
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"'
 
 
 def match_expression(query: str) -> str | None:
@@ -614,6 +664,8 @@ class Store:
                f"{' AND '.join(where)} ORDER BY f.rowid DESC LIMIT {RANK_CAP}"
                f") c CROSS JOIN {table} m ON m.id = c.id ORDER BY c.score, m.id DESC "
                "LIMIT ? OFFSET ?")
+        if table == "messages" and NEIGHBOUR_WEIGHT:
+            return self._search_with_neighbours(expr, where, params, page, per_page, to_hit)
         rows = self._q(sql, [expr, *params, per_page, (page - 1) * per_page])
         if rows:
             total = rows[0]["total"]
@@ -622,6 +674,36 @@ class Store:
                             f"JOIN {table} m ON m.id = f.rowid WHERE {table}_fts MATCH ? AND "
                             f"{' AND '.join(where)} LIMIT {RANK_CAP})", [expr, *params])[0][0]
         return SearchPage([to_hit(r) for r in rows], page, math.ceil(total / per_page), total)
+
+    def _search_with_neighbours(self, expr: str, where: list[str], params: list, page: int,
+                                per_page: int, to_hit: Callable[[sqlite3.Row], SearchHit]
+                                ) -> SearchPage:
+        """Messages: the same candidates as `_search`, ranked by their own BM25 plus
+        NEIGHBOUR_WEIGHT times that of the adjacent messages (id ± 1) that are candidates
+        too, i.e. match the query in the same agent's history. Only matching rows are
+        returned, so totals and pages are unchanged."""
+        cur = self._db.cursor()
+        cur.row_factory = None  # plain tuples: up to RANK_CAP rows, sqlite3.Row is slower
+        try:
+            own = dict(cur.execute(
+                "SELECT f.rowid, -bm25(messages_fts) FROM messages_fts f CROSS JOIN messages m "
+                f"ON m.id = f.rowid WHERE messages_fts MATCH ? AND {' AND '.join(where)} "
+                f"ORDER BY f.rowid DESC LIMIT {RANK_CAP}", [expr, *params]).fetchall())
+        except sqlite3.OperationalError as exc:
+            raise _sqlite_error(self.path, exc) from exc
+        combined = {i: sc + NEIGHBOUR_WEIGHT * (own.get(i - 1, 0.0) + own.get(i + 1, 0.0))
+                    for i, sc in own.items()}
+        top = heapq.nsmallest(page * per_page, combined, key=lambda i: (-combined[i], -i))
+        ids = top[(page - 1) * per_page:]
+        rows = {r["id"]: r for r in self._q(
+            "SELECT id, role, turn_id, content, created_at, 0 AS rank FROM messages WHERE id IN "
+            f"({', '.join('?' * len(ids))})", ids)} if ids else {}
+        hits = []
+        for i in ids:
+            hit = to_hit(rows[i])
+            hit.score = combined[i]
+            hits.append(hit)
+        return SearchPage(hits, page, math.ceil(len(own) / per_page), len(own))
 
     def _candidate_expression(self, table: str, query: str) -> str | None:
         """Which terms select candidates: the rarest ones, while together they match at most

@@ -173,3 +173,49 @@ def test_no_string_makes_search_raise(seeded, query):
 def test_combinations_of_operators_never_raise(seeded, query):
     s, aid = seeded
     s.search_messages(aid, query)
+
+
+# ---------------------------------------------------------------- raw questions (recall)
+
+
+def test_question_framing_words_are_stop_words():
+    assert query_terms("What kind of dance class is Leo likely taking recently?") == [
+        "dance", "class", "leo", "taking"]
+
+
+def test_irregular_verb_forms_match_the_past_tense(tmp_path):
+    s = Store(tmp_path / "db")
+    aid = s.create_agent("a", {}, {}).id
+    s.add_messages(aid, [text_msg("user", "Caroline: I went to a support group yesterday.", 1),
+                         text_msg("user", "Caroline: We saw a grizzly bear from the car.", 2),
+                         text_msg("user", "Caroline: The weather was lovely.", 3)])
+    assert texts(s.search_messages(aid, "When did Caroline go to the group?"))[0].endswith(
+        "support group yesterday.")
+    assert texts(s.search_messages(aid, "What animal did Caroline see?"))[0].endswith("car.")
+
+
+def test_long_words_also_match_by_prefix(tmp_path):
+    s = Store(tmp_path / "db")
+    aid = s.create_agent("a", {}, {}).id
+    s.add_messages(aid, [text_msg("user", "I'm allergic to peanuts.", 1),
+                         text_msg("user", "I take my medication every morning.", 2),
+                         text_msg("user", "Allergies to medicine run in my family.", 3)])
+    assert texts(s.search_messages(aid, "food allergies"))[0].startswith("Allergies")
+    assert "I'm allergic to peanuts." in texts(s.search_messages(aid, "food allergies"))
+    assert "I take my medication every morning." in texts(s.search_messages(aid, "medicine"))
+    assert match_expression("allergies") == '"allergies" OR "aller"*'
+    assert match_expression("部署前") == '"部署" OR "署前"'  # no prefixes or verbs for CJK
+
+
+def test_neighbouring_match_lifts_a_reply_above_an_isolated_mention(tmp_path):
+    s = Store(tmp_path / "db")
+    aid = s.create_agent("a", {}, {}).id
+    s.add_messages(aid, [
+        text_msg("user", "Oscar: How is Pepper doing after the surgery?", 1),
+        text_msg("assistant", "Nadia: She is fine, the surgery went well.", 1),
+        text_msg("user", "Oscar: I watched a documentary about surgery.", 2),
+        text_msg("assistant", "Nadia: Nice, any good ones?", 2)])
+    page = s.search_messages(aid, "Pepper surgery")
+    assert page.total == 3  # only matching messages are returned; neighbours only re-rank
+    assert texts(page)[:2] == ["Oscar: How is Pepper doing after the surgery?",
+                               "Nadia: She is fine, the surgery went well."]

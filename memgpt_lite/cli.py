@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_agents_parser(sub)
 
     p = sub.add_parser("doctor", help="check the data dir, database and API settings")
+    p.add_argument("--repair", action="store_true",
+                   help="rebuild the search indexes if they are out of step")
     p.set_defaults(func=cmd_doctor)
 
     p = sub.add_parser("sessions", help="list recorded chat sessions")
@@ -329,7 +331,7 @@ def cmd_agents_import(args: argparse.Namespace) -> int:
 def cmd_doctor(args: argparse.Namespace) -> int:
     from memgpt_lite import doctor
 
-    return doctor.run_doctor(_console())
+    return doctor.run_doctor(_console(), repair=args.repair)
 
 
 def cmd_forget(args: argparse.Namespace) -> int:

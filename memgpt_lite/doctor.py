@@ -11,7 +11,7 @@ from rich.console import Console
 
 from memgpt_lite import config
 
-def run_doctor(console: Console) -> int:
+def run_doctor(console: Console, *, repair: bool = False) -> int:
     """Check the data dir, the database and the API settings; say what to do about problems."""
     problems: list[str] = []
 
@@ -29,7 +29,7 @@ def run_doctor(console: Console) -> int:
 
     ok(f"memgpt-lite {__version__} on Python {sys.version.split()[0]}")
     _doctor_data_dir(ok, warn, bad)
-    _doctor_database(ok, warn, bad)
+    _doctor_database(ok, warn, bad, repair)
     _doctor_api(ok, warn)
     if problems:
         console.print(f"{len(problems)} problem(s) found.", markup=False)
@@ -57,7 +57,7 @@ def _doctor_data_dir(ok: Callable, warn: Callable, bad: Callable) -> None:
         ok(f"data dir {root} (mode {mode:o})")
 
 
-def _doctor_database(ok: Callable, warn: Callable, bad: Callable) -> None:
+def _doctor_database(ok: Callable, warn: Callable, bad: Callable, repair: bool) -> None:
     from memgpt_lite.store import Store, StoreError
 
     path = config.db_path()
@@ -73,12 +73,18 @@ def _doctor_database(ok: Callable, warn: Callable, bad: Callable) -> None:
                f"({len(store.applied_migrations())} migrations applied), "
                f"{len(store.list_agents())} agent(s)")
             problems = store.integrity_problems()
+            if repair and problems and all("search index" in p for p in problems):
+                store.rebuild_search_index()
+                ok("rebuilt the search indexes from the stored messages and passages")
+                problems = store.integrity_problems()
     except StoreError as exc:
         bad(f"database {path}: {exc}")
         return
     for problem in problems:
-        bad(f"database: {problem} — restore a backup, or export your agents "
-            f"(`memgpt-lite agents export`) and import them into a fresh data dir")
+        advice = "" if "doctor --repair" in problem else (
+            " — restore a backup, or export your agents (`memgpt-lite agents export`) and "
+            "import them into a fresh data dir")
+        bad(f"database: {problem}{advice}")
     if not problems:
         ok("integrity check and search index consistency")
 

@@ -315,6 +315,11 @@ def _sqlite_error(path: Path, exc: sqlite3.Error) -> StoreError:
         msg = f"The database {path} is locked by another process; close it and try again."
     elif "readonly" in text or "read-only" in text:
         msg = f"The database {path} is read-only; check its permissions."
+    elif "unable to open" in text and not os.access(path.parent, os.W_OK):
+        # WAL mode needs to create files beside the database, so a read-only folder
+        # fails at open time with SQLite's generic message.
+        msg = (f"The data dir {path.parent} is read-only; make it writable or point "
+               f"MEMGPT_LITE_HOME at another folder.")
     elif "full" in text:
         msg = f"The disk holding {path} is full; free some space and try again."
     elif "not a database" in text or "malformed" in text:
@@ -791,19 +796,35 @@ class Store:
     def integrity_problems(self) -> list[str]:
         """[] when the file and both search indexes are consistent."""
         problems = [r[0] for r in self._q("PRAGMA integrity_check") if r[0] != "ok"]
-        for table in ("messages_fts", "passages_fts"):
-            try:
-                # rank = 1 also compares the index with the content table
-                self._db.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)")
-            except sqlite3.DatabaseError as exc:
-                problems.append(f"search index {table} is inconsistent ({exc}); "
-                                f"it can be rebuilt")
+        for table in ("messages", "passages"):
+            problems += self._index_problems(table)
         return problems
 
+    def _index_problems(self, table: str) -> list[str]:
+        """FTS5's full check (structure, and every indexed row against the table). Rows
+        without text are deliberately not indexed, so for the check they are indexed as empty
+        documents inside a savepoint that is always rolled back."""
+        hint = "run `memgpt-lite doctor --repair` to rebuild it"
+        self._db.execute("SAVEPOINT index_check")
+        try:
+            self._db.execute(f"INSERT INTO {table}_fts(rowid, index_text) "
+                             f"SELECT id, '' FROM {table} WHERE index_text = ''")
+            self._db.execute(f"INSERT INTO {table}_fts({table}_fts, rank) "
+                             f"VALUES ('integrity-check', 1)")
+        except sqlite3.DatabaseError as exc:
+            return [f"search index {table}_fts is out of step with {table} ({exc}); {hint}"]
+        finally:
+            self._db.execute("ROLLBACK TO index_check")
+            self._db.execute("RELEASE index_check")
+        return []
+
     def rebuild_search_index(self) -> None:
+        # Not FTS5's 'rebuild': it would index every row, and rows without text stay out.
         with self.transaction():
-            for table in ("messages_fts", "passages_fts"):
-                self._db.execute(f"INSERT INTO {table}({table}) VALUES ('rebuild')")
+            for table in ("messages", "passages"):
+                self._db.execute(f"INSERT INTO {table}_fts({table}_fts) VALUES ('delete-all')")
+                self._db.execute(f"INSERT INTO {table}_fts(rowid, index_text) SELECT id, "
+                                 f"index_text FROM {table} WHERE index_text != ''")
 
     def export_agent(self, name: str) -> dict:
         agent = self._require_agent(name)

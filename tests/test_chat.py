@@ -69,12 +69,8 @@ def chat_factory():
 
 
 def assert_store_consistent(store):
-    """PRAGMA integrity_check plus the store's FTS check. Store.integrity_problems() reports a
-    false 'inconsistent' for any message with empty index text (a tool-only message), so that
-    one message is tolerated until store.py fixes it."""
-    problems = [p for p in store.integrity_problems()
-                if not p.startswith("search index messages_fts is inconsistent")]
-    assert problems == []
+    """PRAGMA integrity_check plus the store's search-index checks."""
+    assert store.integrity_problems() == []
     assert store._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 

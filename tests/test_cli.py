@@ -271,15 +271,27 @@ def test_doctor_on_fresh_and_broken_data_dirs(capsys):
     code = cli.main(["doctor"])
     out = capsys.readouterr().out
     assert "schema version" in out
-    # Store.integrity_problems() currently reports any tool-only message (empty index text)
-    # as an FTS inconsistency — a store.py false positive; doctor passes it on faithfully.
-    assert code == 0 or "messages_fts is inconsistent" in out
+    assert code == 0 and "integrity check and search index consistency" in out
     config.db_path().write_bytes(b"garbage" * 1000)
     for suffix in ("-wal", "-shm"):
         config.db_path().with_name(config.db_path().name + suffix).unlink(missing_ok=True)
     assert cli.main(["doctor"]) == 1
     out = capsys.readouterr().out
     assert "FAIL  database" in out and "problem(s) found." in out
+
+
+def test_doctor_repair_rebuilds_a_search_index_out_of_step(capsys):
+    make_agent()
+    with Store(config.db_path()) as store:
+        store._db.execute("DELETE FROM messages_fts_docsize WHERE id = "
+                          "(SELECT min(id) FROM messages WHERE index_text != '')")
+    assert cli.main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    assert "out of step" in out and "doctor --repair" in out
+    assert cli.main(["doctor", "--repair"]) == 0
+    out = capsys.readouterr().out
+    assert "rebuilt the search indexes" in out and "Everything looks fine." in out
+    assert cli.main(["doctor"]) == 0
 
 
 def test_doctor_flags_an_unwritable_data_dir(capsys):

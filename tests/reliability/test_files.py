@@ -190,9 +190,6 @@ def test_a_really_full_disk(tiny_fs):
         assert "first, safe" in recall_texts(again, row.id)
 
 
-@pytest.mark.xfail(reason="needs store._sqlite_error to map 'unable to open database file' on a "
-                          "non-writable data dir to 'The data dir ... is read-only' in store.py",
-                   strict=False)
 def test_a_read_only_data_dir(tiny_fs):
     db = tiny_fs / "memgpt_lite.db"
     store = Store(db)

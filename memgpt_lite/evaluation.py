@@ -26,7 +26,8 @@ from typing import Any
 
 from memgpt_lite.config import Settings
 from memgpt_lite.recording import Recorder, parse_iso, record_header, recorded_step, utc_iso
-from memgpt_lite.types import Event, ModelRequest, ModelResponse, TextDelta, Usage
+from memgpt_lite.model import final_response
+from memgpt_lite.types import Event, ModelRequest, ModelResponse, StreamError, TextDelta, Usage
 
 DEFAULT_CLOCK = "2026-01-01T09:00:00Z"
 Progress = Callable[[str], None]
@@ -415,20 +416,13 @@ def ask_judge(client: Any, criterion: str, question: str, reply: str, *,
     request = ModelRequest(model=model or Settings().model, max_tokens=200,
                            system=[{"type": "text", "text": JUDGE_PROMPT}],
                            messages=[{"role": "user", "content": [{"type": "text", "text": text}]}])
-    response = _final(client.stream(request))
+    try:
+        response = final_response(client.stream(request))
+    except StreamError:
+        raise ScenarioError("the judge's stream ended without a response") from None
     answer = response.text.strip()
     head = answer.split(None, 1)[0].upper().strip(".:") if answer else ""
     return answer if head in ("PASS", "FAIL") else f"FAIL (unclear verdict: {_short(answer)!r})"
-
-
-def _final(stream: Iterator[Any]) -> ModelResponse:
-    response = None
-    for item in stream:
-        if isinstance(item, ModelResponse):
-            response = item
-    if response is None:
-        raise ScenarioError("the judge's stream ended without a response")
-    return response
 
 
 def _short(text: str, n: int = 70) -> str:

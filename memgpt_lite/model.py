@@ -37,6 +37,18 @@ from memgpt_lite.types import (
 
 StreamItem = TextDelta | ThinkingDelta | ModelResponse
 
+
+def final_response(stream: Iterable[StreamItem]) -> ModelResponse:
+    """Drain a ModelClient stream (for callers that show no deltas: summariser, judge)."""
+    response = None
+    for item in stream:
+        if isinstance(item, ModelResponse):
+            response = item
+    if response is None:
+        raise StreamError("The model's stream ended without a response.")
+    return response
+
+
 # Sent when a compatible local server is configured but no key is: the SDK refuses to send a
 # request without some credential, and such servers usually ignore it.
 PLACEHOLDER_API_KEY = "memgpt-lite-no-key"

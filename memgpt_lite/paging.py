@@ -14,7 +14,7 @@ messages keep their full text in the store (only `context_content` changes).
 from __future__ import annotations
 
 import copy
-from collections.abc import Generator, Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +22,7 @@ from memgpt_lite import prompts
 from memgpt_lite.config import Settings
 from memgpt_lite.context import BuiltContext, ContextBuilder, ContextInputs, message_tokens
 from memgpt_lite.memory import ToolOutcome, neutralise_tags
-from memgpt_lite.model import ModelClient
+from memgpt_lite.model import ModelClient, final_response
 from memgpt_lite.store import Store
 from memgpt_lite.tokens import TokenCounter, request_chars
 from memgpt_lite.types import (
@@ -34,7 +34,6 @@ from memgpt_lite.types import (
     ModelCallStart,
     ModelError,
     ModelRequest,
-    ModelResponse,
     NoticeEvent,
     PressureAlertEvent,
     ResponseEvent,
@@ -185,7 +184,7 @@ class Summariser:
         estimate = self.counter.estimate_chars(request_chars(request))
         yield ModelCallStart(0, request.digest(), estimate, purpose="summary", model=request.model)
         try:
-            response = _collect(self.client.stream(request))
+            response = final_response(self.client.stream(request))
         except ModelError:
             return None, Usage()
         yield ResponseEvent(response, purpose="summary")
@@ -200,16 +199,6 @@ class Summariser:
             messages=[{"role": "user", "content": [{"type": "text", "text":
                        f"<previous_summary>\n{previous or '(none)'}\n</previous_summary>\n\n"
                        f"<removed_turns>\n{turns_text}\n</removed_turns>"}]}])
-
-
-def _collect(stream: Iterator[Any]) -> ModelResponse:
-    response = None
-    for item in stream:
-        if isinstance(item, ModelResponse):
-            response = item
-    if response is None:
-        raise ModelError("the summariser stream ended without a response")
-    return response
 
 
 def render_turns(turns: list[Turn], tool_chars: int = 400) -> str:

@@ -152,6 +152,8 @@ class Agent:
     def step(self, text: str) -> Iterator[Event]:
         """Run one turn. Yields events and always ends with a TurnEndEvent. Closing the
         generator early abandons the turn: the queue is untouched, the text stays in recall."""
+        if not text.strip():
+            raise ValueError("a turn needs a non-empty message")  # the API rejects empty text
         if self.redact_secrets:
             text = redact(text)
         turn_id = self.store.max_turn_id(self.id) + 1

@@ -281,3 +281,10 @@ def test_passages_are_dated_by_the_agent_clock(tmp_path):
     hit = store.search_passages(agent.id, "Kyoto").hits[0]
     assert hit.created_at == "2024-05-06T07:08:09Z"
     assert all(m.created_at == "2024-05-06T07:08:09Z" for m in store.context_messages(agent.id))
+
+
+def test_an_empty_message_is_refused_before_anything_is_stored(store):
+    agent, model = make(store, [])
+    with pytest.raises(ValueError):
+        list(agent.step("  \n"))
+    assert store.count_messages(agent.id) == 0 and model.requests == []

@@ -101,8 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_forget)
 
     # Listed for --help only: main() hands everything after `bench` to the bench's own parser.
-    sub.add_parser("bench", help="run the benchmarks (store, retrieval) and print a table",
-                   add_help=False)
+    sub.add_parser("bench", help="run the benchmark suite offline and print one table "
+                                 "(--quick, --json OUT; `bench --help` for more)", add_help=False)
     return parser
 
 

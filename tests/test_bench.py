@@ -32,3 +32,47 @@ def test_synthetic_data_is_deterministic():
     a = bench.synthetic_messages(random.Random(1), 50)
     b = bench.synthetic_messages(random.Random(1), 50)
     assert [m.content for m in a] == [m.content for m in b]
+
+
+def test_bench_command_writes_a_report_of_the_documented_shape(tmp_path, capsys):
+    """The real command path (cli.main → bench.main) at test-only sizes; shape, not timings."""
+    from memgpt_lite import cli
+
+    out = tmp_path / "bench.json"
+    code = cli.main(["bench", "--sizes", "400", "--queries", "5", "--engine-turns", "2",
+                     "--turns", "6", "--runs", "1", "--json", str(out)])
+    assert code == 0
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert set(report["machine"]) >= {"cpu", "cores", "ram_gb", "python", "sqlite"}
+    assert [s["id"] for s in report["sections"]] == ["store", "engine", "tokens", "startup",
+                                                    "memory"]
+    for section in report["sections"]:
+        assert section["title"] and section["method"] and section["rows"]
+        for row in section["rows"]:
+            assert row["label"] and row["figures"]
+            for fig in row["figures"]:
+                assert isinstance(fig["value"], (int, float)) and fig["unit"]
+            if row["target"] is not None:
+                names = [f["name"] for f in row["figures"]]
+                assert row["target"]["figure"] in names and row["target"]["unit"]
+                assert isinstance(row["ok"], bool)
+            else:
+                assert row["ok"] is None
+    targets = {s["id"]: [r["target"]["text"] for r in s["rows"] if r["target"]]
+               for s in report["sections"]}
+    assert targets["engine"] == ["< 5 ms (p50)"]
+    assert targets["startup"] == ["< 0.30 s (median)", "< 0.60 s (median)"]
+    assert targets["memory"] == ["< 150 MB (peak RSS)"]
+    units = {f["unit"] for s in report["sections"] for r in s["rows"] for f in r["figures"]}
+    assert {"ms", "rows/s", "MB per 100k messages", "tokens/turn", "%", "USD/turn", "×", "s",
+            "MB"} <= units
+    printed = capsys.readouterr().out
+    assert "| section | measure | measured | target | result |" in printed
+    assert "Machine: " in printed and "SQLite" in printed
+
+
+def test_bench_rows_mark_pass_and_miss():
+    row = bench.Row("x", [bench.Figure(4.0, "ms", "p50")], bench.Target("p50", 5, "ms"))
+    assert row.ok is True
+    row.figures[0].value = 5.0
+    assert row.ok is False and row.to_dict()["target"]["text"] == "< 5 ms (p50)"

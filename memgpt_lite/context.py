@@ -10,7 +10,7 @@ then changes only the tail, and every earlier byte of the prompt stays cacheable
 
 from __future__ import annotations
 
-import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,7 +40,13 @@ def render_alerts(alerts: list[str]) -> str:
 class BuiltContext:
     request: ModelRequest
     estimated_tokens: int
-    ledger: dict[str, int] = field(default_factory=dict)
+    # Tokens per section, computed only when asked for (/context): the request is built
+    # several times per model call and the ledger is not needed for any of them.
+    ledger_of: Callable[[], dict[str, int]] = field(default=dict, repr=False)
+
+    @property
+    def ledger(self) -> dict[str, int]:
+        return self.ledger_of()
 
 
 @dataclass
@@ -69,7 +75,10 @@ class ContextBuilder:
         system = self._system(inputs.summary)
         queue = [m.to_api() for m in inputs.queue]
         current = [m.to_api() for m in inputs.current]
-        messages = copy.deepcopy(queue + current)
+        # New message dicts and block lists; blocks stay shared and are replaced, never
+        # changed, when the tail or a cache breakpoint is added (a deep copy of the whole
+        # queue per build would dominate the engine's per-call cost).
+        messages = [{"role": m["role"], "content": list(m["content"])} for m in queue + current]
         self._add_tail(messages, inputs)
         self._place_breakpoints(messages, len(queue), bool(inputs.summary))
         request = ModelRequest(
@@ -84,7 +93,8 @@ class ContextBuilder:
             tool_choice=None if inputs.tools_enabled or not self.tools else {"type": "none"},
         )
         total = self.counter.estimate_request(request)
-        return BuiltContext(request, total, self._ledger(inputs, system, queue, current, total))
+        return BuiltContext(request, total,
+                            lambda: self._ledger(inputs, system, queue, current, total))
 
     def _system(self, summary: str) -> list[ContentBlock]:
         blocks: list[ContentBlock] = [{"type": "text", "text": self.system_prompt,
@@ -155,9 +165,11 @@ class ContextBuilder:
 
 
 def _mark_cacheable(message: dict[str, Any]) -> None:
-    for block in reversed(message["content"]):
+    blocks = message["content"]
+    for i in range(len(blocks) - 1, -1, -1):
+        block = blocks[i]
         if block.get("type") in CACHEABLE and (block.get("type") != "text" or block.get("text")):
-            block["cache_control"] = dict(EPHEMERAL)
+            blocks[i] = {**block, "cache_control": dict(EPHEMERAL)}  # a copy: blocks are shared
             return
 
 

@@ -299,9 +299,11 @@ class Pager:
                 built = self._build(inputs)
         if self._must_flush(built.estimated_tokens, turn_id):
             yield from self.flush(inputs, turn_id, by="flush")
+            built = self._build(inputs)
         if self._summary_too_big(inputs):
             yield from self._compact_summary(inputs, self._summary_cap_chars())
-        built = yield from self._alert(inputs, turn_id)
+            built = self._build(inputs)
+        built = yield from self._alert(inputs, turn_id, built)
         return (yield from self._fit(inputs, turn_id, built))
 
     def _build(self, inputs: ContextInputs) -> BuiltContext:
@@ -336,8 +338,8 @@ class Pager:
         return built
 
     # ---------------------------------------------------------------- alert
-    def _alert(self, inputs: ContextInputs, turn_id: int) -> Generator[Event, None, BuiltContext]:
-        built = self._build(inputs)
+    def _alert(self, inputs: ContextInputs, turn_id: int,
+               built: BuiltContext) -> Generator[Event, None, BuiltContext]:
         tokens = built.estimated_tokens
         if tokens < self.level(self.settings.warn_fraction) or not inputs.queue:
             self._reset_alert(inputs)

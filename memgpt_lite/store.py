@@ -338,6 +338,10 @@ class Store:
     def __init__(self, path: str | Path):
         self.path = Path(path).expanduser()
         self._depth = 0
+        # Decoded content of queue messages by id, so building each request does not parse
+        # the whole queue's JSON again (see context_messages).
+        self._decoded: dict[int, tuple[list, list | None]] = {}
+        self._data_version = -1
         _prepare_file(self.path)
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -395,6 +399,7 @@ class Store:
             yield
             self._db.execute("COMMIT")
         except BaseException as exc:
+            self._decoded.clear()  # it may hold content read inside the undone transaction
             if self._db.in_transaction:
                 self._db.execute("ROLLBACK")
             if isinstance(exc, sqlite3.OperationalError):
@@ -511,6 +516,7 @@ class Store:
             self._update_agent(agent.id, "name", new)
 
     def delete_agent(self, name: str) -> None:
+        self._decoded.clear()  # message ids can be reused after a delete
         with self.transaction():
             agent = self._require_agent(name)
             self._db.execute("DELETE FROM agents WHERE id = ?", (agent.id,))  # cascades
@@ -588,6 +594,7 @@ class Store:
 
     def update_message(self, agent_id: int, msg: Message) -> None:
         row = self._message_row(agent_id, msg)
+        self._decoded.pop(msg.id, None)  # type: ignore[arg-type]
         with self.transaction():
             self._db.execute(
                 "UPDATE messages SET content = ?, context_content = ?, index_text = ?, "
@@ -596,6 +603,7 @@ class Store:
 
     def set_context_content(self, agent_id: int, message_id: int,
                             content: list[dict] | None) -> None:
+        self._decoded.pop(message_id, None)
         with self.transaction():
             self._db.execute(
                 "UPDATE messages SET context_content = ? WHERE id = ? AND agent_id = ?",
@@ -610,7 +618,34 @@ class Store:
                 for r in rows]
 
     def context_messages(self, agent_id: int) -> list[Message]:
-        return self._messages("agent_id = ? AND in_context = 1", (agent_id,))
+        """The FIFO queue, oldest first. Read before every model call, so the content JSON of
+        each message is decoded once and kept (content changes only through this object's
+        update methods, which drop the entry, or through another connection, which
+        PRAGMA data_version reveals). The returned lists are shared: replace, never mutate."""
+        version = self._db.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._data_version:
+            self._decoded.clear()
+            self._data_version = version
+        rows = self._q("SELECT id, turn_id, role, created_at FROM messages "
+                       "WHERE agent_id = ? AND in_context = 1 ORDER BY id", (agent_id,))
+        self._decode([r["id"] for r in rows if r["id"] not in self._decoded])
+        self._decoded = {r["id"]: self._decoded[r["id"]] for r in rows}  # only the queue's
+        queue = []
+        for r in rows:
+            content, context = self._decoded[r["id"]]
+            queue.append(Message(r["role"], content, r["turn_id"], r["id"], r["created_at"],
+                                 True, context))
+        return queue
+
+    def _decode(self, ids: list[int]) -> None:
+        for start in range(0, len(ids), 500):  # stay under SQLite's bound-parameter limit
+            chunk = ids[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            for r in self._q(f"SELECT id, content, context_content FROM messages "
+                             f"WHERE id IN ({marks})", chunk):
+                context = r["context_content"]
+                self._decoded[r["id"]] = (json.loads(r["content"]),
+                                          None if context is None else json.loads(context))
 
     def turn_messages(self, agent_id: int, turn_id: int) -> list[Message]:
         return self._messages("agent_id = ? AND turn_id = ?", (agent_id, turn_id))
@@ -626,6 +661,7 @@ class Store:
                        (agent_id,))[0][0]
 
     def delete_turns(self, agent_id: int, turn_ids: list[int]) -> int:
+        self._decoded.clear()  # message ids can be reused after a delete
         with self.transaction():
             return sum(self._db.execute(
                 "DELETE FROM messages WHERE agent_id = ? AND turn_id = ?", (agent_id, t)).rowcount

@@ -25,7 +25,7 @@ SAFETY_FACTOR = 1.1
 
 
 def request_chars(request: ModelRequest) -> int:
-    return len(canonical_json(request.to_api()))
+    return len(request.canonical())
 
 
 @dataclass

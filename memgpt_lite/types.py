@@ -175,8 +175,17 @@ class ModelRequest:
             body["tool_choice"] = self.tool_choice
         return body
 
+    # The body's canonical JSON, made once: estimating, digesting and calibrating all need
+    # it, and a built request is never changed afterwards.
+    _canonical: str | None = field(default=None, init=False, repr=False, compare=False)
+
+    def canonical(self) -> str:
+        if self._canonical is None:
+            self._canonical = canonical_json(self.to_api())
+        return self._canonical
+
     def digest(self) -> str:
-        return digest(self.to_api())
+        return hashlib.sha256(self.canonical().encode("utf-8")).hexdigest()[:16]
 
 
 StopReason = str  # end_turn | tool_use | max_tokens | pause_turn | refusal | stop_sequence | model_context_window_exceeded

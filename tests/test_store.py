@@ -320,3 +320,43 @@ def test_integrity_detects_out_of_sync_index(store, agent):
     assert problems and "messages_fts" in problems[0]
     store.rebuild_search_index()
     assert store.integrity_problems() == []
+
+
+# ---------------------------------------------------------------- the queue's decode cache
+
+
+def queue_texts(store, agent_id):
+    return [m.content[0]["text"] for m in store.context_messages(agent_id)]
+
+
+def test_queue_reads_see_every_change_made_through_the_store(store, agent):
+    store.add_messages(agent.id, [text_msg("user", "one", 1), text_msg("assistant", "two", 1),
+                                  text_msg("user", "three", 2)])
+    assert queue_texts(store, agent.id) == ["one", "two", "three"]
+    store.delete_turns(agent.id, [2])
+    store.add_message(agent.id, text_msg("user", "reused id", 2))  # may take the freed id
+    assert queue_texts(store, agent.id) == ["one", "two", "reused id"]
+    first = store.context_messages(agent.id)[0]
+    first.content = [{"type": "text", "text": "edited"}]
+    store.update_message(agent.id, first)
+    store.set_context_content(agent.id, first.id, [{"type": "text", "text": "[folded]"}])
+    assert queue_texts(store, agent.id)[0] == "edited"
+    assert store.context_messages(agent.id)[0].api_content()[0]["text"] == "[folded]"
+
+
+def test_queue_reads_see_changes_from_another_connection_and_rollbacks(store, agent):
+    store.add_message(agent.id, text_msg("user", "original", 1))
+    assert queue_texts(store, agent.id) == ["original"]
+    with Store(store.path) as other:
+        msg = other.context_messages(agent.id)[0]
+        msg.content = [{"type": "text", "text": "changed elsewhere"}]
+        other.update_message(agent.id, msg)
+    assert queue_texts(store, agent.id) == ["changed elsewhere"]
+    with pytest.raises(RuntimeError):
+        with store.transaction():
+            msg = store.context_messages(agent.id)[0]
+            msg.content = [{"type": "text", "text": "rolled back"}]
+            store.update_message(agent.id, msg)
+            assert queue_texts(store, agent.id) == ["rolled back"]
+            raise RuntimeError("undo")
+    assert queue_texts(store, agent.id) == ["changed elsewhere"]

@@ -65,8 +65,11 @@ def settings() -> Settings:
 
 
 def run_turn(agent: Agent, text: str) -> None:
-    say(f"TYPED {text}")
-    events = list(agent.step(text))
+    events = []
+    for event in agent.step(text):
+        if not events:  # the text is in recall before step yields anything
+            say(f"TYPED {text}")
+        events.append(event)
     if events[-1].completed:
         say(f"COMMITTED {events[-1].text}")
 

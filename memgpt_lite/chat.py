@@ -785,6 +785,7 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
                               recorder_factory=(lambda: open_recorder(agent)) if record else None,
                               confirm=_ask if typed else None)
         _banner(info, agent, store, record)
+        client.warm_up()
         try:
             if not typed:
                 return piped_loop(session, iter(sys.stdin))

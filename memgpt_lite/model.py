@@ -77,31 +77,58 @@ class AnthropicClient:
 
     def __init__(self, *, api_key: str | None = None, base_url: str | None = None,
                  http_client: Any = None, max_retries: int = 2, timeout: float = 120.0):
-        import anthropic  # the package's only anthropic import; lazy keeps start-up fast
+        self.max_retries = max_retries
+        self._args = {"api_key": api_key, "http_client": http_client,
+                      "max_retries": max_retries, "timeout": timeout,
+                      "base_url": base_url or os.environ.get("ANTHROPIC_BASE_URL") or None}
+        env_key = os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")
+        if api_key is None and not env_key and self._args["base_url"]:
+            self._args["api_key"] = PLACEHOLDER_API_KEY
+        self._sdk: Any = None
+        self._sdk_client: Any = None
+        if not (self._args["api_key"] or env_key):
+            self._connect()  # only the SDK knows about credential profiles: ask it now
+        base = self._args["base_url"] or "https://api.anthropic.com"
+        self.host = urlsplit(base).netloc or base
+
+    def warm_up(self) -> None:
+        """Import the SDK on a background thread, so the first reply does not wait for it
+        while the user is still typing (an import in progress is waited for, not repeated)."""
+        import importlib
+        import threading
+
+        threading.Thread(target=importlib.import_module, args=("anthropic",), daemon=True,
+                         name="import-anthropic").start()
+
+    @property
+    def _client(self) -> Any:
+        if self._sdk_client is None:
+            self._connect()
+        return self._sdk_client
+
+    def _connect(self) -> None:
+        """Create the SDK client. Deferred to the first call when a key is at hand, because
+        importing anthropic takes seconds on a cold start and the prompt should not wait."""
+        import anthropic  # the package's only anthropic import
 
         self._sdk = anthropic
-        self.max_retries = max_retries
-        base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
-        env_key = os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")
-        if api_key is None and not env_key and base_url:
-            api_key = PLACEHOLDER_API_KEY
         try:
-            self._client = anthropic.Anthropic(
-                api_key=api_key, base_url=base_url, http_client=http_client,
-                max_retries=max_retries, timeout=timeout)
+            client = anthropic.Anthropic(**self._args)
         except anthropic.AnthropicError as exc:  # e.g. an unreadable credentials profile
             raise AuthError(f"Could not load Anthropic credentials ({exc}); set ANTHROPIC_API_KEY."
                             ) from None
-        if not (self._client.api_key or self._client.auth_token or self._client.credentials):
+        if not (client.api_key or client.auth_token or client.credentials):
             raise AuthError(
                 "No Anthropic API key found: set ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL to use "
                 "an Anthropic-compatible server).")
-        self.host = urlsplit(str(self._client.base_url)).netloc or str(self._client.base_url)
+        self._sdk_client = client
+        self.host = urlsplit(str(client.base_url)).netloc or str(client.base_url)
 
     def stream(self, request: ModelRequest) -> Iterator[StreamItem]:
         saw_stop = False
+        client = self._client
         try:
-            with self._client.messages.stream(**request.to_api()) as stream:
+            with client.messages.stream(**request.to_api()) as stream:
                 for event in stream:
                     delta = _delta_of(event)
                     if delta is not None:
@@ -124,8 +151,9 @@ class AnthropicClient:
         """Exact input tokens of a request according to the API (no model call)."""
         body = request.to_api()
         body.pop("max_tokens", None)
+        client = self._client
         try:
-            return int(self._client.messages.count_tokens(**body).input_tokens)
+            return int(client.messages.count_tokens(**body).input_tokens)
         except self._sdk.AnthropicError as exc:
             raise self._map_error(exc) from None
 

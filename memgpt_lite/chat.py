@@ -764,8 +764,8 @@ def piped_loop(session: ChatSession, lines: Iterator[str]) -> int:
 
 
 def run_chat(*, agent_name: str = "default", model: str | None = None,
-             context_window: str | None = None, thinking: bool = False,
-             record: bool = True) -> int:
+             context_window: str | None = None, max_tokens: str | None = None,
+             thinking: bool | None = None, record: bool = True) -> int:
     """`memgpt-lite chat`: open or create the agent and talk to it on this terminal."""
     from memgpt_lite.agent import Agent
     from memgpt_lite.model import AnthropicClient
@@ -778,7 +778,8 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
     info = console if typed else make_console(sys.stderr, plain=True)
     client = AnthropicClient()  # raises AuthError saying how to set the key
     with Store.open_default() as store:
-        settings = chat_settings(store, agent_name, model, context_window, thinking)
+        settings = chat_settings(store, agent_name, model, context_window, thinking,
+                                 max_tokens=max_tokens)
         agent = Agent.open(store, agent_name, model_client=client, summary_client=client,
                            settings=settings)
         session = ChatSession(agent, console, ChatView(console, live=styled, markdown=styled),
@@ -800,7 +801,7 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
 
 
 def chat_settings(store: Any, name: str, model: str | None, context_window: str | None,
-                  thinking: bool) -> Any:
+                  thinking: bool | None, *, max_tokens: str | None = None) -> Any:
     """Stored settings of the agent (or defaults), then env vars, then flags."""
     settings = config.Settings()
     row = store.get_agent(name)
@@ -811,8 +812,15 @@ def chat_settings(store: Any, name: str, model: str | None, context_window: str 
         settings.model = model
     if context_window:
         settings.context_window = config.parse_positive_int(context_window, "--context-window")
-    if thinking:
-        settings.thinking = True
+    if max_tokens:
+        settings.max_output_tokens = config.parse_positive_int(max_tokens, "--max-tokens")
+    if thinking is not None:
+        settings.thinking = thinking
+    if settings.thinking and settings.max_output_tokens <= settings.thinking_budget:
+        raise config.ConfigError(
+            f"Extended thinking needs more than {settings.thinking_budget:,} max output tokens "
+            f"(it spends up to that many thinking); use --max-tokens {2 * settings.thinking_budget}"
+            " or --no-thinking.")
     return settings
 
 

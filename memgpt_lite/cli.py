@@ -46,7 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", metavar="ID", help="model id (stored with the agent)")
     p.add_argument("--context-window", metavar="N",
                    help="context budget in tokens (default 32,000; stored with the agent)")
-    p.add_argument("--thinking", action="store_true", help="enable extended thinking")
+    p.add_argument("--max-tokens", metavar="N",
+                   help="max output tokens per model call (default 2,048; stored with the agent)")
+    p.add_argument("--thinking", action=argparse.BooleanOptionalAction, default=None,
+                   help="extended thinking on or off (stored with the agent; default off)")
     p.add_argument("--no-record", action="store_true",
                    help="do not record this session to a JSONL event log")
     p.set_defaults(func=cmd_chat)
@@ -227,8 +230,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
     from memgpt_lite import chat
 
     return chat.run_chat(agent_name=args.agent, model=args.model,
-                         context_window=args.context_window, thinking=args.thinking,
-                         record=not args.no_record)
+                         context_window=args.context_window, max_tokens=args.max_tokens,
+                         thinking=args.thinking, record=not args.no_record)
 
 
 def cmd_core(args: argparse.Namespace) -> int:

@@ -36,6 +36,7 @@ from typing import Any
 from memgpt_lite.config import Settings
 from memgpt_lite.context import BuiltContext, ContextBuilder, ContextInputs
 from memgpt_lite.model import text_response, tool_response
+from memgpt_lite.paging import PagingStats
 from memgpt_lite.tokens import cost_usd
 from memgpt_lite.types import ModelRequest, ModelResponse, Usage, canonical_json
 
@@ -242,7 +243,7 @@ def run_session(variant: str, window: int, turns: int, seed: int = 1,
         if variant == "classic":
             agent.builder = agent.pager.builder = ClassicBuilder(
                 settings, agent.builder.tools, agent.counter)
-        per_turn, counts, overflow_at = [], _Counts(), None
+        per_turn, counts, overflow_at = [], PagingStats(), None
         started = time.perf_counter()
         for turn in range(1, turns + 1):
             stats = _run_turn(agent, user_text(turn, rng), counts, settings)
@@ -257,17 +258,7 @@ def run_session(variant: str, window: int, turns: int, seed: int = 1,
     return _report(variant, window, per_turn, counts, overflow_at, turns, elapsed)
 
 
-@dataclass
-class _Counts:
-    alerts: int = 0
-    model_evictions: int = 0
-    forced_flushes: int = 0
-    summariser_calls: int = 0
-    folds: int = 0
-    clips: int = 0
-
-
-def _run_turn(agent: Any, text: str, counts: _Counts, settings: Settings) -> TurnStats:
+def _run_turn(agent: Any, text: str, counts: PagingStats, settings: Settings) -> TurnStats:
     stats = TurnStats()
     for event in agent.step(text):
         kind = event.kind
@@ -294,7 +285,7 @@ def _run_turn(agent: Any, text: str, counts: _Counts, settings: Settings) -> Tur
     return stats
 
 
-def _report(variant: str, window: int, per_turn: list[TurnStats], counts: _Counts,
+def _report(variant: str, window: int, per_turn: list[TurnStats], counts: PagingStats,
             overflow_at: int | None, turns: int, elapsed: float) -> dict[str, Any]:
     inputs = [t.input_tokens for t in per_turn]
     total_in = sum(inputs)

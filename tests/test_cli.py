@@ -304,3 +304,28 @@ def test_doctor_flags_an_unwritable_data_dir(capsys):
         assert "is not writable" in capsys.readouterr().out
     finally:
         config.data_dir().chmod(0o700)
+
+
+def test_chat_flags_are_stored_with_the_agent(tmp_path):
+    import subprocess
+    import sys
+
+    env = {**os.environ, "ANTHROPIC_BASE_URL": "http://127.0.0.1:9", "PYTHONPATH": ""}
+
+    def chat(*flags: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "memgpt_lite", "chat", "--no-record",
+                               "--agent", "flags", *flags], input="/exit\n", text=True,
+                              capture_output=True, env=env, cwd=tmp_path, timeout=60)
+
+    done = chat("--model", "claude-haiku-5-5", "--context-window", "9000", "--max-tokens", "1500")
+    assert done.returncode == 0, done.stderr
+    with Store(config.db_path()) as store:
+        stored = store.get_agent("flags").settings
+    assert (stored["model"], stored["context_window"], stored["max_output_tokens"]) == (
+        "claude-haiku-5-5", 9000, 1500)
+    refused = chat("--thinking", "--max-tokens", "1000")
+    assert refused.returncode != 0 and "--max-tokens 2048" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert chat("--thinking").returncode == 0  # 1,500 stored max tokens: allowed
+    with Store(config.db_path()) as store:
+        assert store.get_agent("flags").settings["thinking"] is True

@@ -48,9 +48,11 @@ def lock_path(data_dir: Path, agent: str) -> Path:
 
 
 class _Held:
+    """An open, flocked lock file and how many AgentLocks in this process share it."""
+
     def __init__(self, fd: int):
         self.fd = fd
-        self.count = 0
+        self.count = 1
 
 
 _held: dict[Path, _Held] = {}
@@ -76,9 +78,7 @@ class AgentLock:
             if entry is not None:
                 entry.count += 1  # first, so a finalizer running now cannot drop it to 0
             else:
-                entry = _Held(self._take(wait))
-                entry.count = 1
-                _held[self.path] = entry
+                _held[self.path] = _Held(self._take(wait))
             self.held = True
         return self
 
@@ -103,23 +103,33 @@ class AgentLock:
         return int(text) if text.isdigit() else None
 
     def _take(self, wait: float) -> int:
+        """An fd of the lock file holding the flock. On any failure (busy, a full disk, ^C
+        while waiting) the fd is closed: a leaked fd would keep the lock until exit."""
         fd = _open_lock_file(self.path)
+        try:
+            self._flock(fd, wait)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        except OSError as exc:
+            os.close(fd)
+            raise StoreError(f"Cannot write the lock file {self.path} ({exc.strerror}).") from None
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _flock(self, fd: int, wait: float) -> None:
         deadline = time.monotonic() + max(0.0, wait)
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
+                return
             except OSError as exc:
                 if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                    os.close(fd)
                     raise StoreError(f"Cannot lock {self.path} ({exc.strerror}).") from None
                 if time.monotonic() >= deadline:
-                    os.close(fd)
                     raise AgentBusyError(self.agent, self.holder_pid()) from None
-                time.sleep(_POLL)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
-        return fd
+            time.sleep(_POLL)
 
     def __enter__(self) -> AgentLock:
         return self.acquire()

@@ -6,6 +6,7 @@ a sentence the model can act on; `MemoryTools.execute` does not raise for bad in
 
 from __future__ import annotations
 
+import contextlib
 import html
 import re
 from collections.abc import Callable
@@ -182,14 +183,14 @@ def _clip(text: str) -> str:
 
 
 def _parse_date(value: str | None, name: str) -> tuple[date | None, str | None]:
-    if value is None or value == "":
+    """(the date or None when absent, None) or (None, a sentence for the model)."""
+    if not value:
         return None, None
-    try:
-        if not _DATE.fullmatch(value):
-            raise ValueError
-        return date.fromisoformat(value), None
-    except ValueError:
-        return None, f"{name} must be a date written YYYY-MM-DD (e.g. 2025-03-07), got {value!r}."
+    # fromisoformat alone would also take 20250307 and 2025-W10-5 (Python 3.11+).
+    with contextlib.suppress(ValueError):
+        if _DATE.fullmatch(value):
+            return date.fromisoformat(value), None
+    return None, f"{name} must be a date written YYYY-MM-DD (e.g. 2025-03-07), got {value!r}."
 
 
 class MemoryTools:
@@ -335,7 +336,8 @@ class MemoryTools:
         at = self.clock() if self.clock else None
         pid = self.store.add_passage(self.agent_id, content.strip(), clean, created_at=at)
         tag_text = f" (tags: {', '.join(clean)})" if clean else ""
-        return ToolOutcome(f"Stored as passage #{pid}{tag_text}.", False, f"{tool} #{pid}{tag_text}")
+        return ToolOutcome(f"Stored as passage #{pid}{tag_text}.", False,
+                           f"{tool} #{pid}{tag_text}")
 
 
 def _query_problem(query: str, page: int) -> str | None:

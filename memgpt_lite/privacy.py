@@ -4,6 +4,7 @@ the recordings and the input history. Library code: it never prints.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -15,6 +16,8 @@ from memgpt_lite import config
 from memgpt_lite.paging import turn_ranges
 
 HISTORY_FILE = "chat_history"  # the chat's readline history, in the data dir
+FORGOTTEN = "[forgotten]"
+
 
 @dataclass
 class ForgetMatches:
@@ -105,14 +108,10 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(item)
 
 
-FORGOTTEN = "[forgotten]"
-
-
 def _scrub(value: Any, secrets: list[str]) -> Any:
     if isinstance(value, str):
         for secret in secrets:
-            if secret in value:
-                value = value.replace(secret, FORGOTTEN)
+            value = value.replace(secret, FORGOTTEN)
         return value
     if isinstance(value, dict):
         return {k: _scrub(v, secrets) for k, v in value.items()}
@@ -139,21 +138,18 @@ def agent_recordings(agent_name: str) -> list[Path]:
 
 
 def _header_agent(header: Any) -> str | None:
-    if not isinstance(header, dict):
-        return None
-    agent = header.get("agent")
-    if isinstance(agent, dict):
-        return agent.get("name")
-    return agent if isinstance(agent, str) else header.get("agent_name")
+    return header.get("agent") if isinstance(header, dict) else None  # see Recorder.header
 
 
 def scrub_recordings(agent_name: str, secrets: list[str]) -> int:
     """Replace every occurrence of `secrets` inside the agent's recordings (JSON-aware, so
     escaping cannot hide a match). Returns the number of files changed."""
-
+    # Longest first, so a secret that contains another is replaced whole.
     secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+    if not secrets:
+        return 0
     changed = 0
-    for path in agent_recordings(agent_name) if secrets else []:
+    for path in agent_recordings(agent_name):
         lines = path.read_text(encoding="utf-8").splitlines()
         out = [_scrub_line(line, secrets) for line in lines]
         if out != lines:
@@ -167,11 +163,23 @@ def _scrub_line(line: str, secrets: list[str]) -> str:
     recorder writes it."""
     if not line.strip():
         return line
-    value = json.loads(line)
+    try:
+        value = json.loads(line)
+    except ValueError:  # the last line of a session killed mid-write
+        return _scrub_raw(line, secrets)
     scrubbed = _scrub(value, secrets)
     if scrubbed == value:
         return line
     return json.dumps(scrubbed, ensure_ascii=False, separators=(",", ":"))
+
+
+def _scrub_raw(line: str, secrets: list[str]) -> str:
+    """A line that is not JSON, scrubbed as text: each secret as written and as the recorder
+    escapes it inside a JSON string (newlines, quotes)."""
+    for secret in secrets:
+        escaped = json.dumps(secret, ensure_ascii=False)[1:-1]
+        line = line.replace(secret, FORGOTTEN).replace(escaped, FORGOTTEN)
+    return line
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -188,10 +196,8 @@ def delete_recordings(agent_name: str) -> list[Path]:
     paths = agent_recordings(agent_name)
     for path in paths:
         path.unlink(missing_ok=True)
-        try:
-            path.parent.rmdir()  # the agent's folder, once empty
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):  # the agent's folder goes once it is empty
+            path.parent.rmdir()
     return paths
 
 

@@ -109,20 +109,27 @@ def find_secrets(text: str) -> list[Finding]:
     """Where the secrets in `text` are (after earlier rules have replaced theirs, so spans
     refer to the text as redacted so far; use for reporting, not for slicing the input)."""
     found: list[Finding] = []
-    for kind, pattern, replace in RULES:
-        for match in pattern.finditer(text):
-            if replace(match) is not None:
-                found.append(Finding(kind, match.start(), match.end()))
-        text = pattern.sub(lambda m: replace(m) or m.group(), text)
+    _apply_rules(text, found)
     return found
 
 
 def redact(text: str) -> str:
     """`text` with every recognised secret replaced by a visible marker."""
-    if not text:
-        return text
-    for _, pattern, replace in RULES:
-        text = pattern.sub(lambda m: replace(m) or m.group(), text)
+    return _apply_rules(text, None) if text else text
+
+
+def _apply_rules(text: str, found: list[Finding] | None) -> str:
+    """Run every rule in order over `text`; each finding is appended to `found` if given."""
+    for kind, pattern, replace in RULES:
+        def substitute(match: re.Match[str]) -> str:
+            marker = replace(match)
+            if marker is None:
+                return match.group()
+            if found is not None:
+                found.append(Finding(kind, match.start(), match.end()))
+            return marker
+
+        text = pattern.sub(substitute, text)
     return text
 
 

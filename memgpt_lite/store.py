@@ -34,7 +34,6 @@ from .types import Block, Message, SearchHit, SearchPage
 EXPORT_FORMAT = "memgpt-lite-agent"
 EXPORT_VERSION = 1
 SQLITE_HEADER = b"SQLite format 3\x00"
-CORE_ORDER = ("persona", "human")
 RANK_CAP = 1000  # BM25 is computed for at most this many candidate rows per search
 # A message also scores this share of its matching neighbours' BM25: an answer is often
 # a reply whose question holds the query's words ("How's Pepper?" / "She had surgery").
@@ -44,6 +43,10 @@ MAX_QUERY_TERMS = 32  # long pasted queries would make the OR match most of the 
 
 class StoreError(Exception):
     """The data file cannot be used; the message is one clear sentence for the user."""
+
+
+# What a damaged agent export raises while it is imported.
+_DAMAGED_EXPORT = (KeyError, TypeError, ValueError, AttributeError, sqlite3.IntegrityError)
 
 
 @dataclass
@@ -129,7 +132,8 @@ def index_text(text: str) -> str:
 
 
 def clean_text(text: str) -> str:
-    """Drop lone surrogates (possible in JSON from a model) that SQLite cannot store."""
+    """Replace lone surrogates (possible in JSON from a model), which SQLite cannot store,
+    with '?'."""
     return text.encode("utf-8", "replace").decode("utf-8")
 
 
@@ -176,7 +180,7 @@ def match_expression(query: str) -> str | None:
 
 
 def word_set(text: str) -> set[str]:
-    return {w for w in _WORD.findall(index_text(text.lower()))}
+    return set(_WORD.findall(index_text(text.lower())))
 
 
 def normalise(text: str) -> str:
@@ -477,7 +481,8 @@ class Store:
         return self._agent(rows[0] if rows else None)
 
     def list_agents(self) -> list[AgentRow]:
-        return [self._agent(r) for r in self._q("SELECT * FROM agents ORDER BY name")]  # type: ignore[misc]
+        rows = self._q("SELECT * FROM agents ORDER BY name")
+        return [self._agent(r) for r in rows]  # type: ignore[misc]
 
     def _require_agent(self, name: str) -> AgentRow:
         agent = self.get_agent(name)
@@ -693,27 +698,21 @@ class Store:
         expr = self._candidate_expression(table, query)
         if expr is None:
             return SearchPage([], page, 0, 0)
-        cols = ("m.id, m.role, m.turn_id, m.content, m.created_at" if table == "messages"
-                else "m.id, m.text, m.tags, m.created_at")
-        # Inner query: the agent's matching rows, newest first, at most RANK_CAP of them (FTS
-        # yields rowids in order, so this stops early). CROSS JOIN keeps FTS the outer loop;
-        # otherwise the planner may walk all the agent's rows and re-run MATCH for each.
-        # Outer query: BM25 over those candidates only, since BM25 costs ~2 µs a row.
-        sql = (f"SELECT {cols}, c.score AS rank, count(*) OVER () AS total FROM ("
-               f"SELECT f.rowid AS id, bm25({table}_fts) AS score FROM {table}_fts f "
-               f"CROSS JOIN {table} m ON m.id = f.rowid WHERE {table}_fts MATCH ? AND "
-               f"{' AND '.join(where)} ORDER BY f.rowid DESC LIMIT {RANK_CAP}"
-               f") c CROSS JOIN {table} m ON m.id = c.id ORDER BY c.score, m.id DESC "
-               "LIMIT ? OFFSET ?")
         if table == "messages" and NEIGHBOUR_WEIGHT:
             return self._search_with_neighbours(expr, where, params, page, per_page, to_hit)
+        cols = ("m.id, m.role, m.turn_id, m.content, m.created_at" if table == "messages"
+                else "m.id, m.text, m.tags, m.created_at")
+        scored = _candidates_sql(table, where, f"f.rowid AS id, bm25({table}_fts) AS score")
+        # Outer query: BM25 over the candidates only, since BM25 costs ~2 µs a row.
+        sql = (f"SELECT {cols}, c.score AS rank, count(*) OVER () AS total FROM ({scored}"
+               f") c CROSS JOIN {table} m ON m.id = c.id ORDER BY c.score, m.id DESC "
+               "LIMIT ? OFFSET ?")
         rows = self._q(sql, [expr, *params, per_page, (page - 1) * per_page])
         if rows:
             total = rows[0]["total"]
-        else:
-            total = self._q(f"SELECT count(*) FROM (SELECT f.rowid FROM {table}_fts f CROSS "
-                            f"JOIN {table} m ON m.id = f.rowid WHERE {table}_fts MATCH ? AND "
-                            f"{' AND '.join(where)} LIMIT {RANK_CAP})", [expr, *params])[0][0]
+        else:  # a page past the end still reports the total
+            total = self._q(f"SELECT count(*) FROM ({_candidates_sql(table, where, 'f.rowid')})",
+                            [expr, *params])[0][0]
         return SearchPage([to_hit(r) for r in rows], page, math.ceil(total / per_page), total)
 
     def _search_with_neighbours(self, expr: str, where: list[str], params: list, page: int,
@@ -727,9 +726,8 @@ class Store:
         cur.row_factory = None  # plain tuples: up to RANK_CAP rows, sqlite3.Row is slower
         try:
             own = dict(cur.execute(
-                "SELECT f.rowid, -bm25(messages_fts) FROM messages_fts f CROSS JOIN messages m "
-                f"ON m.id = f.rowid WHERE messages_fts MATCH ? AND {' AND '.join(where)} "
-                f"ORDER BY f.rowid DESC LIMIT {RANK_CAP}", [expr, *params]).fetchall())
+                _candidates_sql("messages", where, "f.rowid, -bm25(messages_fts)"),
+                [expr, *params]).fetchall())
         except sqlite3.OperationalError as exc:
             raise _sqlite_error(self.path, exc) from exc
         combined = {i: sc + NEIGHBOUR_WEIGHT * (own.get(i - 1, 0.0) + own.get(i + 1, 0.0))
@@ -891,8 +889,9 @@ class Store:
                              f"reads version {EXPORT_VERSION}.")
         try:
             return self._import(doc, name)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise StoreError(f"The agent export is damaged ({exc!r}); nothing was imported.") from None
+        except _DAMAGED_EXPORT as exc:  # IntegrityError: a null or duplicate the schema refuses
+            raise StoreError(f"The agent export is damaged ({exc!r}); "
+                             "nothing was imported.") from None
 
     def _import(self, doc: dict, name: str | None) -> AgentRow:
         meta = doc["agent"]
@@ -917,6 +916,15 @@ class Store:
             for p in doc["passages"]:
                 self.add_passage(agent.id, p["text"], list(p["tags"]), p["created_at"])
         return self.get_agent_by_id(agent.id)  # type: ignore[return-value]
+
+
+def _candidates_sql(table: str, where: list[str], select: str) -> str:
+    """The agent's rows matching the MATCH parameter, newest first, at most RANK_CAP of them
+    (FTS yields rowids in order, so this stops early). CROSS JOIN keeps FTS the outer loop;
+    otherwise the planner may walk all the agent's rows and re-run MATCH for each."""
+    return (f"SELECT {select} FROM {table}_fts f CROSS JOIN {table} m ON m.id = f.rowid "
+            f"WHERE {table}_fts MATCH ? AND {' AND '.join(where)} "
+            f"ORDER BY f.rowid DESC LIMIT {RANK_CAP}")
 
 
 def _prepare_file(path: Path) -> None:

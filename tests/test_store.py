@@ -360,3 +360,16 @@ def test_queue_reads_see_changes_from_another_connection_and_rollbacks(store, ag
             assert queue_texts(store, agent.id) == ["rolled back"]
             raise RuntimeError("undo")
     assert queue_texts(store, agent.id) == ["changed elsewhere"]
+
+
+@pytest.mark.parametrize("damage", [
+    lambda doc: doc["blocks"][0].update(value=None),
+    lambda doc: doc["agent"].update(summary=None),
+    lambda doc: doc["blocks"].append(dict(doc["blocks"][0])),  # a label twice
+])
+def test_import_of_an_export_the_schema_refuses_is_damaged_not_a_crash(store, agent, damage):
+    doc = store.export_agent(agent.name)
+    damage(doc)
+    with pytest.raises(StoreError, match="damaged"):
+        store.import_agent(doc, name="broken")
+    assert store.get_agent("broken") is None

@@ -138,3 +138,18 @@ def test_deleting_an_agent_that_is_in_use_is_refused(tmp_path):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_lock_that_cannot_record_its_pid_is_not_left_held(tmp_path, monkeypatch):
+    def disk_full(*args):
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "pwrite", disk_full)
+        try:
+            AgentLock(tmp_path, "full").acquire(wait=0)
+        except StoreError as exc:
+            assert "No space left on device" in str(exc)
+        else:
+            raise AssertionError("the lock was taken without its pid")
+    AgentLock(tmp_path, "full").acquire(wait=0).release()  # no fd of the failure holds it

@@ -126,3 +126,15 @@ def test_export_of_a_chat_with_a_pasted_key_is_clean(tmp_path):
     agent = Agent.open(store, "exp", model_client=ScriptedModel([text_response("ok")]))
     list(agent.step(f"ANTHROPIC_API_KEY={KEY}"))
     assert KEY not in json.dumps(store.export_agent("exp"))
+
+
+def test_forget_scrubs_a_recording_whose_last_line_was_cut_short():
+    from memgpt_lite.privacy import scrub_recordings
+
+    path = config.recordings_dir() / "a" / "cut.jsonl"
+    path.parent.mkdir(parents=True)
+    said = 'I planted "tulips" by the old shed\nnear the gate'
+    line = json.dumps({"v": 1, "type": "user", "text": said + " and"}, ensure_ascii=False)
+    path.write_text('{"v":1,"type":"header","agent":"a"}\n' + line[:-2] + "\n")
+    assert scrub_recordings("a", [said]) == 1
+    assert "tulips" not in path.read_text() and "[forgotten]" in path.read_text()

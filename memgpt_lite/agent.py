@@ -51,6 +51,7 @@ from memgpt_lite.types import (
     Usage,
     UsageEvent,
     canonical_json,
+    tool_calls_in,
 )
 
 REPEAT_LIMIT = 3  # identical tool calls in a row before the chain is stopped
@@ -102,7 +103,6 @@ class Agent:
         self.pager = Pager(settings, store, row.id, self.counter, self.builder, summariser)
         self.session_usage = Usage()
         self.session_cost = 0.0
-        self.last_context_tokens = 0
         self.redact_secrets = True  # user text and model output, before they are stored
         self.lock: locking.AgentLock | None = None
 
@@ -184,19 +184,23 @@ class Agent:
                     yield from self._fail("The conversation does not fit the model's context "
                                           "even after evicting old turns.", "overflow", False)
                 retried_overflow = True
-                yield from self.pager.on_overflow(inputs, run.turn_id, built.request, run.overflow)
+                yield from self.pager.on_overflow(inputs, built.request, run.overflow)
                 run.calls -= 1
                 continue
             if not (yield from self._handle(run, response)):
                 return
 
     def _inputs(self, run: _TurnRun) -> ContextInputs:
+        return self._context_inputs(run.messages, tools_enabled=not self._tools_off(run))
+
+    def _context_inputs(self, current: list[Message], tools_enabled: bool = True) -> ContextInputs:
         summary = self.store.get_agent_by_id(self.id).summary  # type: ignore[union-attr]
-        last_call = run.calls >= self.settings.max_calls_per_turn or run.stop_tools
-        return ContextInputs(summary=summary, queue=self.store.context_messages(self.id),
-                             current=run.messages,
-                             core_memory=render_core_memory(self.store.get_blocks(self.id)),
-                             tools_enabled=not last_call)
+        return ContextInputs(summary, self.store.context_messages(self.id), current,
+                             render_core_memory(self.blocks()), tools_enabled=tools_enabled)
+
+    def _tools_off(self, run: _TurnRun) -> bool:
+        """Tools are withheld on the per-turn limit's last call and after a stopped loop."""
+        return run.calls >= self.settings.max_calls_per_turn or run.stop_tools
 
     def _call(self, run: _TurnRun, built: BuiltContext) -> Generator[Event, None, ModelResponse | None]:
         request = built.request
@@ -230,12 +234,12 @@ class Agent:
         usage = response.usage
         if usage.total_input:
             self.counter.observe(built.request, usage.total_input)
-        self.last_context_tokens = usage.total_input or built.estimated_tokens
         run.usage = run.usage + usage
         self.session_usage = self.session_usage + usage
         cost = cost_usd(self.settings.model, usage)
         self.session_cost += cost
-        yield UsageEvent(usage, cost, self.last_context_tokens, self.settings.budget)
+        context_tokens = usage.total_input or built.estimated_tokens
+        yield UsageEvent(usage, cost, context_tokens, self.settings.budget)
 
     def _fail(self, message: str, kind: str, retryable: bool) -> Iterator[Event]:
         hint = " Your message is saved; type /retry to send it again." if retryable else ""
@@ -246,18 +250,16 @@ class Agent:
         """Take in one response; True when the loop must call the model again."""
         stop = response.stop_reason
         # On a call made with tools withheld, tool calls are not run: the turn must end.
-        tools_off = run.calls >= self.settings.max_calls_per_turn or run.stop_tools
-        content = _valid_content(response.content, "max_tokens" if tools_off else stop)
+        content = _valid_content(response.content, "max_tokens" if self._tools_off(run) else stop)
         run.messages.append(Message("assistant", content, run.turn_id))
         run.stop_reason = stop
         run.text = response.text
-        calls = [ToolCall(b["id"], b["name"], b.get("input") or {}) for b in content
-                 if b.get("type") == "tool_use"]
+        calls = tool_calls_in(content)
         if calls:
             yield from self._run_tools(run, calls)
             return True
-        if stop == "pause_turn":
-            return run.calls < self.settings.max_calls_per_turn
+        if stop == "pause_turn" and run.calls < self.settings.max_calls_per_turn:
+            return True
         yield from _stop_notices(stop, response)
         return False
 
@@ -318,9 +320,7 @@ class Agent:
         return self.store.get_blocks(self.id)
 
     def context_report(self) -> ContextReport:
-        inputs = ContextInputs(self.store.get_agent_by_id(self.id).summary,  # type: ignore[union-attr]
-                               self.store.context_messages(self.id), [],
-                               render_core_memory(self.blocks()))
+        inputs = self._context_inputs([])
         built = self.builder.build(inputs)
         turns = [TurnInfo(t.id, t.created_at, message_tokens(self.counter, t.messages),
                           first_words(t)) for t in group_turns(inputs.queue)]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -64,19 +64,23 @@ class Settings:
         return cls(**{k: v for k, v in (d or {}).items() if k in known})
 
     def with_env(self) -> Settings:
-        """Apply environment overrides (MEMGPT_LITE_MODEL, MEMGPT_LITE_CONTEXT_WINDOW, ...)."""
-        out = Settings.from_dict(self.to_dict())
-        if os.environ.get("MEMGPT_LITE_MODEL"):
-            out.model = os.environ["MEMGPT_LITE_MODEL"]
-        if os.environ.get("MEMGPT_LITE_SUMMARY_MODEL"):
-            out.summary_model = os.environ["MEMGPT_LITE_SUMMARY_MODEL"]
-        if os.environ.get("MEMGPT_LITE_CONTEXT_WINDOW"):
-            out.context_window = parse_positive_int(
-                os.environ["MEMGPT_LITE_CONTEXT_WINDOW"], "MEMGPT_LITE_CONTEXT_WINDOW")
-        if os.environ.get("MEMGPT_LITE_MAX_TOKENS"):
-            out.max_output_tokens = parse_positive_int(
-                os.environ["MEMGPT_LITE_MAX_TOKENS"], "MEMGPT_LITE_MAX_TOKENS")
+        """A copy with the environment overrides of ENV_OVERRIDES applied (unset or empty
+        variables are ignored)."""
+        out = replace(self)
+        for var, name in ENV_OVERRIDES.items():
+            value = os.environ.get(var)
+            if value:
+                number = isinstance(getattr(out, name), int)
+                setattr(out, name, parse_positive_int(value, var) if number else value)
         return out
+
+
+ENV_OVERRIDES = {  # environment variable → Settings field
+    "MEMGPT_LITE_MODEL": "model",
+    "MEMGPT_LITE_SUMMARY_MODEL": "summary_model",
+    "MEMGPT_LITE_CONTEXT_WINDOW": "context_window",
+    "MEMGPT_LITE_MAX_TOKENS": "max_output_tokens",
+}
 
 
 class ConfigError(ValueError):

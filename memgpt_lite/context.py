@@ -18,7 +18,7 @@ from memgpt_lite import prompts
 from memgpt_lite.config import Settings
 from memgpt_lite.memory import neutralise_tags
 from memgpt_lite.tokens import TokenCounter
-from memgpt_lite.types import ContentBlock, Message, ModelRequest, canonical_json
+from memgpt_lite.types import ContentBlock, Message, ModelRequest
 
 EPHEMERAL = {"type": "ephemeral"}
 MAX_BREAKPOINTS = 4
@@ -73,12 +73,11 @@ class ContextBuilder:
 
     def build(self, inputs: ContextInputs) -> BuiltContext:
         system = self._system(inputs.summary)
-        queue = [m.to_api() for m in inputs.queue]
-        current = [m.to_api() for m in inputs.current]
+        queue, current = inputs.queue, inputs.current  # the ledger sizes these lists as built
         # New message dicts and block lists; blocks stay shared and are replaced, never
         # changed, when the tail or a cache breakpoint is added (a deep copy of the whole
         # queue per build would dominate the engine's per-call cost).
-        messages = [{"role": m["role"], "content": list(m["content"])} for m in queue + current]
+        messages = [{"role": m.role, "content": list(m.api_content())} for m in queue + current]
         self._add_tail(messages, inputs)
         self._place_breakpoints(messages, len(queue), bool(inputs.summary))
         request = ModelRequest(
@@ -137,13 +136,13 @@ class ContextBuilder:
         targets = []
         if queue_len:
             targets.append(queue_len - 1)
-        if len(messages) - 2 >= queue_len and len(messages) >= 2:
+        if len(messages) - 2 >= queue_len:
             targets.append(len(messages) - 2)
         for index in targets[:budget]:
             _mark_cacheable(messages[index])
 
-    def _ledger(self, inputs: ContextInputs, system: list[ContentBlock], queue: list[Any],
-                current: list[Any], total: int) -> dict[str, int]:
+    def _ledger(self, inputs: ContextInputs, system: list[ContentBlock], queue: list[Message],
+                current: list[Message], total: int) -> dict[str, int]:
         """Tokens per section: sizes by characters, scaled so the sections add up to the
         request's (usage-anchored) estimate."""
         raw = self._section_sizes(inputs, system, queue, current)
@@ -151,22 +150,22 @@ class ContextBuilder:
         return {k: round(v * scale) for k, v in raw.items()}
 
     def _section_sizes(self, inputs: ContextInputs, system: list[ContentBlock],
-                       queue: list[Any], current: list[Any]) -> dict[str, int]:
+                       queue: list[Message], current: list[Message]) -> dict[str, int]:
         est = self.counter.estimate_json
         return {
             "tools": est(self.tools) if self.tools else 0,
             "system": est(system[0]["text"]),
             "summary": est(system[1]["text"]) if len(system) > 1 else 0,
-            "queue": est(queue) if queue else 0,
+            "queue": est([m.to_api() for m in queue]) if queue else 0,
             "core_memory": est(inputs.core_memory),
-            "tail": (est(current) if current else 0)
+            "tail": (est([m.to_api() for m in current]) if current else 0)
             + (est(render_alerts(inputs.alerts)) if inputs.alerts else 0),
         }
 
 
 def _mark_cacheable(message: dict[str, Any]) -> None:
     blocks = message["content"]
-    for i in range(len(blocks) - 1, -1, -1):
+    for i in reversed(range(len(blocks))):
         block = blocks[i]
         if block.get("type") in CACHEABLE and (block.get("type") != "text" or block.get("text")):
             blocks[i] = {**block, "cache_control": dict(EPHEMERAL)}  # a copy: blocks are shared
@@ -174,4 +173,4 @@ def _mark_cacheable(message: dict[str, Any]) -> None:
 
 
 def message_tokens(counter: TokenCounter, messages: list[Message]) -> int:
-    return counter.estimate_chars(len(canonical_json([m.to_api() for m in messages])))
+    return counter.estimate_json([m.to_api() for m in messages])

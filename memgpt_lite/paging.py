@@ -146,12 +146,11 @@ class Summariser:
 
     def summarise(self, previous: str, turns: list[Turn]) -> Generator[Event, None, SummaryResult]:
         text = render_turns(turns)
+        usage = Usage()
         if len(previous) + len(text) <= self.limit_chars():
             out, usage = yield from self._call(previous, text)
             if out is not None:
                 return SummaryResult(out, "summariser", usage)
-        else:
-            usage = Usage()
         summary, method = previous, "chunked"
         for chunk in chunk_turns(turns, self.limit_chars() // 2):
             out = None
@@ -207,12 +206,8 @@ def render_turns(turns: list[Turn], tool_chars: int = 400) -> str:
         lines.append(f"[turn {turn.id} · {turn.created_at or '?'}]")
         for m in turn.messages:
             for b in m.content:
-                lines.extend(_render_block(m.role, b, tool_chars))
+                lines.extend(neutralise_tags(line) for line in _block_lines(m.role, b, tool_chars))
     return "\n".join(lines)
-
-
-def _render_block(role: str, b: dict[str, Any], tool_chars: int) -> list[str]:
-    return [neutralise_tags(line) for line in _block_lines(role, b, tool_chars)]
 
 
 def _block_lines(role: str, b: dict[str, Any], tool_chars: int) -> list[str]:
@@ -222,9 +217,7 @@ def _block_lines(role: str, b: dict[str, Any], tool_chars: int) -> list[str]:
     if kind == "tool_use":
         return [f"(tool call {b.get('name')} {str(b.get('input'))[:tool_chars]})"]
     if kind == "tool_result":
-        content = b.get("content")
-        text = content if isinstance(content, str) else str(content)
-        return [f"(tool result {text[:tool_chars]})"]
+        return [f"(tool result {str(b.get('content'))[:tool_chars]})"]
     return []
 
 
@@ -295,16 +288,14 @@ class Pager:
         """Make the next request fit; yields what it did, returns the request to send."""
         built = self._build(inputs)
         if built.estimated_tokens >= self.level(self.settings.warn_fraction):
-            if (yield from self._fold(inputs)):
-                built = self._build(inputs)
+            built = yield from self._fold(inputs, built)
         if self._must_flush(built.estimated_tokens, turn_id):
-            yield from self.flush(inputs, turn_id, by="flush")
-            built = self._build(inputs)
+            built = yield from self.flush(inputs, built)
         if self._summary_too_big(inputs):
-            yield from self._compact_summary(inputs, self._summary_cap_chars())
-            built = self._build(inputs)
+            if (yield from self._compact_summary(inputs, self._summary_cap_chars())):
+                built = self._build(inputs)
         built = yield from self._alert(inputs, turn_id, built)
-        return (yield from self._fit(inputs, turn_id, built))
+        return (yield from self._fit(inputs, built))
 
     def _build(self, inputs: ContextInputs) -> BuiltContext:
         return self.builder.build(inputs)
@@ -315,7 +306,7 @@ class Pager:
         ignored = self.alert_turn is not None and self.alert_turn < turn_id
         return ignored and tokens >= self.level(self.settings.warn_fraction)
 
-    def _fit(self, inputs: ContextInputs, turn_id: int,
+    def _fit(self, inputs: ContextInputs,
              built: BuiltContext) -> Generator[Event, None, BuiltContext]:
         """The hard guarantee, whatever the model did: evict the queue first (it stays in
         recall), then clip the current turn, then shorten the summary."""
@@ -324,11 +315,13 @@ class Pager:
             if over <= 0:
                 return built
             if inputs.queue:
-                yield from self.flush(inputs, turn_id, by="flush")
-            elif not (yield from self._clip_step(inputs, over)):
-                if not inputs.summary:
-                    break
-                yield from self._compact_summary(inputs, len(inputs.summary) // 2)
+                built = yield from self.flush(inputs, built)
+                continue
+            if not (yield from self._clip_step(inputs, over)):
+                shorter = bool(inputs.summary) and (yield from self._compact_summary(
+                    inputs, len(inputs.summary) // 2))
+                if not shorter:
+                    break  # nothing left to evict, clip or shorten
             built = self._build(inputs)
         if built.estimated_tokens > self.budget:
             yield NoticeEvent(
@@ -373,46 +366,51 @@ class Pager:
             current_turn=turn_id, turns="\n".join(rows))
 
     # ---------------------------------------------------------------- fold
-    def _fold(self, inputs: ContextInputs) -> Generator[Event, None, bool]:
-        """Clip old bulky tool results in the queue to stubs; the full text stays stored."""
-        before = self._build(inputs).estimated_tokens
+    def _fold(self, inputs: ContextInputs,
+              before: BuiltContext) -> Generator[Event, None, BuiltContext]:
+        """Clip old bulky tool results in the queue to stubs; the full text stays stored.
+        Returns `before` rebuilt when something was folded."""
         names = _tool_names(inputs.queue)
+        min_chars = self._fold_min_chars()
         folded = []
         for m in inputs.queue:
-            stub = _fold_content(m.api_content(), names, self._fold_min_chars())
+            stub = _fold_content(m.api_content(), names, min_chars)
             if stub is not None:
                 m.context_content = stub
                 self.store.set_context_content(self.agent_id, m.id, stub)  # type: ignore[arg-type]
                 folded.append(m.id)
-        if folded:
-            self.stats.folds += 1
-            freed = before - self._build(inputs).estimated_tokens
-            yield FoldEvent(folded, max(0, freed))  # type: ignore[arg-type]
-        return bool(folded)
+        if not folded:
+            return before
+        self.stats.folds += 1
+        after = self._build(inputs)
+        yield FoldEvent(folded, max(0, before.estimated_tokens - after.estimated_tokens))  # type: ignore[arg-type]
+        return after
 
     def _fold_min_chars(self) -> int:
         share = int(self.level(FOLD_SHARE) * self.counter.chars_per_token)
         return max(MIN_FOLD_CHARS, min(self.settings.fold_min_chars, share))
 
     # ---------------------------------------------------------------- flush
-    def flush(self, inputs: ContextInputs, turn_id: int,
-              by: str = "flush") -> Generator[Event, None, None]:
-        """Evict the oldest turns down to the target and summarise them."""
-        before = self._build(inputs)
+    def flush(self, inputs: ContextInputs, before: BuiltContext,
+              by: str = "flush") -> Generator[Event, None, BuiltContext]:
+        """Evict the oldest turns down to the target and summarise them; `before` is the
+        request as built from `inputs`, and the request as rebuilt is returned."""
         evict = self._oldest_down_to(inputs, before, self.level(
             self.settings.flush_target_fraction), at_least_one=by == "overflow")
         if not evict:
-            return
+            return before
         result = yield from self.summariser.summarise(inputs.summary, evict)
         self.stats.summariser_calls = self.summariser.calls
         self.stats.forced_flushes += 1
         ids = [t.id for t in evict]
         self._evict(inputs, ids, result.text)
         self._reset_alert(inputs)
-        now = self._build(inputs).estimated_tokens
+        after = self._build(inputs)
+        now = after.estimated_tokens
         yield EvictionEvent(ids, max(0, before.estimated_tokens - now), by,  # type: ignore[arg-type]
                             result.text, now, self.budget)
         yield SummaryEvent(result.text, result.method, result.usage)  # type: ignore[arg-type]
+        return after
 
     def _oldest_down_to(self, inputs: ContextInputs, built: BuiltContext, target: int,
                         at_least_one: bool) -> list[Turn]:
@@ -442,22 +440,25 @@ class Pager:
         return self.counter.estimate_text(inputs.summary) > self.level(SUMMARY_CAP)
 
     def _compact_summary(self, inputs: ContextInputs,
-                         max_chars: int) -> Generator[Event, None, None]:
+                         max_chars: int) -> Generator[Event, None, bool]:
+        """True when the summary got shorter."""
         result = yield from self.summariser.compact(inputs.summary, max_chars)
         self.stats.summariser_calls = self.summariser.calls
-        if len(result.text) < len(inputs.summary):
-            self.store.set_summary(self.agent_id, result.text)
-            inputs.summary = result.text
-            yield SummaryEvent(result.text, result.method, result.usage)  # type: ignore[arg-type]
+        if len(result.text) >= len(inputs.summary):
+            return False
+        self.store.set_summary(self.agent_id, result.text)
+        inputs.summary = result.text
+        yield SummaryEvent(result.text, result.method, result.usage)  # type: ignore[arg-type]
+        return True
 
     # ---------------------------------------------------------------- overflow
-    def on_overflow(self, inputs: ContextInputs, turn_id: int, request: ModelRequest,
+    def on_overflow(self, inputs: ContextInputs, request: ModelRequest,
                     actual: int | None) -> Generator[Event, None, None]:
         """The provider said the prompt was too long: learn from it, then make room. The
         agent's next `prepare` clips the current turn if it alone is now over budget."""
-        self.counter.observe_overflow(request, actual)
+        self.counter.observe_overflow(request, actual)  # so the request is rebuilt below
         if inputs.queue:
-            yield from self.flush(inputs, turn_id, by="overflow")
+            yield from self.flush(inputs, self._build(inputs), by="overflow")
 
     # ---------------------------------------------------------------- clip current turn
     def _clip_step(self, inputs: ContextInputs, over: int) -> Generator[Event, None, bool]:

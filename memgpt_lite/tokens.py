@@ -9,7 +9,10 @@ the ratio, so a server that counts tokens its own way is learned after one call.
 
 from __future__ import annotations
 
+import functools
+import json
 import math
+import os
 from dataclasses import dataclass
 
 from memgpt_lite.types import ModelRequest, Usage, canonical_json
@@ -60,9 +63,7 @@ class TokenCounter:
 
     def observe(self, request: ModelRequest, true_tokens: int) -> None:
         """Calibrate from a response's usage (input + cache writes + cache reads)."""
-        self.observe_chars(request_chars(request), true_tokens)
-
-    def observe_chars(self, chars: int, true_tokens: int) -> None:
+        chars = request_chars(request)
         if true_tokens <= 0 or chars <= 0:
             return
         self.anchor_chars, self.anchor_tokens = chars, true_tokens
@@ -94,19 +95,19 @@ CACHE_READ_FACTOR = 0.1
 
 
 def price_table() -> dict[str, tuple[float, float]]:
-    import json
-    import os
-
-    table = dict(PRICES)
     path = os.environ.get("MEMGPT_LITE_PRICES")
-    if path:
-        try:
-            with open(path, encoding="utf-8") as fh:
-                table.update({k: (float(v[0]), float(v[1])) for k, v in json.load(fh).items()})
-        except (OSError, ValueError, TypeError, IndexError, AttributeError) as exc:
-            raise ValueError(f"MEMGPT_LITE_PRICES={path} is not a readable JSON price table "
-                             f"({exc}).") from None
-    return table
+    return {**PRICES, **_price_file(path)} if path else dict(PRICES)
+
+
+@functools.lru_cache(maxsize=4)
+def _price_file(path: str) -> dict[str, tuple[float, float]]:
+    """Read once per path: costs are computed after every model call."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return {k: (float(v[0]), float(v[1])) for k, v in json.load(fh).items()}
+    except (OSError, ValueError, TypeError, IndexError, AttributeError) as exc:
+        raise ValueError(f"MEMGPT_LITE_PRICES={path} is not a readable JSON price table "
+                         f"({exc}).") from None
 
 
 def cost_usd(model: str, usage: Usage, table: dict[str, tuple[float, float]] | None = None) -> float:

@@ -20,11 +20,6 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def digest(value: Any) -> str:
-    """Short sha256 of the canonical JSON of a value (request digests, prompt digests)."""
-    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()[:16]
-
-
 # --------------------------------------------------------------------------- store records
 
 
@@ -100,6 +95,11 @@ class ToolCall:
     id: str
     name: str
     input: dict[str, Any]
+
+
+def tool_calls_in(content: list[ContentBlock]) -> list[ToolCall]:
+    return [ToolCall(b["id"], b["name"], b.get("input") or {})
+            for b in content if b.get("type") == "tool_use"]
 
 
 @dataclass
@@ -185,6 +185,7 @@ class ModelRequest:
         return self._canonical
 
     def digest(self) -> str:
+        """Short sha256 of the body: what a recording stores and replay compares."""
         return hashlib.sha256(self.canonical().encode("utf-8")).hexdigest()[:16]
 
 
@@ -207,8 +208,7 @@ class ModelResponse:
 
     @property
     def tool_calls(self) -> list[ToolCall]:
-        return [ToolCall(b["id"], b["name"], b.get("input") or {})
-                for b in self.content if b.get("type") == "tool_use"]
+        return tool_calls_in(self.content)
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "model": self.model, "content": self.content,

@@ -288,3 +288,13 @@ def test_an_empty_message_is_refused_before_anything_is_stored(store):
     with pytest.raises(ValueError):
         list(agent.step("  \n"))
     assert store.count_messages(agent.id) == 0 and model.requests == []
+
+
+def test_pause_turn_at_the_call_limit_ends_with_a_notice(store):
+    paused = [ModelResponse([{"type": "text", "text": f"Working {i}…"}], "pause_turn",
+                            Usage(10, 5)) for i in range(2)]
+    agent, model = make(store, paused, max_calls_per_turn=2)
+    events = run(agent, "long task")
+    assert len(model.requests) == 2 and events[-1].completed
+    notices = [e.message for e in events if isinstance(e, NoticeEvent)]
+    assert any("paused its turn" in n for n in notices)  # else the reply just stops mid-way

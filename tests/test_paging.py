@@ -436,3 +436,14 @@ def test_every_paging_action_is_an_event(tmp_path):
     assert {"pressure_alert", "fold", "eviction", "summary", "clip"} <= kinds
     stats = agent.pager.stats
     assert stats.alerts >= 1 and stats.folds >= 1 and stats.forced_flushes >= 1 and stats.clips >= 1
+
+
+def test_a_summary_that_cannot_shrink_is_not_compacted_again_and_again(tmp_path):
+    # The tools and system prompt alone are over this budget: nothing can make it fit, and a
+    # summary this short cannot get shorter, so one summariser call is all it is worth.
+    agent, model, summariser = make_agent(tmp_path, window=1_000)
+    agent.store.set_summary(agent.id, "- short note")
+    events = step(agent, model, "hi")
+    assert len(summariser.requests) == 1
+    assert events[-1].completed and "over the budget" in " ".join(
+        e.message for e in events if e.kind == "notice")

@@ -79,12 +79,13 @@ Commands
   /retry                send your last message again (replacing its answer, if any)
   /agents               all agents in this data dir
   /forget QUERY         show matching messages and passages, then delete them on confirmation
-  /exit                 leave (also Ctrl-D, or Ctrl-C twice at the prompt)
+  /exit                 leave (also /quit, Ctrl-D, or Ctrl-C twice at the prompt)
 
 Input
   Enter sends. End a line with \\ to continue on the next line; a multi-line paste
   arrives as one message. Ctrl-C while the model answers cancels that turn (your
-  message stays in recall; /retry sends it again). Up/down browse history."""
+  message stays in recall; /retry sends it again). Up/down browse history. To send a
+  message that starts with /, type // (//etc/hosts sends /etc/hosts)."""
 
 
 # --------------------------------------------------------------------------- formatting
@@ -206,7 +207,6 @@ class ChatView:
         self.buffer = ""
         self._live: Live | None = None
         self._live_kind = ""
-        self._streamed_plain = False
         self._spinner_label = ""
         self.context_tokens = 0
         self.budget = 0
@@ -267,23 +267,20 @@ class ChatView:
     def _text(self, text: str) -> None:
         if not text:
             return
+        self.buffer += text
         if self.plain:
             self.stop()
             self.console.file.write(text)
             self.console.file.flush()
-            self._streamed_plain = True
-            self.buffer += text
-            return
-        self.buffer += text
-        if self.live and self._live_kind != "text":
+        elif self.live and self._live_kind != "text":
             self._start_live(_Tail(self), "text")
 
     def settle(self) -> None:
         """The current response's text is complete: leave it on screen for good."""
         if self.plain:
-            if self._streamed_plain and not self.buffer.endswith("\n"):
+            # The text is already on screen (written as it came); end its line.
+            if self.buffer and not self.buffer.endswith("\n"):
                 self.console.file.write("\n")
-            self._streamed_plain = False
         else:
             if self._live_kind == "text":
                 self.stop()
@@ -437,7 +434,8 @@ class ChatSession:
 
     `recorder_factory()` makes the session's Recorder at the first turn (None: no recording);
     `confirm(question) -> bool` asks the user (None: not possible, e.g. piped input);
-    `edit(text) -> str | None` opens an editor on text (None: cancelled)."""
+    `edit(text) -> str | None` opens an editor on text (None: cancelled; EditorError: the
+    editor could not be run)."""
 
     def __init__(self, agent: Any, console: Console, view: ChatView, *,
                  recorder_factory: Callable[[], Any] | None = None,
@@ -532,7 +530,11 @@ class ChatSession:
             labels = ", ".join(b.label for b in self.agent.blocks())
             self.console.print(f"no block {label!r} (blocks: {labels})", markup=False)
             return
-        new = self.edit(block.value)
+        try:
+            new = self.edit(block.value)
+        except EditorError as exc:
+            self.console.print(f"not edited: {exc}", markup=False)
+            return
         if new is None or new.rstrip("\n") == block.value:
             self.console.print(f"{label}: unchanged", markup=False)
             return
@@ -641,19 +643,27 @@ class ChatSession:
         return False
 
 
+class EditorError(Exception):
+    """The editor could not be run; the message says which one and how to choose another."""
+
+
 def edit_in_editor(text: str) -> str | None:
-    """Open $VISUAL/$EDITOR (default vi) on a temporary file holding text."""
+    """Open $VISUAL/$EDITOR (default vi) on a temporary file holding text; None when the
+    editor exits non-zero (e.g. `:cq` in vi), which is how a user cancels an edit."""
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
     fd, name = tempfile.mkstemp(prefix="memgpt-core-", suffix=".md")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
-        result = subprocess.run([*shlex.split(editor), name], check=False)
+        try:
+            result = subprocess.run([*shlex.split(editor), name], check=False)
+        except (OSError, ValueError) as exc:  # not found, not executable, unbalanced quotes
+            reason = getattr(exc, "strerror", None) or exc
+            raise EditorError(f"cannot run {editor!r} ({reason}); set $VISUAL or $EDITOR"
+                              ) from None
         if result.returncode != 0:
             return None
         return Path(name).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
     finally:
         os.unlink(name)
 
@@ -679,7 +689,7 @@ class LineReader:
             try:
                 readline.read_history_file(str(history_path))
             except OSError:
-                pass
+                pass  # an unreadable history only costs the up-arrow; never fail a chat over it
 
     def read(self) -> str:
         lines = [input(PROMPT)]
@@ -788,25 +798,28 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
         _banner(info, agent, store, record)
         client.warm_up()
         try:
-            if not typed:
-                return piped_loop(session, iter(sys.stdin))
-            reader = session.reader = LineReader(config.data_dir() / HISTORY_FILE)
-            try:
-                return interactive_loop(session, reader.read)
-            finally:
-                reader.save()
+            return _converse(session, typed)
         finally:
             session.close()
             agent.close()  # releases the agent's process lock
 
 
+def _converse(session: ChatSession, typed: bool) -> int:
+    """Typed: the prompt with readline editing and history. Piped: one message a line."""
+    if not typed:
+        return piped_loop(session, iter(sys.stdin))
+    reader = session.reader = LineReader(config.data_dir() / HISTORY_FILE)
+    try:
+        return interactive_loop(session, reader.read)
+    finally:
+        reader.save()
+
+
 def chat_settings(store: Any, name: str, model: str | None, context_window: str | None,
                   thinking: bool | None, *, max_tokens: str | None = None) -> Any:
     """Stored settings of the agent (or defaults), then env vars, then flags."""
-    settings = config.Settings()
     row = store.get_agent(name)
-    if row is not None:
-        settings = config.Settings.from_dict(row.settings)
+    settings = config.Settings.from_dict(row.settings) if row is not None else config.Settings()
     settings = settings.with_env()
     if model:
         settings.model = model

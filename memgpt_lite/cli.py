@@ -176,20 +176,18 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _user_facing_code(exc: Exception) -> int | None:
+    """The exit status for an error whose message speaks to the user; None for a bug."""
+    # Imported here, not at module level: the store pulls in sqlite3, which --help must not.
     from memgpt_lite.config import ConfigError
+    from memgpt_lite.prompts import PromptError
+    from memgpt_lite.store import StoreError
     from memgpt_lite.types import ModelError
 
     if isinstance(exc, UserError):
         return exc.code
     if isinstance(exc, ConfigError):
         return EXIT_USAGE
-    if isinstance(exc, ModelError):
-        return EXIT_ERROR
-    store_error = _optional_attr("memgpt_lite.store", "StoreError")
-    if store_error is not None and isinstance(exc, store_error):
-        return EXIT_ERROR
-    prompt_error = _optional_attr("memgpt_lite.prompts", "PromptError")
-    if prompt_error is not None and isinstance(exc, prompt_error):
+    if isinstance(exc, (ModelError, StoreError, PromptError)):
         return EXIT_ERROR
     return None
 
@@ -200,7 +198,8 @@ def _sentence(exc: Exception) -> str:
 
 
 def _optional_attr(module: str, name: str) -> Any:
-    """`module.name` if the module is importable, else None (modules land in parallel)."""
+    """`module.name` if the module is importable, else None: a build without the reports or
+    bench module still parses every command and says plainly what is missing."""
     import importlib
 
     try:
@@ -321,8 +320,9 @@ def cmd_agents_import(args: argparse.Namespace) -> int:
         raise UserError(f"{source} is not a JSON export of an agent.") from None
     if not isinstance(doc, dict):
         raise UserError(f"{source} is not a JSON export of an agent.")
+    meta = doc.get("agent")  # the export's shape is checked by store.import_agent
+    name = args.name or (meta.get("name") if isinstance(meta, dict) else None)
     with _open_store() as store:
-        name = args.name or doc.get("name") or (doc.get("agent") or {}).get("name")
         if name and store.get_agent(name) is not None:
             raise UserError(f"An agent named {name!r} already exists; "
                             f"import with --name NEW or delete it first.")
@@ -369,21 +369,11 @@ def run_bench(argv: list[str]) -> int:
 # --------------------------------------------------------------------------- helpers
 
 
-def _open_store():
+def _open_store() -> Any:
+    """The default Store; it is its own context manager (closed on exit)."""
     from memgpt_lite.store import Store
 
-    return _closing(Store.open_default())
-
-
-class _closing:
-    def __init__(self, store: Any):
-        self.store = store
-
-    def __enter__(self) -> Any:
-        return self.store
-
-    def __exit__(self, *exc: object) -> None:
-        self.store.close()
+    return Store.open_default()
 
 
 def _agent_lock(store: Any, name: str) -> Any:

@@ -6,10 +6,12 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from rich.console import Console
 
-from memgpt_lite import config
+from memgpt_lite import __version__, config
+
 
 def run_doctor(console: Console, *, repair: bool = False) -> int:
     """Check the data dir, the database and the API settings; say what to do about problems."""
@@ -24,8 +26,6 @@ def run_doctor(console: Console, *, repair: bool = False) -> int:
     def bad(line: str) -> None:
         problems.append(line)
         console.print(f"FAIL  {line}", markup=False, highlight=False)
-
-    from memgpt_lite import __version__
 
     ok(f"memgpt-lite {__version__} on Python {sys.version.split()[0]}")
     _doctor_data_dir(ok, warn, bad)
@@ -72,11 +72,7 @@ def _doctor_database(ok: Callable, warn: Callable, bad: Callable, repair: bool) 
             ok(f"database {path}: schema version {store.schema_version()} "
                f"({len(store.applied_migrations())} migrations applied), "
                f"{len(store.list_agents())} agent(s)")
-            problems = store.integrity_problems()
-            if repair and problems and all("search index" in p for p in problems):
-                store.rebuild_search_index()
-                ok("rebuilt the search indexes from the stored messages and passages")
-                problems = store.integrity_problems()
+            problems = _integrity_problems(store, ok, warn, repair)
     except StoreError as exc:
         bad(f"database {path}: {exc}")
         return
@@ -87,6 +83,22 @@ def _doctor_database(ok: Callable, warn: Callable, bad: Callable, repair: bool) 
         bad(f"database: {problem}{advice}")
     if not problems:
         ok("integrity check and search index consistency")
+
+
+def _integrity_problems(store: Any, ok: Callable, warn: Callable, repair: bool) -> list[str]:
+    """The store's problems; with --repair, first rebuild the search indexes when they are
+    the only problem (the rebuild re-reads the stored text, which a damaged file cannot
+    vouch for)."""
+    problems = store.integrity_problems()
+    if not (repair and problems):
+        return problems
+    if not all("search index" in p for p in problems):
+        warn("--repair rebuilds only the search indexes; not run, as the database has other "
+             "problems")
+        return problems
+    store.rebuild_search_index()
+    ok("rebuilt the search indexes from the stored messages and passages")
+    return store.integrity_problems()
 
 
 def _doctor_api(ok: Callable, warn: Callable) -> None:

@@ -22,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from memgpt_lite import evaluation, recording
+from memgpt_lite.chat import shorten
 from memgpt_lite.recording import DivergenceInfo, RecordedTurn, ReplayReport
 from memgpt_lite.types import Event
 
@@ -95,7 +96,7 @@ class ReplayView:
         who = {"model": "the model", "flush": "a forced flush", "overflow": "an overflow"}[e.by]
         ids = ", ".join(map(str, e.turn_ids))
         self._line("⇣", f"turns {ids} evicted by {who}, ~{e.tokens_freed:,} tokens freed; "
-                        f"summary: {_short(e.summary, 120)}", "magenta")
+                        f"summary: {shorten(e.summary, 120)}", "magenta")
 
     def _on_fold(self, e: Any) -> None:
         self._line("⇣", f"folded {len(e.message_ids)} old tool result(s), "
@@ -124,13 +125,8 @@ class ReplayView:
 
 def _diff_tail(old: str, new: str) -> str:
     if new.startswith(old):
-        return "+" + _short(new[len(old):].strip(), 90)
-    return _short(new, 90)
-
-
-def _short(text: str, n: int) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= n else text[: n - 1] + "…"
+        return "+" + shorten(new[len(old):].strip(), 90)
+    return shorten(new, 90)
 
 
 def print_replay_report(console: Console, report: ReplayReport) -> None:
@@ -271,32 +267,35 @@ def _print_demo_header(console: Console, header: dict[str, Any]) -> None:
 # =========================================================================== eval
 
 
+class _UsageError(Exception):
+    """A mistake in the eval's arguments or environment; the message is for the user."""
+
+
+DATASETS = ("locomo", "nkv", "nested_kv", "nested-kv")
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     console = make_console()
     try:
         if getattr(args, "compare", None):
             return _compare(console, args.compare)
-        target = _eval_target(args)
-        if target in ("locomo", "nkv", "nested_kv", "nested-kv"):
-            return _dataset(console, target, args)
+        dataset = _dataset_name(args)
+        if dataset is not None:
+            return _dataset(console, dataset, args)
         return _scenarios(console, args)
-    except (evaluation.ScenarioError, recording.RecordingError) as exc:
-        return _fail(console, str(exc))
-    except _UsageError as exc:
+    except (evaluation.ScenarioError, recording.RecordingError, _UsageError) as exc:
         return _fail(console, str(exc))
 
 
-class _UsageError(Exception):
-    pass
-
-
-def _eval_target(args: argparse.Namespace) -> str | None:
+def _dataset_name(args: argparse.Namespace) -> str | None:
+    """The dataset runner named by the first positional (any case), else None."""
     first = getattr(args, "scenario", None)
     if first is None:
         many = getattr(args, "scenarios", None) or []
         first = many[0] if many else None
-    return first.lower() if isinstance(first, str) and first.lower() in (
-        "locomo", "nkv", "nested_kv", "nested-kv") else first
+    if isinstance(first, str) and first.lower() in DATASETS:
+        return first.lower()
+    return None
 
 
 def _scenario_paths(args: argparse.Namespace) -> list[Path]:
@@ -326,17 +325,13 @@ def _live_client(args: argparse.Namespace) -> Any:
 
 def _scenarios(console: Console, args: argparse.Namespace) -> int:
     replay_file = getattr(args, "replay", None)
-    if replay_file and len(_scenario_paths(args)) > 1:
+    paths = _scenario_paths(args)
+    if replay_file and len(paths) > 1:
         raise _UsageError("--replay serves one recording: run one scenario with it")
-    reports = []
-    for path in _scenario_paths(args):
-        scenario = evaluation.Scenario.load(path)
-        reports.append(_run_one(console, scenario, args, replay_file))
+    reports = [_run_one(console, evaluation.Scenario.load(path), args, replay_file)
+               for path in paths]
     combined = evaluation.combine(reports)
-    if getattr(args, "json", None):
-        Path(args.json).write_text(json.dumps(combined, indent=2, ensure_ascii=False) + "\n",
-                                   encoding="utf-8")
-        console.print(Text(f"JSON report: {args.json}", style="dim"))
+    _write_json(console, getattr(args, "json", None), combined)
     if evaluation.failed(combined):
         console.print(Text(f"{combined['failed']} check(s) failed", style="bold red"))
         return EXIT_FAILED
@@ -442,11 +437,21 @@ def _dataset(console: Console, name: str, args: argparse.Namespace) -> int:
         result = evaluation.run_nested_kv(file, _live_client(args), settings=settings,
                                           progress=progress)
         print_nested_kv(console, result)
-    if getattr(args, "json", None):
-        Path(args.json).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n",
-                                   encoding="utf-8")
-        console.print(Text(f"JSON report: {args.json}", style="dim"))
+    _write_json(console, getattr(args, "json", None), result)
     return EXIT_OK
+
+
+def _write_json(console: Console, target: str | None, report: dict[str, Any]) -> None:
+    """`--json FILE`: write the report (the run is done; a bad path is the user's to fix)."""
+    if not target:
+        return
+    text = json.dumps(report, indent=2, ensure_ascii=False) + "\n"
+    try:
+        Path(target).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise _UsageError(f"cannot write the JSON report to {target}: "
+                          f"{exc.strerror or exc}") from None
+    console.print(Text(f"JSON report: {target}", style="dim"))
 
 
 def _dataset_settings(args: argparse.Namespace) -> Any:

@@ -260,6 +260,14 @@ def test_core_edit_checks_the_limit_and_records_history(chat_factory):
     assert chat.run("/core edit nope").startswith("no block 'nope' (blocks: persona, human")
 
 
+def test_core_edit_with_a_missing_editor_says_so(chat_factory, monkeypatch):
+    monkeypatch.setenv("VISUAL", "no-editor -w")
+    chat = chat_factory([])  # the real edit_in_editor
+    assert chat.run("/core edit human") == (  # was "human: unchanged"
+        "not edited: cannot run 'no-editor -w' (No such file or directory); "
+        "set $VISUAL or $EDITOR")
+
+
 def test_forget_shows_matches_and_deletes_after_confirmation(chat_factory):
     answers = iter([False, True])
     chat = chat_factory([

@@ -225,6 +225,13 @@ def test_import_of_a_bad_file(tmp_path, capsys):
     assert capsys.readouterr().err.startswith("memgpt-lite: The file is not a memgpt-lite")
 
 
+def test_import_of_a_file_whose_agent_is_not_an_object(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"agent": ["not", "an", "object"]}')
+    assert cli.main(["agents", "import", str(bad)]) == 1  # was an AttributeError traceback
+    assert capsys.readouterr().err.startswith("memgpt-lite: The file is not a memgpt-lite")
+
+
 def test_export_refuses_when_a_message_holds_the_api_key(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "tulip-42")  # the wifi password, as a "key"
     make_agent()

@@ -206,6 +206,18 @@ def test_locomo_retrieval_only_reports_recall_per_category(tmp_path, console):
     assert "recall@5" in console.getvalue() and "overall" in console.getvalue()
 
 
+def test_json_report_to_an_unwritable_path_is_one_sentence(tmp_path, console):
+    data = tmp_path / "locomo10.json"
+    synthetic_locomo(data)
+    target = tmp_path / "no-such-dir" / "l.json"
+    code = reports.cmd_eval(SimpleNamespace(scenario="locomo", file=str(data), retrieval_only=True,
+                                            model=None, json=str(target), compare=None,
+                                            judge=False, replay=None))
+    assert code == 2  # was a FileNotFoundError traceback
+    assert f"memgpt-lite: cannot write the JSON report to {target}: No such file" in \
+        console.getvalue().replace("\n", "")
+
+
 def test_locomo_is_stored_like_chat_turns(tmp_path):
     from memgpt_lite.store import Store
 
@@ -296,3 +308,26 @@ def test_dataset_files_are_checked(tmp_path):
         evaluation.load_nested_kv(bad)
     assert evaluation.locomo_time("10:37 am on 27 June, 2023") == "2023-06-27T10:37:00Z"
     assert evaluation.locomo_time("12:05 am on 1 Jan, 2024") == "2024-01-01T00:05:00Z"
+
+
+def test_no_overflow_fails_on_a_refused_request_the_agent_recovered_from():
+    """With nothing to evict the agent just clips and retries: no eviction, no error event."""
+    from memgpt_lite.types import PromptTooLongError
+
+    scenario = Scenario.from_dict({"session": [{"inputs": ["hi"]}],
+                                   "check": [{"type": "no_overflow"}]})
+    model = ScriptedModel([PromptTooLongError("prompt is too long: 9000 tokens > 8000 maximum",
+                                              actual=9000, maximum=8000),
+                           text_response("Hello!")])
+    report = evaluation.run_scenario(scenario, model)
+    assert report["checks"][0]["passed"] is False
+    assert report["checks"][0]["detail"] == "provider overflow in turns [1]"
+
+
+@pytest.mark.parametrize("turn", [9, "first", 0])
+def test_a_check_on_a_turn_the_scenario_does_not_have_is_refused(turn):
+    """Scored, tool_not_called on turn 9 of 2 would pass on nothing; "first" crashed late."""
+    with pytest.raises(evaluation.ScenarioError, match=r"use 1 to 2, \"last\" or \"any\""):
+        Scenario.from_dict({"session": [{"inputs": ["a", "b"]}],
+                            "check": [{"type": "tool_not_called", "tool": "evict_turns",
+                                       "turn": turn}]})

@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from memgpt_lite.config import Settings
-from memgpt_lite.recording import Recorder, parse_iso, record_header, recorded_step, utc_iso
+from memgpt_lite.recording import (
+    UNRECORDED_KINDS, Recorder, core_memory, parse_iso, record_header, recorded_step, utc_iso,
+)
 from memgpt_lite.model import final_response
 from memgpt_lite.types import Event, ModelRequest, ModelResponse, StreamError, TextDelta, Usage
 
@@ -103,7 +105,7 @@ class Scenario:
         sessions = [_session(s, i) for i, s in enumerate(data.get("session") or [], 1)]
         if not sessions or not any(s.inputs for s in sessions):
             raise ScenarioError(f"scenario {default_name!r} has no [[session]] with inputs")
-        checks = _checks(data.get("check") or [])
+        checks = _checks(data.get("check") or [], sum(len(s.inputs) for s in sessions))
         unknown = set(data.get("settings") or {}) - set(Settings().to_dict())
         if unknown:
             raise ScenarioError(f"unknown setting(s) in [settings]: {', '.join(sorted(unknown))}")
@@ -140,25 +142,38 @@ _REQUIRED = {"reply_contains": ("text",), "reply_matches": ("pattern",),
              "max_input_tokens_per_turn": ("max",), "judge": ("criterion",)}
 
 
-def _checks(raw: list[Any]) -> list[Check]:
+def _checks(raw: list[Any], inputs: int) -> list[Check]:
     checks, names = [], Counter()
     for i, item in enumerate(raw, 1):
-        kind = item.get("type") if isinstance(item, dict) else None
-        if kind not in _REQUIRED:
-            raise ScenarioError(f"[[check]] {i} has type {kind!r}; use one of {', '.join(CHECK_TYPES)}")
-        missing = [k for k in _REQUIRED[kind] if k not in item]
-        if missing:
-            raise ScenarioError(f"[[check]] {i} ({kind}) needs {', '.join(missing)}")
-        if kind == "reply_matches":
-            try:
-                re.compile(item["pattern"])
-            except re.error as exc:
-                raise ScenarioError(f"[[check]] {i}: bad regex {item['pattern']!r}: {exc}") from None
+        kind = _check_kind(item, i, inputs)
         params = {k: v for k, v in item.items() if k not in ("type", "name")}
         name = str(item.get("name") or _auto_name(kind, params))
         names[name] += 1
         checks.append(Check(name if names[name] == 1 else f"{name} #{names[name]}", kind, params))
     return checks
+
+
+def _check_kind(item: Any, i: int, inputs: int) -> str:
+    """The type of [[check]] number `i`, once its parameters are known to be usable: a bad
+    one must stop the run before it spends model calls, and a turn past the last input
+    would make tool_not_called and no_overflow pass on nothing."""
+    kind = item.get("type") if isinstance(item, dict) else None
+    if kind not in _REQUIRED:
+        raise ScenarioError(f"[[check]] {i} has type {kind!r}; use one of {', '.join(CHECK_TYPES)}")
+    missing = [k for k in _REQUIRED[kind] if k not in item]
+    if missing:
+        raise ScenarioError(f"[[check]] {i} ({kind}) needs {', '.join(missing)}")
+    if kind == "reply_matches":
+        try:
+            re.compile(item["pattern"])
+        except re.error as exc:
+            raise ScenarioError(f"[[check]] {i}: bad regex {item['pattern']!r}: {exc}") from None
+    turn = item.get("turn")
+    if turn not in (None, "last", "any") and not (str(turn).isdigit()
+                                                  and 1 <= int(turn) <= inputs):
+        raise ScenarioError(f"[[check]] {i}: turn = {turn!r}; use 1 to {inputs}, "
+                            f"\"last\" or \"any\"")
+    return kind
 
 
 def _auto_name(kind: str, p: dict[str, Any]) -> str:
@@ -262,7 +277,7 @@ def _drive(scenario: Scenario, settings: Settings, client: Any, summary_client: 
                 turns.append(_turn(agent, client, recorder, TurnRecord(len(turns) + 1, number, text)))
                 if progress:
                     progress(f"turn {len(turns)}/{len(scenario.inputs)}")
-        return RunState(turns, {b.label: b.value for b in agent.blocks()},
+        return RunState(turns, core_memory(agent),
                         [h.text for h in store.list_passages(agent.id, limit=100_000)])
     finally:
         store.close()
@@ -273,7 +288,7 @@ def _turn(agent: Any, client: Any, recorder: Recorder | None, record: TurnRecord
         client.begin_turn(record.index - 1)
     events = recorded_step(agent, recorder, record.text) if recorder else agent.step(record.text)
     for event in events:
-        if event.kind not in ("text_delta", "thinking_delta"):
+        if event.kind not in UNRECORDED_KINDS:
             record.events.append(event)
         if event.kind == "turn_end":
             record.reply, record.completed = event.text, event.completed  # type: ignore[union-attr]
@@ -365,10 +380,17 @@ def _tool_not_called(check: Check, state: RunState, _judge: Any) -> tuple[bool, 
 
 
 def _no_overflow(check: Check, state: RunState, _judge: Any) -> tuple[bool, str]:
-    bad = [t.index for t in _turns_for(check, state)
-           if any(e.by == "overflow" for e in t.of("eviction"))
-           or any(e.error_kind in ("prompt_too_long", "overflow") for e in t.of("error"))]
+    bad = [t.index for t in _turns_for(check, state) if _overflowed(t)]
     return not bad, f"provider overflow in turns {bad}" if bad else "no overflow"
+
+
+def _overflowed(turn: TurnRecord) -> bool:
+    """The agent retries a call the provider refused as too long under the same call index,
+    and evicts first only when it has turns to evict, so the repeat is the sure sign."""
+    indexes = [e.call_index for e in turn.of("model_call") if e.purpose == "chat"]
+    return (len(indexes) != len(set(indexes))
+            or any(e.by == "overflow" for e in turn.of("eviction"))
+            or any(e.error_kind in ("prompt_too_long", "overflow") for e in turn.of("error")))
 
 
 def _max_input_tokens(check: Check, state: RunState, _judge: Any) -> tuple[bool, str]:
@@ -470,7 +492,7 @@ def totals(turns: list[TurnRecord]) -> dict[str, Any]:
 
 
 def failed(report: dict[str, Any]) -> bool:
-    return any(r["failed"] for r in runs_of(report))
+    return _failed(report) > 0
 
 
 def runs_of(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -481,10 +503,8 @@ def runs_of(report: dict[str, Any]) -> list[dict[str, Any]]:
 def combine(reports: list[dict[str, Any]]) -> dict[str, Any]:
     if len(reports) == 1:
         return reports[0]
-    passed = sum(r["passed"] for r in reports)
-    scored = passed + sum(r["failed"] for r in reports)
-    return {"runs": reports, "passed": passed, "failed": scored - passed,
-            "score": round(passed / scored, 4) if scored else 1.0}
+    runs = {"runs": reports}
+    return {**runs, "passed": _passed(runs), "failed": _failed(runs), "score": _score(runs)}
 
 
 NUMERIC_TOTALS = ("turns", "model_calls", "tool_calls", "input_tokens", "output_tokens",
@@ -528,12 +548,16 @@ def _change(in_a: bool, in_b: bool, pa: bool | None, pb: bool | None) -> str:
 
 
 def _score(report: dict[str, Any]) -> float:
-    passed, failed_ = _passed(report), sum(r["failed"] for r in runs_of(report))
-    return round(passed / (passed + failed_), 4) if passed + failed_ else 1.0
+    passed, scored = _passed(report), _passed(report) + _failed(report)
+    return round(passed / scored, 4) if scored else 1.0
 
 
 def _passed(report: dict[str, Any]) -> int:
     return sum(r["passed"] for r in runs_of(report))
+
+
+def _failed(report: dict[str, Any]) -> int:
+    return sum(r["failed"] for r in runs_of(report))
 
 
 def _sum_totals(report: dict[str, Any]) -> dict[str, float]:
@@ -693,31 +717,37 @@ def _after_last(sample: dict[str, Any]) -> StepClock:
 def _locomo_question(sample: dict[str, Any], s_index: int, qa: dict[str, Any], store: Any,
                      agent: Any, tools: Any, mapping: dict[int, str], retrieval_only: bool,
                      judge: Any) -> dict[str, Any] | None:
-    question = str(qa.get("question", ""))
-    category = qa.get("category")
-    row: dict[str, Any] = {"sample": sample.get("sample_id", s_index), "question": question,
-                           "category": _category_name(category)}
+    """The question's row, or None when it cannot be scored in this mode."""
+    row: dict[str, Any] = {"sample": sample.get("sample_id", s_index),
+                           "question": str(qa.get("question", "")),
+                           "category": _category_name(qa.get("category"))}
     if retrieval_only:
         evidence = _evidence(qa)
-        if not evidence:
-            return None
-        # The tool path, exactly as a model would call it with the raw question...
-        outcome = tools.execute("conversation_search", {"query": question, "page": 1})
-        row["tool_error"] = outcome.is_error
-        # ...and the same search by id, to map hits to dia_ids (5 per page, as the tool pages).
-        ranked = [mapping.get(h.id) for p in (1, 2)
-                  for h in store.search_messages(agent.id, question, page=p, per_page=5).hits]
-        for k in (5, 10):
-            found = set(ranked[:k]) & set(evidence)
-            row[f"recall@{k}"] = len(found) / len(set(evidence))
-        row["evidence"], row["retrieved"] = evidence, ranked
-        return row
+        return _locomo_recall(row, evidence, store, agent, tools, mapping) if evidence else None
     if "answer" not in qa:
         return None  # adversarial items have no gold answer
-    reply = _ask(agent, question)
-    row.update(answer=str(qa["answer"]), reply=reply, f1=token_f1(reply, str(qa["answer"])))
+    return _locomo_answer(row, str(qa["answer"]), agent, judge)
+
+
+def _locomo_recall(row: dict[str, Any], evidence: list[str], store: Any, agent: Any,
+                   tools: Any, mapping: dict[int, str]) -> dict[str, Any]:
+    question = row["question"]
+    # The tool path, exactly as a model would call it with the raw question...
+    row["tool_error"] = tools.execute("conversation_search", {"query": question, "page": 1}).is_error
+    # ...and the same search by id, to map hits to dia_ids (5 per page, as the tool pages).
+    ranked = [mapping.get(h.id) for p in (1, 2)
+              for h in store.search_messages(agent.id, question, page=p, per_page=5).hits]
+    for k in (5, 10):
+        row[f"recall@{k}"] = len(set(ranked[:k]) & set(evidence)) / len(set(evidence))
+    row["evidence"], row["retrieved"] = evidence, ranked
+    return row
+
+
+def _locomo_answer(row: dict[str, Any], answer: str, agent: Any, judge: Any) -> dict[str, Any]:
+    reply = _ask(agent, row["question"])
+    row.update(answer=answer, reply=reply, f1=token_f1(reply, answer))
     if judge is not None:
-        verdict = ask_judge(judge, f"The reply gives this answer: {qa['answer']}", question, reply)
+        verdict = ask_judge(judge, f"The reply gives this answer: {answer}", row["question"], reply)
         row["judge"] = 1.0 if verdict.startswith("PASS") else 0.0
     return row
 
@@ -755,9 +785,12 @@ def _by_category(rows: list[dict[str, Any]], metrics: tuple[str, ...]) -> dict[s
     return {k: _means(v, metrics) for k, v in sorted(groups.items())}
 
 
+_NO_PUNCTUATION = str.maketrans("", "", string.punctuation)
+
+
 def normalize_answer(text: str) -> list[str]:
     """SQuAD-style: lowercase, no punctuation, no articles, split on whitespace."""
-    text = "".join(ch for ch in text.lower() if ch not in set(string.punctuation))
+    text = text.lower().translate(_NO_PUNCTUATION)
     return [w for w in text.split() if w not in ("a", "an", "the", "and")]
 
 
@@ -834,20 +867,11 @@ def run_nested_kv(path: str | Path, model_client: Any, *, settings: Settings | N
                   progress: Progress | None = None) -> dict[str, Any]:
     """Each example: a fresh agent with the pairs in archival memory is asked the question;
     correct when the final value is in the reply. Accuracy per nesting level."""
-    from memgpt_lite.agent import Agent
-    from memgpt_lite.store import Store
-
+    settings = settings or Settings()
     examples = load_nested_kv(path)
     rows = []
     for i, ex in enumerate(examples, 1):
-        with tempfile.TemporaryDirectory(prefix="memgpt-lite-nkv-") as tmp:
-            with Store(Path(tmp) / "nkv.db") as store:
-                agent = Agent.open(store, "nkv", model_client=model_client,
-                                   settings=settings or Settings(),
-                                   clock=StepClock(_parse_clock(DEFAULT_CLOCK)))
-                for key, value in ex.pairs:
-                    store.add_passage(agent.id, kv_passage(key, value), created_at=DEFAULT_CLOCK)
-                reply, searches = _ask_kv(agent, ex.key)
+        reply, searches = _run_kv_example(ex, model_client, settings)
         rows.append({"key": ex.key, "level": ex.level, "answer": ex.answer, "reply": reply,
                      "correct": ex.answer.lower() in reply.lower(), "searches": searches})
         if progress:
@@ -855,13 +879,28 @@ def run_nested_kv(path: str | Path, model_client: Any, *, settings: Settings | N
     levels: dict[int, list[bool]] = defaultdict(list)
     for r in rows:
         levels[r["level"]].append(r["correct"])
-    return {"dataset": "nested_kv", "file": str(path),
-            "model": (settings or Settings()).model,
-            "by_level": {str(k): {"n": len(v), "accuracy": round(sum(v) / len(v), 4)}
-                         for k, v in sorted(levels.items())},
-            "overall": {"n": len(rows), "accuracy":
-                        round(sum(r["correct"] for r in rows) / len(rows), 4) if rows else None},
-            "questions": rows}
+    return {"dataset": "nested_kv", "file": str(path), "model": settings.model,
+            "by_level": {str(k): _accuracy(v) for k, v in sorted(levels.items())},
+            "overall": _accuracy([r["correct"] for r in rows]), "questions": rows}
+
+
+def _accuracy(correct: list[bool]) -> dict[str, Any]:
+    return {"n": len(correct),
+            "accuracy": round(sum(correct) / len(correct), 4) if correct else None}
+
+
+def _run_kv_example(ex: KVExample, model_client: Any, settings: Settings) -> tuple[str, int]:
+    """(reply, archival searches) of a fresh agent that holds the example's pairs."""
+    from memgpt_lite.agent import Agent
+    from memgpt_lite.store import Store
+
+    with tempfile.TemporaryDirectory(prefix="memgpt-lite-nkv-") as tmp:
+        with Store(Path(tmp) / "nkv.db") as store:
+            agent = Agent.open(store, "nkv", model_client=model_client, settings=settings,
+                               clock=StepClock(_parse_clock(DEFAULT_CLOCK)))
+            for key, value in ex.pairs:
+                store.add_passage(agent.id, kv_passage(key, value), created_at=DEFAULT_CLOCK)
+            return _ask_kv(agent, ex.key)
 
 
 def _ask_kv(agent: Any, key: str) -> tuple[str, int]:

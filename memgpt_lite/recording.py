@@ -15,6 +15,9 @@ A recording is append-only JSONL, one JSON object per line, each with `"v": 1` a
     command      a user action between turns that changes state: edit_block {label, value}
                  or pop_turns {n}; replay applies it at the same point
     interrupted  the consumer closed the turn early (Ctrl-C)
+    prompt_too_long  the provider refused a chat request as too long (message, actual,
+                 maximum): the agent evicts and retries without an event, so the recorder
+                 notes it itself and replay raises the same error at the same call
 
 Text and thinking deltas are not written: the `response` line that follows holds the same
 text exactly as received, and the replay client re-chunks it. Every line carries `t`, seconds
@@ -43,12 +46,15 @@ from memgpt_lite import __version__, prompts, types
 from memgpt_lite.config import Settings, recordings_dir
 from memgpt_lite.redact import redact
 from memgpt_lite.types import (
-    Event, ModelRequest, ModelResponse, TextDelta, ThinkingDelta, ToolCall, ToolResult, Usage,
+    Event, ModelRequest, ModelResponse, PromptTooLongError, TextDelta, ThinkingDelta, ToolCall,
+    ToolResult, Usage,
 )
 
 RECORDING_VERSION = 1
 # Deltas are redundant with the response line that follows them (see module docstring).
 UNRECORDED_KINDS = frozenset({"text_delta", "thinking_delta"})
+# A recorded line that is not an agent event (see _RecordingModelClient).
+PROMPT_TOO_LONG = "prompt_too_long"
 _EVENT_CLASSES: dict[str, type] = {
     cls.__dataclass_fields__["kind"].default: cls  # type: ignore[attr-defined]
     for cls in (types.TextDelta, types.ThinkingDelta, types.ModelCallStart, types.ResponseEvent,
@@ -246,17 +252,38 @@ class _RecordingClock:
         self.readings: list[str] = []
 
     def __call__(self) -> datetime:
-        moment, self.first = (self.first, None) if self.first is not None else (self.real(), None)
+        moment = self.first if self.first is not None else self.real()
+        self.first = None
         self.readings.append(utc_iso(moment))
         return moment
+
+
+class _RecordingModelClient:
+    """Wraps the agent's chat client for one turn and records a "prompt too long" refusal.
+
+    The agent answers that error by evicting and retrying, without an event, so nothing else
+    in the recording says that the call failed, or with which numbers (they steer the token
+    counter, hence every later request)."""
+
+    def __init__(self, real: Any, recorder: Recorder):
+        self.real, self.recorder = real, recorder
+
+    def stream(self, request: ModelRequest) -> Iterator[TextDelta | ThinkingDelta | ModelResponse]:
+        try:
+            yield from self.real.stream(request)
+        except PromptTooLongError as exc:
+            self.recorder.write({"type": PROMPT_TOO_LONG, "message": exc.message,
+                                 "actual": exc.actual, "maximum": exc.maximum})
+            raise
 
 
 def recorded_step(agent: Any, recorder: Recorder, text: str) -> Iterator[Event]:
     """`agent.step(text)`, recording the user input and every event while passing them on.
 
     Closing this generator early (Ctrl-C) closes the agent's turn too and records that."""
-    real = agent.clock
+    real, real_client = agent.clock, agent.model_client
     clock = agent.clock = _RecordingClock(real)
+    agent.model_client = _RecordingModelClient(real_client, recorder)
     # The agent redacts secrets before storing; the recording must not keep them either.
     recorder.user(redact(text) if getattr(agent, "redact_secrets", True) else text,
                   utc_iso(clock.first))  # type: ignore[arg-type]
@@ -269,7 +296,7 @@ def recorded_step(agent: Any, recorder: Recorder, text: str) -> Iterator[Event]:
         finished = True
     finally:
         inner.close()
-        agent.clock = real
+        agent.clock, agent.model_client = real, real_client
         if not finished:
             recorder.interrupted()
         recorder.write({"type": "clock", "readings": clock.readings})
@@ -363,7 +390,7 @@ class Recording:
                 elif calls and calls[-1].turn == turn.index and _awaits(calls[-1]):
                     if line["type"] == "response":
                         calls[-1].response = ModelResponse.from_dict(line["response"])
-                    elif line["type"] == "error":
+                    elif line["type"] in ("error", PROMPT_TOO_LONG):
                         calls[-1].error = line
         return calls
 
@@ -489,9 +516,8 @@ class ReplayModelClient:
                                     f"!= recorded {call.digest}")
         if purpose and purpose != call.purpose:
             self.diverge("purpose", f"a {purpose} call where the recording has a {call.purpose} call")
-        if call.error is not None:
-            raise _rebuild_error(call.error)
-        assert call.response is not None
+        if call.response is None:
+            raise _rebuild_error(call.error or _NEVER_FINISHED)
         yield from self._deltas(call.response)
         yield call.response
 
@@ -504,9 +530,6 @@ class ReplayModelClient:
         call = self.calls[self.position]
         self.position += 1
         self.served += 1
-        if call.response is None and call.error is None:  # the live stream was interrupted
-            call.error = {"message": "the recorded call never finished (interrupted)",
-                          "error_kind": "stream", "retryable": True}
         return call
 
     def diverge(self, what: str, detail: str) -> None:
@@ -517,11 +540,10 @@ class ReplayModelClient:
 
     def _deltas(self, response: ModelResponse) -> Iterator[TextDelta | ThinkingDelta]:
         for block in response.content:
-            text = block.get("text") if block.get("type") == "text" else block.get("thinking")
-            make = TextDelta if block.get("type") == "text" else ThinkingDelta
-            if block.get("type") in ("text", "thinking") and text:
-                for i in range(0, len(text), self.chunk):
-                    yield make(text[i:i + self.chunk])
+            make = {"text": TextDelta, "thinking": ThinkingDelta}.get(block.get("type"))
+            text = (block.get(block["type"]) or "") if make else ""
+            for i in range(0, len(text), self.chunk):
+                yield make(text[i:i + self.chunk])  # type: ignore[misc]
 
 
 class _PurposeView:
@@ -534,9 +556,17 @@ class _PurposeView:
         return self.client.stream(request, purpose=self.purpose)
 
 
+# What a recorded call that has neither response nor error raises: the live stream was cut
+# (Ctrl-C), or the summariser swallowed the error; either way a retryable stream error.
+_NEVER_FINISHED = {"message": "the recorded call never finished (interrupted)",
+                   "error_kind": "stream"}
+
+
 def _rebuild_error(line: dict[str, Any]) -> types.ModelError:
-    cls = _ERROR_CLASSES.get(str(line.get("error_kind")), types.ModelError)
-    return cls(str(line.get("message") or "recorded model error"))
+    message = str(line.get("message") or "recorded model error")
+    if line.get("type") == PROMPT_TOO_LONG:
+        return PromptTooLongError(message, actual=line.get("actual"), maximum=line.get("maximum"))
+    return _ERROR_CLASSES.get(str(line.get("error_kind")), types.ModelError)(message)
 
 
 # --------------------------------------------------------------------------- replay
@@ -699,7 +729,7 @@ class _Replayer:
         self._compare(turn, events)
 
     def _drive(self, turn: RecordedTurn) -> list[Event]:
-        recorded = turn.events
+        recorded = [line for line in turn.events if line["type"] != PROMPT_TOO_LONG]
         limit = len(recorded) if turn.interrupted else None
         seen: list[Event] = []
         gen = self.agent.step(turn.text)
@@ -727,9 +757,12 @@ class _Replayer:
         """The agent may turn a client exception into an error event; notice it anyway."""
         for info in self.client.divergences:
             if info not in self.report.divergences:
-                self._note(info)
-                if self.strict:
-                    raise Divergence(info)
+                self._diverge(info)
+
+    def _diverge(self, info: DivergenceInfo) -> None:
+        self._note(info)
+        if self.strict:
+            raise Divergence(info)
 
     def _note(self, info: DivergenceInfo) -> None:
         if info not in self.report.divergences:
@@ -742,10 +775,7 @@ class _Replayer:
                   self._compare_reply(turn, events), self._compare_memory(turn)]
         for detail in checks:
             if detail is not None:
-                info = DivergenceInfo(turn.index + 1, *detail)
-                self._note(info)
-                if self.strict:
-                    raise Divergence(info)
+                self._diverge(DivergenceInfo(turn.index + 1, *detail))
 
     def _compare_calls(self, turn: RecordedTurn) -> tuple[str, str] | None:
         left = self.client.remaining_in_turn()

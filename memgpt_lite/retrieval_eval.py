@@ -15,9 +15,9 @@ import json
 import random
 import sqlite3
 import tempfile
+from collections.abc import Callable
 from datetime import date, timedelta
 from pathlib import Path
-from typing import Callable
 
 from .bench import synthetic_messages
 from .store import _WORD, Store, index_text, match_expression, plain_text
@@ -343,6 +343,10 @@ def _build_eval_store(path: Path, filler: int, seed: int) -> tuple[Store, int, l
     return store, agent_id, evidence_ids
 
 
+# (store, agent id, question, k) -> message ids, best first
+Ranker = Callable[[Store, int, str, int], list[int]]
+
+
 def _rank_ours(store: Store, agent_id: int, question: str, k: int) -> list[int]:
     return [h.id for h in store.search_messages(agent_id, question, per_page=k).hits]
 
@@ -359,7 +363,7 @@ def _rank_and(store: Store, agent_id: int, question: str, k: int) -> list[int]:
     return [r[0] for r in rows]
 
 
-def _trigram_ranker(store: Store) -> Callable[[Store, int, str, int], list[int]]:
+def _trigram_ranker(store: Store) -> Ranker:
     """Alternative CJK indexing for comparison: FTS5's trigram tokenizer, OR of query trigrams."""
     db = sqlite3.connect(":memory:")
     db.execute("CREATE VIRTUAL TABLE t USING fts5(body, tokenize='trigram')")
@@ -387,15 +391,16 @@ def retrieval_eval(*, filler: int = 4000, seed: int = 11) -> dict:
     for our search and two alternatives, over CASES hidden among `filler` messages."""
     with tempfile.TemporaryDirectory() as tmp:
         store, agent_id, evidence = _build_eval_store(Path(tmp) / "eval.db", filler, seed)
-        rankers = {"ours (OR, porter, stop words, CJK bigrams)": _rank_ours,
-                   "baseline: AND of all words": _rank_and,
-                   "alternative: trigram tokenizer": _trigram_ranker(store)}
-        results = {name: _score(store, agent_id, evidence, fn) for name, fn in rankers.items()}
-        store.close()
+        with store:
+            rankers = {"ours (OR, porter, stop words, CJK bigrams)": _rank_ours,
+                       "baseline: AND of all words": _rank_and,
+                       "alternative: trigram tokenizer": _trigram_ranker(store)}
+            results = {name: _score(store, agent_id, evidence, fn)
+                       for name, fn in rankers.items()}
     return {"cases": len(CASES), "filler_messages": filler, "seed": seed, "results": results}
 
 
-def _score(store: Store, agent_id: int, evidence: list[set[int]], rank) -> dict:
+def _score(store: Store, agent_id: int, evidence: list[set[int]], rank: Ranker) -> dict:
     groups: dict[str, list[dict]] = {"all": [], "english": [], "cjk": []}
     for (_, question), ev in zip(CASES, evidence):
         top = rank(store, agent_id, question, 10)

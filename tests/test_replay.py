@@ -16,7 +16,7 @@ from memgpt_lite.agent import Agent
 from memgpt_lite.config import Settings
 from memgpt_lite.model import ScriptedModel, text_response, tool_response
 from memgpt_lite.store import Store
-from memgpt_lite.types import ModelRequest, OverloadedError
+from memgpt_lite.types import ModelRequest, OverloadedError, PromptTooLongError
 
 START = datetime(2026, 2, 1, 8, 0, tzinfo=timezone.utc)
 
@@ -252,3 +252,20 @@ def test_sessions_command_lists_recordings(tmp_path, monkeypatch):
 def test_replay_of_a_missing_file_is_a_usage_error(tmp_path, capsys):
     assert cli.main(["replay", str(tmp_path / "nope.jsonl")]) == 2
     assert "no recording at" in capsys.readouterr().out
+
+
+def test_provider_prompt_too_long_is_recorded_and_replays_strictly(tmp_path):
+    """The agent evicts and retries after a "prompt too long" refusal without an event; the
+    replay must refuse the same call with the same numbers, not report a divergence."""
+    inputs = ["hello there", "and again", "third"]
+    script = [text_response("hi"), text_response("ok"),
+              PromptTooLongError("prompt is too long: 9000 tokens > 8000 maximum",
+                                 actual=9000, maximum=8000),
+              text_response("fine")]
+    path = record_session(tmp_path, inputs, script,
+                          summary_script=[text_response("Earlier: greetings.")] * 3)
+    lines = [json.loads(x) for x in path.read_text("utf-8").splitlines()]
+    refusal = next(line for line in lines if line["type"] == "prompt_too_long")
+    assert (refusal["actual"], refusal["maximum"]) == (9000, 8000)
+    report = recording.replay(path, strict=True)
+    assert report.divergences == [] and report.completed, report.divergences

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import random
@@ -29,14 +30,16 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .memory import MemoryTools
 from .store import Store
 from .types import Message
+
+T = TypeVar("T", int, float)
 
 # --------------------------------------------------------------------------- synthetic text
 
@@ -89,14 +92,18 @@ REPLIES = [
     "You could try a simpler version of the {noun} first.",
     "Happy to help with the {noun}. What have you tried so far?",
 ]
+EN_QUERIES = ["what did I say about the {noun}", "{name} {noun}", "when did I {verb} the {noun}?",
+              "{adj} {noun} at {place}", "how do {tech} work", "{noun}",
+              "the {noun} {name} mentioned {time}", "did we talk about {place}?"]
+# The mixed-language set of `bench store` and retrieval_eval: English with one Chinese line in
+# ten, drawn from the first words of the Chinese corpus below.
 ZH = ["我今天在{p}处理{n}，有点累。", "明天要和同事讨论{n}的问题。", "周末打算去{p}散步，顺便买点东西。",
       "这个{n}比我想象的复杂多了。", "你能帮我整理一下{n}吗？", "昨天晚上看了一部很好看的电影。"]
-ZH_N = ["报告", "预算", "数据库", "网站", "合同", "照片", "账单", "代码", "计划", "课程"]
-ZH_P = ["公司", "公园", "图书馆", "超市", "咖啡店", "学校"]
+MIXED_QUERIES = [*EN_QUERIES[:6], "数据库的问题", *EN_QUERIES[6:]]
 
 
 def _fill(rng: random.Random, template: str) -> str:
-    noun = rng.choice(NOUNS)
+    noun = rng.choice(NOUNS)  # drawn first: keeps the corpora identical to earlier runs
     return template.format(verb=rng.choice(VERBS), adj=rng.choice(ADJS), noun=noun,
                            time=rng.choice(TIMES), name=rng.choice(NAMES),
                            place=rng.choice(PLACES), tech=rng.choice(TECH))
@@ -104,10 +111,10 @@ def _fill(rng: random.Random, template: str) -> str:
 
 def synthetic_text(rng: random.Random, role: str) -> str:
     if rng.random() < 0.1:
-        return "".join(rng.choice(ZH).format(n=rng.choice(ZH_N), p=rng.choice(ZH_P))
+        return "".join(rng.choice(ZH).format(n=rng.choice(ZH_NOUNS[:10]),
+                                             p=rng.choice(ZH_PLACES[:6]))
                        for _ in range(rng.randint(1, 2)))
-    pool = TEMPLATES if role == "user" else REPLIES + TEMPLATES[:6]
-    return " ".join(_fill(rng, rng.choice(pool)) for _ in range(rng.randint(1, 3)))
+    return corpus_text(rng, "en", role)
 
 
 def synthetic_messages(rng: random.Random, n: int, start_turn: int = 1) -> list[Message]:
@@ -122,10 +129,7 @@ def synthetic_messages(rng: random.Random, n: int, start_turn: int = 1) -> list[
 
 
 def synthetic_queries(rng: random.Random, n: int) -> list[str]:
-    shapes = ["what did I say about the {noun}", "{name} {noun}", "when did I {verb} the {noun}?",
-              "{adj} {noun} at {place}", "how do {tech} work", "{noun}", "数据库的问题",
-              "the {noun} {name} mentioned {time}", "did we talk about {place}?"]
-    return [_fill(rng, rng.choice(shapes)) for _ in range(n)]
+    return [_fill(rng, rng.choice(MIXED_QUERIES)) for _ in range(n)]
 
 
 ZH_NAMES = ["张伟", "李娜", "王芳", "刘洋", "陈静", "杨帆", "赵磊", "黄敏", "周杰", "吴婷", "徐明",
@@ -149,9 +153,6 @@ ZH_REPLIES = ["好的，关于{n}，我建议先从小处开始，{t}再检查�
               "明白了，我会记住的。", "可以先试试一个简单一点的{n}。", "没问题，{n}你已经试过哪些办法了？"]
 ZH_QUERIES = ["{n}", "{name}的{n}", "我什么时候{v}{n}", "{p}的{n}", "{t}在{p}", "和{name}聊过{n}吗",
               "{name}说了什么", "关于{n}的问题", "{p}"]
-EN_QUERIES = ["what did I say about the {noun}", "{name} {noun}", "when did I {verb} the {noun}?",
-              "{adj} {noun} at {place}", "how do {tech} work", "{noun}",
-              "the {noun} {name} mentioned {time}", "did we talk about {place}?"]
 PASSAGES_EN = ["{name}'s {noun} is kept at {place}.", "The user {verb} the {adj} {noun} {time}.",
                "{name} prefers the {adj} {noun}; ask before changing it.",
                "Note on {tech}: the user found them confusing {time}.",
@@ -201,9 +202,11 @@ def corpus_queries(rng: random.Random, lang: str, n: int) -> list[str]:
 # --------------------------------------------------------------------------- store benchmark (legacy CLI)
 
 
-def _percentile(values: list[float], p: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
+def percentile(values: Sequence[T], p: float) -> T:
+    """Nearest-rank percentile: the smallest value with at least p% of `values` at or below
+    it (an observed value, never an interpolation). `values` must not be empty."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(p / 100 * len(ordered)) - 1))]
 
 
 def store_benchmark(size: int, *, queries: int = 300, batch: int = 1000, seed: int = 7) -> dict:
@@ -225,13 +228,12 @@ def store_benchmark(size: int, *, queries: int = 300, batch: int = 1000, seed: i
             out = tools.execute("conversation_search", {"query": q})
             lat.append((time.perf_counter() - t) * 1000)
             totals.append(int(out.text.split(", ")[1].split()[0]))
-        store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        size_mb = (Path(tmp) / "bench.db").stat().st_size / 1e6
+        size_mb = db_megabytes(store)
         store.close()
     return {"messages": size, "insert_seconds": round(insert_s, 2),
             "insert_msgs_per_s": round(size / insert_s), "queries": len(qs),
-            "search_p50_ms": round(_percentile(lat, 50), 2),
-            "search_p95_ms": round(_percentile(lat, 95), 2),
+            "search_p50_ms": round(percentile(lat, 50), 2),
+            "search_p95_ms": round(percentile(lat, 95), 2),
             "search_max_ms": round(max(lat), 2),
             "median_matches": int(statistics.median(totals)), "db_mb": round(size_mb, 1)}
 
@@ -303,8 +305,8 @@ class Section:
 
 def _ms(seconds: list[float]) -> list[Figure]:
     ms = [s * 1000 for s in seconds]
-    return [Figure(round(_percentile(ms, 50), 3), "ms", "p50"),
-            Figure(round(_percentile(ms, 95), 3), "ms", "p95")]
+    return [Figure(round(percentile(ms, 50), 3), "ms", "p50"),
+            Figure(round(percentile(ms, 95), 3), "ms", "p95")]
 
 
 def _number(v: float | int) -> str:
@@ -355,23 +357,22 @@ def machine_info() -> dict[str, Any]:
 
 
 def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return _proc_field("/proc/cpuinfo", "model name") or platform.processor() or platform.machine()
 
 
 def _ram_gb() -> float | None:
+    total = _proc_field("/proc/meminfo", "MemTotal")  # e.g. "24576000 kB"
+    return round(int(total.split()[0]) / 1024 / 1024, 1) if total else None
+
+
+def _proc_field(path: str, name: str) -> str | None:
+    """The value of the first `name: value` line of a /proc file; None off Linux."""
     try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return round(int(line.split()[1]) / 1024 / 1024, 1)
+        text = Path(path).read_text()
     except OSError:
-        pass
-    return None
+        return None  # no /proc: the callers fall back to what platform knows
+    return next((line.split(":", 1)[1].strip() for line in text.splitlines()
+                 if line.startswith(name)), None)
 
 
 def machine_line(m: dict[str, Any]) -> str:
@@ -479,12 +480,13 @@ def search_latencies(corpus: Corpus, tool: str, queries: list[str]) -> list[floa
     return out
 
 
-def db_megabytes(corpus: Corpus) -> float:
-    corpus.store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # size of the file, not the WAL
-    return corpus.store.path.stat().st_size / 1e6
+def db_megabytes(store: Store) -> float:
+    store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # size of the file, not the WAL
+    return store.path.stat().st_size / 1e6
 
 
-def run_store(workdir: Path, plan: Plan, progress: Callable[[str], None]) -> tuple[Section, dict[str, Corpus]]:
+def run_store(workdir: Path, plan: Plan,
+              progress: Callable[[str], None]) -> tuple[Section, dict[str, Corpus]]:
     section = Section("store", "Store at scale", _STORE_METHOD.format(batch=plan.batch))
     corpora = {}
     for lang in plan.langs:
@@ -511,13 +513,14 @@ def _store_lang(corpus: Corpus, plan: Plan, progress: Callable[[str], None],
     sizes = plan.zh_sizes if lang == "zh" else plan.sizes
     for size in sizes:
         grow_messages(corpus, size, plan.batch)
-        data["db_mb"][size] = round(db_megabytes(corpus), 2)
+        data["db_mb"][size] = round(db_megabytes(corpus.store), 2)
         progress(f"store · {name}: {size:,} messages "
                  f"({corpus.messages / corpus.message_seconds:,.0f} rows/s); searching")
         lat = search_latencies(corpus, "conversation_search", queries)
         data["conversation_search"][size] = [round(x * 1000, 3) for x in lat]
         target = Target("p50", 10, "ms") if size == 100_000 else None
-        rows.append(Row(f"conversation_search · {name} · {_count(size)} messages", _ms(lat), target))
+        rows.append(Row(f"conversation_search · {name} · {_count(size)} messages", _ms(lat),
+                        target))
     for size in sizes:
         grow_passages(corpus, size, plan.batch)
         progress(f"store · {name}: {size:,} passages "
@@ -812,8 +815,11 @@ def time_first_prompt(cmd: list[str], env: dict[str, str], timeout: float = 60) 
         elapsed = time.perf_counter() - t
         if PROMPT not in out:
             proc.kill()
+            proc.wait()
             raise RuntimeError(f"chat showed no prompt within {timeout:.0f} s: {out[-300:]!r}")
         os.write(master, b"/exit\r")
+        # Drain the terminal until the child closes it (a marker that never comes), so a
+        # full pty buffer cannot block its exit.
         _read_until(master, b"\0never", time.perf_counter() + timeout)
         return elapsed, _reap(proc)
     finally:
@@ -1026,8 +1032,9 @@ def suite_parser() -> argparse.ArgumentParser:
 
 def plan_from(args: argparse.Namespace) -> Plan:
     plan = Plan.quick() if args.quick else Plan()
-    overrides = {"sizes": args.sizes, "zh_sizes": args.sizes, "queries": args.queries, "engine_turns": args.engine_turns,
-                 "session_turns": args.turns, "help_runs": args.runs, "chat_runs": args.runs}
+    overrides = {"sizes": args.sizes, "zh_sizes": args.sizes, "queries": args.queries,
+                 "engine_turns": args.engine_turns, "session_turns": args.turns,
+                 "help_runs": args.runs, "chat_runs": args.runs}
     for name, value in overrides.items():
         if value is not None:
             setattr(plan, name, value)
@@ -1062,7 +1069,10 @@ def store_main(argv: list[str]) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     rows = [store_benchmark(int(n), queries=args.queries) for n in args.sizes.split(",")]
-    print(json.dumps(rows, indent=2)) if args.json else _print_store(rows)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        _print_store(rows)
     return 0
 
 

@@ -1,7 +1,8 @@
 """An Anthropic-compatible Messages API on 127.0.0.1, for tests and manual runs (stdlib only).
 
 It validates every request at least as strictly as the real API (tool_use/tool_result pairing,
-cache breakpoints, block shapes), counts tokens its own way (~3.5 chars per token, so a client
+tools defined when the history holds tool blocks, cache breakpoints, block shapes, thinking
+and its sampling limits), counts tokens its own way (~3.5 chars per token, so a client
 that assumes 4 under-counts, as against the real API), simulates prompt caching on
 `cache_control` prefixes, enforces a configurable context window, and serves scripted
 responses or faults in order (streaming SSE or plain JSON).
@@ -29,7 +30,7 @@ import struct
 import sys
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -95,12 +96,16 @@ def _check_request(body: Any, *, count_only: bool, check_signatures: bool) -> No
     thinking = _check_thinking(body.get("thinking"), body.get("max_tokens"), count_only)
     if thinking and (body.get("tool_choice") or {}).get("type") in ("any", "tool"):
         raise Invalid("Thinking may not be enabled when tool_choice forces tool use.")
+    _check_sampling(body, thinking)
     _check_system(body.get("system"))
     _check_messages(body.get("messages"), thinking=thinking, check_signatures=check_signatures)
     found = count_cache_controls(body)
     if found > MAX_BREAKPOINTS:
         raise Invalid(f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be "
                       f"provided. Found {found}.")
+    if not tool_names and _has_tool_blocks(body["messages"]):
+        raise Invalid("Requests which include `tool_use` or `tool_result` blocks must define "
+                      "tools.")
 
 
 def _check_max_tokens(body: dict) -> None:
@@ -188,6 +193,32 @@ def _check_thinking(thinking: Any, max_tokens: Any, count_only: bool) -> bool:
     if not count_only and isinstance(max_tokens, int) and budget >= max_tokens:
         raise Invalid("`max_tokens` must be greater than `thinking.budget_tokens`.")
     return True
+
+
+def _check_sampling(body: dict, thinking: bool) -> None:
+    """Range checks, and the API's rule that thinking (enabled or adaptive) keeps the default
+    temperature, no top_k, and top_p of at least 0.95."""
+    for key, low, high in (("temperature", 0, 1), ("top_p", 0, 1)):
+        value = body.get(key)
+        if value is not None and (not _is_number(value) or not low <= value <= high):
+            raise Invalid(f"{key}: Input should be a number between {low} and {high}")
+    top_k = body.get("top_k")
+    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 0):
+        raise Invalid("top_k: Input should be a non-negative integer")
+    if not thinking:
+        return
+    if body.get("temperature") not in (None, 1):
+        raise Invalid("`temperature` may only be set to 1 when thinking is enabled or in "
+                      "adaptive mode.")
+    if top_k is not None:
+        raise Invalid("`top_k` must be unset when thinking is enabled or in adaptive mode.")
+    if body.get("top_p") is not None and body["top_p"] < 0.95:
+        raise Invalid("`top_p` must be greater than or equal to 0.95 when thinking is enabled "
+                      "or in adaptive mode.")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _check_system(system: Any) -> None:
@@ -300,6 +331,11 @@ def _check_messages(messages: Any, *, thinking: bool, check_signatures: bool) ->
         _check_thinking_turn(groups)
     if check_signatures:
         _check_signatures(groups)
+
+
+def _has_tool_blocks(messages: list[dict]) -> bool:
+    return any(isinstance(m["content"], list) and b["type"] in ("tool_use", "tool_result")
+               for m in messages for b in m["content"])
 
 
 def _check_message(message: Any, i: int, *, final: bool) -> tuple[str, list[tuple[str, dict]]]:
@@ -437,10 +473,12 @@ def count_cache_controls(body: dict) -> int:
 # --------------------------------------------------------------------------- tokens and caching
 
 
-def _tokens_of(value: Any) -> int:
-    if isinstance(value, dict):
-        value = {k: v for k, v in value.items() if k != "cache_control"}
-    return math.ceil(len(canonical_json(value)) / CHARS_PER_TOKEN)
+def _part(block: dict, overhead: int = 0, role: str | None = None) -> tuple[int, Any, bool]:
+    """(tokens, value as hashed, is a breakpoint) of one block; the marker itself is neither
+    counted nor hashed, so moving a breakpoint keeps the prefix's hash."""
+    clean = {k: v for k, v in block.items() if k != "cache_control"}
+    tokens = overhead + math.ceil(len(canonical_json(clean)) / CHARS_PER_TOKEN)
+    return tokens, clean if role is None else [role, clean], bool(block.get("cache_control"))
 
 
 @dataclass
@@ -451,22 +489,17 @@ class _Segment:
 
 
 def _parts(body: dict) -> list[tuple[int, Any, bool]]:
-    """(tokens, value, is_breakpoint) for tools, then system, then each message block."""
-    parts: list[tuple[int, Any, bool]] = []
-    tools = body.get("tools") or []
-    for i, tool in enumerate(tools):
-        parts.append(((TOOLS_OVERHEAD if i == 0 else 0) + _tokens_of(tool), tool,
-                      bool(tool.get("cache_control"))))
+    """`_part` of the tools, then the system blocks, then each message block."""
+    parts = [_part(tool, TOOLS_OVERHEAD if i == 0 else 0)
+             for i, tool in enumerate(body.get("tools") or [])]
     system = body.get("system")
-    for block in ([{"type": "text", "text": system}] if isinstance(system, str) else system or []):
-        parts.append((_tokens_of(block), block, bool(block.get("cache_control"))))
+    parts += [_part(block) for block in
+              ([{"type": "text", "text": system}] if isinstance(system, str) else system or [])]
     for message in body.get("messages") or []:
         content = message["content"]
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-        for j, block in enumerate(blocks):
-            extra = MESSAGE_OVERHEAD if j == 0 else 0
-            parts.append((extra + _tokens_of(block), [message["role"], block],
-                          bool(block.get("cache_control"))))
+        parts += [_part(block, MESSAGE_OVERHEAD if j == 0 else 0, message["role"])
+                  for j, block in enumerate(blocks)]
     if body.get("cache_control") and parts:  # automatic caching: a breakpoint on the last block
         parts[-1] = (parts[-1][0], parts[-1][1], True)
     return parts
@@ -478,10 +511,6 @@ def _segments(body: dict) -> list[_Segment]:
     running = hashlib.sha256(str(body.get("model")).encode())
     segments = []
     for n, (tokens, value, bp) in enumerate(_parts(body)):
-        if isinstance(value, dict):
-            value = {k: v for k, v in value.items() if k != "cache_control"}
-        elif isinstance(value, list):
-            value = [value[0], {k: v for k, v in value[1].items() if k != "cache_control"}]
         running.update(canonical_json(value).encode())
         segments.append(_Segment(tokens + (REQUEST_OVERHEAD if n == 0 else 0),
                                  running.copy().hexdigest(), bp))
@@ -493,12 +522,30 @@ def count_tokens(body: dict) -> int:
     return max(1, sum(s.tokens for s in _segments(body)))
 
 
+def prefix_cache(written: set[Any], digests: Sequence[Any], cumulative: Sequence[int],
+                 breakpoints: Sequence[int], min_tokens: int) -> tuple[int, int]:
+    """(tokens read, tokens written) of one request under the API's prefix caching, adding
+    its writes to `written` (the digests of cached prefixes). It reads the longest prefix
+    that an earlier request wrote, found at or up to CACHE_LOOKBACK blocks before one of its
+    breakpoints, and writes the rest up to its last breakpoint of at least `min_tokens`.
+    `digests[i]` hashes blocks 0..i; `cumulative[i]` is their tokens (never decreasing)."""
+    read = 0
+    for bp in breakpoints:
+        hit = next((j for j in range(bp, max(-1, bp - CACHE_LOOKBACK), -1)
+                    if digests[j] in written), None)
+        if hit is not None:
+            read = max(read, cumulative[hit])
+    cached = [bp for bp in breakpoints if cumulative[bp] >= min_tokens]
+    written.update(digests[bp] for bp in cached)
+    return read, cumulative[cached[-1]] - read if cached else 0
+
+
 class PromptCache:
     """Prefix cache keyed by the hash of everything up to a breakpoint (5-minute TTL ignored)."""
 
     def __init__(self, min_tokens: int = 1024):
         self.min_tokens = min_tokens
-        self._entries: dict[str, int] = {}
+        self._entries: set[str] = set()
         self._lock = threading.Lock()
 
     def usage(self, body: dict) -> Usage:
@@ -507,17 +554,8 @@ class PromptCache:
         total = cumulative[-1] if cumulative else 1
         points = [i for i, s in enumerate(segments) if s.breakpoint]
         with self._lock:
-            read = 0
-            for bp in points:
-                for j in range(bp, max(-1, bp - CACHE_LOOKBACK), -1):
-                    if segments[j].digest in self._entries:
-                        read = max(read, cumulative[j])
-                        break
-            written = 0
-            for bp in points:
-                if cumulative[bp] >= self.min_tokens:
-                    self._entries[segments[bp].digest] = cumulative[bp]
-                    written = max(written, cumulative[bp] - read)
+            read, written = prefix_cache(self._entries, [s.digest for s in segments],
+                                         cumulative, points, self.min_tokens)
         return Usage(input_tokens=max(0, total - read - written),
                      cache_creation_input_tokens=written, cache_read_input_tokens=read)
 
@@ -625,15 +663,11 @@ def _served_content(response: ModelResponse) -> list[dict]:
     return out
 
 
-def _usage_dict(usage: Usage) -> dict[str, int]:
-    return usage.to_dict()
-
-
 def _message_json(msg_id: str, model: str, content: list[dict], stop_reason: str | None,
                   usage: Usage) -> dict:
     return {"id": msg_id, "type": "message", "role": "assistant", "model": model,
             "content": content, "stop_reason": stop_reason, "stop_sequence": None,
-            "usage": _usage_dict(usage)}
+            "usage": usage.to_dict()}
 
 
 def _chunks(text: str, size: int) -> list[str]:

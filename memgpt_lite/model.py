@@ -86,19 +86,18 @@ class AnthropicClient:
             self._args["api_key"] = PLACEHOLDER_API_KEY
         self._sdk: Any = None
         self._sdk_client: Any = None
-        if not (self._args["api_key"] or env_key):
-            self._connect()  # only the SDK knows about credential profiles: ask it now
         base = self._args["base_url"] or "https://api.anthropic.com"
         self.host = urlsplit(base).netloc or base
+        if not (self._args["api_key"] or env_key):
+            self._connect()  # only the SDK knows about credential profiles: ask it now
 
     def warm_up(self) -> None:
         """Import the SDK on a background thread, so the first reply does not wait for it
-        while the user is still typing (an import in progress is waited for, not repeated)."""
-        import importlib
+        while the user is still typing. Safe to race with `_connect`: Python's per-module
+        import lock makes a second `import anthropic` wait for the one in progress."""
         import threading
 
-        threading.Thread(target=importlib.import_module, args=("anthropic",), daemon=True,
-                         name="import-anthropic").start()
+        threading.Thread(target=_import_sdk, daemon=True, name="import-anthropic").start()
 
     @property
     def _client(self) -> Any:
@@ -220,6 +219,17 @@ class AnthropicClient:
         return f" after {tries} {'retry' if tries == 1 else 'retries'}"
 
 
+def _import_sdk() -> None:
+    import importlib
+
+    try:
+        importlib.import_module("anthropic")
+    except Exception:  # noqa: BLE001
+        # Not lost: a failed import is not cached, so the first call imports again and
+        # that failure reaches the user (here, a thread's traceback would be printed).
+        return
+
+
 def _client_error(status: int, detail: str) -> BadRequestError:
     match = _TOO_LONG.search(detail)
     if match:
@@ -252,15 +262,19 @@ def _response_of(message: Any) -> ModelResponse:
 
 
 def _api_message(exc: Any) -> str:
-    message = getattr(exc, "api_message", None)
-    if not message and isinstance(exc.body, dict):
-        message = (exc.body.get("error") or {}).get("message")
+    message = getattr(exc, "api_message", None) or _error_field(exc, "message")
     return str(message or exc.message).strip().rstrip(".")
 
 
 def _error_type(exc: Any) -> str | None:
-    body = exc.body if isinstance(exc.body, dict) else {}
-    return (body.get("error") or {}).get("type") if isinstance(body.get("error"), dict) else None
+    return _error_field(exc, "type")
+
+
+def _error_field(exc: Any, key: str) -> Any:
+    """`error.<key>` of the API's error body; a compatible server may send another shape
+    (e.g. `{"error": "text"}`), which must not turn into a crash while mapping the error."""
+    error = exc.body.get("error") if isinstance(exc.body, dict) else None
+    return error.get(key) if isinstance(error, dict) else None
 
 
 def _retry_after(headers: Any) -> str | None:
@@ -291,6 +305,8 @@ class _AutoUsage(Usage):
 
 
 ScriptItem = ModelResponse | Callable[[ModelRequest], ModelResponse] | BaseException
+_DELTAS: dict[str, type[TextDelta] | type[ThinkingDelta]] = {"text": TextDelta,
+                                                             "thinking": ThinkingDelta}
 
 
 class ScriptedModel:
@@ -318,11 +334,11 @@ class ScriptedModel:
     def stream(self, request: ModelRequest) -> Iterator[StreamItem]:
         response = self._next(request)
         for block in response.content:
-            kind, key = {"text": (TextDelta, "text"), "thinking": (ThinkingDelta, "thinking")}.get(
-                block.get("type"), (None, None))
-            text = block.get(key, "") if kind else ""
+            kind = block.get("type")
+            delta = _DELTAS.get(kind)
+            text = block.get(kind, "") if delta else ""  # a block's text is under its type
             for i in range(0, len(text), self.chunk):
-                yield kind(text[i:i + self.chunk])
+                yield delta(text[i:i + self.chunk])
         yield response
 
     def _next(self, request: ModelRequest) -> ModelResponse:

@@ -6,7 +6,8 @@ answers memory-pressure alerts by evicting the oldest half of the listed turns. 
 from a tokenizer of our own (~4 chars per token, `model.estimate_usage`) and a prompt-cache
 simulator: a request reads from cache the longest prefix, ending at a block, that an earlier
 request wrote at one of its cache breakpoints (up to 20 blocks back, as the API does), and
-writes the rest up to its last breakpoint. Three layouts run side by side on the same script:
+writes the rest up to its last breakpoint (the rule is `fake_server.prefix_cache`, shared with
+the fake server). Three layouts run side by side on the same script:
 
   memgpt_lite  DESIGN.md §4: core memory in the tail, paging on
   classic      MemGPT's layout: core memory inside the system prompt, paging on
@@ -21,7 +22,6 @@ import argparse
 import hashlib
 import json
 import math
-import platform
 import random
 import re
 import statistics
@@ -33,8 +33,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from memgpt_lite.bench import machine_info, machine_line, percentile
 from memgpt_lite.config import Settings
 from memgpt_lite.context import BuiltContext, ContextBuilder, ContextInputs
+from memgpt_lite.fake_server import prefix_cache
 from memgpt_lite.model import text_response, tool_response
 from memgpt_lite.paging import PagingStats
 from memgpt_lite.tokens import cost_usd
@@ -42,7 +44,6 @@ from memgpt_lite.types import ModelRequest, ModelResponse, Usage, canonical_json
 
 CHARS_PER_TOKEN = 4  # the benchmark's own deterministic tokenizer (as model.estimate_usage)
 CACHE_MIN_TOKENS = 1024  # shorter prefixes are not cached (Sonnet's minimum)
-CACHE_LOOKBACK = 20  # blocks before a breakpoint that the API checks for an earlier write
 VARIANTS = ("memgpt_lite", "classic", "full")
 WORDS = ("deploy build cache index schema query budget invoice garden recipe python sqlite "
          "travel kyoto lisbon tickets meeting friday deadline review design token memory "
@@ -58,33 +59,21 @@ def tokens(chars: int) -> int:
 
 class CacheSim:
     """Prompt caching by prefix: blocks in API order (tools → system → messages), hashed
-    cumulatively; `cache_control` markers are not part of the content that is hashed."""
+    cumulatively; `cache_control` markers are not part of the content that is hashed.
+    Its own tokenizer (4 chars per token over each block's text), the fake server's rule."""
 
     def __init__(self) -> None:
         self.written: set[bytes] = set()
 
     def usage(self, request: ModelRequest, response: ModelResponse) -> Usage:
-        blocks = _blocks(request.to_api())
-        hashes, ends, breakpoints = _prefixes(blocks)
-        total = tokens(len(canonical_json(request.to_api())))
-        read = self._longest_hit(hashes, ends, breakpoints)
-        last = breakpoints[-1] if breakpoints else None
-        write = 0
-        if last is not None and tokens(ends[last]) >= CACHE_MIN_TOKENS:
-            write = max(0, tokens(ends[last]) - read)
-            self.written.update(hashes[b] for b in breakpoints if tokens(ends[b]) >= CACHE_MIN_TOKENS)
-        read, write = min(read, total), min(write, total - min(read, total))
+        hashes, ends, breakpoints = _prefixes(_blocks(request.to_api()))
+        total = tokens(len(request.canonical()))  # already made by the agent for its digest
+        read, write = prefix_cache(self.written, hashes, [tokens(end) for end in ends],
+                                   breakpoints, CACHE_MIN_TOKENS)
+        read = min(read, total)
+        write = min(write, total - read)
         out = tokens(len(canonical_json(response.content)))
         return Usage(total - read - write, out, write, read)
-
-    def _longest_hit(self, hashes: list[bytes], ends: list[int], breakpoints: list[int]) -> int:
-        best = 0
-        for b in breakpoints:
-            for j in range(b, max(-1, b - CACHE_LOOKBACK), -1):
-                if hashes[j] in self.written:
-                    best = max(best, tokens(ends[j]))
-                    break
-        return best
 
 
 def _blocks(body: dict[str, Any]) -> list[tuple[str, bool]]:
@@ -209,10 +198,12 @@ class ClassicBuilder(ContextBuilder):
     """MemGPT's layout: core memory rendered into the system prompt, so every memory edit
     changes the first cached block and invalidates the whole prefix."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.base_prompt = self.system_prompt
+
     def build(self, inputs: ContextInputs) -> BuiltContext:
-        base = self._base if hasattr(self, "_base") else self.system_prompt
-        self._base = base
-        self.system_prompt = f"{base}\n\n{inputs.core_memory}"
+        self.system_prompt = f"{self.base_prompt}\n\n{inputs.core_memory}"
         return super().build(replace(inputs, core_memory=""))
 
 
@@ -278,8 +269,10 @@ def _run_turn(agent: Any, text: str, counts: PagingStats, settings: Settings) ->
                 counts.model_evictions += 1
             else:
                 counts.forced_flushes += 1
-        elif kind in ("fold", "clip"):
-            setattr(counts, kind + "s", getattr(counts, kind + "s") + 1)
+        elif kind == "fold":
+            counts.folds += 1
+        elif kind == "clip":
+            counts.clips += 1
         elif kind == "turn_end" and not event.completed:
             raise RuntimeError(f"turn {event.turn_id} failed in the benchmark")
     return stats
@@ -295,7 +288,7 @@ def _report(variant: str, window: int, per_turn: list[TurnStats], counts: Paging
         "turns_run": len(per_turn), "overflow_at_turn": overflow_at,
         "input_tokens_per_turn": {
             "mean": round(statistics.fmean(inputs), 1) if inputs else 0,
-            "p95": _percentile(inputs, 95), "max": max(inputs, default=0),
+            "p95": percentile(inputs, 95) if inputs else 0, "max": max(inputs, default=0),
             "first_50_mean": round(statistics.fmean(inputs[:k]), 1) if inputs else 0,
             "last_50_mean": round(statistics.fmean(inputs[-k:]), 1) if inputs else 0,
         },
@@ -308,13 +301,6 @@ def _report(variant: str, window: int, per_turn: list[TurnStats], counts: Paging
     }
 
 
-def _percentile(values: list[int], p: float) -> int:
-    if not values:
-        return 0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, math.ceil(p / 100 * len(ordered)) - 1)]
-
-
 # --------------------------------------------------------------------------- the suite
 
 
@@ -324,8 +310,7 @@ def run_benchmark(turns: int = 500, budgets: tuple[int, ...] = (8_000, 32_000), 
     results = [run_session(v, w, turns, seed, progress) for w in budgets for v in VARIANTS]
     return {"benchmark": "session", "turns": turns, "context_windows": list(budgets),
             "seed": seed, "tokenizer": f"{CHARS_PER_TOKEN} chars/token",
-            "machine": f"{platform.machine()} · {platform.python_implementation()} "
-                       f"{platform.python_version()} · {platform.system()}",
+            "machine": machine_line(machine_info()),
             "results": results, "ratios": _ratios(results)}
 
 

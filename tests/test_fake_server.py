@@ -189,11 +189,50 @@ def test_missing_max_tokens_is_rejected_but_count_tokens_does_not_need_it():
 def test_with_thinking_the_tool_loop_assistant_message_must_start_with_thinking():
     thinking = {"type": "enabled", "budget_tokens": 1024}
     loop = [user("x"), assistant(use("toolu_1")), user(result("toolu_1"))]
-    problem = validate_request(body(loop, max_tokens=4000, thinking=thinking))
+    problem = validate_request(body(loop, max_tokens=4000, thinking=thinking, tools=[TOOL]))
     assert "Expected `thinking` or `redacted_thinking`, but found `tool_use`" in problem
     loop[1] = assistant(thinking_block("plan", sign_thinking("plan")), use("toolu_1"))
-    assert validate_request(body(loop, max_tokens=4000, thinking=thinking),
+    assert validate_request(body(loop, max_tokens=4000, thinking=thinking, tools=[TOOL]),
                             check_signatures=True) is None
+
+
+@pytest.mark.parametrize("messages", [
+    [user("x"), assistant(use("toolu_1")), user(result("toolu_1"))],
+    [user("x"), assistant(use("toolu_1")), user(result("toolu_1")), assistant("done"),
+     user("next")],
+])
+def test_a_history_with_tool_blocks_needs_tools_defined(messages):
+    # The API refuses it even when the tools are not to be used now (tool_choice "none"
+    # is the way to withhold them), e.g. a summariser call that reuses the history.
+    assert validate_request(body(messages)) == (
+        "Requests which include `tool_use` or `tool_result` blocks must define tools.")
+    assert validate_request(body(messages, tools=[TOOL])) is None
+    assert validate_request(body(messages, tools=[TOOL], tool_choice={"type": "none"})) is None
+
+
+THINKING = {"max_tokens": 4000, "thinking": {"type": "enabled", "budget_tokens": 1024}}
+
+
+@pytest.mark.parametrize("extra,expected", [
+    ({**THINKING, "temperature": 0.2}, "`temperature` may only be set to 1 when thinking"),
+    ({"thinking": {"type": "adaptive"}, "temperature": 0}, "`temperature` may only be set to 1"),
+    ({**THINKING, "top_k": 40}, "`top_k` must be unset when thinking"),
+    ({**THINKING, "top_p": 0.9}, "`top_p` must be greater than or equal to 0.95"),
+    ({"temperature": 1.5}, "temperature: Input should be a number between 0 and 1"),
+    ({"top_p": "high"}, "top_p: Input should be a number"),
+    ({"top_k": -1}, "top_k: Input should be a non-negative integer"),
+])
+def test_sampling_options_are_checked_and_limited_with_thinking(extra, expected):
+    problem = validate_request(body([user("hi")], **extra))
+    assert problem is not None and expected in problem
+
+
+@pytest.mark.parametrize("extra", [
+    {**THINKING, "temperature": 1, "top_p": 0.95}, {"temperature": 0, "top_k": 5, "top_p": 0.5},
+    {"thinking": {"type": "disabled"}, "temperature": 0.3},
+])
+def test_sampling_options_within_the_limits_are_fine(extra):
+    assert validate_request(body([user("hi")], **extra)) is None
 
 
 def test_edited_thinking_fails_the_signature_check():

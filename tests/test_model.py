@@ -316,6 +316,28 @@ def test_other_bad_request_carries_the_api_message():
     assert text in err.message
 
 
+@pytest.mark.parametrize("body", [{"error": "boom"}, {"error": None}, ["not", "an", "object"]])
+def test_an_error_body_of_another_shape_is_still_one_sentence(body):
+    # Compatible servers do not all send {"error": {"type", "message"}}; a string `error`
+    # used to escape as a raw AttributeError from the error mapping.
+    err = fail(client_for(Recorder(httpx2.Response(500, json=body))))
+    assert type(err) is types.ModelError and "server error (500" in err.message
+
+
+def test_warm_up_does_not_print_when_the_sdk_cannot_be_imported(monkeypatch):
+    import threading
+
+    client = client_for(Recorder(stream_response(message([{"type": "text", "text": "x"}]))))
+    failures = []
+    monkeypatch.setattr(threading, "excepthook", failures.append)  # would print the traceback
+    monkeypatch.setitem(sys.modules, "anthropic", None)  # makes `import anthropic` fail
+    client.warm_up()
+    for thread in threading.enumerate():
+        if thread.name == "import-anthropic":
+            thread.join(timeout=10)
+    assert failures == []
+
+
 def test_count_tokens_errors_are_mapped_too():
     with pytest.raises(types.OverloadedError):
         client_for(Recorder(error_response(529, "overloaded_error", "Overloaded"))).count_tokens(

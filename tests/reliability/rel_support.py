@@ -13,7 +13,8 @@ from memgpt_lite.agent import Agent
 from memgpt_lite.config import Settings
 from memgpt_lite.fake_server import validate_request
 from memgpt_lite.model import ScriptedModel, text_response
-from memgpt_lite.paging import group_turns
+from memgpt_lite.memory import memory_tool_schemas
+from memgpt_lite.paging import EVICT_TURNS_SCHEMA, group_turns
 from memgpt_lite.store import Store
 
 HERE = Path(__file__).parent
@@ -45,7 +46,8 @@ def queue_problems(store: Store, agent_id: int) -> list[str]:
             problems.append(f"turn {turn.id} does not start with the user's text")
         if last.role != "assistant" or any(b.get("type") == "tool_use" for b in last.content):
             problems.append(f"turn {turn.id} does not end with the assistant's answer")
-    body = {"model": "m", "max_tokens": 16,
+    # Tools defined as the agent sends them: the API refuses tool blocks in a history otherwise.
+    body = {"model": "m", "max_tokens": 16, "tools": memory_tool_schemas() + [EVICT_TURNS_SCHEMA],
             "messages": [m.to_api() for m in queue] + [{"role": "user", "content": "next"}]}
     problem = validate_request(body)
     if problem:

@@ -780,12 +780,14 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
     from memgpt_lite.agent import Agent
     from memgpt_lite.model import AnthropicClient
     from memgpt_lite.store import Store
+    from memgpt_lite.tokens import price_table
 
     typed = sys.stdin.isatty()  # else piped: one message per line, no prompt
     styled = typed and sys.stdout.isatty()
     console = make_console(plain=not styled)
     # Piped runs keep stdout for the conversation alone; the banner goes to stderr.
     info = console if typed else make_console(sys.stderr, plain=True)
+    price_table()  # a bad MEMGPT_LITE_PRICES file is reported now, not after a paid call
     client = AnthropicClient()  # raises AuthError saying how to set the key
     with Store.open_default() as store:
         settings = chat_settings(store, agent_name, model, context_window, thinking,

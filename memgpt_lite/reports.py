@@ -341,9 +341,12 @@ def _scenarios(console: Console, args: argparse.Namespace) -> int:
 def _run_one(console: Console, scenario: evaluation.Scenario, args: argparse.Namespace,
              replay_file: str | None) -> dict[str, Any]:
     judge = None
+    model = getattr(args, "model", None)
     if replay_file:
-        client: Any = recording.ReplayModelClient(recording.Recording.load(replay_file))
+        recorded = recording.Recording.load(replay_file)
+        client: Any = recording.ReplayModelClient(recorded)
         source, recorder = "replay", None
+        model = model or recorded.header.get("model")  # the requests must match the recording
     else:
         client = _live_client(args)
         source = "live"
@@ -353,7 +356,7 @@ def _run_one(console: Console, scenario: evaluation.Scenario, args: argparse.Nam
                        f"{len(scenario.checks)} checks · {source}", style="bold"))
     progress = lambda msg: console.print(Text(f"  {msg}", style="dim"))  # noqa: E731
     try:
-        report = evaluation.run_scenario(scenario, client, model=getattr(args, "model", None),
+        report = evaluation.run_scenario(scenario, client, model=model,
                                          recorder=recorder, judge=judge, progress=progress,
                                          source=source)
     finally:

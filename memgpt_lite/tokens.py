@@ -15,6 +15,7 @@ import math
 import os
 from dataclasses import dataclass
 
+from memgpt_lite.config import ConfigError
 from memgpt_lite.types import ModelRequest, Usage, canonical_json
 
 # Claude averages ~3.5 chars/token on English prose and fewer on JSON, code and CJK; start
@@ -106,8 +107,8 @@ def _price_file(path: str) -> dict[str, tuple[float, float]]:
         with open(path, encoding="utf-8") as fh:
             return {k: (float(v[0]), float(v[1])) for k, v in json.load(fh).items()}
     except (OSError, ValueError, TypeError, IndexError, AttributeError) as exc:
-        raise ValueError(f"MEMGPT_LITE_PRICES={path} is not a readable JSON price table "
-                         f"({exc}).") from None
+        raise ConfigError(f"MEMGPT_LITE_PRICES={path} is not a readable JSON price table "
+                          f"({exc}).") from None
 
 
 def cost_usd(model: str, usage: Usage, table: dict[str, tuple[float, float]] | None = None) -> float:

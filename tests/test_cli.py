@@ -336,3 +336,17 @@ def test_chat_flags_are_stored_with_the_agent(tmp_path):
     assert chat("--thinking").returncode == 0  # 1,500 stored max tokens: allowed
     with Store(config.db_path()) as store:
         assert store.get_agent("flags").settings["thinking"] is True
+
+
+def test_a_bad_price_file_is_reported_before_any_model_call(tmp_path):
+    import subprocess
+    import sys
+
+    env = {**os.environ, "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",
+           "MEMGPT_LITE_PRICES": str(tmp_path / "missing.json")}
+    done = subprocess.run([sys.executable, "-m", "memgpt_lite", "chat", "--no-record"],
+                          input="hello\n", text=True, capture_output=True, env=env, cwd=tmp_path,
+                          timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.startswith("memgpt-lite: MEMGPT_LITE_PRICES=")
+    assert len(done.stderr.strip().splitlines()) == 1

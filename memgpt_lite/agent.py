@@ -27,7 +27,7 @@ from memgpt_lite.memory import (
 from memgpt_lite.model import ModelClient
 from memgpt_lite.paging import EVICT_TURNS_SCHEMA, Pager, Summariser, first_words, group_turns
 from memgpt_lite.redact import redact, redact_blocks
-from memgpt_lite.store import AgentRow, Store
+from memgpt_lite.store import AgentRow, Store, utc_iso
 from memgpt_lite.tokens import TokenCounter, cost_usd
 from memgpt_lite.types import (
     Block,
@@ -55,10 +55,6 @@ from memgpt_lite.types import (
 )
 
 REPEAT_LIMIT = 3  # identical tool calls in a row before the chain is stopped
-
-
-def iso(dt: datetime) -> str:
-    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def utc_now() -> datetime:
@@ -96,7 +92,7 @@ class Agent:
         self.model_client = model_client
         self.clock = clock
         self.counter = TokenCounter()
-        self.tools = MemoryTools(store, row.id, clock=lambda: iso(self.clock()))
+        self.tools = MemoryTools(store, row.id, clock=lambda: utc_iso(self.clock()))
         self.builder = ContextBuilder(settings, memory_tool_schemas() + [EVICT_TURNS_SCHEMA],
                                       self.counter)
         summariser = Summariser(summary_client or model_client, settings, self.counter)
@@ -158,7 +154,7 @@ class Agent:
             text = redact(text)
         turn_id = self.store.max_turn_id(self.id) + 1
         user = Message("user", [{"type": "text", "text": text}], turn_id,
-                       created_at=iso(self.clock()), in_context=False)
+                       created_at=utc_iso(self.clock()), in_context=False)
         self.store.add_message(self.id, user)  # in recall before any model call
         run = _TurnRun(turn_id, [user])
         try:
@@ -306,7 +302,7 @@ class Agent:
     def _commit(self, run: _TurnRun) -> None:
         """The whole turn enters the queue in one transaction."""
         user, rest = run.messages[0], run.messages[1:]
-        now = iso(self.clock())
+        now = utc_iso(self.clock())
         with self.store.transaction():
             user.in_context = True
             self.store.update_message(self.id, user)

@@ -32,6 +32,7 @@ from rich.table import Table
 from rich.text import Text
 
 from memgpt_lite import config
+from memgpt_lite.memory import shorten
 from memgpt_lite.paging import turn_ranges
 from memgpt_lite.redact import redact
 from memgpt_lite.privacy import (
@@ -119,11 +120,6 @@ def bar(fraction: float, width: int = 10) -> str:
 def cache_hit(usage: Usage) -> float:
     total = usage.total_input
     return usage.cache_read_input_tokens / total if total else 0.0
-
-
-def shorten(text: str, limit: int = 80) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def status_line(usage: Usage, cost: float, context_tokens: int, budget: int, *,

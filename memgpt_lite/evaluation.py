@@ -28,6 +28,7 @@ from memgpt_lite.config import Settings
 from memgpt_lite.recording import (
     UNRECORDED_KINDS, Recorder, core_memory, parse_iso, record_header, recorded_step, utc_iso,
 )
+from memgpt_lite.memory import shorten
 from memgpt_lite.model import final_response
 from memgpt_lite.types import Event, ModelRequest, ModelResponse, StreamError, TextDelta, Usage
 
@@ -341,7 +342,7 @@ def _reply_matches(check: Check, state: RunState, _judge: Any) -> tuple[bool, st
 def _reply_miss(turns: list[TurnRecord], what: str) -> str:
     if not turns:
         return f"{what}: there is no such turn"
-    return f"{what}; turn {turns[-1].index} said {_short(turns[-1].reply)!r}"
+    return f"{what}; turn {turns[-1].index} said {shorten(turns[-1].reply, 70)!r}"
 
 
 def _core_contains(check: Check, state: RunState, _judge: Any) -> tuple[bool, str]:
@@ -350,14 +351,14 @@ def _core_contains(check: Check, state: RunState, _judge: Any) -> tuple[bool, st
     if value is None:
         return False, f"there is no core block {label!r}"
     ok = _fold(str(check.params["text"]), check) in _fold(value, check)
-    return ok, f"{label} = {_short(value)!r}"
+    return ok, f"{label} = {shorten(value, 70)!r}"
 
 
 def _archival_contains(check: Check, state: RunState, _judge: Any) -> tuple[bool, str]:
     want = _fold(str(check.params["text"]), check)
     hits = [p for p in state.passages if want in _fold(p, check)]
     if hits:
-        return True, f"passage {_short(hits[0])!r}"
+        return True, f"passage {shorten(hits[0], 70)!r}"
     return False, f"none of {len(state.passages)} passages contains {check.params['text']!r}"
 
 
@@ -444,12 +445,7 @@ def ask_judge(client: Any, criterion: str, question: str, reply: str, *,
         raise ScenarioError("the judge's stream ended without a response") from None
     answer = response.text.strip()
     head = answer.split(None, 1)[0].upper().strip(".:") if answer else ""
-    return answer if head in ("PASS", "FAIL") else f"FAIL (unclear verdict: {_short(answer)!r})"
-
-
-def _short(text: str, n: int = 70) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 1] + "…"
+    return answer if head in ("PASS", "FAIL") else f"FAIL (unclear verdict: {shorten(answer, 70)!r})"
 
 
 # --------------------------------------------------------------------------- reports

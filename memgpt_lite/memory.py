@@ -167,12 +167,13 @@ class ToolOutcome:
 
 
 def _error(text: str, name: str) -> ToolOutcome:
-    return ToolOutcome(text, True, f"{name} error: {_short(text, 60)}")
+    return ToolOutcome(text, True, f"{name} error: {shorten(text, 60)}")
 
 
-def _short(text: str, n: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 1] + "…"
+def shorten(text: str, limit: int = 80) -> str:
+    """One line of at most `limit` chars, with an ellipsis when cut (UI summaries, reports)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def _clip(text: str) -> str:
@@ -264,9 +265,9 @@ class MemoryTools:
             return _error(self._match_problem(block, old_content, count), tool)
         new = _replace_once(block.value, old_content, new_content)
         if new_content:
-            summary = f'{tool} {label} "{_short(old_content, 30)}" → "{_short(new_content, 30)}"'
+            summary = f'{tool} {label} "{shorten(old_content, 30)}" → "{shorten(new_content, 30)}"'
         else:
-            summary = f'{tool} {label} deleted "{_short(old_content, 40)}"'
+            summary = f'{tool} {label} deleted "{shorten(old_content, 40)}"'
         return self._save(block, new, "replace" if new_content else "delete", tool, summary)
 
     @staticmethod
@@ -318,7 +319,7 @@ class MemoryTools:
                      + (", or a wider date range." if tool == "conversation_search" else ".")]
         elif not result.hits:
             lines = [f"No results on this page; pages run from 1 to {result.pages}."]
-        summary = f'{tool} "{_short(query, 40)}" → {result.total} results'
+        summary = f'{tool} "{shorten(query, 40)}" → {result.total} results'
         return ToolOutcome("\n".join([head, *lines]), False, summary)
 
     # ---------------------------------------------------------------- archival insert

@@ -45,6 +45,7 @@ from typing import Any, Protocol
 from memgpt_lite import __version__, prompts, types
 from memgpt_lite.config import Settings, recordings_dir
 from memgpt_lite.redact import redact
+from memgpt_lite.store import utc_iso
 from memgpt_lite.types import (
     Event, ModelRequest, ModelResponse, PromptTooLongError, TextDelta, ThinkingDelta, ToolCall,
     ToolResult, Usage,
@@ -107,13 +108,6 @@ def _revive(name: str, value: Any) -> Any:
     if name == "result":
         return ToolResult(value["tool_use_id"], value["content"], bool(value.get("is_error")))
     return value
-
-
-def utc_iso(moment: datetime) -> str:
-    """'YYYY-MM-DDTHH:MM:SSZ', the store's time format."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_iso(text: str) -> datetime:

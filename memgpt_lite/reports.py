@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from memgpt_lite import evaluation, recording
-from memgpt_lite.chat import shorten
+from memgpt_lite.memory import shorten
 from memgpt_lite.recording import DivergenceInfo, RecordedTurn, ReplayReport
 from memgpt_lite.types import Event
 

@@ -60,8 +60,15 @@ class AgentRow:
     last_used_at: str | None
 
 
+def utc_iso(moment: datetime) -> str:
+    """'YYYY-MM-DDTHH:MM:SSZ', the one time format of stored rows (a naive time is UTC)."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def now_iso() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return utc_iso(datetime.now(timezone.utc))
 
 
 # --------------------------------------------------------------------------- text for search

@@ -1,3 +1,3 @@
-from memgpt_lite.cli import main
+from memgpt_lite.terminal.cli import main
 
 raise SystemExit(main())

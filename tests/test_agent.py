@@ -9,22 +9,21 @@ import textwrap
 
 import pytest
 
-from memgpt_lite.agent import Agent
-from memgpt_lite.config import Settings
-from memgpt_lite.fake_server import count_cache_controls, validate_request
-from memgpt_lite.model import ScriptedModel, text_response, thinking_block, tool_response
-from memgpt_lite.store import Store
-from memgpt_lite.types import (
+from memgpt_lite.engine.agent import Agent
+from memgpt_lite.engine.config import Settings
+from memgpt_lite.lab.fake_server import count_cache_controls, validate_request
+from memgpt_lite.engine.model import ScriptedModel, text_response, thinking_block, tool_response
+from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.errors import OverloadedError
+from memgpt_lite.engine.events import (
     ErrorEvent,
     MemoryEditEvent,
-    ModelResponse,
     NoticeEvent,
-    OverloadedError,
     TextDelta,
     ToolResultEvent,
     TurnEndEvent,
-    Usage,
 )
+from memgpt_lite.engine.records import ModelResponse, Usage
 
 
 @pytest.fixture
@@ -203,7 +202,7 @@ def test_unknown_tool_and_bad_arguments_are_error_results(store):
 
 
 def test_thinking_blocks_go_back_unchanged(store):
-    from memgpt_lite.fake_server import sign_thinking
+    from memgpt_lite.lab.fake_server import sign_thinking
 
     think = thinking_block("I should search.", sign_thinking("I should search."))
     first = ModelResponse([think, {"type": "tool_use", "id": "toolu_t1", "name": "archival_search",
@@ -242,9 +241,9 @@ def test_usage_and_cost_are_accounted(store):
 
 RESTART = textwrap.dedent("""
     import json, sys
-    from memgpt_lite.agent import Agent
-    from memgpt_lite.model import ScriptedModel, text_response
-    from memgpt_lite.store import Store
+    from memgpt_lite.engine.agent import Agent
+    from memgpt_lite.engine.model import ScriptedModel, text_response
+    from memgpt_lite.engine.store import Store
     store = Store(sys.argv[1])
     model = ScriptedModel([text_response(sys.argv[3])], validate=True)
     agent = Agent.open(store, "restart", model_client=model)

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import json
 
-from memgpt_lite import bench, retrieval_eval
+from memgpt_lite.lab import bench
+from memgpt_lite.lab import retrieval_eval
 
 
 def test_store_benchmark_returns_measurements():
@@ -36,7 +37,7 @@ def test_synthetic_data_is_deterministic():
 
 def test_bench_command_writes_a_report_of_the_documented_shape(tmp_path, capsys):
     """The real command path (cli.main → bench.main) at test-only sizes; shape, not timings."""
-    from memgpt_lite import cli
+    from memgpt_lite.terminal import cli
 
     out = tmp_path / "bench.json"
     code = cli.main(["bench", "--sizes", "400", "--queries", "5", "--engine-turns", "2",

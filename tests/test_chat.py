@@ -13,9 +13,9 @@ from datetime import datetime, timezone
 import pytest
 from rich.console import Console
 
-from memgpt_lite import config
-from memgpt_lite.agent import Agent
-from memgpt_lite.chat import (
+from memgpt_lite.engine import config
+from memgpt_lite.engine.agent import Agent
+from memgpt_lite.terminal.chat import (
     ChatSession,
     ChatView,
     describe_event,
@@ -25,9 +25,10 @@ from memgpt_lite.chat import (
     status_line,
     turn_ranges,
 )
-from memgpt_lite.model import ScriptedModel, text_response, tool_response
-from memgpt_lite.store import Store
-from memgpt_lite.types import EvictionEvent, ErrorEvent, FoldEvent, PressureAlertEvent, Usage
+from memgpt_lite.engine.model import ScriptedModel, text_response, tool_response
+from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.events import EvictionEvent, ErrorEvent, FoldEvent, PressureAlertEvent
+from memgpt_lite.engine.records import Usage
 
 FIXED = datetime(2026, 11, 29, 13, 45, tzinfo=timezone.utc)
 
@@ -202,7 +203,7 @@ def test_pop_says_what_was_removed_and_retry_resends(chat_factory):
 
 
 def test_retry_after_failed_turn_resends_without_popping(chat_factory):
-    from memgpt_lite.types import OverloadedError
+    from memgpt_lite.engine.errors import OverloadedError
 
     chat = chat_factory([OverloadedError("The API is overloaded."), text_response("Done.")])
     out = chat.run("please answer")
@@ -341,7 +342,7 @@ def test_event_lines():
 
 
 def test_piped_chat_against_the_fake_server(tmp_path):
-    from memgpt_lite.fake_server import FakeAnthropicServer
+    from memgpt_lite.lab.fake_server import FakeAnthropicServer
 
     with FakeAnthropicServer() as server:
         server.enqueue(tool_response([("core_memory_append",
@@ -386,7 +387,7 @@ def test_piped_chat_against_the_fake_server(tmp_path):
 
 
 def test_piped_chat_with_no_record_writes_no_recording(tmp_path):
-    from memgpt_lite.fake_server import FakeAnthropicServer
+    from memgpt_lite.lab.fake_server import FakeAnthropicServer
 
     with FakeAnthropicServer() as server:
         env = dict(os.environ, ANTHROPIC_BASE_URL=server.base_url, ANTHROPIC_API_KEY="test")
@@ -399,7 +400,7 @@ def test_piped_chat_with_no_record_writes_no_recording(tmp_path):
 
 
 def test_recorded_session_splits_after_pop_and_every_part_replays_strictly(chat_factory):
-    from memgpt_lite import recording
+    from memgpt_lite.engine import recording
 
     chat = chat_factory([text_response("One."), text_response("Two."), text_response("Three.")])
 
@@ -419,7 +420,7 @@ def test_recorded_session_splits_after_pop_and_every_part_replays_strictly(chat_
 
 
 def test_secrets_typed_at_the_prompt_never_reach_the_history_file(tmp_path):
-    from memgpt_lite.chat import LineReader
+    from memgpt_lite.terminal.chat import LineReader
 
     reader = LineReader(tmp_path / "history")
     key = "sk-ant-api03-" + "A1b2C3d4E5f6G7h8I9j0" * 3

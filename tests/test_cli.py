@@ -14,19 +14,20 @@ from datetime import datetime, timezone
 
 import pytest
 
-from memgpt_lite import cli, config
-from memgpt_lite.agent import Agent
-from memgpt_lite.model import ScriptedModel, text_response, tool_response
-from memgpt_lite.store import Store
+from memgpt_lite.terminal import cli
+from memgpt_lite.engine import config
+from memgpt_lite.engine.agent import Agent
+from memgpt_lite.engine.model import ScriptedModel, text_response, tool_response
+from memgpt_lite.engine.store import Store
 
 FIXED = datetime(2026, 11, 29, 13, 45, tzinfo=timezone.utc)
-HEAVY = ("rich", "anthropic", "httpx2", "sqlite3", "memgpt_lite.store", "memgpt_lite.agent",
-         "memgpt_lite.chat")
+HEAVY = ("rich", "anthropic", "httpx2", "sqlite3", "memgpt_lite.engine.store", "memgpt_lite.engine.agent",
+         "memgpt_lite.terminal.chat")
 
 
 def make_agent(name: str = "default", *, recorded: bool = False) -> None:
     """An agent with turns, a tool call, an archival passage, a user edit and a summary."""
-    from memgpt_lite import recording
+    from memgpt_lite.engine import recording
 
     script = [
         tool_response([("core_memory_append", {"label": "human", "content": "Name: Ada."}),
@@ -146,13 +147,13 @@ def test_missing_agent(capsys):
 
 
 def test_delegated_commands_say_when_they_are_missing(monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "memgpt_lite.reports", None)  # import fails
+    monkeypatch.setitem(sys.modules, "memgpt_lite.terminal.reports", None)  # import fails
     assert cli.main(["replay", "x.jsonl", "--strict"]) == 2
     assert capsys.readouterr().err == "memgpt-lite: `replay` is not available yet in this build.\n"
-    fake = pytypes.ModuleType("memgpt_lite.reports")
+    fake = pytypes.ModuleType("memgpt_lite.terminal.reports")
     seen = []
     fake.cmd_replay = lambda args: seen.append((args.file, args.strict, args.speed)) or 3
-    monkeypatch.setitem(sys.modules, "memgpt_lite.reports", fake)
+    monkeypatch.setitem(sys.modules, "memgpt_lite.terminal.reports", fake)
     assert cli.main(["replay", "x.jsonl", "--strict", "--speed", "2"]) == 3
     assert seen == [("x.jsonl", True, 2.0)]
     assert cli.main(["demo"]) == 2  # the fake module has no cmd_demo

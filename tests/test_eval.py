@@ -12,11 +12,13 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from memgpt_lite import evaluation, recording, reports
-from memgpt_lite.evaluation import NestedKVOracle, Scenario
-from memgpt_lite.model import ScriptedModel, text_response, tool_response
+from memgpt_lite.lab import evaluation
+from memgpt_lite.engine import recording
+from memgpt_lite.terminal import reports
+from memgpt_lite.lab.evaluation import NestedKVOracle, Scenario
+from memgpt_lite.engine.model import ScriptedModel, text_response, tool_response
 
-BUNDLED = Path(evaluation.__file__).parent / "data" / "remember_across_restart.toml"
+BUNDLED = Path(evaluation.__file__).parents[1] / "data" / "remember_across_restart.toml"
 
 
 def good_script() -> list:
@@ -219,7 +221,7 @@ def test_json_report_to_an_unwritable_path_is_one_sentence(tmp_path, console):
 
 
 def test_locomo_is_stored_like_chat_turns(tmp_path):
-    from memgpt_lite.store import Store
+    from memgpt_lite.engine.store import Store
 
     data = tmp_path / "locomo10.json"
     synthetic_locomo(data)
@@ -288,7 +290,7 @@ def test_nested_kv_oracle_cannot_cheat(tmp_path):
     """Without the pairs in archival memory the oracle finds nothing."""
     data = tmp_path / "nkv.jsonl"
     synthetic_nested_kv(data, random.Random(3))
-    from memgpt_lite import evaluation as ev
+    from memgpt_lite.lab import evaluation as ev
 
     original = ev.kv_passage
     try:
@@ -312,7 +314,7 @@ def test_dataset_files_are_checked(tmp_path):
 
 def test_no_overflow_fails_on_a_refused_request_the_agent_recovered_from():
     """With nothing to evict the agent just clips and retries: no eviction, no error event."""
-    from memgpt_lite.types import PromptTooLongError
+    from memgpt_lite.engine.errors import PromptTooLongError
 
     scenario = Scenario.from_dict({"session": [{"inputs": ["hi"]}],
                                    "check": [{"type": "no_overflow"}]})

@@ -11,8 +11,8 @@ import time
 import httpx2
 import pytest
 
-from memgpt_lite import types
-from memgpt_lite.fake_server import (
+from memgpt_lite.engine import errors
+from memgpt_lite.lab.fake_server import (
     FakeAnthropicServer,
     connection_reset,
     count_tokens,
@@ -29,8 +29,9 @@ from memgpt_lite.fake_server import (
     unauthorized,
     validate_request,
 )
-from memgpt_lite.model import AnthropicClient, text_response, thinking_block, tool_response
-from memgpt_lite.types import ModelRequest, ModelResponse, TextDelta, Usage
+from memgpt_lite.engine.model import AnthropicClient, text_response, thinking_block, tool_response
+from memgpt_lite.engine.events import TextDelta
+from memgpt_lite.engine.records import ModelRequest, ModelResponse, Usage
 
 TOOL = {"name": "archival_search", "description": "search archival memory",
         "input_schema": {"type": "object", "properties": {"query": {"type": "string"}}}}
@@ -287,7 +288,7 @@ def test_small_prefixes_are_not_cached():
 def test_over_the_context_window_is_prompt_too_long_with_the_servers_numbers():
     with FakeAnthropicServer(context_window=500) as s:
         req = request([user("many words " * 300)])
-        with pytest.raises(types.PromptTooLongError) as info:
+        with pytest.raises(errors.PromptTooLongError) as info:
             list(client(s).stream(req))
         assert info.value.actual == count_tokens(s.requests[-1]) > 500
         assert info.value.maximum == 500
@@ -336,7 +337,7 @@ def test_thinking_round_trips_through_the_server_and_edits_are_caught(server):
     assert final(c, ModelRequest("claude-sonnet-5-5", 4000, [], ok, **base)).text
     tampered = json.loads(json.dumps(ok))
     tampered[1]["content"][0]["thinking"] = "I changed my mind."
-    with pytest.raises(types.BadRequestError, match="Invalid `signature`"):
+    with pytest.raises(errors.BadRequestError, match="Invalid `signature`"):
         list(c.stream(ModelRequest("claude-sonnet-5-5", 4000, [], tampered, **base)))
 
 
@@ -360,7 +361,7 @@ def test_non_streaming_requests_get_a_json_message(server):
 def test_invalid_requests_get_400_and_do_not_consume_the_queue(server):
     server.enqueue(text_response("kept for later"))
     bad = request([user("x"), assistant(use("toolu_1")), user("no result")])
-    with pytest.raises(types.BadRequestError) as info:
+    with pytest.raises(errors.BadRequestError) as info:
         list(client(server).stream(bad))
     assert "without `tool_result` blocks" in info.value.message
     assert server.pending == 1 and server.log[-1]["status"] == 400
@@ -368,13 +369,13 @@ def test_invalid_requests_get_400_and_do_not_consume_the_queue(server):
 
 
 def test_requests_from_the_assistant_first_are_rejected_end_to_end(server):
-    with pytest.raises(types.BadRequestError, match='first message must use the "user" role'):
+    with pytest.raises(errors.BadRequestError, match='first message must use the "user" role'):
         list(client(server).stream(request([assistant("hi"), user("x")])))
 
 
 def test_missing_or_wrong_api_key_is_401():
     with FakeAnthropicServer(api_key="right") as s:
-        with pytest.raises(types.AuthError, match="ANTHROPIC_API_KEY"):
+        with pytest.raises(errors.AuthError, match="ANTHROPIC_API_KEY"):
             list(AnthropicClient(base_url=s.base_url, api_key="wrong", max_retries=0).stream(
                 request([user("x")])))
         r = httpx2.post(f"{s.base_url}/v1/messages", json=body([user("x")]),
@@ -386,17 +387,17 @@ def test_missing_or_wrong_api_key_is_401():
 
 
 @pytest.mark.parametrize("fault,error,words", [
-    (rate_limited(retry_after=0), types.RateLimitError, "Rate limited"),
-    (overloaded(), types.OverloadedError, "overloaded"),
-    (server_error(), types.ModelError, "server error (500"),
-    (unauthorized(), types.AuthError, "ANTHROPIC_API_KEY"),
-    (connection_reset(), types.APIConnectionError, "connection"),
-    (error_event(after=4), types.StreamError, "overloaded_error"),
-    (malformed_json(after=4), types.StreamError, "malformed"),
-    (truncated(after=5), types.StreamError, "ended before"),
-    (connection_reset(after=4), types.StreamError, "broke mid-reply"),
+    (rate_limited(retry_after=0), errors.RateLimitError, "Rate limited"),
+    (overloaded(), errors.OverloadedError, "overloaded"),
+    (server_error(), errors.ModelError, "server error (500"),
+    (unauthorized(), errors.AuthError, "ANTHROPIC_API_KEY"),
+    (connection_reset(), errors.APIConnectionError, "connection"),
+    (error_event(after=4), errors.StreamError, "overloaded_error"),
+    (malformed_json(after=4), errors.StreamError, "malformed"),
+    (truncated(after=5), errors.StreamError, "ended before"),
+    (connection_reset(after=4), errors.StreamError, "broke mid-reply"),
     (http_error(400, "invalid_request_error", "prompt is too long: 9 tokens > 5 maximum"),
-     types.PromptTooLongError, "9 tokens > 5"),
+     errors.PromptTooLongError, "9 tokens > 5"),
 ])
 def test_each_fault_ends_in_one_clear_error_and_the_next_call_works(server, fault, error, words):
     server.enqueue(fault)
@@ -410,7 +411,7 @@ def test_each_fault_ends_in_one_clear_error_and_the_next_call_works(server, faul
 
 def test_rate_limit_is_retried_by_the_sdk_and_the_message_says_so(server):
     server.enqueue(rate_limited(retry_after=0.01), times=2)
-    with pytest.raises(types.RateLimitError) as info:
+    with pytest.raises(errors.RateLimitError) as info:
         list(client(server, max_retries=1).stream(request([user("x")])))
     assert "after 1 retry" in info.value.message and "message is kept" in info.value.message
     assert len(server.requests) == 2
@@ -428,7 +429,7 @@ def test_a_retry_that_succeeds_is_invisible(server):
 def test_a_hanging_server_times_out_quickly(server, fault):
     server.enqueue(fault)
     started = time.monotonic()
-    with pytest.raises(types.APIConnectionError, match="(?i)timed out"):
+    with pytest.raises(errors.APIConnectionError, match="(?i)timed out"):
         list(client(server, timeout=0.3).stream(request([user("x")])))
     assert time.monotonic() - started < 1.5
 
@@ -439,7 +440,7 @@ def test_deltas_before_a_mid_stream_error_reach_the_caller(server):
     c = client(server)
     assert final(c, request([user("x")]))
     seen = []
-    with pytest.raises(types.StreamError):
+    with pytest.raises(errors.StreamError):
         for item in c.stream(request([user("x")])):
             seen.append(item)
     assert seen and all(isinstance(i, TextDelta) for i in seen)
@@ -454,14 +455,14 @@ def test_runs_as_a_module_for_manual_testing(tmp_path):
     script = tmp_path / "replies.jsonl"
     script.write_text(json.dumps(text_response("scripted hello").to_dict()) + "\n"
                       + json.dumps({"fault": "overloaded"}) + "\n")
-    proc = subprocess.Popen([sys.executable, "-m", "memgpt_lite.fake_server", "--port", "0",
+    proc = subprocess.Popen([sys.executable, "-m", "memgpt_lite.lab.fake_server", "--port", "0",
                              "--script", str(script)], stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stderr.readline()
         base_url = line.split(" on ", 1)[1].split()[0]
         c = AnthropicClient(base_url=base_url, api_key="test", max_retries=0)
         assert final(c, request([user("x")])).text == "scripted hello"
-        with pytest.raises(types.OverloadedError):
+        with pytest.raises(errors.OverloadedError):
             list(c.stream(request([user("x")])))
     finally:
         proc.terminate()

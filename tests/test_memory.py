@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memgpt_lite import prompts
-from memgpt_lite.memory import (MEMORY_TOOL_NAMES, MemoryTools, ToolOutcome, check_arguments,
+from memgpt_lite.engine import prompts
+from memgpt_lite.engine.memory import (MEMORY_TOOL_NAMES, MemoryTools, ToolOutcome, check_arguments,
                                 default_blocks, memory_tool_schemas, render_core_memory)
-from memgpt_lite.store import Store
-from memgpt_lite.types import Block, Message
+from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.records import Block, Message
 
 
 @pytest.fixture

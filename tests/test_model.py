@@ -9,9 +9,9 @@ import sys
 import httpx2
 import pytest
 
-from memgpt_lite import types
-from memgpt_lite.fake_server import sse_events
-from memgpt_lite.model import (
+from memgpt_lite.engine import errors
+from memgpt_lite.lab.fake_server import sse_events
+from memgpt_lite.engine.model import (
     PLACEHOLDER_API_KEY,
     AnthropicClient,
     ScriptedModel,
@@ -21,7 +21,8 @@ from memgpt_lite.model import (
     thinking_block,
     tool_response,
 )
-from memgpt_lite.types import ModelRequest, ModelResponse, TextDelta, ThinkingDelta, Usage
+from memgpt_lite.engine.events import TextDelta, ThinkingDelta
+from memgpt_lite.engine.records import ModelRequest, ModelResponse, Usage
 
 REQUEST = ModelRequest(
     model="claude-sonnet-5-5", max_tokens=256,
@@ -86,8 +87,8 @@ def run(client, request=REQUEST):
     return items[:-1], items[-1]
 
 
-def fail(client, request=REQUEST) -> types.ModelError:
-    with pytest.raises(types.ModelError) as info:
+def fail(client, request=REQUEST) -> errors.ModelError:
+    with pytest.raises(errors.ModelError) as info:
         list(client.stream(request))
     assert "\n" not in info.value.message and "Traceback" not in info.value.message
     return info.value
@@ -97,7 +98,7 @@ def fail(client, request=REQUEST) -> types.ModelError:
 
 
 def test_importing_model_does_not_import_anthropic():
-    code = ("import sys, memgpt_lite.model, memgpt_lite.fake_server; "
+    code = ("import sys, memgpt_lite.engine.model, memgpt_lite.lab.fake_server; "
             "print('anthropic' in sys.modules, 'httpx2' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
@@ -186,7 +187,7 @@ def no_profiles(tmp_path, monkeypatch):
 
 
 def test_no_key_at_all_is_one_sentence_naming_the_env_vars(no_profiles):
-    with pytest.raises(types.AuthError) as info:
+    with pytest.raises(errors.AuthError) as info:
         AnthropicClient()
     assert "ANTHROPIC_API_KEY" in info.value.message
     assert "ANTHROPIC_BASE_URL" in info.value.message
@@ -221,7 +222,7 @@ def test_rate_limit_after_retries_says_so_and_keeps_the_message():
     rec = Recorder(error_response(429, "rate_limit_error", "Too many requests",
                                   {"retry-after": "0", "retry-after-ms": "1"}))
     err = fail(client_for(rec, max_retries=1))
-    assert isinstance(err, types.RateLimitError) and err.status == 429
+    assert isinstance(err, errors.RateLimitError) and err.status == 429
     assert len(rec.requests) == 2
     assert "after 1 retry" in err.message and "message is kept" in err.message
     assert "try again" in err.message
@@ -235,13 +236,13 @@ def test_rate_limit_reports_a_positive_retry_after():
 
 def test_overloaded_529():
     err = fail(client_for(Recorder(error_response(529, "overloaded_error", "Overloaded"))))
-    assert isinstance(err, types.OverloadedError) and err.status == 529
+    assert isinstance(err, errors.OverloadedError) and err.status == 529
     assert "overloaded" in err.message
 
 
 def test_server_error_500():
     err = fail(client_for(Recorder(error_response(500, "api_error", "Internal server error"))))
-    assert type(err) is types.ModelError and err.status == 500 and err.retryable
+    assert type(err) is errors.ModelError and err.status == 500 and err.retryable
     assert "server error (500" in err.message
 
 
@@ -249,7 +250,7 @@ def test_server_error_500():
                                          (403, "permission_error")])
 def test_invalid_key_names_the_env_var(status, kind):
     err = fail(client_for(Recorder(error_response(status, kind, "invalid x-api-key"))))
-    assert isinstance(err, types.AuthError) and err.status == status and not err.retryable
+    assert isinstance(err, errors.AuthError) and err.status == status and not err.retryable
     assert "ANTHROPIC_API_KEY" in err.message
 
 
@@ -259,14 +260,14 @@ def test_connection_error_names_the_host():
     client = AnthropicClient(api_key="test", base_url="http://llm.example:8080",
                              http_client=http, max_retries=0)
     err = fail(client)
-    assert isinstance(err, types.APIConnectionError)
+    assert isinstance(err, errors.APIConnectionError)
     assert "Could not connect to llm.example:8080" in err.message
     assert "ANTHROPIC_BASE_URL" in err.message
 
 
 def test_timeout_is_a_connection_error():
     err = fail(client_for(Recorder(httpx2.ReadTimeout("timed out"))))
-    assert isinstance(err, types.APIConnectionError) and "timed out" in err.message
+    assert isinstance(err, errors.APIConnectionError) and "timed out" in err.message
 
 
 def test_error_event_mid_stream_is_a_stream_error():
@@ -276,7 +277,7 @@ def test_error_event_mid_stream_is_a_stream_error():
     rec = Recorder(httpx2.Response(200, headers={"content-type": "text/event-stream"},
                                    content=sse_bytes(events)))
     items = []
-    with pytest.raises(types.StreamError) as info:
+    with pytest.raises(errors.StreamError) as info:
         for item in client_for(rec).stream(REQUEST):
             items.append(item)
     assert items and all(isinstance(i, TextDelta) for i in items)  # deltas came first
@@ -288,7 +289,7 @@ def test_truncated_stream_is_a_stream_error():
     rec = Recorder(httpx2.Response(200, headers={"content-type": "text/event-stream"},
                                    content=sse_bytes(events)))
     err = fail(client_for(rec))
-    assert isinstance(err, types.StreamError) and "ended before" in err.message
+    assert isinstance(err, errors.StreamError) and "ended before" in err.message
 
 
 def test_malformed_json_in_a_data_line_is_a_stream_error():
@@ -297,14 +298,14 @@ def test_malformed_json_in_a_data_line_is_a_stream_error():
     rec = Recorder(httpx2.Response(200, headers={"content-type": "text/event-stream"},
                                    content=sse_bytes(events)))
     err = fail(client_for(rec))
-    assert isinstance(err, types.StreamError) and "malformed" in err.message
+    assert isinstance(err, errors.StreamError) and "malformed" in err.message
 
 
 def test_prompt_too_long_carries_the_numbers():
     rec = Recorder(error_response(400, "invalid_request_error",
                                   "prompt is too long: 210345 tokens > 200000 maximum"))
     err = fail(client_for(rec))
-    assert isinstance(err, types.PromptTooLongError)
+    assert isinstance(err, errors.PromptTooLongError)
     assert (err.actual, err.maximum, err.status) == (210345, 200000, 400)
     assert "210345 tokens > 200000" in err.message
 
@@ -312,7 +313,7 @@ def test_prompt_too_long_carries_the_numbers():
 def test_other_bad_request_carries_the_api_message():
     text = "messages.1: `tool_use` ids were found without `tool_result` blocks immediately after"
     err = fail(client_for(Recorder(error_response(400, "invalid_request_error", text))))
-    assert type(err) is types.BadRequestError and not err.retryable
+    assert type(err) is errors.BadRequestError and not err.retryable
     assert text in err.message
 
 
@@ -321,7 +322,7 @@ def test_an_error_body_of_another_shape_is_still_one_sentence(body):
     # Compatible servers do not all send {"error": {"type", "message"}}; a string `error`
     # used to escape as a raw AttributeError from the error mapping.
     err = fail(client_for(Recorder(httpx2.Response(500, json=body))))
-    assert type(err) is types.ModelError and "server error (500" in err.message
+    assert type(err) is errors.ModelError and "server error (500" in err.message
 
 
 def test_warm_up_does_not_print_when_the_sdk_cannot_be_imported(monkeypatch):
@@ -339,7 +340,7 @@ def test_warm_up_does_not_print_when_the_sdk_cannot_be_imported(monkeypatch):
 
 
 def test_count_tokens_errors_are_mapped_too():
-    with pytest.raises(types.OverloadedError):
+    with pytest.raises(errors.OverloadedError):
         client_for(Recorder(error_response(529, "overloaded_error", "Overloaded"))).count_tokens(
             REQUEST)
 
@@ -367,9 +368,9 @@ def test_scripted_model_streams_thinking_then_text():
 
 
 def test_scripted_model_raises_scripted_exceptions_and_calls_callables():
-    boom = types.RateLimitError("Rate limited.", status=429)
+    boom = errors.RateLimitError("Rate limited.", status=429)
     model = ScriptedModel([boom, lambda req: text_response(f"{len(req.messages)} msgs")])
-    with pytest.raises(types.RateLimitError):
+    with pytest.raises(errors.RateLimitError):
         list(model.stream(REQUEST))
     assert list(model.stream(REQUEST))[-1].text == "1 msgs"
     assert len(model.requests) == 2
@@ -430,7 +431,7 @@ def test_validating_scripted_model_rejects_what_the_api_would():
                                            "name": "x", "input": {}}]},
         {"role": "user", "content": "and?"}])
     model = ScriptedModel([text_response("never")], validate=True)
-    with pytest.raises(types.BadRequestError, match="without `tool_result`"):
+    with pytest.raises(errors.BadRequestError, match="without `tool_result`"):
         list(model.stream(bad))
     checked = ScriptedModel([text_response("ok")], validate=True)
     assert list(checked.stream(REQUEST))[-1].text == "ok"

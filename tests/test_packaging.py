@@ -15,7 +15,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 PROMPTS = {"system.md", "persona.md", "human.md", "summarizer.md", "pressure_alert.md"}
 PROBE = ("import sys, site; site.addsitedir(sys.argv[1]); "
-         "from memgpt_lite import prompts; print(prompts.root()); "
+         "from memgpt_lite.engine import prompts; print(prompts.root()); "
          "print(sorted(prompts.names())); print(prompts.load('system.md')[:40])")
 
 

@@ -8,35 +8,33 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from memgpt_lite.agent import Agent
-from memgpt_lite.config import Settings
-from memgpt_lite.context import ContextInputs
-from memgpt_lite.memory import MemoryTools, ToolOutcome
-from memgpt_lite.model import ScriptedModel, text_response, tool_response
-from memgpt_lite.paging import (
+from memgpt_lite.engine.agent import Agent
+from memgpt_lite.engine.config import Settings
+from memgpt_lite.engine.context import ContextInputs
+from memgpt_lite.engine.memory import MemoryTools, ToolOutcome
+from memgpt_lite.engine.model import ScriptedModel, text_response, tool_response
+from memgpt_lite.engine.paging import (
     CLIP_NOTE,
     Summariser,
     chunk_turns,
     group_turns,
     truncate_summary,
 )
-from memgpt_lite.store import Store
-from memgpt_lite.tokens import TokenCounter
-from memgpt_lite.types import (
+from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.tokens import TokenCounter
+from memgpt_lite.engine.errors import PromptTooLongError, RateLimitError
+from memgpt_lite.engine.events import (
     ClipEvent,
     ErrorEvent,
     EvictionEvent,
     FoldEvent,
-    Message,
     ModelCallStart,
     PressureAlertEvent,
-    PromptTooLongError,
-    RateLimitError,
     SummaryEvent,
     ToolResultEvent,
     TurnEndEvent,
-    canonical_json,
 )
+from memgpt_lite.engine.records import Message, canonical_json
 
 WINDOW = 8_000  # budget = 8000 − 512 − 200 = 7288 tokens
 

@@ -17,12 +17,13 @@ from pathlib import Path
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
-from memgpt_lite.agent import Agent
-from memgpt_lite.config import Settings
-from memgpt_lite.fake_server import count_cache_controls, validate_request
-from memgpt_lite.model import ScriptedModel, text_response, tool_response
-from memgpt_lite.store import Store
-from memgpt_lite.types import ModelCallStart, ModelRequest, ResponseEvent, TurnEndEvent
+from memgpt_lite.engine.agent import Agent
+from memgpt_lite.engine.config import Settings
+from memgpt_lite.lab.fake_server import count_cache_controls, validate_request
+from memgpt_lite.engine.model import ScriptedModel, text_response, tool_response
+from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.events import ModelCallStart, ResponseEvent, TurnEndEvent
+from memgpt_lite.engine.records import ModelRequest
 
 from test_paging import BlobTools, clock
 

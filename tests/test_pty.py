@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from memgpt_lite import config
-from memgpt_lite.fake_server import FakeAnthropicServer, hang, validate_request
-from memgpt_lite.model import text_response
-from memgpt_lite.store import Store
+from memgpt_lite.engine import config
+from memgpt_lite.lab.fake_server import FakeAnthropicServer, hang, validate_request
+from memgpt_lite.engine.model import text_response
+from memgpt_lite.engine.store import Store
 
 pexpect = pytest.importorskip("pexpect")
 

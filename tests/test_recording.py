@@ -9,15 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from memgpt_lite import recording
-from memgpt_lite.agent import Agent
-from memgpt_lite.config import Settings, recordings_dir
-from memgpt_lite.model import ScriptedModel, text_response, tool_response
-from memgpt_lite.store import Store
-from memgpt_lite.types import (
-    EvictionEvent, MemoryEditEvent, ModelResponse, ResponseEvent, ToolCall, ToolResult,
-    ToolResultEvent, TurnEndEvent, Usage,
+from memgpt_lite.engine import recording
+from memgpt_lite.engine.agent import Agent
+from memgpt_lite.engine.config import Settings, recordings_dir
+from memgpt_lite.engine.model import ScriptedModel, text_response, tool_response
+from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.events import (
+    EvictionEvent,
+    MemoryEditEvent,
+    ResponseEvent,
+    ToolResultEvent,
+    TurnEndEvent,
 )
+from memgpt_lite.engine.records import ModelResponse, ToolCall, ToolResult, Usage
 
 START = datetime(2026, 1, 5, 10, 0, tzinfo=timezone.utc)
 

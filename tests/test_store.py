@@ -5,9 +5,9 @@ import stat
 
 import pytest
 
-from memgpt_lite import config
-from memgpt_lite.store import MIGRATIONS, Store, StoreError, _m001_initial
-from memgpt_lite.types import Message
+from memgpt_lite.engine import config
+from memgpt_lite.engine.store import MIGRATIONS, Store, StoreError, _m001_initial
+from memgpt_lite.engine.records import Message
 
 
 def text_msg(role, text, turn, **kw):

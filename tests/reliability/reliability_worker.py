@@ -19,12 +19,13 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 
-from memgpt_lite import store as store_module
-from memgpt_lite.agent import Agent
-from memgpt_lite.config import Settings
-from memgpt_lite.model import tool_response
-from memgpt_lite.store import Store
-from memgpt_lite.types import ModelRequest, ModelResponse, TextDelta, Usage
+from memgpt_lite.engine import store as store_module
+from memgpt_lite.engine.agent import Agent
+from memgpt_lite.engine.config import Settings
+from memgpt_lite.engine.model import tool_response
+from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.events import TextDelta
+from memgpt_lite.engine.records import ModelRequest, ModelResponse, Usage
 
 
 def say(line: str) -> None:

@@ -12,11 +12,11 @@ import time
 
 from rel_support import assert_trustworthy, child_env, start_worker, wait_for_line
 
-from memgpt_lite import config
-from memgpt_lite.agent import Agent
-from memgpt_lite.locking import AgentBusyError, AgentLock, lock_path
-from memgpt_lite.model import ScriptedModel, text_response
-from memgpt_lite.store import Store, StoreError
+from memgpt_lite.engine import config
+from memgpt_lite.engine.agent import Agent
+from memgpt_lite.engine.locking import AgentBusyError, AgentLock, lock_path
+from memgpt_lite.engine.model import ScriptedModel, text_response
+from memgpt_lite.engine.store import Store, StoreError
 
 
 def chat(agent: str, text: str, server, timeout: float = 30) -> subprocess.CompletedProcess:
@@ -27,7 +27,7 @@ def chat(agent: str, text: str, server, timeout: float = 30) -> subprocess.Compl
 
 
 def test_second_chat_on_the_same_agent_waits_then_refuses(tmp_path):
-    from memgpt_lite.fake_server import FakeAnthropicServer
+    from memgpt_lite.lab.fake_server import FakeAnthropicServer
 
     holder = start_worker("hold", str(config.db_path()), "same", "20")
     try:
@@ -107,7 +107,7 @@ def test_lock_in_process(tmp_path):
     a.close()
     again.close()
     # once released, another process takes it at once
-    code = ("import sys; from memgpt_lite.locking import lock_agent; "
+    code = ("import sys; from memgpt_lite.engine.locking import lock_agent; "
             "lock_agent(sys.argv[1], 'x', wait=0); print('ok')")
     out = subprocess.run([sys.executable, "-c", code, str(store.path.parent)],
                          capture_output=True, text=True, timeout=30, env=child_env())

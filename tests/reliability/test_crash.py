@@ -17,7 +17,7 @@ from rel_support import (
     wait_for_line,
 )
 
-from memgpt_lite.store import MIGRATIONS, Store
+from memgpt_lite.engine.store import MIGRATIONS, Store
 
 
 def kill(proc: subprocess.Popen) -> None:
@@ -56,8 +56,8 @@ def test_kill_during_a_migration(tmp_path):
     with Store(db) as store:  # the half-applied migration was rolled back and runs again
         assert store.applied_migrations() == [name for name, _ in MIGRATIONS]
         assert store_problems(store) == []
-    from memgpt_lite.agent import Agent
-    from memgpt_lite.model import ScriptedModel, text_response
+    from memgpt_lite.engine.agent import Agent
+    from memgpt_lite.engine.model import ScriptedModel, text_response
 
     with Store(db) as store:
         agent = Agent.open(store, "fresh", model_client=ScriptedModel([text_response("hi")]))
@@ -90,9 +90,9 @@ def test_kill_at_random_moments_repeatedly(tmp_path):
 
 def test_kill_the_real_chat_process_mid_reply(tmp_path):
     """`memgpt-lite chat` (piped) against the fake server, killed while a reply streams."""
-    from memgpt_lite import config
-    from memgpt_lite.fake_server import FakeAnthropicServer, hang
-    from memgpt_lite.model import text_response
+    from memgpt_lite.engine import config
+    from memgpt_lite.lab.fake_server import FakeAnthropicServer, hang
+    from memgpt_lite.engine.model import text_response
 
     with FakeAnthropicServer() as server:
         server.enqueue(text_response("First reply, committed."))
@@ -113,6 +113,6 @@ def test_kill_the_real_chat_process_mid_reply(tmp_path):
                        answered=["First reply, committed."])
     recordings = list((config.recordings_dir() / "k").glob("*.jsonl"))
     assert recordings, "the session was recorded up to the kill"
-    from memgpt_lite.recording import Recording
+    from memgpt_lite.engine.recording import Recording
 
     Recording.load(recordings[0])  # a recording cut by a kill still loads

@@ -11,8 +11,8 @@ import time
 import pytest
 from rel_support import queue_problems, recall_texts
 
-from memgpt_lite.agent import Agent
-from memgpt_lite.fake_server import (
+from memgpt_lite.engine.agent import Agent
+from memgpt_lite.lab.fake_server import (
     FakeAnthropicServer,
     connection_reset,
     error_event,
@@ -24,8 +24,8 @@ from memgpt_lite.fake_server import (
     truncated,
     unauthorized,
 )
-from memgpt_lite.model import AnthropicClient, text_response, tool_response
-from memgpt_lite.store import Store
+from memgpt_lite.engine.model import AnthropicClient, text_response, tool_response
+from memgpt_lite.engine.store import Store
 
 FAULTS = {
     "429 retry-after": (lambda: rate_limited(retry_after=0), True, ["Rate limited", "429"]),

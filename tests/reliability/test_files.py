@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from rel_support import child_env, queue_problems, recall_texts
 
-from memgpt_lite import config
-from memgpt_lite.agent import Agent
-from memgpt_lite.model import ScriptedModel, text_response, tool_response
-from memgpt_lite.store import Store, StoreError
+from memgpt_lite.engine import config
+from memgpt_lite.engine.agent import Agent
+from memgpt_lite.engine.model import ScriptedModel, text_response, tool_response
+from memgpt_lite.engine.store import Store, StoreError
 
 
 def modes(root: Path) -> dict[str, int]:
@@ -35,12 +35,12 @@ def assert_private(root: Path, skip_dirs: tuple[str, ...] = ()) -> None:
 
 def chat_with_umask_0() -> Path:
     """A recorded chat session in a child process with a permissive umask."""
-    from memgpt_lite.fake_server import FakeAnthropicServer
+    from memgpt_lite.lab.fake_server import FakeAnthropicServer
 
     with FakeAnthropicServer() as server:
         env = child_env(ANTHROPIC_BASE_URL=server.base_url, ANTHROPIC_API_KEY="test")
         proc = subprocess.run(
-            [sys.executable, "-c", "import os, sys; os.umask(0); from memgpt_lite.cli import main;"
+            [sys.executable, "-c", "import os, sys; os.umask(0); from memgpt_lite.terminal.cli import main;"
              " sys.exit(main(['chat', '--agent', 'p']))"],
             input="hello\nsecond\n", capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr

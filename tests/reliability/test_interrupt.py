@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from rel_support import assert_trustworthy, queue_problems, small_settings
 
-from memgpt_lite.agent import Agent
-from memgpt_lite.model import ScriptedModel, text_response, tool_response
-from memgpt_lite.store import Store
-from memgpt_lite.types import Message
+from memgpt_lite.engine.agent import Agent
+from memgpt_lite.engine.model import ScriptedModel, text_response, tool_response
+from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.records import Message
 
 
 def tool_turn_script() -> list:

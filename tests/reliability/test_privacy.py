@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from memgpt_lite import config
-from memgpt_lite.agent import Agent
-from memgpt_lite.model import ScriptedModel, text_response, tool_response
-from memgpt_lite.redact import find_secrets, redact, redact_blocks
-from memgpt_lite.store import Store
+from memgpt_lite.engine import config
+from memgpt_lite.engine.agent import Agent
+from memgpt_lite.engine.model import ScriptedModel, text_response, tool_response
+from memgpt_lite.engine.redact import find_secrets, redact, redact_blocks
+from memgpt_lite.engine.store import Store
 
 CORPUS = [json.loads(line) for line in
           (Path(__file__).parent / "secrets_corpus.jsonl").read_text().splitlines() if line]
@@ -90,7 +90,7 @@ def test_agent_stores_and_sends_no_secret(tmp_path):
 
 
 def test_recorded_events_hold_no_secret(tmp_path):
-    from memgpt_lite.recording import Recorder
+    from memgpt_lite.engine.recording import Recorder
 
     store = Store(tmp_path / "db.sqlite")
     agent = Agent.open(store, "rec", model_client=ScriptedModel(
@@ -103,7 +103,7 @@ def test_recorded_events_hold_no_secret(tmp_path):
 
 
 def test_recording_of_a_chat_session_holds_no_secret(tmp_path):
-    from memgpt_lite.recording import Recorder, recorded_step
+    from memgpt_lite.engine.recording import Recorder, recorded_step
 
     store = Store(tmp_path / "db.sqlite")
     agent = Agent.open(store, "rec", model_client=ScriptedModel([text_response("ok")]))
@@ -129,7 +129,7 @@ def test_export_of_a_chat_with_a_pasted_key_is_clean(tmp_path):
 
 
 def test_forget_scrubs_a_recording_whose_last_line_was_cut_short():
-    from memgpt_lite.privacy import scrub_recordings
+    from memgpt_lite.engine.privacy import scrub_recordings
 
     path = config.recordings_dir() / "a" / "cut.jsonl"
     path.parent.mkdir(parents=True)

@@ -15,8 +15,8 @@ import math
 import os
 from dataclasses import dataclass
 
-from memgpt_lite.config import ConfigError
-from memgpt_lite.types import ModelRequest, Usage, canonical_json
+from memgpt_lite.engine.config import ConfigError
+from memgpt_lite.engine.records import ModelRequest, Usage, canonical_json
 
 # Claude averages ~3.5 chars/token on English prose and fewer on JSON, code and CJK; start
 # low so that the first requests are overestimated rather than under.

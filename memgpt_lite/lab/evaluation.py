@@ -24,13 +24,15 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from memgpt_lite.config import Settings
-from memgpt_lite.recording import (
+from memgpt_lite.engine.config import Settings
+from memgpt_lite.engine.recording import (
     UNRECORDED_KINDS, Recorder, core_memory, parse_iso, record_header, recorded_step, utc_iso,
 )
-from memgpt_lite.memory import shorten
-from memgpt_lite.model import final_response
-from memgpt_lite.types import Event, ModelRequest, ModelResponse, StreamError, TextDelta, Usage
+from memgpt_lite.engine.memory import shorten
+from memgpt_lite.engine.model import final_response
+from memgpt_lite.engine.errors import StreamError
+from memgpt_lite.engine.events import Event, TextDelta
+from memgpt_lite.engine.records import ModelRequest, ModelResponse, Usage
 
 DEFAULT_CLOCK = "2026-01-01T09:00:00Z"
 Progress = Callable[[str], None]
@@ -249,8 +251,8 @@ def run_scenario(scenario: Scenario, model_client: Any, *, summary_client: Any =
 
 def _drive(scenario: Scenario, settings: Settings, client: Any, summary_client: Any,
            recorder: Recorder | None, db: Path, progress: Progress | None) -> RunState:
-    from memgpt_lite.agent import Agent
-    from memgpt_lite.store import Store
+    from memgpt_lite.engine.agent import Agent
+    from memgpt_lite.engine.store import Store
 
     clock = StepClock(_parse_clock(scenario.clock))
     store = Store(db)
@@ -645,7 +647,7 @@ def store_locomo_conversation(store: Any, agent_id: int, sample: dict[str, Any])
     speaker_a's utterances are `user` messages, speaker_b's are `assistant` messages, and a
     new turn starts at each user message that follows an assistant one. Messages are out of
     the context queue (evicted), stamped with the session's date. Returns message id → dia_id."""
-    from memgpt_lite.types import Message
+    from memgpt_lite.engine.records import Message
 
     conversation = sample["conversation"]
     speaker_a = conversation.get("speaker_a")
@@ -674,9 +676,9 @@ def run_locomo(path: str | Path, *, retrieval_only: bool = True, model_client: A
                progress: Progress | None = None, limit: int | None = None) -> dict[str, Any]:
     """LoCoMo: recall@5/@10 of the evidence through conversation_search (retrieval only),
     or token F1 of the agent's answers (needs `model_client`). Per category and overall."""
-    from memgpt_lite.agent import Agent
-    from memgpt_lite.memory import MemoryTools
-    from memgpt_lite.store import Store
+    from memgpt_lite.engine.agent import Agent
+    from memgpt_lite.engine.memory import MemoryTools
+    from memgpt_lite.engine.store import Store
 
     samples = load_locomo(path)
     if not retrieval_only and model_client is None:
@@ -887,8 +889,8 @@ def _accuracy(correct: list[bool]) -> dict[str, Any]:
 
 def _run_kv_example(ex: KVExample, model_client: Any, settings: Settings) -> tuple[str, int]:
     """(reply, archival searches) of a fresh agent that holds the example's pairs."""
-    from memgpt_lite.agent import Agent
-    from memgpt_lite.store import Store
+    from memgpt_lite.engine.agent import Agent
+    from memgpt_lite.engine.store import Store
 
     with tempfile.TemporaryDirectory(prefix="memgpt-lite-nkv-") as tmp:
         with Store(Path(tmp) / "nkv.db") as store:

@@ -178,10 +178,10 @@ def main(argv: list[str] | None = None) -> int:
 def _user_facing_code(exc: Exception) -> int | None:
     """The exit status for an error whose message speaks to the user; None for a bug."""
     # Imported here, not at module level: the store pulls in sqlite3, which --help must not.
-    from memgpt_lite.config import ConfigError
-    from memgpt_lite.prompts import PromptError
-    from memgpt_lite.store import StoreError
-    from memgpt_lite.types import ModelError
+    from memgpt_lite.engine.config import ConfigError
+    from memgpt_lite.engine.prompts import PromptError
+    from memgpt_lite.engine.store import StoreError
+    from memgpt_lite.engine.errors import ModelError
 
     if isinstance(exc, UserError):
         return exc.code
@@ -209,10 +209,10 @@ def _optional_attr(module: str, name: str) -> Any:
 
 
 def _delegate(func_name: str, command: str) -> Callable[[argparse.Namespace], int]:
-    """A command implemented in memgpt_lite.reports; says so plainly when it is missing."""
+    """A command implemented in memgpt_lite.terminal.reports; says so plainly when it is missing."""
 
     def run(args: argparse.Namespace) -> int:
-        func = _optional_attr("memgpt_lite.reports", func_name)
+        func = _optional_attr("memgpt_lite.terminal.reports", func_name)
         if func is None:
             print(f"memgpt-lite: `{command}` is not available yet in this build.",
                   file=sys.stderr)
@@ -226,7 +226,7 @@ def _delegate(func_name: str, command: str) -> Callable[[argparse.Namespace], in
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    from memgpt_lite import chat
+    from memgpt_lite.terminal import chat
 
     return chat.run_chat(agent_name=args.agent, model=args.model,
                          context_window=args.context_window, max_tokens=args.max_tokens,
@@ -234,7 +234,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 
 def cmd_core(args: argparse.Namespace) -> int:
-    from memgpt_lite import chat
+    from memgpt_lite.terminal import chat
 
     with _open_store() as store:
         row = _require_agent(store, args.agent)
@@ -243,7 +243,7 @@ def cmd_core(args: argparse.Namespace) -> int:
 
 
 def cmd_agents_list(args: argparse.Namespace) -> int:
-    from memgpt_lite import chat
+    from memgpt_lite.terminal import chat
 
     with _open_store() as store:
         chat.print_agents(_console(), store)
@@ -251,7 +251,7 @@ def cmd_agents_list(args: argparse.Namespace) -> int:
 
 
 def cmd_agents_show(args: argparse.Namespace) -> int:
-    from memgpt_lite import chat
+    from memgpt_lite.terminal import chat
 
     with _open_store() as store:
         row = _require_agent(store, args.name)
@@ -260,7 +260,7 @@ def cmd_agents_show(args: argparse.Namespace) -> int:
 
 
 def cmd_agents_delete(args: argparse.Namespace) -> int:
-    from memgpt_lite import privacy
+    from memgpt_lite.engine import privacy
 
     with _open_store() as store, _agent_lock(store, args.name):
         row = _require_agent(store, args.name)
@@ -288,7 +288,7 @@ def cmd_agents_rename(args: argparse.Namespace) -> int:
 
 
 def cmd_agents_export(args: argparse.Namespace) -> int:
-    from memgpt_lite import privacy
+    from memgpt_lite.engine import privacy
 
     target = Path(args.file).expanduser()
     with _open_store() as store:
@@ -332,13 +332,14 @@ def cmd_agents_import(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from memgpt_lite import doctor
+    from memgpt_lite.terminal import doctor
 
     return doctor.run_doctor(_console(), repair=args.repair)
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
-    from memgpt_lite import chat, privacy
+    from memgpt_lite.terminal import chat
+    from memgpt_lite.engine import privacy
 
     console = _console()
     with _open_store() as store, _agent_lock(store, args.agent):
@@ -356,7 +357,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 
 def run_bench(argv: list[str]) -> int:
-    bench_main = _optional_attr("memgpt_lite.bench", "main")
+    bench_main = _optional_attr("memgpt_lite.lab.bench", "main")
     if bench_main is None:
         print("memgpt-lite: `bench` is not available yet in this build.", file=sys.stderr)
         return EXIT_USAGE
@@ -371,7 +372,7 @@ def run_bench(argv: list[str]) -> int:
 
 def _open_store() -> Any:
     """The default Store; it is its own context manager (closed on exit)."""
-    from memgpt_lite.store import Store
+    from memgpt_lite.engine.store import Store
 
     return Store.open_default()
 
@@ -379,7 +380,7 @@ def _open_store() -> Any:
 def _agent_lock(store: Any, name: str) -> Any:
     """The agent's process lock: deleting or rewriting an agent under a running chat would
     pull its queue away mid-turn, so these commands wait briefly, then refuse."""
-    from memgpt_lite import locking
+    from memgpt_lite.engine import locking
 
     return locking.AgentLock(store.path.parent, name)
 
@@ -406,6 +407,6 @@ def _confirmed(yes: bool, question: str) -> bool:
 
 
 def _console():
-    from memgpt_lite.chat import make_console
+    from memgpt_lite.terminal.chat import make_console
 
     return make_console()

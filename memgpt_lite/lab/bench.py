@@ -1,7 +1,7 @@
 """`memgpt-lite bench`: the benchmark suite (issue 7) — offline, one table, optional JSON.
 
     memgpt-lite bench [--quick] [--json OUT]
-    python -m memgpt_lite.bench store [--sizes 10000,100000] [--json]   # the store alone
+    python -m memgpt_lite.lab.bench store [--sizes 10000,100000] [--json]   # the store alone
 
 Sections, in one run on one machine:
   store      conversation_search / archival_search latency at 10k, 100k, 1M rows, English and
@@ -35,9 +35,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .memory import MemoryTools
-from .store import Store
-from .types import Message
+from memgpt_lite.engine.memory import MemoryTools
+from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.records import Message
 
 T = TypeVar("T", int, float)
 
@@ -430,8 +430,8 @@ class Corpus:
 
 
 def open_corpus(home: Path, lang: str) -> Corpus:
-    from .config import DB_FILENAME, Settings
-    from .memory import default_blocks
+    from memgpt_lite.engine.config import DB_FILENAME, Settings
+    from memgpt_lite.engine.memory import default_blocks
 
     settings = Settings(context_window=ENGINE_WINDOW)
     store = Store(home / DB_FILENAME)
@@ -565,7 +565,7 @@ class InstantModel:
         yield response
 
     def _answer(self, request: Any) -> Any:
-        from .model import estimate_usage, text_response, tool_response
+        from memgpt_lite.engine.model import estimate_usage, text_response, tool_response
 
         last = request.messages[-1]["content"]
         if any(b.get("type") == "tool_result" for b in last):
@@ -641,7 +641,7 @@ def _timed(fn: Callable[..., Any], into: list[float]) -> Callable[..., Any]:
 def fill_queue(agent: Any, fraction: float) -> list[int]:
     """Put the newest stored turns back in the queue until the request is about `fraction`
     of the budget (estimated by the agent's own, calibrated counter)."""
-    from .context import message_tokens
+    from memgpt_lite.engine.context import message_tokens
 
     store, agent_id = agent.store, agent.id
     queued = sorted({m.turn_id for m in store.context_messages(agent_id)})
@@ -657,8 +657,8 @@ def fill_queue(agent: Any, fraction: float) -> list[int]:
 
 
 def run_engine(corpus: Corpus, plan: Plan, progress: Callable[[str], None]) -> Section:
-    from .agent import Agent
-    from .config import Settings
+    from memgpt_lite.engine.agent import Agent
+    from memgpt_lite.engine.config import Settings
 
     model = InstantModel()
     agent = Agent.open(corpus.store, BENCH_AGENT, model_client=model,
@@ -711,7 +711,7 @@ _ENGINE_METHOD = (
 
 
 def _engine_section(corpus: Corpus, times: EngineTimes, queue_turns: int, report: Any) -> Section:
-    from .config import Settings
+    from memgpt_lite.engine.config import Settings
 
     budget = Settings(context_window=ENGINE_WINDOW).budget
     method = _ENGINE_METHOD.format(messages=_count(corpus.messages), window=ENGINE_WINDOW,
@@ -743,7 +743,7 @@ LAYOUTS = {"memgpt_lite": "memgpt_lite (DESIGN §4 layout)",
 
 
 def run_tokens(plan: Plan, progress: Callable[[str], None]) -> Section:
-    from . import session_bench
+    from memgpt_lite.lab import session_bench
 
     report = session_bench.run_benchmark(plan.session_turns, plan.budgets,
                                          progress=lambda m: progress(f"tokens: {m}"))
@@ -933,7 +933,7 @@ def run_memory(corpus: Corpus, server: Any, startup_rss: list[float],
 
 def run_suite(plan: Plan, progress: Callable[[str], None]) -> dict[str, Any]:
     """Every section, in one run; the report as data (see `render_markdown`, JSON)."""
-    from .fake_server import FakeAnthropicServer
+    from memgpt_lite.lab.fake_server import FakeAnthropicServer
 
     started, sections = time.perf_counter(), []
     with tempfile.TemporaryDirectory(prefix="memgpt-lite-bench-") as tmp, \
@@ -965,7 +965,7 @@ def _timed_section(run: Callable[[], Any]) -> Any:
 
 
 def _version() -> str:
-    from . import __version__
+    from memgpt_lite import __version__
 
     return __version__
 

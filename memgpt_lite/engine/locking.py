@@ -22,7 +22,7 @@ import threading
 import time
 from pathlib import Path
 
-from memgpt_lite.store import StoreError
+from memgpt_lite.engine.store import StoreError
 
 DEFAULT_WAIT = 3.0  # seconds a second process waits before it refuses
 _POLL = 0.1

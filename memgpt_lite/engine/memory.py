@@ -13,9 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 
-from . import prompts
-from .store import Store
-from .types import Block, MemoryEditEvent, SearchPage
+from memgpt_lite.engine import prompts
+from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.events import MemoryEditEvent
+from memgpt_lite.engine.records import Block, SearchPage
 
 MEMORY_TOOL_NAMES = ("core_memory_append", "core_memory_replace", "conversation_search",
                      "archival_insert", "archival_search")

@@ -13,7 +13,7 @@ the fake server). Three layouts run side by side on the same script:
   classic      MemGPT's layout: core memory inside the system prompt, paging on
   full         full history, no paging, until a request would overflow the window
 
-Run: python -m memgpt_lite.session_bench [--turns 500] [--budgets 8000,32000] [--json OUT]
+Run: python -m memgpt_lite.lab.session_bench [--turns 500] [--budgets 8000,32000] [--json OUT]
 """
 
 from __future__ import annotations
@@ -33,14 +33,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from memgpt_lite.bench import machine_info, machine_line, percentile
-from memgpt_lite.config import Settings
-from memgpt_lite.context import BuiltContext, ContextBuilder, ContextInputs
-from memgpt_lite.fake_server import prefix_cache
-from memgpt_lite.model import text_response, tool_response
-from memgpt_lite.paging import PagingStats
-from memgpt_lite.tokens import cost_usd
-from memgpt_lite.types import ModelRequest, ModelResponse, Usage, canonical_json
+from memgpt_lite.lab.bench import machine_info, machine_line, percentile
+from memgpt_lite.engine.config import Settings
+from memgpt_lite.engine.context import BuiltContext, ContextBuilder, ContextInputs
+from memgpt_lite.lab.fake_server import prefix_cache
+from memgpt_lite.engine.model import text_response, tool_response
+from memgpt_lite.engine.paging import PagingStats
+from memgpt_lite.engine.tokens import cost_usd
+from memgpt_lite.engine.records import ModelRequest, ModelResponse, Usage, canonical_json
 
 CHARS_PER_TOKEN = 4  # the benchmark's own deterministic tokenizer (as model.estimate_usage)
 CACHE_MIN_TOKENS = 1024  # shorter prefixes are not cached (Sonnet's minimum)
@@ -221,8 +221,8 @@ class TurnStats:
 
 def run_session(variant: str, window: int, turns: int, seed: int = 1,
                 progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    from memgpt_lite.agent import Agent  # heavy imports stay out of `--help`
-    from memgpt_lite.store import Store
+    from memgpt_lite.engine.agent import Agent  # heavy imports stay out of `--help`
+    from memgpt_lite.engine.store import Store
 
     rng = random.Random(seed)
     policy = Policy()
@@ -353,7 +353,7 @@ def markdown_table(report: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m memgpt_lite.session_bench",
+    parser = argparse.ArgumentParser(prog="python -m memgpt_lite.lab.session_bench",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=500)
     parser.add_argument("--budgets", default="8000,32000",

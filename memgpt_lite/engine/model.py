@@ -1,7 +1,7 @@
 """The model boundary: the `ModelClient` protocol, the Anthropic client, and a scripted double.
 
 `AnthropicClient` is the only code in the package that imports `anthropic`, and it does so
-lazily, so `import memgpt_lite.model` stays cheap. Every SDK failure becomes one
+lazily, so `import memgpt_lite.engine.model` stays cheap. Every SDK failure becomes one
 `types.ModelError` subclass carrying one sentence for the user; the loop never sees SDK types.
 """
 
@@ -17,20 +17,21 @@ from dataclasses import replace
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from memgpt_lite.types import (
+from memgpt_lite.engine.errors import (
     APIConnectionError,
     AuthError,
     BadRequestError,
-    ContentBlock,
     ModelError,
-    ModelRequest,
-    ModelResponse,
     OverloadedError,
     PromptTooLongError,
     RateLimitError,
     StreamError,
-    TextDelta,
-    ThinkingDelta,
+)
+from memgpt_lite.engine.events import TextDelta, ThinkingDelta
+from memgpt_lite.engine.records import (
+    ContentBlock,
+    ModelRequest,
+    ModelResponse,
     Usage,
     canonical_json,
 )
@@ -369,7 +370,7 @@ class ScriptedModel:
 
 
 def _validate(request: ModelRequest) -> None:
-    from memgpt_lite.fake_server import validate_request  # stdlib-only module
+    from memgpt_lite.lab.fake_server import validate_request  # stdlib-only module
 
     problem = validate_request(request.to_api())
     if problem:

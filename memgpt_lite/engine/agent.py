@@ -13,10 +13,10 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
-from memgpt_lite import locking
-from memgpt_lite.config import Settings
-from memgpt_lite.context import BuiltContext, ContextBuilder, ContextInputs, message_tokens
-from memgpt_lite.memory import (
+from memgpt_lite.engine import locking
+from memgpt_lite.engine.config import Settings
+from memgpt_lite.engine.context import BuiltContext, ContextBuilder, ContextInputs, message_tokens
+from memgpt_lite.engine.memory import (
     MEMORY_TOOL_NAMES,
     MemoryTools,
     ToolOutcome,
@@ -24,32 +24,33 @@ from memgpt_lite.memory import (
     memory_tool_schemas,
     render_core_memory,
 )
-from memgpt_lite.model import ModelClient
-from memgpt_lite.paging import EVICT_TURNS_SCHEMA, Pager, Summariser, first_words, group_turns
-from memgpt_lite.redact import redact, redact_blocks
-from memgpt_lite.store import AgentRow, Store, utc_iso
-from memgpt_lite.tokens import TokenCounter, cost_usd
-from memgpt_lite.types import (
-    Block,
-    ContentBlock,
+from memgpt_lite.engine.model import ModelClient
+from memgpt_lite.engine.paging import EVICT_TURNS_SCHEMA, Pager, Summariser, first_words, group_turns
+from memgpt_lite.engine.redact import redact, redact_blocks
+from memgpt_lite.engine.store import AgentRow, Store, utc_iso
+from memgpt_lite.engine.tokens import TokenCounter, cost_usd
+from memgpt_lite.engine.errors import ModelError, PromptTooLongError
+from memgpt_lite.engine.events import (
     ErrorEvent,
     Event,
-    Message,
     ModelCallStart,
-    ModelError,
-    ModelResponse,
     NoticeEvent,
-    PromptTooLongError,
     ResponseEvent,
     TextDelta,
     ThinkingDelta,
-    ToolCall,
     ToolCallEvent,
-    ToolResult,
     ToolResultEvent,
     TurnEndEvent,
-    Usage,
     UsageEvent,
+)
+from memgpt_lite.engine.records import (
+    Block,
+    ContentBlock,
+    Message,
+    ModelResponse,
+    ToolCall,
+    ToolResult,
+    Usage,
     canonical_json,
     tool_calls_in,
 )

@@ -10,7 +10,8 @@ from typing import Any
 
 from rich.console import Console
 
-from memgpt_lite import __version__, config
+from memgpt_lite import __version__
+from memgpt_lite.engine import config
 
 
 def run_doctor(console: Console, *, repair: bool = False) -> int:
@@ -58,7 +59,7 @@ def _doctor_data_dir(ok: Callable, warn: Callable, bad: Callable) -> None:
 
 
 def _doctor_database(ok: Callable, warn: Callable, bad: Callable, repair: bool) -> None:
-    from memgpt_lite.store import Store, StoreError
+    from memgpt_lite.engine.store import Store, StoreError
 
     path = config.db_path()
     if not path.exists():

@@ -14,11 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from memgpt_lite import prompts
-from memgpt_lite.config import Settings
-from memgpt_lite.memory import neutralise_tags
-from memgpt_lite.tokens import TokenCounter
-from memgpt_lite.types import ContentBlock, Message, ModelRequest
+from memgpt_lite.engine import prompts
+from memgpt_lite.engine.config import Settings
+from memgpt_lite.engine.memory import neutralise_tags
+from memgpt_lite.engine.tokens import TokenCounter
+from memgpt_lite.engine.records import ContentBlock, Message, ModelRequest
 
 EPHEMERAL = {"type": "ephemeral"}
 MAX_BREAKPOINTS = 4

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memgpt_lite import config
-from memgpt_lite.paging import turn_ranges
+from memgpt_lite.engine import config
+from memgpt_lite.engine.paging import turn_ranges
 
 HISTORY_FILE = "chat_history"  # the chat's readline history, in the data dir
 FORGOTTEN = "[forgotten]"

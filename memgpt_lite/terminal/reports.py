@@ -21,10 +21,11 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from memgpt_lite import evaluation, recording
-from memgpt_lite.memory import shorten
-from memgpt_lite.recording import DivergenceInfo, RecordedTurn, ReplayReport
-from memgpt_lite.types import Event
+from memgpt_lite.lab import evaluation
+from memgpt_lite.engine import recording
+from memgpt_lite.engine.memory import shorten
+from memgpt_lite.engine.recording import DivergenceInfo, RecordedTurn, ReplayReport
+from memgpt_lite.engine.events import Event
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 MAX_PAUSE = 2.0  # seconds: live pacing never waits longer than this between two events
@@ -314,7 +315,7 @@ def _bundled_scenarios() -> list[Path]:
 
 
 def _live_client(args: argparse.Namespace) -> Any:
-    from memgpt_lite.model import AnthropicClient
+    from memgpt_lite.engine.model import AnthropicClient
 
     if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")
             or os.environ.get("ANTHROPIC_BASE_URL")):
@@ -458,7 +459,7 @@ def _write_json(console: Console, target: str | None, report: dict[str, Any]) ->
 
 
 def _dataset_settings(args: argparse.Namespace) -> Any:
-    from memgpt_lite.config import Settings
+    from memgpt_lite.engine.config import Settings
 
     settings = Settings().with_env()
     if getattr(args, "model", None):

@@ -12,7 +12,7 @@ responses or faults in order (streaming SSE or plain JSON).
         server.enqueue(rate_limited(retry_after=0), times=3)
         client = AnthropicClient(base_url=server.base_url, api_key="test", max_retries=0)
 
-Run by hand:  python -m memgpt_lite.fake_server --port 8765 [--script replies.jsonl]
+Run by hand:  python -m memgpt_lite.lab.fake_server --port 8765 [--script replies.jsonl]
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from memgpt_lite.types import ModelResponse, Usage, canonical_json
+from memgpt_lite.engine.records import ModelResponse, Usage, canonical_json
 
 CHARS_PER_TOKEN = 3.5
 MESSAGE_OVERHEAD = 4  # role markers around each message
@@ -989,7 +989,7 @@ def _load_script(server: FakeAnthropicServer, path: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m memgpt_lite.fake_server",
+    parser = argparse.ArgumentParser(prog="python -m memgpt_lite.lab.fake_server",
                                      description="A fake Anthropic Messages API on 127.0.0.1.")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--context-window", type=int, default=200_000)

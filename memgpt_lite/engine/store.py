@@ -12,7 +12,7 @@ generated in Python (see `index_text`); trigrams would miss two-character words 
 Raw questions ("When did Caroline go to the support group?") are matched beyond their exact
 words: question-framing stop words are dropped, irregular verbs bring their other forms
 (go → went), long words also match by a 5-letter prefix (allergies → allergic), and a message
-gains a little from matching neighbours. `python -m memgpt_lite.retrieval_eval` measures it.
+gains a little from matching neighbours. `python -m memgpt_lite.lab.retrieval_eval` measures it.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from .types import Block, Message, SearchHit, SearchPage
+from memgpt_lite.engine.records import Block, Message, SearchHit, SearchPage
 
 EXPORT_FORMAT = "memgpt-lite-agent"
 EXPORT_VERSION = 1
@@ -360,8 +360,10 @@ class Store:
             raise _sqlite_error(self.path, exc) from None
         self._db.row_factory = sqlite3.Row
         try:
-            self._check_schema()  # read-only: a foreign or newer file is never touched
+            # Before the first read: a second process creating the same new file holds
+            # its lock for a moment, and without a timeout the read fails at once.
             self._db.execute("PRAGMA busy_timeout = 5000")
+            self._check_schema()  # read-only: a foreign or newer file is never touched
             self._db.execute("PRAGMA foreign_keys = ON")
             self._db.execute("PRAGMA journal_mode = WAL")
             self._db.execute("PRAGMA synchronous = NORMAL")  # safe with WAL; fsync per checkpoint
@@ -375,7 +377,7 @@ class Store:
 
     @classmethod
     def open_default(cls) -> Store:
-        from . import config
+        from memgpt_lite.engine import config
 
         return cls(config.db_path())
 
@@ -938,7 +940,8 @@ def _prepare_file(path: Path) -> None:
     """Create the data dir (0700) and the db file (0600) if missing; refuse a file that is
     not SQLite before SQLite touches it."""
     if not path.parent.exists():
-        path.parent.mkdir(parents=True, mode=0o700)
+        # exist_ok: two processes opening a new data dir at once both get here.
+        path.parent.mkdir(parents=True, mode=0o700, exist_ok=True)
         os.chmod(path.parent, 0o700)
     if path.is_dir():
         raise StoreError(f"{path} is a directory, not a memgpt-lite database.")

@@ -26,7 +26,7 @@ def root() -> Traversable:
     try:
         return resources.files("memgpt_lite._prompts")
     except ModuleNotFoundError:
-        checkout = Path(__file__).resolve().parent.parent / "prompts"
+        checkout = Path(__file__).resolve().parents[2] / "prompts"
         if checkout.is_dir():
             return checkout
         raise PromptError("the prompts folder is missing from the installation") from None

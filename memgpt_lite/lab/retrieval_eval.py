@@ -1,6 +1,6 @@
 """Retrieval quality of recall search: recall@5/@10 on a synthetic conversation.
 
-    python -m memgpt_lite.retrieval_eval [--filler 4000] [--json]
+    python -m memgpt_lite.lab.retrieval_eval [--filler 4000] [--json]
 
 Questions are phrased differently from the stored text, the way a model asks later; the
 evidence turns hide among synthetic filler. `retrieval_eval()` returns a plain dict.
@@ -19,9 +19,9 @@ from collections.abc import Callable
 from datetime import date, timedelta
 from pathlib import Path
 
-from .bench import synthetic_messages
-from .store import _WORD, Store, index_text, match_expression, plain_text
-from .types import Message
+from memgpt_lite.lab.bench import synthetic_messages
+from memgpt_lite.engine.store import _WORD, Store, index_text, match_expression, plain_text
+from memgpt_lite.engine.records import Message
 
 
 # --------------------------------------------------------------------------- retrieval eval
@@ -308,7 +308,7 @@ def _chat_line(rng: random.Random, other: str) -> str:
 def locomo_style_eval(*, seed: int = 5) -> dict:
     """recall@5/@10 per LoCoMo category on LOCOMO_STYLE, through the real LoCoMo runner
     (`evaluation.run_locomo`: stored as chat stores it, questions sent raw)."""
-    from .evaluation import run_locomo
+    from memgpt_lite.lab.evaluation import run_locomo
 
     samples = locomo_style_samples(seed=seed)
     with tempfile.TemporaryDirectory() as tmp:
@@ -432,7 +432,7 @@ def _print_locomo_style(data: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m memgpt_lite.retrieval_eval")
+    parser = argparse.ArgumentParser(prog="python -m memgpt_lite.lab.retrieval_eval")
     parser.add_argument("--filler", type=int, default=4000)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)

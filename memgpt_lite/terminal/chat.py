@@ -31,11 +31,11 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from memgpt_lite import config
-from memgpt_lite.memory import shorten
-from memgpt_lite.paging import turn_ranges
-from memgpt_lite.redact import redact
-from memgpt_lite.privacy import (
+from memgpt_lite.engine import config
+from memgpt_lite.engine.memory import shorten
+from memgpt_lite.engine.paging import turn_ranges
+from memgpt_lite.engine.redact import redact
+from memgpt_lite.engine.privacy import (
     HISTORY_FILE,
     ForgetMatches,
     apply_forget,
@@ -43,7 +43,7 @@ from memgpt_lite.privacy import (
     history_entry_matches,
     turn_strings,
 )
-from memgpt_lite.types import (
+from memgpt_lite.engine.events import (
     ClipEvent,
     ErrorEvent,
     EvictionEvent,
@@ -58,9 +58,9 @@ from memgpt_lite.types import (
     ToolCallEvent,
     ToolResultEvent,
     TurnEndEvent,
-    Usage,
     UsageEvent,
 )
+from memgpt_lite.engine.records import Usage
 
 PROMPT = "you› "
 CONTINUATION_PROMPT = "  … "
@@ -490,7 +490,7 @@ class ChatSession:
             self.recorder = self.recorder_factory()  # no file for a session without turns
         if self.recorder is None:
             return self.agent.step(text)
-        from memgpt_lite.recording import recorded_step
+        from memgpt_lite.engine.recording import recorded_step
 
         return recorded_step(self.agent, self.recorder, text)
 
@@ -773,10 +773,10 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
              context_window: str | None = None, max_tokens: str | None = None,
              thinking: bool | None = None, record: bool = True) -> int:
     """`memgpt-lite chat`: open or create the agent and talk to it on this terminal."""
-    from memgpt_lite.agent import Agent
-    from memgpt_lite.model import AnthropicClient
-    from memgpt_lite.store import Store
-    from memgpt_lite.tokens import price_table
+    from memgpt_lite.engine.agent import Agent
+    from memgpt_lite.engine.model import AnthropicClient
+    from memgpt_lite.engine.store import Store
+    from memgpt_lite.engine.tokens import price_table
 
     typed = sys.stdin.isatty()  # else piped: one message per line, no prompt
     styled = typed and sys.stdout.isatty()
@@ -837,7 +837,7 @@ def chat_settings(store: Any, name: str, model: str | None, context_window: str 
 
 def open_recorder(agent: Any) -> Any:
     """A Recorder for this session with its header written (see recording.py)."""
-    from memgpt_lite import recording
+    from memgpt_lite.engine import recording
 
     recorder = recording.Recorder.create(agent.name)
     recording.record_header(agent, recorder)

@@ -18,30 +18,26 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
-from memgpt_lite import prompts
-from memgpt_lite.config import Settings
-from memgpt_lite.context import BuiltContext, ContextBuilder, ContextInputs, message_tokens
-from memgpt_lite.memory import ToolOutcome, neutralise_tags
-from memgpt_lite.model import ModelClient, final_response
-from memgpt_lite.store import Store
-from memgpt_lite.tokens import TokenCounter, request_chars
-from memgpt_lite.types import (
+from memgpt_lite.engine import prompts
+from memgpt_lite.engine.config import Settings
+from memgpt_lite.engine.context import BuiltContext, ContextBuilder, ContextInputs, message_tokens
+from memgpt_lite.engine.memory import ToolOutcome, neutralise_tags
+from memgpt_lite.engine.model import ModelClient, final_response
+from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.tokens import TokenCounter, request_chars
+from memgpt_lite.engine.errors import ModelError
+from memgpt_lite.engine.events import (
     ClipEvent,
     Event,
     EvictionEvent,
     FoldEvent,
-    Message,
     ModelCallStart,
-    ModelError,
-    ModelRequest,
     NoticeEvent,
     PressureAlertEvent,
     ResponseEvent,
     SummaryEvent,
-    Turn,
-    Usage,
-    canonical_json,
 )
+from memgpt_lite.engine.records import Message, ModelRequest, Turn, Usage, canonical_json
 
 EVICT_TURNS_SCHEMA: dict[str, Any] = {
     "name": "evict_turns",

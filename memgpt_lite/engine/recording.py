@@ -42,14 +42,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
-from memgpt_lite import __version__, prompts, types
-from memgpt_lite.config import Settings, recordings_dir
-from memgpt_lite.redact import redact
-from memgpt_lite.store import utc_iso
-from memgpt_lite.types import (
-    Event, ModelRequest, ModelResponse, PromptTooLongError, TextDelta, ThinkingDelta, ToolCall,
-    ToolResult, Usage,
-)
+from memgpt_lite import __version__
+from memgpt_lite.engine import errors, events
+from memgpt_lite.engine import prompts
+from memgpt_lite.engine.config import Settings, recordings_dir
+from memgpt_lite.engine.redact import redact
+from memgpt_lite.engine.store import utc_iso
+from memgpt_lite.engine.errors import PromptTooLongError
+from memgpt_lite.engine.events import Event, TextDelta, ThinkingDelta
+from memgpt_lite.engine.records import ModelRequest, ModelResponse, ToolCall, ToolResult, Usage
 
 RECORDING_VERSION = 1
 # Deltas are redundant with the response line that follows them (see module docstring).
@@ -58,16 +59,16 @@ UNRECORDED_KINDS = frozenset({"text_delta", "thinking_delta"})
 PROMPT_TOO_LONG = "prompt_too_long"
 _EVENT_CLASSES: dict[str, type] = {
     cls.__dataclass_fields__["kind"].default: cls  # type: ignore[attr-defined]
-    for cls in (types.TextDelta, types.ThinkingDelta, types.ModelCallStart, types.ResponseEvent,
-                types.ToolCallEvent, types.ToolResultEvent, types.MemoryEditEvent,
-                types.PressureAlertEvent, types.FoldEvent, types.EvictionEvent,
-                types.SummaryEvent, types.ClipEvent, types.UsageEvent, types.NoticeEvent,
-                types.ErrorEvent, types.TurnEndEvent)
+    for cls in (events.TextDelta, events.ThinkingDelta, events.ModelCallStart, events.ResponseEvent,
+                events.ToolCallEvent, events.ToolResultEvent, events.MemoryEditEvent,
+                events.PressureAlertEvent, events.FoldEvent, events.EvictionEvent,
+                events.SummaryEvent, events.ClipEvent, events.UsageEvent, events.NoticeEvent,
+                events.ErrorEvent, events.TurnEndEvent)
 }
-_ERROR_CLASSES: dict[str, type[types.ModelError]] = {
-    cls.kind: cls for cls in (types.ModelError, types.AuthError, types.RateLimitError,
-                              types.OverloadedError, types.APIConnectionError, types.StreamError,
-                              types.BadRequestError, types.PromptTooLongError)
+_ERROR_CLASSES: dict[str, type[errors.ModelError]] = {
+    cls.kind: cls for cls in (errors.ModelError, errors.AuthError, errors.RateLimitError,
+                              errors.OverloadedError, errors.APIConnectionError, errors.StreamError,
+                              errors.BadRequestError, errors.PromptTooLongError)
 }
 
 
@@ -80,7 +81,7 @@ class RecordingError(Exception):
 
 def event_to_dict(event: Event) -> dict[str, Any]:
     """An agent event as a JSON-ready dict with its `kind` (responses via to_dict)."""
-    if isinstance(event, types.ResponseEvent):
+    if isinstance(event, events.ResponseEvent):
         return {"kind": event.kind, "purpose": event.purpose, "response": event.response.to_dict()}
     return asdict(event)  # type: ignore[call-overload]
 
@@ -556,11 +557,11 @@ _NEVER_FINISHED = {"message": "the recorded call never finished (interrupted)",
                    "error_kind": "stream"}
 
 
-def _rebuild_error(line: dict[str, Any]) -> types.ModelError:
+def _rebuild_error(line: dict[str, Any]) -> errors.ModelError:
     message = str(line.get("message") or "recorded model error")
     if line.get("type") == PROMPT_TOO_LONG:
         return PromptTooLongError(message, actual=line.get("actual"), maximum=line.get("maximum"))
-    return _ERROR_CLASSES.get(str(line.get("error_kind")), types.ModelError)(message)
+    return _ERROR_CLASSES.get(str(line.get("error_kind")), errors.ModelError)(message)
 
 
 # --------------------------------------------------------------------------- replay
@@ -682,7 +683,7 @@ class _Replayer:
         return self.report
 
     def _open(self, *, first: bool) -> Any:
-        from memgpt_lite.agent import Agent
+        from memgpt_lite.engine.agent import Agent
 
         header = self.recording.header
         settings = Settings.from_dict(header.get("settings"))
@@ -812,7 +813,7 @@ class _Replayer:
 def _replay_store(path: Path, clock: ReplayClock) -> Any:
     """A Store whose passages are stamped by the replay clock, not the wall clock: archival
     search shows passage dates, and a replay on another day must still match."""
-    from memgpt_lite.store import Store  # heavy modules load only when replaying
+    from memgpt_lite.engine.store import Store  # heavy modules load only when replaying
 
     class ReplayStore(Store):
         def add_passage(self, agent_id: int, text: str, tags: list[str] | None = None,

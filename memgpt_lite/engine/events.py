@@ -1,0 +1,160 @@
+"""The events `Agent.step()` yields: the terminal renders them, the recorder stores them and
+the tally counts them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Union
+
+from memgpt_lite.engine.records import ModelResponse, StopReason, ToolCall, ToolResult, Usage
+
+
+@dataclass
+class TextDelta:
+    text: str
+    kind: Literal["text_delta"] = "text_delta"
+
+
+@dataclass
+class ThinkingDelta:
+    text: str
+    kind: Literal["thinking_delta"] = "thinking_delta"
+
+
+@dataclass
+class ModelCallStart:
+    """A model call is about to be sent (call index within the turn, request digest)."""
+
+    call_index: int
+    request_digest: str
+    estimated_tokens: int
+    purpose: Literal["chat", "summary"] = "chat"
+    model: str = ""
+    kind: Literal["model_call"] = "model_call"
+
+
+@dataclass
+class ResponseEvent:
+    """A complete model response, as received."""
+
+    response: ModelResponse
+    purpose: Literal["chat", "summary"] = "chat"
+    kind: Literal["response"] = "response"
+
+
+@dataclass
+class ToolCallEvent:
+    call: ToolCall
+    kind: Literal["tool_call"] = "tool_call"
+
+
+@dataclass
+class ToolResultEvent:
+    call: ToolCall
+    result: ToolResult
+    summary: str  # one compact line, e.g. 'conversation_search "hexo" → 3 results'
+    kind: Literal["tool_result"] = "tool_result"
+
+
+@dataclass
+class MemoryEditEvent:
+    label: str
+    op: Literal["append", "replace", "delete", "edit"]
+    old: str | None
+    new: str
+    used: int
+    limit: int
+    kind: Literal["memory_edit"] = "memory_edit"
+
+
+@dataclass
+class PressureAlertEvent:
+    used_tokens: int
+    budget: int
+    percent: float
+    text: str  # the alert as the model sees it
+    kind: Literal["pressure_alert"] = "pressure_alert"
+
+
+@dataclass
+class FoldEvent:
+    """Old bulky tool results clipped to stubs (full text stays in recall)."""
+
+    message_ids: list[int]
+    tokens_freed: int
+    kind: Literal["fold"] = "fold"
+
+
+@dataclass
+class EvictionEvent:
+    turn_ids: list[int]
+    tokens_freed: int
+    by: Literal["model", "flush", "overflow"]
+    summary: str
+    used_tokens: int = 0
+    budget: int = 0
+    kind: Literal["eviction"] = "eviction"
+
+
+@dataclass
+class SummaryEvent:
+    """The running summary changed (model summary merged or summariser call)."""
+
+    summary: str
+    method: Literal["model", "summariser", "chunked", "deterministic"]
+    usage: Usage | None = None
+    kind: Literal["summary"] = "summary"
+
+
+@dataclass
+class ClipEvent:
+    """Part of the current turn was clipped to fit the budget (full text stays in recall)."""
+
+    what: str
+    original_chars: int
+    kept_chars: int
+    kind: Literal["clip"] = "clip"
+
+
+@dataclass
+class UsageEvent:
+    usage: Usage
+    cost_usd: float
+    context_tokens: int  # the true size of the request just made
+    budget: int
+    kind: Literal["usage"] = "usage"
+
+
+@dataclass
+class NoticeEvent:
+    """Something the user should know that is not an error (reply cut, refusal, loop stop)."""
+
+    message: str
+    level: Literal["info", "warning"] = "info"
+    kind: Literal["notice"] = "notice"
+
+
+@dataclass
+class ErrorEvent:
+    message: str
+    error_kind: str
+    retryable: bool
+    kind: Literal["error"] = "error"
+
+
+@dataclass
+class TurnEndEvent:
+    turn_id: int
+    text: str
+    stop_reason: StopReason | None
+    usage: Usage
+    cost_usd: float
+    completed: bool  # False when the turn was interrupted or failed (nothing committed)
+    kind: Literal["turn_end"] = "turn_end"
+
+
+Event = Union[
+    TextDelta, ThinkingDelta, ModelCallStart, ResponseEvent, ToolCallEvent, ToolResultEvent,
+    MemoryEditEvent, PressureAlertEvent, FoldEvent, EvictionEvent, SummaryEvent, ClipEvent,
+    UsageEvent, NoticeEvent, ErrorEvent, TurnEndEvent,
+]

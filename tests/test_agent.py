@@ -10,10 +10,8 @@ import textwrap
 import pytest
 
 from memgpt_lite.engine.agent import Agent
+from memgpt_lite.engine.api_rules import count_cache_controls, validate_request
 from memgpt_lite.engine.config import Settings
-from memgpt_lite.lab.fake_server import count_cache_controls, validate_request
-from memgpt_lite.engine.model import ScriptedModel, text_response, thinking_block, tool_response
-from memgpt_lite.engine.store import Store
 from memgpt_lite.engine.errors import OverloadedError
 from memgpt_lite.engine.events import (
     ErrorEvent,
@@ -24,6 +22,13 @@ from memgpt_lite.engine.events import (
     TurnEndEvent,
 )
 from memgpt_lite.engine.records import ModelResponse, Usage
+from memgpt_lite.engine.store import Store
+from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
+
+
+def thinking_block(text: str, signature: str = "sig") -> dict:
+    """A thinking block as the API returns it."""
+    return {"type": "thinking", "thinking": text, "signature": signature}
 
 
 @pytest.fixture
@@ -242,7 +247,7 @@ def test_usage_and_cost_are_accounted(store):
 RESTART = textwrap.dedent("""
     import json, sys
     from memgpt_lite.engine.agent import Agent
-    from memgpt_lite.engine.model import ScriptedModel, text_response
+    from memgpt_lite.lab.scripted import ScriptedModel, text_response
     from memgpt_lite.engine.store import Store
     store = Store(sys.argv[1])
     model = ScriptedModel([text_response(sys.argv[3])], validate=True)

@@ -7,10 +7,16 @@ import json
 import httpx2
 
 from memgpt_lite.engine.agent import Agent
-from memgpt_lite.lab.fake_server import count_cache_controls, sse_events, validate_request
+from memgpt_lite.engine.api_rules import count_cache_controls, validate_request
+from memgpt_lite.engine.events import (
+    ErrorEvent,
+    TextDelta,
+    ToolResultEvent,
+    TurnEndEvent,
+)
 from memgpt_lite.engine.model import AnthropicClient
 from memgpt_lite.engine.store import Store
-from memgpt_lite.engine.events import ErrorEvent, TextDelta, ToolResultEvent, TurnEndEvent
+from memgpt_lite.lab.fake_server import sse_events
 
 USAGE = {"input_tokens": 900, "output_tokens": 20, "cache_creation_input_tokens": 0,
          "cache_read_input_tokens": 1500}

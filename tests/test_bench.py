@@ -2,8 +2,7 @@ from __future__ import annotations
 
 import json
 
-from memgpt_lite.lab import bench
-from memgpt_lite.lab import retrieval_eval
+from memgpt_lite.lab import bench, retrieval_eval
 
 
 def test_store_benchmark_returns_measurements():

@@ -15,6 +15,15 @@ from rich.console import Console
 
 from memgpt_lite.engine import config
 from memgpt_lite.engine.agent import Agent
+from memgpt_lite.engine.events import (
+    ErrorEvent,
+    EvictionEvent,
+    FoldEvent,
+    PressureAlertEvent,
+)
+from memgpt_lite.engine.records import Usage
+from memgpt_lite.engine.store import Store
+from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 from memgpt_lite.terminal.chat import (
     ChatSession,
     ChatView,
@@ -25,10 +34,6 @@ from memgpt_lite.terminal.chat import (
     status_line,
     turn_ranges,
 )
-from memgpt_lite.engine.model import ScriptedModel, text_response, tool_response
-from memgpt_lite.engine.store import Store
-from memgpt_lite.engine.events import EvictionEvent, ErrorEvent, FoldEvent, PressureAlertEvent
-from memgpt_lite.engine.records import Usage
 
 FIXED = datetime(2026, 11, 29, 13, 45, tzinfo=timezone.utc)
 

@@ -14,11 +14,11 @@ from datetime import datetime, timezone
 
 import pytest
 
-from memgpt_lite.terminal import cli
 from memgpt_lite.engine import config
 from memgpt_lite.engine.agent import Agent
-from memgpt_lite.engine.model import ScriptedModel, text_response, tool_response
 from memgpt_lite.engine.store import Store
+from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
+from memgpt_lite.terminal import cli
 
 FIXED = datetime(2026, 11, 29, 13, 45, tzinfo=timezone.utc)
 HEAVY = ("rich", "anthropic", "httpx2", "sqlite3", "memgpt_lite.engine.store", "memgpt_lite.engine.agent",

@@ -16,11 +16,10 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from types import SimpleNamespace
 
-
 from memgpt_lite.engine import recording
-from memgpt_lite.terminal import reports
 from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.records import ModelRequest, ModelResponse
+from memgpt_lite.terminal import reports
 
 BUNDLED = Path(__file__).resolve().parents[1] / "memgpt_lite" / "data" / "demo.jsonl"
 DEMO_SETTINGS = Settings(context_window=6_500, max_output_tokens=1_024, safety_margin=500)
@@ -116,7 +115,7 @@ class DemoResponder:
         self.evict_turn: int | None = None
 
     def __call__(self, request: ModelRequest) -> ModelResponse:
-        from memgpt_lite.engine.model import text_response, tool_response
+        from memgpt_lite.lab.scripted import text_response, tool_response
 
         alert = _alert_turn_ids(request)
         if alert and not self.evicted:
@@ -148,8 +147,8 @@ def _alert_turn_ids(request: ModelRequest) -> list[int]:
 def build_demo(path: Path) -> DemoResponder:
     """Run the real agent on the hand-written script and record it to `path`."""
     from memgpt_lite.engine.agent import Agent
-    from memgpt_lite.engine.model import ScriptedModel
     from memgpt_lite.engine.store import Store
+    from memgpt_lite.lab.scripted import ScriptedModel
 
     responder = DemoResponder()
     model = ScriptedModel([responder] * 40)

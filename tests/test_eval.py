@@ -12,11 +12,11 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from memgpt_lite.lab import evaluation
 from memgpt_lite.engine import recording
-from memgpt_lite.terminal import reports
+from memgpt_lite.lab import evaluation
 from memgpt_lite.lab.evaluation import NestedKVOracle, Scenario
-from memgpt_lite.engine.model import ScriptedModel, text_response, tool_response
+from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
+from memgpt_lite.terminal import reports
 
 BUNDLED = Path(evaluation.__file__).parents[1] / "data" / "remember_across_restart.toml"
 

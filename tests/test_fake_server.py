@@ -12,12 +12,17 @@ import httpx2
 import pytest
 
 from memgpt_lite.engine import errors
+from memgpt_lite.engine.api_rules import validate_request
+from memgpt_lite.engine.events import TextDelta
+from memgpt_lite.engine.model import AnthropicClient
+from memgpt_lite.engine.records import ModelRequest, ModelResponse, Usage
 from memgpt_lite.lab.fake_server import (
     FakeAnthropicServer,
     connection_reset,
     count_tokens,
     error_event,
     fault_from_dict,
+    genuine_thinking,
     hang,
     http_error,
     malformed_json,
@@ -27,11 +32,13 @@ from memgpt_lite.lab.fake_server import (
     sign_thinking,
     truncated,
     unauthorized,
-    validate_request,
 )
-from memgpt_lite.engine.model import AnthropicClient, text_response, thinking_block, tool_response
-from memgpt_lite.engine.events import TextDelta
-from memgpt_lite.engine.records import ModelRequest, ModelResponse, Usage
+from memgpt_lite.lab.scripted import text_response, tool_response
+
+
+def thinking_block(text: str, signature: str = "sig") -> dict:
+    """A thinking block as the API returns it."""
+    return {"type": "thinking", "thinking": text, "signature": signature}
 
 TOOL = {"name": "archival_search", "description": "search archival memory",
         "input_schema": {"type": "object", "properties": {"query": {"type": "string"}}}}
@@ -194,7 +201,7 @@ def test_with_thinking_the_tool_loop_assistant_message_must_start_with_thinking(
     assert "Expected `thinking` or `redacted_thinking`, but found `tool_use`" in problem
     loop[1] = assistant(thinking_block("plan", sign_thinking("plan")), use("toolu_1"))
     assert validate_request(body(loop, max_tokens=4000, thinking=thinking, tools=[TOOL]),
-                            check_signatures=True) is None
+                            check_signature=genuine_thinking) is None
 
 
 @pytest.mark.parametrize("messages", [
@@ -239,7 +246,7 @@ def test_sampling_options_within_the_limits_are_fine(extra):
 def test_edited_thinking_fails_the_signature_check():
     edited = [user("x"), assistant(thinking_block("edited plan", sign_thinking("plan")), "ok"),
               user("y")]
-    assert "Invalid `signature`" in validate_request(body(edited), check_signatures=True)
+    assert "Invalid `signature`" in validate_request(body(edited), check_signature=genuine_thinking)
     assert validate_request(body(edited)) is None  # off by default (ScriptedModel scripts)
 
 

@@ -7,10 +7,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memgpt_lite.engine import prompts
-from memgpt_lite.engine.memory import (MEMORY_TOOL_NAMES, MemoryTools, ToolOutcome, check_arguments,
-                                default_blocks, memory_tool_schemas, render_core_memory)
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.memory import (
+    MEMORY_TOOL_NAMES,
+    MemoryTools,
+    ToolOutcome,
+    check_arguments,
+    default_blocks,
+    memory_tool_schemas,
+    render_core_memory,
+)
 from memgpt_lite.engine.records import Block, Message
+from memgpt_lite.engine.store import Store
 
 
 @pytest.fixture

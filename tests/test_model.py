@@ -10,19 +10,22 @@ import httpx2
 import pytest
 
 from memgpt_lite.engine import errors
+from memgpt_lite.engine.events import TextDelta, ThinkingDelta
+from memgpt_lite.engine.model import PLACEHOLDER_API_KEY, AnthropicClient
+from memgpt_lite.engine.records import ModelRequest, ModelResponse, Usage
 from memgpt_lite.lab.fake_server import sse_events
-from memgpt_lite.engine.model import (
-    PLACEHOLDER_API_KEY,
-    AnthropicClient,
+from memgpt_lite.lab.scripted import (
     ScriptedModel,
     ScriptExhausted,
     estimate_usage,
     text_response,
-    thinking_block,
     tool_response,
 )
-from memgpt_lite.engine.events import TextDelta, ThinkingDelta
-from memgpt_lite.engine.records import ModelRequest, ModelResponse, Usage
+
+
+def thinking_block(text: str, signature: str = "sig") -> dict:
+    """A thinking block as the API returns it."""
+    return {"type": "thinking", "thinking": text, "signature": signature}
 
 REQUEST = ModelRequest(
     model="claude-sonnet-5-5", max_tokens=256,

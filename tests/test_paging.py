@@ -11,17 +11,6 @@ import pytest
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.context import ContextInputs
-from memgpt_lite.engine.memory import MemoryTools, ToolOutcome
-from memgpt_lite.engine.model import ScriptedModel, text_response, tool_response
-from memgpt_lite.engine.paging import (
-    CLIP_NOTE,
-    Summariser,
-    chunk_turns,
-    group_turns,
-    truncate_summary,
-)
-from memgpt_lite.engine.store import Store
-from memgpt_lite.engine.tokens import TokenCounter
 from memgpt_lite.engine.errors import PromptTooLongError, RateLimitError
 from memgpt_lite.engine.events import (
     ClipEvent,
@@ -34,7 +23,18 @@ from memgpt_lite.engine.events import (
     ToolResultEvent,
     TurnEndEvent,
 )
+from memgpt_lite.engine.memory import MemoryTools, ToolOutcome
+from memgpt_lite.engine.paging import (
+    CLIP_NOTE,
+    Summariser,
+    chunk_turns,
+    group_turns,
+    truncate_summary,
+)
 from memgpt_lite.engine.records import Message, canonical_json
+from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.tokens import TokenCounter
+from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 WINDOW = 8_000  # budget = 8000 − 512 − 200 = 7288 tokens
 

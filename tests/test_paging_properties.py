@@ -16,16 +16,15 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
+from test_paging import BlobTools, clock
 
 from memgpt_lite.engine.agent import Agent
+from memgpt_lite.engine.api_rules import count_cache_controls, validate_request
 from memgpt_lite.engine.config import Settings
-from memgpt_lite.lab.fake_server import count_cache_controls, validate_request
-from memgpt_lite.engine.model import ScriptedModel, text_response, tool_response
-from memgpt_lite.engine.store import Store
 from memgpt_lite.engine.events import ModelCallStart, ResponseEvent, TurnEndEvent
 from memgpt_lite.engine.records import ModelRequest
-
-from test_paging import BlobTools, clock
+from memgpt_lite.engine.store import Store
+from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 PAGING_KINDS = {"pressure_alert", "fold", "eviction", "summary", "clip", "notice"}
 EVICTIONS = ["none", "bad", "current", "wrong_type", "empty", "all", "oldest_half"]

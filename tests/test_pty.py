@@ -11,9 +11,10 @@ import time
 import pytest
 
 from memgpt_lite.engine import config
-from memgpt_lite.lab.fake_server import FakeAnthropicServer, hang, validate_request
-from memgpt_lite.engine.model import text_response
+from memgpt_lite.engine.api_rules import validate_request
 from memgpt_lite.engine.store import Store
+from memgpt_lite.lab.fake_server import FakeAnthropicServer, hang
+from memgpt_lite.lab.scripted import text_response
 
 pexpect = pytest.importorskip("pexpect")
 

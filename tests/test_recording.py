@@ -12,8 +12,6 @@ import pytest
 from memgpt_lite.engine import recording
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import Settings, recordings_dir
-from memgpt_lite.engine.model import ScriptedModel, text_response, tool_response
-from memgpt_lite.engine.store import Store
 from memgpt_lite.engine.events import (
     EvictionEvent,
     MemoryEditEvent,
@@ -22,6 +20,8 @@ from memgpt_lite.engine.events import (
     TurnEndEvent,
 )
 from memgpt_lite.engine.records import ModelResponse, ToolCall, ToolResult, Usage
+from memgpt_lite.engine.store import Store
+from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 START = datetime(2026, 1, 5, 10, 0, tzinfo=timezone.utc)
 

@@ -11,15 +11,14 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from memgpt_lite.terminal import cli
 from memgpt_lite.engine import recording
-from memgpt_lite.terminal import reports
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import Settings
-from memgpt_lite.engine.model import ScriptedModel, text_response, tool_response
-from memgpt_lite.engine.store import Store
 from memgpt_lite.engine.errors import OverloadedError, PromptTooLongError
 from memgpt_lite.engine.records import ModelRequest
+from memgpt_lite.engine.store import Store
+from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
+from memgpt_lite.terminal import cli, reports
 
 START = datetime(2026, 2, 1, 8, 0, tzinfo=timezone.utc)
 

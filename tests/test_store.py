@@ -6,8 +6,8 @@ import stat
 import pytest
 
 from memgpt_lite.engine import config
-from memgpt_lite.engine.store import MIGRATIONS, Store, StoreError, _m001_initial
 from memgpt_lite.engine.records import Message
+from memgpt_lite.engine.store import MIGRATIONS, Store, StoreError, _m001_initial
 
 
 def text_msg(role, text, turn, **kw):

@@ -15,20 +15,12 @@ from datetime import datetime, timezone
 
 from memgpt_lite.engine import locking
 from memgpt_lite.engine.config import Settings
-from memgpt_lite.engine.context import BuiltContext, ContextBuilder, ContextInputs, message_tokens
-from memgpt_lite.engine.memory import (
-    MEMORY_TOOL_NAMES,
-    MemoryTools,
-    ToolOutcome,
-    default_blocks,
-    memory_tool_schemas,
-    render_core_memory,
+from memgpt_lite.engine.context import (
+    BuiltContext,
+    ContextBuilder,
+    ContextInputs,
+    message_tokens,
 )
-from memgpt_lite.engine.model import ModelClient
-from memgpt_lite.engine.paging import EVICT_TURNS_SCHEMA, Pager, Summariser, first_words, group_turns
-from memgpt_lite.engine.redact import redact, redact_blocks
-from memgpt_lite.engine.store import AgentRow, Store, utc_iso
-from memgpt_lite.engine.tokens import TokenCounter, cost_usd
 from memgpt_lite.engine.errors import ModelError, PromptTooLongError
 from memgpt_lite.engine.events import (
     ErrorEvent,
@@ -43,6 +35,22 @@ from memgpt_lite.engine.events import (
     TurnEndEvent,
     UsageEvent,
 )
+from memgpt_lite.engine.memory import (
+    MEMORY_TOOL_NAMES,
+    MemoryTools,
+    ToolOutcome,
+    default_blocks,
+    memory_tool_schemas,
+    render_core_memory,
+)
+from memgpt_lite.engine.model import ModelClient
+from memgpt_lite.engine.paging import (
+    EVICT_TURNS_SCHEMA,
+    Pager,
+    Summariser,
+    first_words,
+    group_turns,
+)
 from memgpt_lite.engine.records import (
     Block,
     ContentBlock,
@@ -54,6 +62,9 @@ from memgpt_lite.engine.records import (
     canonical_json,
     tool_calls_in,
 )
+from memgpt_lite.engine.redact import redact, redact_blocks
+from memgpt_lite.engine.store import AgentRow, Store, utc_iso
+from memgpt_lite.engine.tokens import TokenCounter, cost_usd
 
 REPEAT_LIMIT = 3  # identical tool calls in a row before the chain is stopped
 

@@ -6,7 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Union
 
-from memgpt_lite.engine.records import ModelResponse, StopReason, ToolCall, ToolResult, Usage
+from memgpt_lite.engine.records import (
+    ModelResponse,
+    StopReason,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
 
 
 @dataclass

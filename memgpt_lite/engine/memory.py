@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from datetime import date
 
 from memgpt_lite.engine import prompts
-from memgpt_lite.engine.store import Store
 from memgpt_lite.engine.events import MemoryEditEvent
 from memgpt_lite.engine.records import Block, SearchPage
+from memgpt_lite.engine.store import Store
 
 MEMORY_TOOL_NAMES = ("core_memory_append", "core_memory_replace", "conversation_search",
                      "archival_insert", "archival_search")

@@ -20,11 +20,12 @@ from typing import Any
 
 from memgpt_lite.engine import prompts
 from memgpt_lite.engine.config import Settings
-from memgpt_lite.engine.context import BuiltContext, ContextBuilder, ContextInputs, message_tokens
-from memgpt_lite.engine.memory import ToolOutcome, neutralise_tags
-from memgpt_lite.engine.model import ModelClient, final_response
-from memgpt_lite.engine.store import Store
-from memgpt_lite.engine.tokens import TokenCounter, request_chars
+from memgpt_lite.engine.context import (
+    BuiltContext,
+    ContextBuilder,
+    ContextInputs,
+    message_tokens,
+)
 from memgpt_lite.engine.errors import ModelError
 from memgpt_lite.engine.events import (
     ClipEvent,
@@ -37,7 +38,17 @@ from memgpt_lite.engine.events import (
     ResponseEvent,
     SummaryEvent,
 )
-from memgpt_lite.engine.records import Message, ModelRequest, Turn, Usage, canonical_json
+from memgpt_lite.engine.memory import ToolOutcome, neutralise_tags
+from memgpt_lite.engine.model import ModelClient, final_response
+from memgpt_lite.engine.records import (
+    Message,
+    ModelRequest,
+    Turn,
+    Usage,
+    canonical_json,
+)
+from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.tokens import TokenCounter, request_chars
 
 EVICT_TURNS_SCHEMA: dict[str, Any] = {
     "name": "evict_turns",

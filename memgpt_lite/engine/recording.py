@@ -43,14 +43,19 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from memgpt_lite import __version__
-from memgpt_lite.engine import errors, events
-from memgpt_lite.engine import prompts
+from memgpt_lite.engine import errors, events, prompts
 from memgpt_lite.engine.config import Settings, recordings_dir
-from memgpt_lite.engine.redact import redact
-from memgpt_lite.engine.store import utc_iso
 from memgpt_lite.engine.errors import PromptTooLongError
 from memgpt_lite.engine.events import Event, TextDelta, ThinkingDelta
-from memgpt_lite.engine.records import ModelRequest, ModelResponse, ToolCall, ToolResult, Usage
+from memgpt_lite.engine.records import (
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+from memgpt_lite.engine.redact import redact
+from memgpt_lite.engine.store import utc_iso
 
 RECORDING_VERSION = 1
 # Deltas are redundant with the response line that follows them (see module docstring).

@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from memgpt_lite.engine.memory import MemoryTools
-from memgpt_lite.engine.store import Store
 from memgpt_lite.engine.records import Message
+from memgpt_lite.engine.store import Store
 
 T = TypeVar("T", int, float)
 
@@ -565,7 +565,11 @@ class InstantModel:
         yield response
 
     def _answer(self, request: Any) -> Any:
-        from memgpt_lite.engine.model import estimate_usage, text_response, tool_response
+        from memgpt_lite.lab.scripted import (
+            estimate_usage,
+            text_response,
+            tool_response,
+        )
 
         last = request.messages[-1]["content"]
         if any(b.get("type") == "tool_result" for b in last):

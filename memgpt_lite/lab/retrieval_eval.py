@@ -19,10 +19,15 @@ from collections.abc import Callable
 from datetime import date, timedelta
 from pathlib import Path
 
-from memgpt_lite.lab.bench import synthetic_messages
-from memgpt_lite.engine.store import _WORD, Store, index_text, match_expression, plain_text
 from memgpt_lite.engine.records import Message
-
+from memgpt_lite.engine.store import (
+    _WORD,
+    Store,
+    index_text,
+    match_expression,
+    plain_text,
+)
+from memgpt_lite.lab.bench import synthetic_messages
 
 # --------------------------------------------------------------------------- retrieval eval
 # Each case: evidence turns (what the user said) and a question phrased the way a model would

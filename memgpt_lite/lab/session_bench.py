@@ -33,14 +33,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from memgpt_lite.lab.bench import machine_info, machine_line, percentile
 from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.context import BuiltContext, ContextBuilder, ContextInputs
-from memgpt_lite.lab.fake_server import prefix_cache
-from memgpt_lite.engine.model import text_response, tool_response
 from memgpt_lite.engine.paging import PagingStats
+from memgpt_lite.engine.records import (
+    ModelRequest,
+    ModelResponse,
+    Usage,
+    canonical_json,
+)
 from memgpt_lite.engine.tokens import cost_usd
-from memgpt_lite.engine.records import ModelRequest, ModelResponse, Usage, canonical_json
+from memgpt_lite.lab.bench import machine_info, machine_line, percentile
+from memgpt_lite.lab.fake_server import prefix_cache
+from memgpt_lite.lab.scripted import text_response, tool_response
 
 CHARS_PER_TOKEN = 4  # the benchmark's own deterministic tokenizer (as model.estimate_usage)
 CACHE_MIN_TOKENS = 1024  # shorter prefixes are not cached (Sonnet's minimum)

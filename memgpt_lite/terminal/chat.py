@@ -32,17 +32,6 @@ from rich.table import Table
 from rich.text import Text
 
 from memgpt_lite.engine import config
-from memgpt_lite.engine.memory import shorten
-from memgpt_lite.engine.paging import turn_ranges
-from memgpt_lite.engine.redact import redact
-from memgpt_lite.engine.privacy import (
-    HISTORY_FILE,
-    ForgetMatches,
-    apply_forget,
-    find_forget_matches,
-    history_entry_matches,
-    turn_strings,
-)
 from memgpt_lite.engine.events import (
     ClipEvent,
     ErrorEvent,
@@ -60,7 +49,18 @@ from memgpt_lite.engine.events import (
     TurnEndEvent,
     UsageEvent,
 )
+from memgpt_lite.engine.memory import shorten
+from memgpt_lite.engine.paging import turn_ranges
+from memgpt_lite.engine.privacy import (
+    HISTORY_FILE,
+    ForgetMatches,
+    apply_forget,
+    find_forget_matches,
+    history_entry_matches,
+    turn_strings,
+)
 from memgpt_lite.engine.records import Usage
+from memgpt_lite.engine.redact import redact
 
 PROMPT = "you› "
 CONTINUATION_PROMPT = "  … "

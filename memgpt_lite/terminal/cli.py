@@ -179,9 +179,9 @@ def _user_facing_code(exc: Exception) -> int | None:
     """The exit status for an error whose message speaks to the user; None for a bug."""
     # Imported here, not at module level: the store pulls in sqlite3, which --help must not.
     from memgpt_lite.engine.config import ConfigError
+    from memgpt_lite.engine.errors import ModelError
     from memgpt_lite.engine.prompts import PromptError
     from memgpt_lite.engine.store import StoreError
-    from memgpt_lite.engine.errors import ModelError
 
     if isinstance(exc, UserError):
         return exc.code
@@ -338,8 +338,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
-    from memgpt_lite.terminal import chat
     from memgpt_lite.engine import privacy
+    from memgpt_lite.terminal import chat
 
     console = _console()
     with _open_store() as store, _agent_lock(store, args.agent):

@@ -21,11 +21,11 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from memgpt_lite.lab import evaluation
 from memgpt_lite.engine import recording
+from memgpt_lite.engine.events import Event
 from memgpt_lite.engine.memory import shorten
 from memgpt_lite.engine.recording import DivergenceInfo, RecordedTurn, ReplayReport
-from memgpt_lite.engine.events import Event
+from memgpt_lite.lab import evaluation
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 MAX_PAUSE = 2.0  # seconds: live pacing never waits longer than this between two events

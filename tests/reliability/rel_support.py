@@ -10,12 +10,12 @@ import time
 from pathlib import Path
 
 from memgpt_lite.engine.agent import Agent
+from memgpt_lite.engine.api_rules import validate_request
 from memgpt_lite.engine.config import Settings
-from memgpt_lite.lab.fake_server import validate_request
-from memgpt_lite.engine.model import ScriptedModel, text_response
 from memgpt_lite.engine.memory import memory_tool_schemas
 from memgpt_lite.engine.paging import EVICT_TURNS_SCHEMA, group_turns
 from memgpt_lite.engine.store import Store
+from memgpt_lite.lab.scripted import ScriptedModel, text_response
 
 HERE = Path(__file__).parent
 WORKER = HERE / "reliability_worker.py"

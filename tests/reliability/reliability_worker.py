@@ -22,10 +22,10 @@ from collections.abc import Callable, Iterator
 from memgpt_lite.engine import store as store_module
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import Settings
-from memgpt_lite.engine.model import tool_response
-from memgpt_lite.engine.store import Store
 from memgpt_lite.engine.events import TextDelta
 from memgpt_lite.engine.records import ModelRequest, ModelResponse, Usage
+from memgpt_lite.engine.store import Store
+from memgpt_lite.lab.scripted import tool_response
 
 
 def say(line: str) -> None:

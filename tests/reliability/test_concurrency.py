@@ -15,8 +15,8 @@ from rel_support import assert_trustworthy, child_env, start_worker, wait_for_li
 from memgpt_lite.engine import config
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.locking import AgentBusyError, AgentLock, lock_path
-from memgpt_lite.engine.model import ScriptedModel, text_response
 from memgpt_lite.engine.store import Store, StoreError
+from memgpt_lite.lab.scripted import ScriptedModel, text_response
 
 
 def chat(agent: str, text: str, server, timeout: float = 30) -> subprocess.CompletedProcess:

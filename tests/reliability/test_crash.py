@@ -57,7 +57,7 @@ def test_kill_during_a_migration(tmp_path):
         assert store.applied_migrations() == [name for name, _ in MIGRATIONS]
         assert store_problems(store) == []
     from memgpt_lite.engine.agent import Agent
-    from memgpt_lite.engine.model import ScriptedModel, text_response
+    from memgpt_lite.lab.scripted import ScriptedModel, text_response
 
     with Store(db) as store:
         agent = Agent.open(store, "fresh", model_client=ScriptedModel([text_response("hi")]))
@@ -92,7 +92,7 @@ def test_kill_the_real_chat_process_mid_reply(tmp_path):
     """`memgpt-lite chat` (piped) against the fake server, killed while a reply streams."""
     from memgpt_lite.engine import config
     from memgpt_lite.lab.fake_server import FakeAnthropicServer, hang
-    from memgpt_lite.engine.model import text_response
+    from memgpt_lite.lab.scripted import text_response
 
     with FakeAnthropicServer() as server:
         server.enqueue(text_response("First reply, committed."))

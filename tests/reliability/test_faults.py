@@ -12,6 +12,8 @@ import pytest
 from rel_support import queue_problems, recall_texts
 
 from memgpt_lite.engine.agent import Agent
+from memgpt_lite.engine.model import AnthropicClient
+from memgpt_lite.engine.store import Store
 from memgpt_lite.lab.fake_server import (
     FakeAnthropicServer,
     connection_reset,
@@ -24,8 +26,7 @@ from memgpt_lite.lab.fake_server import (
     truncated,
     unauthorized,
 )
-from memgpt_lite.engine.model import AnthropicClient, text_response, tool_response
-from memgpt_lite.engine.store import Store
+from memgpt_lite.lab.scripted import text_response, tool_response
 
 FAULTS = {
     "429 retry-after": (lambda: rate_limited(retry_after=0), True, ["Rate limited", "429"]),

@@ -15,8 +15,8 @@ from rel_support import child_env, queue_problems, recall_texts
 
 from memgpt_lite.engine import config
 from memgpt_lite.engine.agent import Agent
-from memgpt_lite.engine.model import ScriptedModel, text_response, tool_response
 from memgpt_lite.engine.store import Store, StoreError
+from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 
 def modes(root: Path) -> dict[str, int]:

@@ -7,9 +7,9 @@ import pytest
 from rel_support import assert_trustworthy, queue_problems, small_settings
 
 from memgpt_lite.engine.agent import Agent
-from memgpt_lite.engine.model import ScriptedModel, text_response, tool_response
-from memgpt_lite.engine.store import Store
 from memgpt_lite.engine.records import Message
+from memgpt_lite.engine.store import Store
+from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 
 def tool_turn_script() -> list:

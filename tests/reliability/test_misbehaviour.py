@@ -10,9 +10,9 @@ import pytest
 from rel_support import queue_problems, store_problems
 
 from memgpt_lite.engine.agent import Agent
-from memgpt_lite.engine.model import ScriptedModel, text_response, tool_response
-from memgpt_lite.engine.store import Store
 from memgpt_lite.engine.records import ModelResponse, Usage
+from memgpt_lite.engine.store import Store
+from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 
 def run(tmp_path, script, text="hello", **agent_attrs):

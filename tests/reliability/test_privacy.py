@@ -10,9 +10,9 @@ import pytest
 
 from memgpt_lite.engine import config
 from memgpt_lite.engine.agent import Agent
-from memgpt_lite.engine.model import ScriptedModel, text_response, tool_response
 from memgpt_lite.engine.redact import find_secrets, redact, redact_blocks
 from memgpt_lite.engine.store import Store
+from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 CORPUS = [json.loads(line) for line in
           (Path(__file__).parent / "secrets_corpus.jsonl").read_text().splitlines() if line]

@@ -291,7 +291,7 @@ def test_an_empty_message_is_refused_before_anything_is_stored(store):
     agent, model = make(store, [])
     with pytest.raises(ValueError):
         list(agent.step("  \n"))
-    assert store.count_messages(agent.id) == 0 and model.requests == []
+    assert store.agent_stats(agent.id)["messages"] == 0 and model.requests == []
 
 
 def test_pause_turn_at_the_call_limit_ends_with_a_notice(store):

@@ -142,6 +142,6 @@ def sent_in_turn(turn_id: int, events: list) -> list[tuple[int, str, list]]:
 def check_recall(store: Store, agent_id: int, sent: list[tuple[int, str, list]]) -> None:
     stored = [m for t in range(1, store.max_turn_id(agent_id) + 1)
               for m in store.turn_messages(agent_id, t)]
-    assert store.count_messages(agent_id) == len(sent) == len(stored)
+    assert store.agent_stats(agent_id)["messages"] == len(sent) == len(stored)
     for (turn_id, role, content), m in zip(sent, stored):
         assert (m.turn_id, m.role, m.content) == (turn_id, role, content)

@@ -5,7 +5,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memgpt_lite.engine.records import Message
-from memgpt_lite.engine.store import Store, match_expression, query_terms
+from memgpt_lite.engine.search import match_expression, query_terms
+from memgpt_lite.engine.store import Store
 
 
 def text_msg(role, text, turn, created_at=None):

@@ -7,7 +7,8 @@ import pytest
 
 from memgpt_lite.engine import config
 from memgpt_lite.engine.records import Message
-from memgpt_lite.engine.store import MIGRATIONS, Store, StoreError, _m001_initial
+from memgpt_lite.engine.store import Store, StoreError, transfer
+from memgpt_lite.engine.store.migrations import MIGRATIONS, _m001_initial
 
 
 def text_msg(role, text, turn, **kw):
@@ -153,13 +154,13 @@ def test_transaction_rolls_back_and_nests(store, agent):
             with store.transaction():
                 store.add_message(agent.id, text_msg("user", "two", 1))
             raise RuntimeError("boom")
-    assert store.count_messages(agent.id) == 0
+    assert store.agent_stats(agent.id)["messages"] == 0
     assert store.search_messages(agent.id, "one").total == 0
     with store.transaction():
         store.add_message(agent.id, text_msg("user", "one", 1))
         with store.transaction():
             store.add_message(agent.id, text_msg("user", "two", 1))
-    assert store.count_messages(agent.id) == 2
+    assert store.agent_stats(agent.id)["messages"] == 2
 
 
 # ---------------------------------------------------------------- agents and blocks
@@ -231,7 +232,7 @@ def test_messages_roundtrip_context_and_turns(store, agent):
     assert got.in_context is False
     assert store.agent_stats(agent.id)["turns"] == 2
     assert store.delete_turns(agent.id, [1]) == 4
-    assert store.count_messages(agent.id) == 1
+    assert store.agent_stats(agent.id)["messages"] == 1
     assert store.max_turn_id(store.create_agent("b", {}, {}).id) == 0
 
 
@@ -290,9 +291,9 @@ def test_export_import_roundtrip(store, agent):
                                   text_msg("assistant", "done", 1, in_context=False)])
     store.add_passage(agent.id, "Ann likes tea", ["food"], "2025-01-01T00:00:00Z")
     store.set_summary(agent.id, "earlier: greetings")
-    doc = store.export_agent("default")
+    doc = transfer.export_agent(store, "default")
     assert doc["format"] == "memgpt-lite-agent" and doc["version"] == 1
-    copy = store.import_agent(doc, name="copy")
+    copy = transfer.import_agent(store, doc, name="copy")
     assert copy.summary == "earlier: greetings" and copy.settings == agent.settings
     assert store.get_blocks(copy.id) == store.get_blocks(agent.id)
     assert len(store.block_history(copy.id)) == len(store.block_history(agent.id))
@@ -301,12 +302,12 @@ def test_export_import_roundtrip(store, agent):
     assert store.search_passages(copy.id, "tea", tags=["food"]).hits[0].created_at == \
         "2025-01-01T00:00:00Z"
     with pytest.raises(StoreError, match="already exists"):
-        store.import_agent(doc)
+        transfer.import_agent(store, doc)
     with pytest.raises(StoreError, match="not a memgpt-lite agent export"):
-        store.import_agent({"hello": 1})
+        transfer.import_agent(store, {"hello": 1})
     broken = dict(doc, messages=[{"role": "user"}])
     with pytest.raises(StoreError, match="damaged"):
-        store.import_agent(broken, name="broken")
+        transfer.import_agent(store, broken, name="broken")
     assert store.get_agent("broken") is None
 
 
@@ -368,8 +369,8 @@ def test_queue_reads_see_changes_from_another_connection_and_rollbacks(store, ag
     lambda doc: doc["blocks"].append(dict(doc["blocks"][0])),  # a label twice
 ])
 def test_import_of_an_export_the_schema_refuses_is_damaged_not_a_crash(store, agent, damage):
-    doc = store.export_agent(agent.name)
+    doc = transfer.export_agent(store, agent.name)
     damage(doc)
     with pytest.raises(StoreError, match="damaged"):
-        store.import_agent(doc, name="broken")
+        transfer.import_agent(store, doc, name="broken")
     assert store.get_agent("broken") is None

@@ -61,9 +61,10 @@ from memgpt_lite.engine.records import (
     Usage,
     canonical_json,
     tool_calls_in,
+    utc_iso,
 )
 from memgpt_lite.engine.redact import redact, redact_blocks
-from memgpt_lite.engine.store import AgentRow, Store, utc_iso
+from memgpt_lite.engine.store import AgentRow, Store
 from memgpt_lite.engine.tokens import TokenCounter, cost_usd
 
 REPEAT_LIMIT = 3  # identical tool calls in a row before the chain is stopped

@@ -16,8 +16,8 @@ from typing import Any
 
 from memgpt_lite.engine import prompts
 from memgpt_lite.engine.config import Settings
-from memgpt_lite.engine.memory import neutralise_tags
 from memgpt_lite.engine.records import ContentBlock, Message, ModelRequest
+from memgpt_lite.engine.text import neutralise_tags
 from memgpt_lite.engine.tokens import TokenCounter
 
 EPHEMERAL = {"type": "ephemeral"}

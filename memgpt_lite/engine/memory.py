@@ -17,17 +17,12 @@ from memgpt_lite.engine import prompts
 from memgpt_lite.engine.events import MemoryEditEvent
 from memgpt_lite.engine.records import Block, SearchPage
 from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.text import neutralise_tags, shorten
 
 MEMORY_TOOL_NAMES = ("core_memory_append", "core_memory_replace", "conversation_search",
                      "archival_insert", "archival_search")
 HIT_CHARS = 500  # longer hits are cut so one search result cannot flood the context
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-# The tags that give the prompt its structure. Stored text (memory values, search hits, the
-# summary, alert listings) must never open or close one, however spaced or cased.
-STRUCTURE_TAGS = ("core_memory", "block", "system_alert", "conversation_summary",
-                  "previous_summary", "removed_turns")
-_TAG_BREAKER = re.compile(r"<(\s*/?\s*)(" + "|".join(STRUCTURE_TAGS) + r")\b", re.IGNORECASE)
-
 _STRING = {"type": "string"}
 _PAGE = {"type": "integer", "minimum": 1,
          "description": "1-based page of results (5 per page). Default 1."}
@@ -133,12 +128,6 @@ def check_arguments(schema: dict, args: object) -> str | None:
     return None
 
 
-def neutralise_tags(text: str) -> str:
-    """Stored text as inert data: a structure tag inside it loses its `<` (→ `&lt;`); any
-    other markup, such as code, is left as it is."""
-    return _TAG_BREAKER.sub(lambda m: "&lt;" + m.group(1) + m.group(2), text)
-
-
 def render_core_memory(blocks: list[Block]) -> str:
     """Core memory as a tagged data section for the prompt. Values cannot close or open the
     tags: `<block`/`<core_memory` (and their closing forms) inside values are escaped."""
@@ -169,12 +158,6 @@ class ToolOutcome:
 
 def _error(text: str, name: str) -> ToolOutcome:
     return ToolOutcome(text, True, f"{name} error: {shorten(text, 60)}")
-
-
-def shorten(text: str, limit: int = 80) -> str:
-    """One line of at most `limit` chars, with an ellipsis when cut (UI summaries, reports)."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def _clip(text: str) -> str:

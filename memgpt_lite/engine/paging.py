@@ -38,7 +38,7 @@ from memgpt_lite.engine.events import (
     ResponseEvent,
     SummaryEvent,
 )
-from memgpt_lite.engine.memory import ToolOutcome, neutralise_tags
+from memgpt_lite.engine.memory import ToolOutcome
 from memgpt_lite.engine.model import ModelClient, final_response
 from memgpt_lite.engine.records import (
     Message,
@@ -48,6 +48,7 @@ from memgpt_lite.engine.records import (
     canonical_json,
 )
 from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.text import neutralise_tags
 from memgpt_lite.engine.tokens import TokenCounter, request_chars
 
 EVICT_TURNS_SCHEMA: dict[str, Any] = {

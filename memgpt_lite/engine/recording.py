@@ -5,7 +5,7 @@ A recording is append-only JSONL, one JSON object per line, each with `"v": 1` a
     header       agent name, settings, model, prompt digests, package version, created_at,
                  source ("live" | "hand-written" | "eval"), initial core memory, and — when
                  the session continued an agent that already had history — a full snapshot
-                 (Store.export_agent) so that a replay starts from the same state
+                 (transfer.export_agent) so that a replay starts from the same state
     user         one user input: text and `at` (the agent clock's ISO time)
     <event kind> one line per agent event (model_call, response, tool_call, tool_result,
                  memory_edit, pressure_alert, eviction, summary, usage, turn_end, ...)
@@ -53,9 +53,10 @@ from memgpt_lite.engine.records import (
     ToolCall,
     ToolResult,
     Usage,
+    utc_iso,
 )
 from memgpt_lite.engine.redact import redact
-from memgpt_lite.engine.store import utc_iso
+from memgpt_lite.engine.store import transfer
 
 RECORDING_VERSION = 1
 # Deltas are redundant with the response line that follows them (see module docstring).
@@ -233,7 +234,7 @@ def record_header(agent: Any, recorder: Recorder, *, source: str = "live",
                   note: str | None = None, created_at: str | None = None) -> None:
     """Write the header for a session of `agent`. An agent with history is snapshotted
     whole, because a replay must start from the state the live session started from."""
-    snapshot = agent.store.export_agent(agent.name) if _agent_has_history(agent) else None
+    snapshot = transfer.export_agent(agent.store, agent.name) if _agent_has_history(agent) else None
     recorder.header(agent=agent.name, settings=agent.settings.to_dict(),
                     model=agent.settings.model, blocks=core_memory(agent), snapshot=snapshot,
                     source=source, note=note, created_at=created_at)
@@ -696,7 +697,7 @@ class _Replayer:
         if first and self.recording.turns:
             self.clock.begin(self.recording.turns[0].at)
         if first and header.get("snapshot"):
-            self.store.import_agent(header["snapshot"], name)
+            transfer.import_agent(self.store, header["snapshot"], name)
         agent = Agent.open(self.store, name, model_client=self.client,
                            summary_client=self.client.for_purpose("summary"),
                            settings=settings, clock=self.clock)

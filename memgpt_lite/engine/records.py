@@ -10,10 +10,28 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Literal
 
 Role = Literal["user", "assistant"]
 ContentBlock = dict[str, Any]  # an Anthropic content block, e.g. {"type": "text", "text": "hi"}
+
+
+def utc_iso(moment: datetime) -> str:
+    """'YYYY-MM-DDTHH:MM:SSZ', the one time format of stored rows (a naive time is UTC)."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def now_iso() -> str:
+    return utc_iso(datetime.now(timezone.utc))
+
+
+def parse_iso(text: str) -> datetime:
+    """A stored time (or any ISO 8601 time) as an aware datetime; naive means UTC."""
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
 def canonical_json(value: Any) -> str:

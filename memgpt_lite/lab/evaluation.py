@@ -27,18 +27,16 @@ from typing import Any
 from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.errors import StreamError
 from memgpt_lite.engine.events import Event, TextDelta
-from memgpt_lite.engine.memory import shorten
 from memgpt_lite.engine.model import final_response
 from memgpt_lite.engine.recording import (
     UNRECORDED_KINDS,
     Recorder,
     core_memory,
-    parse_iso,
     record_header,
     recorded_step,
-    utc_iso,
 )
-from memgpt_lite.engine.records import ModelRequest, ModelResponse, Usage
+from memgpt_lite.engine.records import ModelRequest, ModelResponse, Usage, parse_iso, utc_iso
+from memgpt_lite.engine.text import shorten
 
 DEFAULT_CLOCK = "2026-01-01T09:00:00Z"
 Progress = Callable[[str], None]

@@ -20,13 +20,8 @@ from datetime import date, timedelta
 from pathlib import Path
 
 from memgpt_lite.engine.records import Message
-from memgpt_lite.engine.store import (
-    _WORD,
-    Store,
-    index_text,
-    match_expression,
-    plain_text,
-)
+from memgpt_lite.engine.search import _WORD, index_text, match_expression, plain_text
+from memgpt_lite.engine.store import Store
 from memgpt_lite.lab.bench import synthetic_messages
 
 # --------------------------------------------------------------------------- retrieval eval

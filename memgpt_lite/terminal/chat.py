@@ -49,7 +49,6 @@ from memgpt_lite.engine.events import (
     TurnEndEvent,
     UsageEvent,
 )
-from memgpt_lite.engine.memory import shorten
 from memgpt_lite.engine.paging import turn_ranges
 from memgpt_lite.engine.privacy import (
     HISTORY_FILE,
@@ -61,6 +60,7 @@ from memgpt_lite.engine.privacy import (
 )
 from memgpt_lite.engine.records import Usage
 from memgpt_lite.engine.redact import redact
+from memgpt_lite.engine.text import shorten
 
 PROMPT = "you› "
 CONTINUATION_PROMPT = "  … "

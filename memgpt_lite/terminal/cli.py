@@ -289,11 +289,12 @@ def cmd_agents_rename(args: argparse.Namespace) -> int:
 
 def cmd_agents_export(args: argparse.Namespace) -> int:
     from memgpt_lite.engine import privacy
+    from memgpt_lite.engine.store import transfer
 
     target = Path(args.file).expanduser()
     with _open_store() as store:
         _require_agent(store, args.name)
-        doc = store.export_agent(args.name)
+        doc = transfer.export_agent(store, args.name)
     # No sort_keys: stored content keeps its key order, so an import is byte-identical.
     text = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
     leaked = privacy.exported_secret(text)
@@ -320,13 +321,15 @@ def cmd_agents_import(args: argparse.Namespace) -> int:
         raise UserError(f"{source} is not a JSON export of an agent.") from None
     if not isinstance(doc, dict):
         raise UserError(f"{source} is not a JSON export of an agent.")
-    meta = doc.get("agent")  # the export's shape is checked by store.import_agent
+    meta = doc.get("agent")  # the export's shape is checked by transfer.import_agent
     name = args.name or (meta.get("name") if isinstance(meta, dict) else None)
+    from memgpt_lite.engine.store import transfer
+
     with _open_store() as store:
         if name and store.get_agent(name) is not None:
             raise UserError(f"An agent named {name!r} already exists; "
                             f"import with --name NEW or delete it first.")
-        row = store.import_agent(doc, name=args.name)
+        row = transfer.import_agent(store, doc, name=args.name)
     print(f"Imported agent {row.name!r} from {source}.")
     return EXIT_OK
 

@@ -23,8 +23,8 @@ from rich.text import Text
 
 from memgpt_lite.engine import recording
 from memgpt_lite.engine.events import Event
-from memgpt_lite.engine.memory import shorten
 from memgpt_lite.engine.recording import DivergenceInfo, RecordedTurn, ReplayReport
+from memgpt_lite.engine.text import shorten
 from memgpt_lite.lab import evaluation
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2

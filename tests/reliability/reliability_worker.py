@@ -19,12 +19,11 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 
-from memgpt_lite.engine import store as store_module
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.events import TextDelta
 from memgpt_lite.engine.records import ModelRequest, ModelResponse, Usage
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store import Store, migrations
 from memgpt_lite.lab.scripted import tool_response
 
 
@@ -77,13 +76,13 @@ def run_turn(agent: Agent, text: str) -> None:
 
 def stage(db: str, name: str, where: str) -> None:
     if where == "migration":
-        apply = store_module.MIGRATIONS[1][1]
+        apply = migrations.MIGRATIONS[1][1]
 
         def stop_midway(conn):  # applied, but the ledger row is not written yet
             apply(conn)
             block("migration")
 
-        store_module.MIGRATIONS[1] = (store_module.MIGRATIONS[1][0], stop_midway)
+        migrations.MIGRATIONS[1] = (migrations.MIGRATIONS[1][0], stop_midway)
         Store(db)
         return
     store = Store(db)

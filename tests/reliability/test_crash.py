@@ -17,7 +17,8 @@ from rel_support import (
     wait_for_line,
 )
 
-from memgpt_lite.engine.store import MIGRATIONS, Store
+from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store.migrations import MIGRATIONS
 
 
 def kill(proc: subprocess.Popen) -> None:

@@ -11,7 +11,7 @@ import pytest
 from memgpt_lite.engine import config
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.redact import find_secrets, redact, redact_blocks
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store import Store, transfer
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 CORPUS = [json.loads(line) for line in
@@ -125,7 +125,7 @@ def test_export_of_a_chat_with_a_pasted_key_is_clean(tmp_path):
     store = Store(config.db_path())
     agent = Agent.open(store, "exp", model_client=ScriptedModel([text_response("ok")]))
     list(agent.step(f"ANTHROPIC_API_KEY={KEY}"))
-    assert KEY not in json.dumps(store.export_agent("exp"))
+    assert KEY not in json.dumps(transfer.export_agent(store, "exp"))
 
 
 def test_forget_scrubs_a_recording_whose_last_line_was_cut_short():

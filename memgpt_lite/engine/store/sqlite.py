@@ -2,207 +2,31 @@
 
 One file per data directory. WAL so a reader never blocks the writer, a busy timeout so two
 processes wait instead of failing, foreign keys so deleting an agent deletes its memory.
-Schema changes are named, append-only migrations recorded in a ledger table.
-
-Search is FTS5 with BM25. Queries are never passed to MATCH raw: they are tokenised here and
-rebuilt as an OR of quoted terms, so no input can raise an FTS syntax error. unicode61 does
-not segment Chinese/Japanese/Korean, so CJK runs are indexed as overlapping character bigrams
-generated in Python (see `index_text`); trigrams would miss two-character words like 部署.
-
-Raw questions ("When did Caroline go to the support group?") are matched beyond their exact
-words: question-framing stop words are dropped, irregular verbs bring their other forms
-(go → went), long words also match by a 5-letter prefix (allergies → allergic), and a message
-gains a little from matching neighbours. `python -m memgpt_lite.lab.retrieval_eval` measures it.
+Schema changes are the named, append-only migrations of `migrations.py`, recorded in a
+ledger table. Search runs FTS5 with BM25 on the queries that `search.py` builds.
 """
 
 from __future__ import annotations
 
-import heapq
 import json
 import math
 import os
-import re
 import sqlite3
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, timedelta
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
-from memgpt_lite.engine.records import Block, Message, SearchHit, SearchPage
+from memgpt_lite.engine import search
+from memgpt_lite.engine.records import Block, Message, SearchHit, SearchPage, now_iso
+from memgpt_lite.engine.search import index_text, normalise, plain_text, word_set
+from memgpt_lite.engine.store.base import AgentRow, StoreError
+from memgpt_lite.engine.store.migrations import MIGRATIONS
+from memgpt_lite.engine.text import clean_text
 
-EXPORT_FORMAT = "memgpt-lite-agent"
-EXPORT_VERSION = 1
 SQLITE_HEADER = b"SQLite format 3\x00"
-RANK_CAP = 1000  # BM25 is computed for at most this many candidate rows per search
-# A message also scores this share of its matching neighbours' BM25: an answer is often
-# a reply whose question holds the query's words ("How's Pepper?" / "She had surgery").
-NEIGHBOUR_WEIGHT = 0.15
-MAX_QUERY_TERMS = 32  # long pasted queries would make the OR match most of the table
-
-
-class StoreError(Exception):
-    """The data file cannot be used; the message is one clear sentence for the user."""
-
-
-# What a damaged agent export raises while it is imported.
-_DAMAGED_EXPORT = (KeyError, TypeError, ValueError, AttributeError, sqlite3.IntegrityError)
-
-
-@dataclass
-class AgentRow:
-    id: int
-    name: str
-    model: str
-    settings: dict
-    summary: str
-    created_at: str
-    last_used_at: str | None
-
-
-def utc_iso(moment: datetime) -> str:
-    """'YYYY-MM-DDTHH:MM:SSZ', the one time format of stored rows (a naive time is UTC)."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def now_iso() -> str:
-    return utc_iso(datetime.now(timezone.utc))
-
-
-# --------------------------------------------------------------------------- text for search
-
-_CJK = ("\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff"
-        "\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002ffff")
-_CJK_RUN = re.compile(f"[{_CJK}]+")
-_WORD = re.compile(f"[^\\W_{_CJK}]+|[{_CJK}]+")  # same word boundaries as unicode61
-
-# Words that carry no topic; dropping them keeps "what did I say about my dog" about "dog"
-# and keeps an OR query from matching most of the table.
-STOP_WORDS = frozenset("""
-a about above after again against all am an and any are aren as at be because been before
-being below between both but by can could couldn did didn do does doesn doing don down during
-each few for from further had hadn has hasn have haven having he her here hers herself him
-himself his how i if in into is isn it its itself just ll let me might more most must my
-myself no nor not now of off on once only or other our ours ourselves out over own re s same
-shall she should so some such t than that the their theirs them themselves then there these
-they this those through to too under until up very ve was wasn we were weren what when where
-which while who whom why will with won would wouldn you your yours yourself yourselves d m
-tell told say said remember recall mention mentioned ever anything something thing things
-kind kinds type types sort sorts likely unlikely probably possibly recently currently usually
-often exactly specifically particular considered consider also yet still really
-""".split())
-# The last lines are how questions are framed ("what kind of", "is X likely to", "recently")
-# rather than what they are about; stored sentences rarely use these words for the answer.
-
-# Questions ask in the base form ("when did she go", "what did he see") while stories are
-# told in the past ("I went", "we saw"); porter stems only regular forms, so the common
-# irregular verbs get their other forms added to the query. A general grammar table, not
-# synonyms: base, past and past participle of each verb; verbs whose forms are also common
-# nouns (bear/born, ring/rang, lie/lay, wind/wound, light/lit) are left out.
-IRREGULAR_VERBS = """
-arise arose arisen|awake awoke awoken|become became|begin began begun|bend bent|bleed bled
-blow blew blown|break broke broken|breed bred|bring brought|build built|burn burnt
-buy bought|catch caught|choose chose chosen|come came|creep crept|deal dealt|dig dug
-draw drew drawn|dream dreamt|drink drank drunk|drive drove driven|eat ate eaten
-fall fell fallen|feed fed|feel felt|fight fought|find found|flee fled|fly flew flown
-forget forgot forgotten|forgive forgave forgiven|freeze froze frozen|get got gotten
-give gave given|go went gone|grow grew grown|hang hung|hear heard|hide hid hidden|hold held
-keep kept|kneel knelt|know knew known|lead led|leap leapt|learn learnt|leave left|lend lent
-lose lost|make made|mean meant|meet met|pay paid|prove proven|ride rode ridden|run ran
-seek sought|sell sold|send sent|sew sewn|shake shook shaken|shine shone|shoot shot
-show shown|shrink shrank shrunk|sing sang sung|sit sat|sleep slept|slide slid
-speak spoke spoken|spend spent|spin spun|stand stood|steal stole stolen|swear swore sworn
-sweep swept|swim swam swum|swing swung|take took taken|teach taught|tear tore torn
-think thought|throw threw thrown|understand understood|wake woke woken|wear wore worn
-weep wept|win won|write wrote written|see saw seen
-"""
-_VERB_FORMS: dict[str, tuple[str, ...]] = {
-    form: tuple(group.split()) for group in IRREGULAR_VERBS.replace("\n", " ").split("|")
-    for form in group.split()}
-PREFIX_CHARS = 5  # long words also match by their first 5 letters ("truncation stemming"):
-PREFIX_MIN_WORD = 7  # allergies/allergic, medicine/medication, where porter's stems differ
-
-
-def _cjk_bigrams(run: str) -> list[str]:
-    return [run[i:i + 2] for i in range(len(run) - 1)]
-
-
-def index_text(text: str) -> str:
-    """The text as indexed: CJK runs become their bigrams plus the last character, so every
-    character starts some token (a one-character query is then a prefix query)."""
-    if not _CJK_RUN.search(text):
-        return text
-    return _CJK_RUN.sub(lambda m: " " + " ".join(_cjk_bigrams(m.group()) + [m.group()[-1]]) + " ",
-                        text)
-
-
-def clean_text(text: str) -> str:
-    """Replace lone surrogates (possible in JSON from a model), which SQLite cannot store,
-    with '?'."""
-    return text.encode("utf-8", "replace").decode("utf-8")
-
-
-def query_terms(query: str) -> list[str]:
-    """Search terms for a natural-language query: lowercased words without stop words (all
-    words if only stop words), CJK runs as bigrams ('*'-suffixed single characters)."""
-    words, seen = [], set()
-    for tok in _WORD.findall(clean_text(query).lower()):
-        if _CJK_RUN.fullmatch(tok):
-            grams = _cjk_bigrams(tok) if len(tok) > 1 else [tok + "*"]
-        else:
-            grams = [tok]
-        for g in grams:
-            if g not in seen:
-                seen.add(g)
-                words.append(g)
-    content = [w for w in words if w not in STOP_WORDS]
-    return (content or words)[:MAX_QUERY_TERMS]
-
-
-def match_terms(query: str) -> list[str]:
-    """The query's terms as FTS5 strings: each double-quoted (so operators and punctuation
-    are just text); one-character CJK terms as prefix queries. English words also bring
-    their irregular verb forms and, when long, their first letters as a prefix query."""
-    parts: list[str] = []
-    for term in query_terms(query):
-        if term.endswith("*"):
-            parts.append(_quote(term[:-1]) + "*")
-            continue
-        parts.append(_quote(term))
-        parts += [_quote(f) for f in _VERB_FORMS.get(term, ()) if f != term]
-        if len(term) >= PREFIX_MIN_WORD and term.isalpha() and not _CJK_RUN.search(term):
-            parts.append(_quote(term[:PREFIX_CHARS]) + "*")
-    return list(dict.fromkeys(parts))[:2 * MAX_QUERY_TERMS]
-
-
-def _quote(text: str) -> str:
-    return '"' + text.replace('"', '""') + '"'
-
-
-def match_expression(query: str) -> str | None:
-    """An FTS5 MATCH string for any of the query's terms; None when it has no searchable words."""
-    return " OR ".join(match_terms(query)) or None
-
-
-def word_set(text: str) -> set[str]:
-    return set(_WORD.findall(index_text(text.lower())))
-
-
-def normalise(text: str) -> str:
-    return " ".join(text.lower().split())
-
-
-def plain_text(role: str, content: list[dict] | str) -> str:
-    """What conversation_search indexes: only the text blocks of user/assistant messages.
-    Tool inputs and results are left out so earlier search results are not found again."""
-    if isinstance(content, str):
-        return content
-    if role not in ("user", "assistant"):
-        return ""
-    return "\n".join(str(b.get("text", "")) for b in content
-                     if isinstance(b, dict) and b.get("type") == "text")
 
 
 def _dumps(value: Any) -> str:
@@ -214,110 +38,6 @@ def _dumps(value: Any) -> str:
     return text
 
 
-# --------------------------------------------------------------------------- migrations
-
-
-def _run(db: sqlite3.Connection, script: str) -> None:
-    # Not executescript(): it commits first, which would split a migration from its ledger row.
-    stmt = ""
-    for line in script.splitlines(keepends=True):
-        stmt += line
-        if sqlite3.complete_statement(stmt):
-            db.execute(stmt)
-            stmt = ""
-    if stmt.strip():
-        raise ValueError(f"incomplete SQL statement in migration: {stmt.strip()[:60]}")
-
-
-def _m001_initial(db: sqlite3.Connection) -> None:
-    _run(db, """
-    CREATE TABLE agents (
-        id INTEGER PRIMARY KEY,
-        name TEXT NOT NULL UNIQUE,
-        model TEXT NOT NULL DEFAULT '',
-        settings TEXT NOT NULL DEFAULT '{}',
-        summary TEXT NOT NULL DEFAULT '',
-        created_at TEXT NOT NULL,
-        last_used_at TEXT
-    );
-    CREATE TABLE blocks (
-        id INTEGER PRIMARY KEY,
-        agent_id INTEGER NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
-        label TEXT NOT NULL,
-        value TEXT NOT NULL,
-        char_limit INTEGER NOT NULL,
-        updated_at TEXT NOT NULL,
-        UNIQUE (agent_id, label)
-    );
-    CREATE TABLE block_history (
-        id INTEGER PRIMARY KEY,
-        agent_id INTEGER NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
-        label TEXT NOT NULL,
-        old_value TEXT,
-        new_value TEXT NOT NULL,
-        source TEXT NOT NULL,
-        created_at TEXT NOT NULL
-    );
-    CREATE INDEX block_history_agent ON block_history(agent_id, label);
-    CREATE TABLE messages (
-        id INTEGER PRIMARY KEY,
-        agent_id INTEGER NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
-        turn_id INTEGER NOT NULL,
-        role TEXT NOT NULL,
-        content TEXT NOT NULL,
-        context_content TEXT,
-        index_text TEXT NOT NULL DEFAULT '',
-        created_at TEXT NOT NULL,
-        in_context INTEGER NOT NULL DEFAULT 1
-    );
-    CREATE INDEX messages_context ON messages(agent_id, in_context);
-    CREATE INDEX messages_turn ON messages(agent_id, turn_id);
-    CREATE TABLE passages (
-        id INTEGER PRIMARY KEY,
-        agent_id INTEGER NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
-        text TEXT NOT NULL,
-        tags TEXT NOT NULL DEFAULT '[]',
-        norm TEXT NOT NULL,
-        index_text TEXT NOT NULL DEFAULT '',
-        created_at TEXT NOT NULL
-    );
-    CREATE INDEX passages_agent ON passages(agent_id, norm);
-    """)
-
-
-def _m002_fts(db: sqlite3.Connection) -> None:
-    # External-content FTS5 tables kept in sync by triggers; empty texts (tool-only messages)
-    # are not indexed at all so they do not skew BM25's average document length.
-    for table in ("messages", "passages"):
-        _run(db, f"""
-        CREATE VIRTUAL TABLE {table}_fts USING fts5(
-            index_text, content='{table}', content_rowid='id', tokenize='porter unicode61');
-        CREATE TRIGGER {table}_fts_ai AFTER INSERT ON {table} WHEN new.index_text != '' BEGIN
-            INSERT INTO {table}_fts(rowid, index_text) VALUES (new.id, new.index_text);
-        END;
-        CREATE TRIGGER {table}_fts_ad AFTER DELETE ON {table} WHEN old.index_text != '' BEGIN
-            INSERT INTO {table}_fts({table}_fts, rowid, index_text)
-                VALUES ('delete', old.id, old.index_text);
-        END;
-        CREATE TRIGGER {table}_fts_au AFTER UPDATE OF index_text ON {table} BEGIN
-            INSERT INTO {table}_fts({table}_fts, rowid, index_text)
-                SELECT 'delete', old.id, old.index_text WHERE old.index_text != '';
-            INSERT INTO {table}_fts(rowid, index_text)
-                SELECT new.id, new.index_text WHERE new.index_text != '';
-        END;
-        INSERT INTO {table}_fts(rowid, index_text)
-            SELECT id, index_text FROM {table} WHERE index_text != '';
-        """)
-
-
-# Append-only: never edit or reorder an entry that has shipped; add a new one.
-MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
-    ("001_initial", _m001_initial),
-    ("002_fts_search", _m002_fts),
-]
-
-
-# --------------------------------------------------------------------------- the store
 
 
 def _sqlite_error(path: Path, exc: sqlite3.Error) -> StoreError:
@@ -365,7 +85,7 @@ class Store:
             self._db.execute("PRAGMA busy_timeout = 5000")
             self._check_schema()  # read-only: a foreign or newer file is never touched
             self._db.execute("PRAGMA foreign_keys = ON")
-            self._db.execute("PRAGMA journal_mode = WAL")
+            self._enable_wal()
             self._db.execute("PRAGMA synchronous = NORMAL")  # safe with WAL; fsync per checkpoint
             self._migrate()
         except StoreError:
@@ -375,9 +95,23 @@ class Store:
             self._db.close()
             raise _sqlite_error(self.path, exc) from None
 
+    def _enable_wal(self) -> None:
+        """Switch a new file to WAL. Two processes creating the same file can both be
+        switching it at once; SQLite then refuses one at once (to avoid a deadlock) instead of
+        waiting, so try again for as long as the busy timeout would have waited."""
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                self._db.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
     @classmethod
     def open_default(cls) -> Store:
-        from memgpt_lite.engine import config
+        from memgpt_lite.engine import config  # config reads the environment; stores need not
 
         return cls(config.db_path())
 
@@ -519,6 +253,12 @@ class Store:
     def set_summary(self, agent_id: int, summary: str) -> None:
         self._update_agent(agent_id, "summary", clean_text(summary))
 
+    def restore_agent(self, agent_id: int, *, summary: str, created_at: str,
+                      last_used_at: str | None) -> None:
+        with self.transaction():
+            self._db.execute("UPDATE agents SET summary = ?, created_at = ?, last_used_at = ? "
+                             "WHERE id = ?", (summary, created_at, last_used_at, agent_id))
+
     def touch(self, agent_id: int) -> None:
         self._update_agent(agent_id, "last_used_at", now_iso())
 
@@ -570,6 +310,19 @@ class Store:
                 "created_at) VALUES (?, ?, ?, ?, ?, ?)",
                 (agent_id, label, old.value if old else None, value, source, at))
         return Block(label, value, limit)
+
+    def restore_blocks(self, agent_id: int, blocks: list[tuple[str, str, int]],
+                       history: list[tuple[str, str | None, str, str, str]]) -> None:
+        """Blocks (label, value, limit) and their history rows (label, old, new, source,
+        created_at) exactly as given, without new history: an import, not an edit."""
+        with self.transaction():
+            self._db.executemany(
+                "INSERT INTO blocks (agent_id, label, value, char_limit, updated_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [(agent_id, label, value, limit, now_iso()) for label, value, limit in blocks])
+            self._db.executemany(
+                "INSERT INTO block_history (agent_id, label, old_value, new_value, source, "
+                "created_at) VALUES (?, ?, ?, ?, ?, ?)", [(agent_id, *h) for h in history])
 
     def block_history(self, agent_id: int, label: str | None = None) -> list[dict]:
         sql = ("SELECT label, old_value, new_value, source, created_at FROM block_history "
@@ -681,8 +434,9 @@ class Store:
                 "DELETE FROM messages WHERE agent_id = ? AND turn_id = ?", (agent_id, t)).rowcount
                 for t in turn_ids)
 
-    def count_messages(self, agent_id: int) -> int:
-        return self._q("SELECT count(*) FROM messages WHERE agent_id = ?", (agent_id,))[0][0]
+    def all_messages(self, agent_id: int) -> list[Message]:
+        """Every message of the agent, in order (exports and snapshots)."""
+        return self._messages("agent_id = ?", (agent_id,))
 
     def search_messages(self, agent_id: int, query: str, page: int = 1, per_page: int = 5,
                         start_date: str | None = None, end_date: str | None = None) -> SearchPage:
@@ -707,7 +461,7 @@ class Store:
         expr = self._candidate_expression(table, query)
         if expr is None:
             return SearchPage([], page, 0, 0)
-        if table == "messages" and NEIGHBOUR_WEIGHT:
+        if table == "messages" and search.NEIGHBOUR_WEIGHT:
             return self._search_with_neighbours(expr, where, params, page, per_page, to_hit)
         cols = ("m.id, m.role, m.turn_id, m.content, m.created_at" if table == "messages"
                 else "m.id, m.text, m.tags, m.created_at")
@@ -727,10 +481,9 @@ class Store:
     def _search_with_neighbours(self, expr: str, where: list[str], params: list, page: int,
                                 per_page: int, to_hit: Callable[[sqlite3.Row], SearchHit]
                                 ) -> SearchPage:
-        """Messages: the same candidates as `_search`, ranked by their own BM25 plus
-        NEIGHBOUR_WEIGHT times that of the adjacent messages (id ± 1) that are candidates
-        too, i.e. match the query in the same agent's history. Only matching rows are
-        returned, so totals and pages are unchanged."""
+        """Messages: the same candidates as `_search`, ranked with their neighbours
+        (`search.with_neighbours`). Only matching rows are returned, so totals and pages are
+        unchanged."""
         cur = self._db.cursor()
         cur.row_factory = None  # plain tuples: up to RANK_CAP rows, sqlite3.Row is slower
         try:
@@ -739,10 +492,8 @@ class Store:
                 [expr, *params]).fetchall())
         except sqlite3.OperationalError as exc:
             raise _sqlite_error(self.path, exc) from exc
-        combined = {i: sc + NEIGHBOUR_WEIGHT * (own.get(i - 1, 0.0) + own.get(i + 1, 0.0))
-                    for i, sc in own.items()}
-        top = heapq.nsmallest(page * per_page, combined, key=lambda i: (-combined[i], -i))
-        ids = top[(page - 1) * per_page:]
+        combined = search.with_neighbours(own)
+        ids = search.top_page(combined, page, per_page)
         rows = {r["id"]: r for r in self._q(
             "SELECT id, role, turn_id, content, created_at, 0 AS rank FROM messages WHERE id IN "
             f"({', '.join('?' * len(ids))})", ids)} if ids else {}
@@ -754,25 +505,14 @@ class Store:
         return SearchPage(hits, page, math.ceil(len(own) / per_page), len(own))
 
     def _candidate_expression(self, table: str, query: str) -> str | None:
-        """Which terms select candidates: the rarest ones, while together they match at most
-        RANK_CAP rows (always at least the rarest). Rows matching only very common words are
-        left out when rarer words match, as Lucene's cutoff-frequency queries do; in a small
-        store every term is used, i.e. a plain OR of all terms."""
-        terms = match_terms(query)
-        if len(terms) <= 1:
-            return terms[0] if terms else None
-        df = {t: self._q(f"SELECT count(*) FROM (SELECT rowid FROM {table}_fts WHERE "
-                         f"{table}_fts MATCH ? LIMIT {RANK_CAP + 1})", (t,))[0][0]
-              for t in terms}  # counting stops past the cap: only "small or not" matters
-        chosen, total = [], 0
-        for term in sorted(terms, key=lambda t: df[t]):
-            if df[term] == 0:
-                continue
-            if chosen and total + df[term] > RANK_CAP:
-                break
-            chosen.append(term)
-            total += df[term]
-        return " OR ".join(chosen or terms)
+        """The MATCH expression for a query: its candidate terms (see
+        `search.candidate_terms`) joined by OR; None when it has no searchable words."""
+        def doc_freq(term: str) -> int:  # counting stops past the cap
+            return self._q(f"SELECT count(*) FROM (SELECT rowid FROM {table}_fts WHERE "
+                           f"{table}_fts MATCH ? LIMIT {search.RANK_CAP + 1})", (term,))[0][0]
+
+        terms = search.candidate_terms(search.match_terms(query), doc_freq)
+        return " OR ".join(terms) or None
 
     # ---------------------------------------------------------------- archival passages
 
@@ -820,9 +560,12 @@ class Store:
                 return hit
         return None
 
-    def list_passages(self, agent_id: int, limit: int = 50, offset: int = 0) -> list[SearchHit]:
+    def list_passages(self, agent_id: int, limit: int | None = 50,
+                      offset: int = 0) -> list[SearchHit]:
+        """Passages oldest first; limit None: all of them."""
         rows = self._q("SELECT id, text, tags, created_at FROM passages WHERE agent_id = ? "
-                       "ORDER BY id LIMIT ? OFFSET ?", (agent_id, limit, offset))
+                       "ORDER BY id LIMIT ? OFFSET ?",
+                       (agent_id, -1 if limit is None else limit, offset))
         return [self._passage_hit(r) for r in rows]
 
     def count_passages(self, agent_id: int) -> int:
@@ -869,63 +612,6 @@ class Store:
                 self._db.execute(f"INSERT INTO {table}_fts(rowid, index_text) SELECT id, "
                                  f"index_text FROM {table} WHERE index_text != ''")
 
-    def export_agent(self, name: str) -> dict:
-        agent = self._require_agent(name)
-        rows = self._q("SELECT label, value, char_limit FROM blocks WHERE agent_id = ? "
-                       "ORDER BY id", (agent.id,))
-        messages = self._messages("agent_id = ?", (agent.id,))
-        passages = self._q("SELECT text, tags, created_at FROM passages WHERE agent_id = ? "
-                           "ORDER BY id", (agent.id,))
-        return {
-            "format": EXPORT_FORMAT, "version": EXPORT_VERSION, "exported_at": now_iso(),
-            "agent": {"name": agent.name, "model": agent.model, "settings": agent.settings,
-                      "summary": agent.summary, "created_at": agent.created_at,
-                      "last_used_at": agent.last_used_at},
-            "blocks": [{"label": r[0], "value": r[1], "limit": r[2]} for r in rows],
-            "block_history": self.block_history(agent.id),
-            "messages": [{"turn_id": m.turn_id, "role": m.role, "content": m.content,
-                          "context_content": m.context_content, "created_at": m.created_at,
-                          "in_context": m.in_context} for m in messages],
-            "passages": [{"text": r[0], "tags": json.loads(r[1]), "created_at": r[2]}
-                         for r in passages],
-        }
-
-    def import_agent(self, doc: dict, name: str | None = None) -> AgentRow:
-        if not isinstance(doc, dict) or doc.get("format") != EXPORT_FORMAT:
-            raise StoreError("The file is not a memgpt-lite agent export.")
-        if doc.get("version") != EXPORT_VERSION:
-            raise StoreError(f"The export has version {doc.get('version')!r}; this memgpt-lite "
-                             f"reads version {EXPORT_VERSION}.")
-        try:
-            return self._import(doc, name)
-        except _DAMAGED_EXPORT as exc:  # IntegrityError: a null or duplicate the schema refuses
-            raise StoreError(f"The agent export is damaged ({exc!r}); "
-                             "nothing was imported.") from None
-
-    def _import(self, doc: dict, name: str | None) -> AgentRow:
-        meta = doc["agent"]
-        with self.transaction():
-            agent = self.create_agent(name or meta["name"], dict(meta["settings"]), {})
-            self._db.execute("UPDATE agents SET summary = ?, created_at = ?, last_used_at = ? "
-                             "WHERE id = ?", (meta.get("summary", ""), meta["created_at"],
-                                              meta.get("last_used_at"), agent.id))
-            self._db.executemany(
-                "INSERT INTO blocks (agent_id, label, value, char_limit, updated_at) "
-                "VALUES (?, ?, ?, ?, ?)", [(agent.id, b["label"], b["value"], int(b["limit"]),
-                                            now_iso()) for b in doc["blocks"]])
-            self._db.executemany(
-                "INSERT INTO block_history (agent_id, label, old_value, new_value, source, "
-                "created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                [(agent.id, h["label"], h["old_value"], h["new_value"], h["source"],
-                  h["created_at"]) for h in doc.get("block_history", [])])
-            self.add_messages(agent.id, [
-                Message(m["role"], m["content"], int(m["turn_id"]), None, m["created_at"],
-                        bool(m["in_context"]), m.get("context_content"))
-                for m in doc["messages"]])
-            for p in doc["passages"]:
-                self.add_passage(agent.id, p["text"], list(p["tags"]), p["created_at"])
-        return self.get_agent_by_id(agent.id)  # type: ignore[return-value]
-
 
 def _candidates_sql(table: str, where: list[str], select: str) -> str:
     """The agent's rows matching the MATCH parameter, newest first, at most RANK_CAP of them
@@ -933,7 +619,7 @@ def _candidates_sql(table: str, where: list[str], select: str) -> str:
     otherwise the planner may walk all the agent's rows and re-run MATCH for each."""
     return (f"SELECT {select} FROM {table}_fts f CROSS JOIN {table} m ON m.id = f.rowid "
             f"WHERE {table}_fts MATCH ? AND {' AND '.join(where)} "
-            f"ORDER BY f.rowid DESC LIMIT {RANK_CAP}")
+            f"ORDER BY f.rowid DESC LIMIT {search.RANK_CAP}")
 
 
 def _prepare_file(path: Path) -> None:

@@ -1,0 +1,189 @@
+"""Recall search, the part that does not depend on the database: text analysis, query
+building and ranking. The store runs the queries it builds (FTS5 with BM25 in SQLite).
+
+Queries are never passed to MATCH raw: they are tokenised here and rebuilt as an OR of quoted
+terms, so no input can raise an FTS syntax error. unicode61 does not segment
+Chinese/Japanese/Korean, so CJK runs are indexed as overlapping character bigrams generated
+here (see `index_text`); trigrams would miss two-character words like 部署.
+
+Raw questions ("When did Caroline go to the support group?") are matched beyond their exact
+words: question-framing stop words are dropped, irregular verbs bring their other forms
+(go → went), long words also match by a 5-letter prefix (allergies → allergic), and a message
+gains a little from matching neighbours. `python -m memgpt_lite.lab.retrieval_eval` measures it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from collections.abc import Callable
+
+from memgpt_lite.engine.text import clean_text
+
+RANK_CAP = 1000  # BM25 is computed for at most this many candidate rows per search
+# A message also scores this share of its matching neighbours' BM25: an answer is often
+# a reply whose question holds the query's words ("How's Pepper?" / "She had surgery").
+NEIGHBOUR_WEIGHT = 0.15
+MAX_QUERY_TERMS = 32  # long pasted queries would make the OR match most of the table
+
+
+_CJK = ("\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff"
+        "\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002ffff")
+_CJK_RUN = re.compile(f"[{_CJK}]+")
+_WORD = re.compile(f"[^\\W_{_CJK}]+|[{_CJK}]+")  # same word boundaries as unicode61
+
+# Words that carry no topic; dropping them keeps "what did I say about my dog" about "dog"
+# and keeps an OR query from matching most of the table.
+STOP_WORDS = frozenset("""
+a about above after again against all am an and any are aren as at be because been before
+being below between both but by can could couldn did didn do does doesn doing don down during
+each few for from further had hadn has hasn have haven having he her here hers herself him
+himself his how i if in into is isn it its itself just ll let me might more most must my
+myself no nor not now of off on once only or other our ours ourselves out over own re s same
+shall she should so some such t than that the their theirs them themselves then there these
+they this those through to too under until up very ve was wasn we were weren what when where
+which while who whom why will with won would wouldn you your yours yourself yourselves d m
+tell told say said remember recall mention mentioned ever anything something thing things
+kind kinds type types sort sorts likely unlikely probably possibly recently currently usually
+often exactly specifically particular considered consider also yet still really
+""".split())
+# The last lines are how questions are framed ("what kind of", "is X likely to", "recently")
+# rather than what they are about; stored sentences rarely use these words for the answer.
+
+# Questions ask in the base form ("when did she go", "what did he see") while stories are
+# told in the past ("I went", "we saw"); porter stems only regular forms, so the common
+# irregular verbs get their other forms added to the query. A general grammar table, not
+# synonyms: base, past and past participle of each verb; verbs whose forms are also common
+# nouns (bear/born, ring/rang, lie/lay, wind/wound, light/lit) are left out.
+IRREGULAR_VERBS = """
+arise arose arisen|awake awoke awoken|become became|begin began begun|bend bent|bleed bled
+blow blew blown|break broke broken|breed bred|bring brought|build built|burn burnt
+buy bought|catch caught|choose chose chosen|come came|creep crept|deal dealt|dig dug
+draw drew drawn|dream dreamt|drink drank drunk|drive drove driven|eat ate eaten
+fall fell fallen|feed fed|feel felt|fight fought|find found|flee fled|fly flew flown
+forget forgot forgotten|forgive forgave forgiven|freeze froze frozen|get got gotten
+give gave given|go went gone|grow grew grown|hang hung|hear heard|hide hid hidden|hold held
+keep kept|kneel knelt|know knew known|lead led|leap leapt|learn learnt|leave left|lend lent
+lose lost|make made|mean meant|meet met|pay paid|prove proven|ride rode ridden|run ran
+seek sought|sell sold|send sent|sew sewn|shake shook shaken|shine shone|shoot shot
+show shown|shrink shrank shrunk|sing sang sung|sit sat|sleep slept|slide slid
+speak spoke spoken|spend spent|spin spun|stand stood|steal stole stolen|swear swore sworn
+sweep swept|swim swam swum|swing swung|take took taken|teach taught|tear tore torn
+think thought|throw threw thrown|understand understood|wake woke woken|wear wore worn
+weep wept|win won|write wrote written|see saw seen
+"""
+_VERB_FORMS: dict[str, tuple[str, ...]] = {
+    form: tuple(group.split()) for group in IRREGULAR_VERBS.replace("\n", " ").split("|")
+    for form in group.split()}
+PREFIX_CHARS = 5  # long words also match by their first 5 letters ("truncation stemming"):
+PREFIX_MIN_WORD = 7  # allergies/allergic, medicine/medication, where porter's stems differ
+
+
+def _cjk_bigrams(run: str) -> list[str]:
+    return [run[i:i + 2] for i in range(len(run) - 1)]
+
+
+def index_text(text: str) -> str:
+    """The text as indexed: CJK runs become their bigrams plus the last character, so every
+    character starts some token (a one-character query is then a prefix query)."""
+    if not _CJK_RUN.search(text):
+        return text
+    return _CJK_RUN.sub(lambda m: " " + " ".join(_cjk_bigrams(m.group()) + [m.group()[-1]]) + " ",
+                        text)
+
+
+def query_terms(query: str) -> list[str]:
+    """Search terms for a natural-language query: lowercased words without stop words (all
+    words if only stop words), CJK runs as bigrams ('*'-suffixed single characters)."""
+    words, seen = [], set()
+    for tok in _WORD.findall(clean_text(query).lower()):
+        if _CJK_RUN.fullmatch(tok):
+            grams = _cjk_bigrams(tok) if len(tok) > 1 else [tok + "*"]
+        else:
+            grams = [tok]
+        for g in grams:
+            if g not in seen:
+                seen.add(g)
+                words.append(g)
+    content = [w for w in words if w not in STOP_WORDS]
+    return (content or words)[:MAX_QUERY_TERMS]
+
+
+def match_terms(query: str) -> list[str]:
+    """The query's terms as FTS5 strings: each double-quoted (so operators and punctuation
+    are just text); one-character CJK terms as prefix queries. English words also bring
+    their irregular verb forms and, when long, their first letters as a prefix query."""
+    parts: list[str] = []
+    for term in query_terms(query):
+        if term.endswith("*"):
+            parts.append(_quote(term[:-1]) + "*")
+            continue
+        parts.append(_quote(term))
+        parts += [_quote(f) for f in _VERB_FORMS.get(term, ()) if f != term]
+        if len(term) >= PREFIX_MIN_WORD and term.isalpha() and not _CJK_RUN.search(term):
+            parts.append(_quote(term[:PREFIX_CHARS]) + "*")
+    return list(dict.fromkeys(parts))[:2 * MAX_QUERY_TERMS]
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"'
+
+
+def match_expression(query: str) -> str | None:
+    """An FTS5 MATCH string for any of the query's terms; None when it has no searchable words."""
+    return " OR ".join(match_terms(query)) or None
+
+
+def word_set(text: str) -> set[str]:
+    return set(_WORD.findall(index_text(text.lower())))
+
+
+def normalise(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def plain_text(role: str, content: list[dict] | str) -> str:
+    """What conversation_search indexes: only the text blocks of user/assistant messages.
+    Tool inputs and results are left out so earlier search results are not found again."""
+    if isinstance(content, str):
+        return content
+    if role not in ("user", "assistant"):
+        return ""
+    return "\n".join(str(b.get("text", "")) for b in content
+                     if isinstance(b, dict) and b.get("type") == "text")
+
+
+# --------------------------------------------------------------------------- ranking
+
+
+def candidate_terms(terms: list[str], doc_freq: Callable[[str], int]) -> list[str]:
+    """Which terms select candidates: the rarest ones, while together they match at most
+    RANK_CAP rows (always at least the rarest). Rows matching only very common words are
+    left out when rarer words match, as Lucene's cutoff-frequency queries do; in a small
+    store every term is used, i.e. a plain OR of all terms. `doc_freq` may stop counting
+    past RANK_CAP: only "small or not" matters."""
+    if len(terms) <= 1:
+        return terms
+    df = {t: doc_freq(t) for t in terms}
+    chosen, total = [], 0
+    for term in sorted(terms, key=lambda t: df[t]):
+        if df[term] == 0:
+            continue
+        if chosen and total + df[term] > RANK_CAP:
+            break
+        chosen.append(term)
+        total += df[term]
+    return chosen or terms
+
+
+def with_neighbours(own: dict[int, float]) -> dict[int, float]:
+    """Each candidate's score plus NEIGHBOUR_WEIGHT times that of the adjacent messages
+    (id ± 1) that are candidates too, i.e. match the query in the same history."""
+    return {i: sc + NEIGHBOUR_WEIGHT * (own.get(i - 1, 0.0) + own.get(i + 1, 0.0))
+            for i, sc in own.items()}
+
+
+def top_page(scores: dict[int, float], page: int, per_page: int) -> list[int]:
+    """The ids on `page` by descending score (newest first among equals)."""
+    top = heapq.nsmallest(page * per_page, scores, key=lambda i: (-scores[i], -i))
+    return top[(page - 1) * per_page:]

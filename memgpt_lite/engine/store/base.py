@@ -1,0 +1,20 @@
+"""What every store backend shares: its error type and the agent record."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class StoreError(Exception):
+    """The data file cannot be used; the message is one clear sentence for the user."""
+
+
+@dataclass
+class AgentRow:
+    id: int
+    name: str
+    model: str
+    settings: dict
+    summary: str
+    created_at: str
+    last_used_at: str | None

@@ -14,6 +14,7 @@ import pytest
 from rich.console import Console
 
 from memgpt_lite.engine import config
+from memgpt_lite.engine import replay as replay_mod
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.events import (
     ErrorEvent,
@@ -420,7 +421,7 @@ def test_recorded_session_splits_after_pop_and_every_part_replays_strictly(chat_
     paths = sorted(config.recordings_dir().rglob("*.jsonl"))
     assert len(paths) == 2
     for path in paths:
-        report = recording.replay(path, strict=True)
+        report = replay_mod.replay(path, strict=True)
         assert report.ok, report.divergences
 
 

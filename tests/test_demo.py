@@ -17,6 +17,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from memgpt_lite.engine import recording
+from memgpt_lite.engine import replay as replay_mod
 from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.records import ModelRequest, ModelResponse
 from memgpt_lite.terminal import reports
@@ -211,9 +212,9 @@ def test_bundled_demo_matches_the_generator(tmp_path):
 
 
 def test_bundled_demo_replays_strictly():
-    report = recording.replay(reports.demo_path(), strict=True)
+    report = replay_mod.replay(reports.demo_path(), strict=True)
     assert report.divergences == [] and report.completed
-    assert report.evictions == 1 and report.alerts >= 1
+    assert report.tally.model_evictions == 1 and report.tally.alerts >= 1
     assert "Maya Okafor" in report.final_core_memory["human"]
 
 

@@ -12,14 +12,7 @@ import pytest
 from memgpt_lite.engine import recording
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import Settings, recordings_dir
-from memgpt_lite.engine.events import (
-    EvictionEvent,
-    MemoryEditEvent,
-    ResponseEvent,
-    ToolResultEvent,
-    TurnEndEvent,
-)
-from memgpt_lite.engine.records import ModelResponse, ToolCall, ToolResult, Usage
+from memgpt_lite.engine.records import ModelResponse
 from memgpt_lite.engine.store import Store
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
@@ -77,21 +70,6 @@ def test_lines_are_flushed_as_they_are_written(tmp_path):
     rec.user("first", "2026-01-05T10:00:00Z")
     assert _lines(tmp_path / "r.jsonl")[0]["text"] == "first"  # before close
     rec.close()
-
-
-def test_events_round_trip_through_dicts():
-    events = [
-        ResponseEvent(ModelResponse([{"type": "text", "text": "hi"}], "end_turn", Usage(3, 4)),
-                      "summary"),
-        ToolResultEvent(ToolCall("t1", "archival_search", {"query": "x"}),
-                        ToolResult("t1", "page 1 of 1", True), "archival_search x"),
-        MemoryEditEvent("human", "append", "a", "a\nb", 3, 100),
-        EvictionEvent([1, 2], 120, "model", "they talked", 900, 4000),
-        TurnEndEvent(3, "bye", "end_turn", Usage(1, 2, 3, 4), 0.5, True),
-    ]
-    for event in events:
-        data = json.loads(json.dumps(recording.event_to_dict(event)))
-        assert recording.event_from_dict(data) == event
 
 
 def test_interrupted_turn_is_recorded_and_the_agent_turn_closed(tmp_path):

@@ -12,6 +12,7 @@ import pytest
 from rich.console import Console
 
 from memgpt_lite.engine import recording
+from memgpt_lite.engine import replay as replay_mod
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.errors import OverloadedError, PromptTooLongError
@@ -89,13 +90,13 @@ def _mutate(path: Path, match: str, edit) -> None:
 
 def test_recorded_session_replays_strictly_with_zero_divergence(tmp_path):
     path = record_session(tmp_path, *MEMORY_SESSION)
-    report = recording.replay(path, strict=True)
+    report = replay_mod.replay(path, strict=True)
     assert report.completed and report.divergences == [] and report.ok
-    assert report.turns == 2 and report.model_calls == 4
-    assert report.tool_calls == {"core_memory_append": 1, "archival_insert": 1,
+    assert report.tally.turns == 2 and report.tally.model_calls == 4
+    assert report.tally.tool_calls == {"core_memory_append": 1, "archival_insert": 1,
                                  "archival_search": 1, "conversation_search": 1}
     assert report.final_core_memory["human"].endswith("Name: Ada")
-    assert report.usage.total_input > 0 and report.cost_usd > 0
+    assert report.tally.usage.total_input > 0 and report.tally.cost_usd > 0
 
 
 def test_cli_replay_strict_exits_zero_then_non_zero_on_tampered_user_text(tmp_path, capsys):
@@ -116,7 +117,7 @@ def test_tampered_response_is_caught(tmp_path):
         responses[1]["response"]["content"][0]["text"] = "Lovely, Eve."
 
     _mutate(path, "response", edit)
-    report = recording.replay(path, strict=True)
+    report = replay_mod.replay(path, strict=True)
     assert not report.ok
     first = report.divergences[0]
     assert first.turn == 1 and first.what == "reply"  # then turn 2's request would differ
@@ -126,15 +127,15 @@ def test_tampered_final_response_is_caught_by_the_reply_check(tmp_path):
     path = record_session(tmp_path, *MEMORY_SESSION)
     _mutate(path, "response",
             lambda rs: rs[-1]["response"]["content"][0].update(text="You are Eve."))
-    report = recording.replay(path, strict=True)
+    report = replay_mod.replay(path, strict=True)
     assert [d.what for d in report.divergences] == ["reply"]
 
 
 def test_non_strict_replay_goes_on_and_lists_every_divergence(tmp_path):
     path = record_session(tmp_path, *MEMORY_SESSION)
     _mutate(path, "user", lambda users: users[0].update(text="My name is Eve."))
-    report = recording.replay(path, strict=False)
-    assert report.completed and report.turns == 2
+    report = replay_mod.replay(path, strict=False)
+    assert report.completed and report.tally.turns == 2
     assert {d.what for d in report.divergences} >= {"request"}
     assert len(report.divergences) >= 2  # both turns' requests differ
     code = reports.cmd_replay(SimpleNamespace(file=str(path), strict=False, speed=0))
@@ -144,11 +145,11 @@ def test_non_strict_replay_goes_on_and_lists_every_divergence(tmp_path):
 def test_tampered_memory_snapshot_and_tool_result_are_caught(tmp_path):
     path = record_session(tmp_path, *MEMORY_SESSION)
     _mutate(path, "memory", lambda ms: ms[0]["blocks"].update(human="tampered"))
-    assert recording.replay(path, strict=True).divergences[0].what == "memory"
+    assert replay_mod.replay(path, strict=True).divergences[0].what == "memory"
 
     path = record_session(tmp_path / "b", *MEMORY_SESSION) if (tmp_path / "b").mkdir() is None else None
     _mutate(path, "tool_result", lambda rs: rs[1]["result"].update(content="Stored as passage #9."))
-    assert recording.replay(path, strict=True).divergences[0].what == "tool_result"
+    assert replay_mod.replay(path, strict=True).divergences[0].what == "tool_result"
 
 
 def test_restart_forced_flush_with_summariser_and_errors_replay_strictly(tmp_path):
@@ -166,9 +167,9 @@ def test_restart_forced_flush_with_summariser_and_errors_replay_strictly(tmp_pat
     purposes = [c.purpose for c in rec.calls()]
     assert "summary" in purposes, "the session should have forced a flush"
     assert any(c.error for c in rec.calls())
-    report = recording.replay(path, strict=True)
+    report = replay_mod.replay(path, strict=True)
     assert report.divergences == [] and report.completed
-    assert report.forced_flushes >= 1 and report.errors == 1
+    assert report.tally.forced_flushes >= 1 and report.tally.errors == 1
 
 
 def test_session_of_an_agent_with_history_replays_from_its_snapshot(tmp_path):
@@ -181,7 +182,7 @@ def test_session_of_an_agent_with_history_replays_from_its_snapshot(tmp_path):
     with recording.Recorder(path) as rec:
         recording.record_header(agent, rec)
         list(recording.recorded_step(agent, rec, "what did I say?"))
-    report = recording.replay(path, strict=True)
+    report = replay_mod.replay(path, strict=True)
     assert report.divergences == [], report.divergences
 
 
@@ -200,25 +201,25 @@ def test_interrupted_turn_and_user_commands_replay(tmp_path):
         rec.command("edit_block", label="human", value="Likes short answers.")
         agent.edit_block("human", "Likes short answers.")
         list(recording.recorded_step(agent, rec, "shorter please"))
-    report = recording.replay(path, strict=True)
+    report = replay_mod.replay(path, strict=True)
     assert report.divergences == [], report.divergences
     assert report.final_core_memory["human"] == "Likes short answers."
 
 
 def test_replay_client_checks_digests_and_runs_out_loudly(tmp_path):
     path = record_session(tmp_path, *MEMORY_SESSION)
-    client = recording.ReplayModelClient(recording.Recording.load(path), strict=True)
+    client = replay_mod.ReplayModelClient(recording.Recording.load(path), strict=True)
     client.begin_turn(0)
     bogus = ModelRequest(model="m", max_tokens=1, system=[], messages=[])
-    with pytest.raises(recording.Divergence, match="request digest"):
+    with pytest.raises(replay_mod.Divergence, match="request digest"):
         list(client.stream(bogus))
-    lenient = recording.ReplayModelClient(recording.Recording.load(path))
+    lenient = replay_mod.ReplayModelClient(recording.Recording.load(path))
     lenient.begin_turn(1)
     items = list(lenient.stream(bogus))
     assert items[-1].tool_calls[0].name == "archival_search"  # served anyway, noted
     assert [d.what for d in lenient.divergences] == ["request"]
     list(lenient.stream(bogus))
-    with pytest.raises(recording.ReplayExhausted):
+    with pytest.raises(replay_mod.ReplayExhausted):
         list(lenient.stream(bogus))
 
 
@@ -231,7 +232,7 @@ def test_speed_paces_by_recorded_time(tmp_path):
     pauses: list[float] = []
     view = reports.ReplayView(Console(file=io.StringIO(), width=100, color_system=None),
                               speed=4.0, sleep=pauses.append)
-    assert recording.replay(path, strict=True, observer=view).ok
+    assert replay_mod.replay(path, strict=True, observer=view).ok
     assert pauses and all(p == pytest.approx(0.25) or p < 0.25 * 12 for p in pauses)
     assert sum(pauses) == pytest.approx((len(lines) - 1 - 4) * 0.25, abs=1.0)
 
@@ -269,5 +270,5 @@ def test_provider_prompt_too_long_is_recorded_and_replays_strictly(tmp_path):
     lines = [json.loads(x) for x in path.read_text("utf-8").splitlines()]
     refusal = next(line for line in lines if line["type"] == "prompt_too_long")
     assert (refusal["actual"], refusal["maximum"]) == (9000, 8000)
-    report = recording.replay(path, strict=True)
+    report = replay_mod.replay(path, strict=True)
     assert report.divergences == [] and report.completed, report.divergences

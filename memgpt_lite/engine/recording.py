@@ -23,9 +23,7 @@ Text and thinking deltas are not written: the `response` line that follows holds
 text exactly as received, and the replay client re-chunks it. Every line carries `t`, seconds
 since the recorder opened, so a replay can pace itself like the live session.
 
-Replay feeds the recorded user inputs through a fresh agent (temporary data dir, same
-settings) whose model client serves the recorded responses in order and checks each
-request's digest against the recorded one. This module never prints.
+`replay.py` feeds a recording's user inputs through a fresh agent. This module never prints.
 """
 
 from __future__ import annotations
@@ -33,26 +31,21 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from memgpt_lite import __version__
-from memgpt_lite.engine import errors, events, prompts
-from memgpt_lite.engine.config import Settings, recordings_dir
+from memgpt_lite.engine import prompts
+from memgpt_lite.engine.config import recordings_dir
 from memgpt_lite.engine.errors import PromptTooLongError
-from memgpt_lite.engine.events import Event, TextDelta, ThinkingDelta
+from memgpt_lite.engine.events import Event, ResponseEvent, TextDelta, ThinkingDelta
 from memgpt_lite.engine.records import (
     ModelRequest,
     ModelResponse,
-    ToolCall,
-    ToolResult,
-    Usage,
     utc_iso,
 )
 from memgpt_lite.engine.redact import redact
@@ -63,19 +56,6 @@ RECORDING_VERSION = 1
 UNRECORDED_KINDS = frozenset({"text_delta", "thinking_delta"})
 # A recorded line that is not an agent event (see _RecordingModelClient).
 PROMPT_TOO_LONG = "prompt_too_long"
-_EVENT_CLASSES: dict[str, type] = {
-    cls.__dataclass_fields__["kind"].default: cls  # type: ignore[attr-defined]
-    for cls in (events.TextDelta, events.ThinkingDelta, events.ModelCallStart, events.ResponseEvent,
-                events.ToolCallEvent, events.ToolResultEvent, events.MemoryEditEvent,
-                events.PressureAlertEvent, events.FoldEvent, events.EvictionEvent,
-                events.SummaryEvent, events.ClipEvent, events.UsageEvent, events.NoticeEvent,
-                events.ErrorEvent, events.TurnEndEvent)
-}
-_ERROR_CLASSES: dict[str, type[errors.ModelError]] = {
-    cls.kind: cls for cls in (errors.ModelError, errors.AuthError, errors.RateLimitError,
-                              errors.OverloadedError, errors.APIConnectionError, errors.StreamError,
-                              errors.BadRequestError, errors.PromptTooLongError)
-}
 
 
 class RecordingError(Exception):
@@ -87,39 +67,9 @@ class RecordingError(Exception):
 
 def event_to_dict(event: Event) -> dict[str, Any]:
     """An agent event as a JSON-ready dict with its `kind` (responses via to_dict)."""
-    if isinstance(event, events.ResponseEvent):
+    if isinstance(event, ResponseEvent):
         return {"kind": event.kind, "purpose": event.purpose, "response": event.response.to_dict()}
     return asdict(event)  # type: ignore[call-overload]
-
-
-def event_from_dict(d: dict[str, Any]) -> Event:
-    """The event dataclass back from `event_to_dict` (or a recording line)."""
-    kind = d.get("kind") or d.get("type")
-    cls = _EVENT_CLASSES.get(str(kind))
-    if cls is None:
-        raise RecordingError(f"unknown event kind {kind!r} in recording")
-    names = {f.name for f in fields(cls)}
-    values = {k: _revive(k, v) for k, v in d.items() if k in names and k != "kind"}
-    return cls(**values)
-
-
-def _revive(name: str, value: Any) -> Any:
-    if value is None:
-        return None
-    if name == "response":
-        return ModelResponse.from_dict(value)
-    if name == "usage":
-        return Usage.from_dict(value)
-    if name == "call":
-        return ToolCall(value["id"], value["name"], value.get("input") or {})
-    if name == "result":
-        return ToolResult(value["tool_use_id"], value["content"], bool(value.get("is_error")))
-    return value
-
-
-def parse_iso(text: str) -> datetime:
-    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
 # --------------------------------------------------------------------------- recorder
@@ -447,390 +397,3 @@ def list_recordings(agent: str | None = None, directory: Path | None = None) -> 
         out.append(RecordingInfo(rec.header.get("agent", path.parent.name), path,
                                  rec.header.get("created_at", ""), len(rec.turns), rec.source))
     return sorted(out, key=lambda r: (r.started, str(r.path)))
-
-
-# --------------------------------------------------------------------------- replay client
-
-
-@dataclass
-class DivergenceInfo:
-    """Where a replay stopped matching its recording."""
-
-    turn: int  # 1-based user input
-    what: str  # request | purpose | calls | tool_result | reply | memory
-    detail: str
-
-    def __str__(self) -> str:
-        return f"turn {self.turn}: {self.what}: {self.detail}"
-
-
-class Divergence(Exception):
-    """Strict replay: the fresh agent did something the recording did not."""
-
-    def __init__(self, info: DivergenceInfo):
-        super().__init__(str(info))
-        self.info = info
-
-
-class ReplayExhausted(Divergence):
-    """The agent asked for more model calls than the recording holds for this turn."""
-
-
-class ReplayModelClient:
-    """A ModelClient that serves a recording's responses in order (chat and summary).
-
-    Each request's digest is checked against the recorded `ModelCallStart.request_digest`;
-    differences are noted in `divergences` (strict: raised as `Divergence`). The response is
-    served anyway in non-strict mode, so one changed byte does not derail the whole replay.
-    Text is re-emitted as deltas of `chunk` characters. `begin_turn(i)` jumps to the first
-    call of user input i, so a turn that made fewer calls than recorded cannot shift the
-    responses of every later turn.
-    """
-
-    def __init__(self, calls: list[RecordedCall] | Recording, *, strict: bool = False,
-                 chunk: int = 24):
-        self.calls = calls.calls() if isinstance(calls, Recording) else list(calls)
-        self.strict = strict
-        self.chunk = chunk
-        self.position = 0
-        self.turn = 0
-        self.served = 0
-        self.divergences: list[DivergenceInfo] = []
-
-    def begin_turn(self, turn: int) -> None:
-        self.turn = turn
-        self.position = next((i for i, c in enumerate(self.calls) if c.turn >= turn),
-                             len(self.calls))
-
-    def remaining_in_turn(self) -> int:
-        return sum(1 for c in self.calls[self.position:] if c.turn == self.turn)
-
-    def for_purpose(self, purpose: str) -> _PurposeView:
-        return _PurposeView(self, purpose)
-
-    def stream(self, request: ModelRequest, *, purpose: str | None = None,
-               ) -> Iterator[TextDelta | ThinkingDelta | ModelResponse]:
-        call = self._next_call()
-        actual = request.digest()
-        if actual != call.digest:
-            self.diverge("request", f"model call {self.served} request digest {actual} "
-                                    f"!= recorded {call.digest}")
-        if purpose and purpose != call.purpose:
-            self.diverge("purpose", f"a {purpose} call where the recording has a {call.purpose} call")
-        if call.response is None:
-            raise _rebuild_error(call.error or _NEVER_FINISHED)
-        yield from self._deltas(call.response)
-        yield call.response
-
-    def _next_call(self) -> RecordedCall:
-        if self.position >= len(self.calls) or self.calls[self.position].turn != self.turn:
-            info = DivergenceInfo(self.turn + 1, "calls", "the agent made more model calls than "
-                                  "the recording holds for this turn")
-            self.divergences.append(info)
-            raise ReplayExhausted(info)
-        call = self.calls[self.position]
-        self.position += 1
-        self.served += 1
-        return call
-
-    def diverge(self, what: str, detail: str) -> None:
-        info = DivergenceInfo(self.turn + 1, what, detail)
-        self.divergences.append(info)
-        if self.strict:
-            raise Divergence(info)
-
-    def _deltas(self, response: ModelResponse) -> Iterator[TextDelta | ThinkingDelta]:
-        for block in response.content:
-            make = {"text": TextDelta, "thinking": ThinkingDelta}.get(block.get("type"))
-            text = (block.get(block["type"]) or "") if make else ""
-            for i in range(0, len(text), self.chunk):
-                yield make(text[i:i + self.chunk])  # type: ignore[misc]
-
-
-class _PurposeView:
-    """The same replay cursor, seen as the summary (or chat) client: checks the purpose."""
-
-    def __init__(self, client: ReplayModelClient, purpose: str):
-        self.client, self.purpose = client, purpose
-
-    def stream(self, request: ModelRequest) -> Iterator[TextDelta | ThinkingDelta | ModelResponse]:
-        return self.client.stream(request, purpose=self.purpose)
-
-
-# What a recorded call that has neither response nor error raises: the live stream was cut
-# (Ctrl-C), or the summariser swallowed the error; either way a retryable stream error.
-_NEVER_FINISHED = {"message": "the recorded call never finished (interrupted)",
-                   "error_kind": "stream"}
-
-
-def _rebuild_error(line: dict[str, Any]) -> errors.ModelError:
-    message = str(line.get("message") or "recorded model error")
-    if line.get("type") == PROMPT_TOO_LONG:
-        return PromptTooLongError(message, actual=line.get("actual"), maximum=line.get("maximum"))
-    return _ERROR_CLASSES.get(str(line.get("error_kind")), errors.ModelError)(message)
-
-
-# --------------------------------------------------------------------------- replay
-
-
-class ReplayObserver(Protocol):
-    """What a live view of a replay gets told (reports.py renders it)."""
-
-    def user(self, turn: RecordedTurn) -> None: ...
-    def event(self, event: Event, recorded_t: float | None) -> None: ...
-    def divergence(self, info: DivergenceInfo) -> None: ...
-
-
-@dataclass
-class ReplayReport:
-    path: Path
-    header: dict[str, Any]
-    strict: bool
-    turns: int = 0
-    recorded_turns: int = 0
-    model_calls: int = 0
-    tool_calls: Counter[str] = field(default_factory=Counter)
-    alerts: int = 0
-    evictions: int = 0  # chosen by the model (evict_turns)
-    forced_flushes: int = 0  # by the pager (flush or overflow)
-    folds: int = 0
-    errors: int = 0
-    usage: Usage = field(default_factory=Usage)
-    cost_usd: float = 0.0
-    final_core_memory: dict[str, str] = field(default_factory=dict)
-    block_limits: dict[str, int] = field(default_factory=dict)
-    divergences: list[DivergenceInfo] = field(default_factory=list)
-    completed: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return self.completed and not self.divergences
-
-    def count(self, event: Event) -> None:
-        kind = event.kind
-        if kind == "model_call":
-            self.model_calls += 1
-        elif kind == "tool_call":
-            self.tool_calls[event.call.name] += 1  # type: ignore[union-attr]
-        elif kind == "pressure_alert":
-            self.alerts += 1
-        elif kind == "eviction":
-            if event.by == "model":  # type: ignore[union-attr]
-                self.evictions += 1
-            else:
-                self.forced_flushes += 1
-        elif kind == "fold":
-            self.folds += 1
-        elif kind == "error":
-            self.errors += 1
-        elif kind == "turn_end":
-            self.turns += 1
-            self.usage = self.usage + event.usage  # type: ignore[union-attr]
-            self.cost_usd += event.cost_usd  # type: ignore[union-attr]
-
-
-class ReplayClock:
-    """The replay agent's clock: serves one turn's recorded readings in order, then keeps
-    returning the last one; a turn without readings is fixed at its user input's `at`."""
-
-    def __init__(self) -> None:
-        self.pending: list[datetime] = []
-        self.now = datetime(2000, 1, 1, tzinfo=timezone.utc)
-
-    def begin(self, at: str, readings: list[str] | None = None) -> None:
-        self.pending = [parse_iso(r) for r in (readings or [at])]
-        self.now = self.pending[0]
-
-    def __call__(self) -> datetime:
-        if self.pending:
-            self.now = self.pending.pop(0)
-        return self.now
-
-
-def replay(path: str | Path, *, strict: bool = False,
-           observer: ReplayObserver | None = None) -> ReplayReport:
-    """Replay a recording through a fresh agent in a temporary data dir.
-
-    Compares request digests, tool results, replies and core memory after each turn; strict
-    mode stops at the first divergence. The report says what the replayed agent did."""
-    recording = Recording.load(path)
-    with tempfile.TemporaryDirectory(prefix="memgpt-lite-replay-") as tmp:
-        return _Replayer(recording, strict, observer, Path(tmp)).run()
-
-
-class _Replayer:
-    def __init__(self, recording: Recording, strict: bool, observer: ReplayObserver | None,
-                 tmp: Path):
-        self.recording, self.strict, self.observer = recording, strict, observer
-        self.client = ReplayModelClient(recording, strict=strict)
-        self.clock = ReplayClock()
-        self.store = _replay_store(tmp / "replay.db", self.clock)
-        self.report = ReplayReport(recording.path, recording.header, strict,
-                                   recorded_turns=len(recording.turns))
-        self.agent: Any = None
-
-    def run(self) -> ReplayReport:
-        try:
-            self.agent = self._open(first=True)
-            for turn in self.recording.turns:
-                if turn.restart_before:
-                    self.agent = self._open(first=False)
-                self._commands(turn.commands_before)
-                self._turn(turn)
-            self._commands(self.recording.trailing_commands)
-            self.report.completed = True
-        except Divergence as exc:
-            self._note(exc.info)
-        finally:
-            if self.agent is not None:
-                self.report.final_core_memory = core_memory(self.agent)
-                self.report.block_limits = {b.label: b.limit for b in self.agent.blocks()}
-            self.store.close()
-        return self.report
-
-    def _open(self, *, first: bool) -> Any:
-        from memgpt_lite.engine.agent import Agent
-
-        header = self.recording.header
-        settings = Settings.from_dict(header.get("settings"))
-        name = header.get("agent") or "default"
-        if first and self.recording.turns:
-            self.clock.begin(self.recording.turns[0].at)
-        if first and header.get("snapshot"):
-            transfer.import_agent(self.store, header["snapshot"], name)
-        agent = Agent.open(self.store, name, model_client=self.client,
-                           summary_client=self.client.for_purpose("summary"),
-                           settings=settings, clock=self.clock)
-        if first and not header.get("snapshot"):
-            self._restore_blocks(agent, header.get("blocks") or {})
-        return agent
-
-    def _commands(self, lines: list[dict[str, Any]]) -> None:
-        for line in lines:
-            args = line.get("args") or {}
-            if line.get("name") == "edit_block":
-                self.agent.edit_block(args["label"], args["value"])
-            elif line.get("name") == "pop_turns":
-                self.agent.pop_turns(int(args.get("n", 1)))
-            else:
-                raise RecordingError(f"unknown command {line.get('name')!r} in recording")
-
-    def _restore_blocks(self, agent: Any, blocks: dict[str, str]) -> None:
-        current = core_memory(agent)
-        for label, value in blocks.items():
-            if current.get(label) != value:
-                self.store.set_block(agent.id, label, value, source="replay")
-
-    def _turn(self, turn: RecordedTurn) -> None:
-        if self.observer:
-            self.observer.user(turn)
-        self.clock.begin(turn.at, turn.clock)
-        self.client.begin_turn(turn.index)
-        events = self._drive(turn)
-        self._compare(turn, events)
-
-    def _drive(self, turn: RecordedTurn) -> list[Event]:
-        recorded = [line for line in turn.events if line["type"] != PROMPT_TOO_LONG]
-        limit = len(recorded) if turn.interrupted else None
-        seen: list[Event] = []
-        gen = self.agent.step(turn.text)
-        try:
-            for event in gen:
-                if event.kind not in UNRECORDED_KINDS:
-                    seen.append(event)
-                self.report.count(event)
-                if self.observer:
-                    at = recorded[len(seen) - 1].get("t") if 0 < len(seen) <= len(recorded) else None
-                    self.observer.event(event, at)
-                self._check_client()
-                if limit is not None and len(seen) >= limit:
-                    break  # the live turn was closed here (Ctrl-C): close it at the same point
-        except Divergence as exc:  # raised by the replay client through the agent
-            self._note(exc.info)
-            if self.strict:
-                raise
-        finally:
-            gen.close()
-        self._check_client()
-        return seen
-
-    def _check_client(self) -> None:
-        """The agent may turn a client exception into an error event; notice it anyway."""
-        for info in self.client.divergences:
-            if info not in self.report.divergences:
-                self._diverge(info)
-
-    def _diverge(self, info: DivergenceInfo) -> None:
-        self._note(info)
-        if self.strict:
-            raise Divergence(info)
-
-    def _note(self, info: DivergenceInfo) -> None:
-        if info not in self.report.divergences:
-            self.report.divergences.append(info)
-            if self.observer:
-                self.observer.divergence(info)
-
-    def _compare(self, turn: RecordedTurn, events: list[Event]) -> None:
-        checks = [self._compare_calls(turn), self._compare_tool_results(turn, events),
-                  self._compare_reply(turn, events), self._compare_memory(turn)]
-        for detail in checks:
-            if detail is not None:
-                self._diverge(DivergenceInfo(turn.index + 1, *detail))
-
-    def _compare_calls(self, turn: RecordedTurn) -> tuple[str, str] | None:
-        left = self.client.remaining_in_turn()
-        if left and not turn.interrupted:
-            return "calls", f"the agent made {left} model call(s) fewer than recorded"
-        return None
-
-    def _compare_tool_results(self, turn: RecordedTurn, events: list[Event],
-                              ) -> tuple[str, str] | None:
-        recorded = [(r["call"]["name"], r["result"]["content"], bool(r["result"].get("is_error")))
-                    for r in turn.lines("tool_result")]
-        actual = [(e.call.name, e.result.content, e.result.is_error)  # type: ignore[union-attr]
-                  for e in events if e.kind == "tool_result"]
-        for i, (want, got) in enumerate(zip(recorded, actual), 1):
-            if want != got:
-                return "tool_result", (f"tool result {i} ({got[0]}) differs: recorded "
-                                       f"{_clip(want[1])!r}, replayed {_clip(got[1])!r}")
-        if len(recorded) != len(actual):
-            return "tool_result", f"{len(actual)} tool results where {len(recorded)} were recorded"
-        return None
-
-    def _compare_reply(self, turn: RecordedTurn, events: list[Event]) -> tuple[str, str] | None:
-        ends = [e for e in events if e.kind == "turn_end"]
-        got = ends[-1].text if ends else None  # type: ignore[union-attr]
-        if turn.reply is not None and got is not None and got != turn.reply:
-            return "reply", f"reply {_clip(got)!r} != recorded {_clip(turn.reply)!r}"
-        return None
-
-    def _compare_memory(self, turn: RecordedTurn) -> tuple[str, str] | None:
-        if turn.memory is None:
-            return None
-        actual = core_memory(self.agent)
-        for label in sorted(set(turn.memory) | set(actual)):
-            if turn.memory.get(label) != actual.get(label):
-                return "memory", (f"core block {label!r} is {_clip(actual.get(label))!r}, "
-                                  f"recorded {_clip(turn.memory.get(label))!r}")
-        return None
-
-
-def _replay_store(path: Path, clock: ReplayClock) -> Any:
-    """A Store whose passages are stamped by the replay clock, not the wall clock: archival
-    search shows passage dates, and a replay on another day must still match."""
-    from memgpt_lite.engine.store import Store  # heavy modules load only when replaying
-
-    class ReplayStore(Store):
-        def add_passage(self, agent_id: int, text: str, tags: list[str] | None = None,
-                        created_at: str | None = None) -> int:
-            return super().add_passage(agent_id, text, tags, created_at or utc_iso(clock.now))
-
-    return ReplayStore(path)
-
-
-def _clip(text: str | None, n: int = 80) -> str | None:
-    if text is None or len(text) <= n:
-        return text
-    return text[: n - 1] + "…"
-

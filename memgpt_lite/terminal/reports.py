@@ -22,8 +22,10 @@ from rich.table import Table
 from rich.text import Text
 
 from memgpt_lite.engine import recording
+from memgpt_lite.engine import replay as replay_mod
 from memgpt_lite.engine.events import Event
-from memgpt_lite.engine.recording import DivergenceInfo, RecordedTurn, ReplayReport
+from memgpt_lite.engine.recording import RecordedTurn
+from memgpt_lite.engine.replay import DivergenceInfo, ReplayReport
 from memgpt_lite.engine.text import shorten
 from memgpt_lite.lab import evaluation
 
@@ -134,15 +136,17 @@ def print_replay_report(console: Console, report: ReplayReport) -> None:
     table = Table(title="replay report", show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
-    tools = ", ".join(f"{n} ×{c}" for n, c in sorted(report.tool_calls.items())) or "none"
-    u = report.usage
-    rows = [("turns", f"{report.turns} of {report.recorded_turns} recorded"),
-            ("model calls", str(report.model_calls)), ("tool calls", tools),
-            ("pressure alerts", str(report.alerts)), ("evictions (model)", str(report.evictions)),
-            ("forced flushes", str(report.forced_flushes)),
+    tally = report.tally
+    tools = ", ".join(f"{n} ×{c}" for n, c in sorted(tally.tool_calls.items())) or "none"
+    u = tally.usage
+    rows = [("turns", f"{tally.turns} of {report.recorded_turns} recorded"),
+            ("model calls", str(tally.model_calls)), ("tool calls", tools),
+            ("pressure alerts", str(tally.alerts)),
+            ("evictions (model)", str(tally.model_evictions)),
+            ("forced flushes", str(tally.forced_flushes)),
             ("tokens", f"{u.total_input:,} in ({u.cache_read_input_tokens:,} cache read) · "
                        f"{u.output_tokens:,} out"),
-            ("cost", f"${report.cost_usd:.4f} (recorded usage)"),
+            ("cost", f"${tally.cost_usd:.4f} (recorded usage)"),
             ("divergences", str(len(report.divergences)) if report.divergences else "none")]
     for key, value in rows:
         table.add_row(key, value)
@@ -187,7 +191,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def _run_replay(console: Console, path: str | Path, *, strict: bool,
                 speed: float) -> ReplayReport | int:
     try:
-        return recording.replay(path, strict=strict, observer=ReplayView(console, speed=speed))
+        return replay_mod.replay(path, strict=strict, observer=ReplayView(console, speed=speed))
     except recording.RecordingError as exc:
         return _fail(console, str(exc))
 
@@ -345,7 +349,7 @@ def _run_one(console: Console, scenario: evaluation.Scenario, args: argparse.Nam
     model = getattr(args, "model", None)
     if replay_file:
         recorded = recording.Recording.load(replay_file)
-        client: Any = recording.ReplayModelClient(recorded)
+        client: Any = replay_mod.ReplayModelClient(recorded)
         source, recorder = "replay", None
         model = model or recorded.header.get("model")  # the requests must match the recording
     else:

@@ -23,6 +23,7 @@ from memgpt_lite.engine.events import (
 )
 from memgpt_lite.engine.records import ModelResponse, Usage
 from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.tally import Tally
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 
@@ -238,10 +239,11 @@ def test_pop_and_last_user_text(store):
 
 def test_usage_and_cost_are_accounted(store):
     agent, _ = make(store, [text_response("hi", usage=Usage(1000, 100, 200, 300))])
-    end = run(agent, "hello")[-1]
+    events = run(agent, "hello")
+    end = events[-1]
     assert end.usage.total_input == 1500
     assert end.cost_usd == pytest.approx((1000 * 3 + 200 * 3.75 + 300 * 0.3 + 100 * 15) / 1e6)
-    assert agent.session_cost == pytest.approx(end.cost_usd)
+    assert Tally().add_all(events).cost_usd == pytest.approx(end.cost_usd)
 
 
 RESTART = textwrap.dedent("""

@@ -24,16 +24,13 @@ from memgpt_lite.engine.events import (
     TurnEndEvent,
 )
 from memgpt_lite.engine.memory import MemoryTools, ToolOutcome
-from memgpt_lite.engine.paging import (
-    CLIP_NOTE,
-    Summariser,
-    chunk_turns,
-    group_turns,
-    truncate_summary,
-)
 from memgpt_lite.engine.records import Message, canonical_json
+from memgpt_lite.engine.shrink import CLIP_NOTE
 from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.summariser import Summariser, chunk_turns, truncate_summary
+from memgpt_lite.engine.tally import Tally
 from memgpt_lite.engine.tokens import TokenCounter
+from memgpt_lite.engine.turns import group_turns
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 WINDOW = 8_000  # budget = 8000 − 512 − 200 = 7288 tokens
@@ -290,7 +287,8 @@ def test_flush_at_the_threshold_calls_the_summariser_with_previous_summary(tmp_p
     assert summ.requests[0].model == "claude-haiku-5-5"
     assert agent.store.get_agent_by_id(agent.id).summary == "- goal: count"
     assert all(s.estimated_tokens <= agent.settings.budget for s in chat_starts(events))
-    assert agent.pager.stats.forced_flushes == 1 and agent.pager.stats.summariser_calls == 1
+    tally = Tally().add_all(events)
+    assert tally.forced_flushes == 1 and tally.summary_calls == 1
 
 
 def test_flush_when_the_model_ignored_the_alert(tmp_path):
@@ -432,7 +430,7 @@ def test_every_paging_action_is_an_event(tmp_path):
     seen += step(agent, model, "PASTE " + words(20_000, "p"))
     kinds = {e.kind for e in seen}
     assert {"pressure_alert", "fold", "eviction", "summary", "clip"} <= kinds
-    stats = agent.pager.stats
+    stats = Tally().add_all(seen)
     assert stats.alerts >= 1 and stats.folds >= 1 and stats.forced_flushes >= 1 and stats.clips >= 1
 
 

@@ -44,13 +44,7 @@ from memgpt_lite.engine.memory import (
     render_core_memory,
 )
 from memgpt_lite.engine.model import ModelClient
-from memgpt_lite.engine.paging import (
-    EVICT_TURNS_SCHEMA,
-    Pager,
-    Summariser,
-    first_words,
-    group_turns,
-)
+from memgpt_lite.engine.paging import EVICT_TURNS_SCHEMA, Pager
 from memgpt_lite.engine.records import (
     Block,
     ContentBlock,
@@ -65,7 +59,9 @@ from memgpt_lite.engine.records import (
 )
 from memgpt_lite.engine.redact import redact, redact_blocks
 from memgpt_lite.engine.store import AgentRow, Store
+from memgpt_lite.engine.summariser import Summariser
 from memgpt_lite.engine.tokens import TokenCounter, cost_usd
+from memgpt_lite.engine.turns import first_words, group_turns
 
 REPEAT_LIMIT = 3  # identical tool calls in a row before the chain is stopped
 
@@ -110,8 +106,6 @@ class Agent:
                                       self.counter)
         summariser = Summariser(summary_client or model_client, settings, self.counter)
         self.pager = Pager(settings, store, row.id, self.counter, self.builder, summariser)
-        self.session_usage = Usage()
-        self.session_cost = 0.0
         self.redact_secrets = True  # user text and model output, before they are stored
         self.lock: locking.AgentLock | None = None
 
@@ -244,9 +238,7 @@ class Agent:
         if usage.total_input:
             self.counter.observe(built.request, usage.total_input)
         run.usage = run.usage + usage
-        self.session_usage = self.session_usage + usage
         cost = cost_usd(self.settings.model, usage)
-        self.session_cost += cost
         context_tokens = usage.total_input or built.estimated_tokens
         yield UsageEvent(usage, cost, context_tokens, self.settings.budget)
 

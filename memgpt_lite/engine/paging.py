@@ -1,4 +1,4 @@
-"""The paging controller (DESIGN.md §6): the context window is RAM, and the model decides
+"""The paging controller (README "Memory and paging"): the context window is RAM, and the model decides
 what to page out; the controller only steps in when the model did not.
 
 Checked before every model call, on the estimated size of the next request:
@@ -13,9 +13,8 @@ messages keep their full text in the store (only `context_content` changes).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Generator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from memgpt_lite.engine import prompts
@@ -26,30 +25,25 @@ from memgpt_lite.engine.context import (
     ContextInputs,
     message_tokens,
 )
-from memgpt_lite.engine.errors import ModelError
 from memgpt_lite.engine.events import (
-    ClipEvent,
     Event,
     EvictionEvent,
     FoldEvent,
-    ModelCallStart,
     NoticeEvent,
     PressureAlertEvent,
-    ResponseEvent,
     SummaryEvent,
 )
 from memgpt_lite.engine.memory import ToolOutcome
-from memgpt_lite.engine.model import ModelClient, final_response
 from memgpt_lite.engine.records import (
-    Message,
     ModelRequest,
     Turn,
     Usage,
-    canonical_json,
 )
+from memgpt_lite.engine.shrink import CLIP_KEEP, clip_largest, fold_content, tool_names
 from memgpt_lite.engine.store import Store
-from memgpt_lite.engine.text import neutralise_tags
+from memgpt_lite.engine.summariser import Summariser, deterministic_summary, merge_summary
 from memgpt_lite.engine.tokens import TokenCounter, request_chars
+from memgpt_lite.engine.turns import first_words, group_turns, turn_chars, turn_ranges
 
 EVICT_TURNS_SCHEMA: dict[str, Any] = {
     "name": "evict_turns",
@@ -75,194 +69,34 @@ EVICT_TURNS_SCHEMA: dict[str, Any] = {
     },
 }
 
-FOLD_MARKER = "[folded to save context: {chars:,} chars of {tool} output. Preview: {preview}… " \
-              "— call {tool} again if you need the full output]"
-CLIP_NOTE = "\n[clipped to fit the context: "
-CLIP_MARKER = CLIP_NOTE + "{cut:,} of {total:,} chars not shown. The full text is stored; {how}]"
 RISE_STEP = 0.05  # re-alert only when usage rose by 5% of the budget since the last alert
 SUMMARY_CAP = 0.20  # a running summary above this share of the budget is compacted
 ALERT_TURNS = 40  # the alert lists at most this many (oldest) turns: it must stay small itself
 FOLD_SHARE = 0.10  # a tool result above this share of the budget is bulky, whatever the setting
 MIN_FOLD_CHARS = 600  # below this a stub would save next to nothing
-MIN_CLIP_CHARS = 400
-CLIP_KEEP = 200
 FIT_ROUNDS = 16
-SUMMARY_WORDS = 400
 
 
-# --------------------------------------------------------------------------- turns
 
 
-def group_turns(messages: list[Message]) -> list[Turn]:
-    turns: list[Turn] = []
-    for m in messages:
-        if not turns or turns[-1].id != m.turn_id:
-            turns.append(Turn(m.turn_id, []))
-        turns[-1].messages.append(m)
-    return turns
-
-
-def first_words(turn: Turn, n: int = 12) -> str:
-    """The opening words of a turn, as inert data (they go into alerts and summaries)."""
-    for m in turn.messages:
-        for b in m.content:
-            if b.get("type") == "text" and b.get("text", "").strip():
-                words = b["text"].split()
-                return neutralise_tags(" ".join(words[:n]) + (" …" if len(words) > n else ""))
-    return "(no text)"
-
-
-def turn_chars(turn: Turn) -> int:
-    """Characters a turn adds to the request JSON (what the counter estimates from)."""
-    return len(canonical_json([m.to_api() for m in turn.messages])) - 1
-
-
-@dataclass
-class PagingStats:
-    alerts: int = 0
-    model_evictions: int = 0
-    forced_flushes: int = 0
-    summariser_calls: int = 0
-    folds: int = 0
-    clips: int = 0
-
-
-# --------------------------------------------------------------------------- summariser
-
-
-@dataclass
 class SummaryResult:
     text: str
     method: str  # "summariser" | "chunked" | "deterministic"
     usage: Usage = field(default_factory=Usage)
 
 
-class Summariser:
-    """Recursive summary: previous summary + evicted turns → new summary, via a cheaper model.
-    Too big for one call (or the call fails) → chunks; a chunk that still fails → a
-    deterministic summary. Never raises ModelError: the user's turn must not fail here."""
-
-    def __init__(self, client: ModelClient, settings: Settings, counter: TokenCounter):
-        self.client, self.settings, self.counter = client, settings, counter
-        self.calls = 0
-        self.usage = Usage()
-
-    def limit_chars(self) -> int:
-        """Largest prompt (summary + turns) we send: a share of the chat budget, so a summary
-        call never costs more than a chat call."""
-        return max(2_000, int(self.settings.budget * 0.6 * self.counter.chars_per_token))
-
-    def summarise(self, previous: str, turns: list[Turn]) -> Generator[Event, None, SummaryResult]:
-        text = render_turns(turns)
-        usage = Usage()
-        if len(previous) + len(text) <= self.limit_chars():
-            out, usage = yield from self._call(previous, text)
-            if out is not None:
-                return SummaryResult(out, "summariser", usage)
-        summary, method = previous, "chunked"
-        for chunk in chunk_turns(turns, self.limit_chars() // 2):
-            out = None
-            if method == "chunked" and len(summary) <= self.limit_chars() // 2:
-                out, used = yield from self._call(summary, render_turns(chunk))
-                usage = usage + used
-            if out is None:  # stop calling a client that just failed
-                method = "deterministic"
-                out = merge_summary(summary, deterministic_summary(chunk))
-            summary = out
-        return SummaryResult(summary, method, usage)
-
-    def compact(self, previous: str, max_chars: int) -> Generator[Event, None, SummaryResult]:
-        """Shorten a running summary that grew too big (deterministic pieces pile up)."""
-        usage = Usage()
-        if len(previous) <= self.limit_chars():
-            out, usage = yield from self._call(previous, "(none: only compact the previous summary)")
-            if out is not None and len(out) <= max_chars:
-                return SummaryResult(out, "summariser", usage)
-        return SummaryResult(truncate_summary(previous, max_chars), "deterministic", usage)
-
-    def _call(self, previous: str,
-              turns_text: str) -> Generator[Event, None, tuple[str | None, Usage]]:
-        room = self.limit_chars() - len(previous)
-        if len(turns_text) > room:  # one huge turn cannot be chunked further: cut its text
-            turns_text = turns_text[:max(0, room - 60)] + "\n[… cut: too long to summarise]"
-        request = self.request(previous, turns_text)
-        self.calls += 1
-        # Not anchored on the chat's last usage: this request shares nothing with it.
-        estimate = self.counter.estimate_chars(request_chars(request))
-        yield ModelCallStart(0, request.digest(), estimate, purpose="summary", model=request.model)
-        try:
-            response = final_response(self.client.stream(request))
-        except ModelError:
-            return None, Usage()
-        yield ResponseEvent(response, purpose="summary")
-        self.usage = self.usage + response.usage
-        return response.text.strip() or None, response.usage
-
-    def request(self, previous: str, turns_text: str) -> ModelRequest:
-        return ModelRequest(
-            model=self.settings.summary_model, max_tokens=1024,
-            system=[{"type": "text", "text": prompts.render("summarizer.md",
-                                                            max_words=SUMMARY_WORDS)}],
-            messages=[{"role": "user", "content": [{"type": "text", "text":
-                       f"<previous_summary>\n{previous or '(none)'}\n</previous_summary>\n\n"
-                       f"<removed_turns>\n{turns_text}\n</removed_turns>"}]}])
 
 
-def render_turns(turns: list[Turn], tool_chars: int = 400) -> str:
-    lines = []
-    for turn in turns:
-        lines.append(f"[turn {turn.id} · {turn.created_at or '?'}]")
-        for m in turn.messages:
-            for b in m.content:
-                lines.extend(neutralise_tags(line) for line in _block_lines(m.role, b, tool_chars))
-    return "\n".join(lines)
 
 
-def _block_lines(role: str, b: dict[str, Any], tool_chars: int) -> list[str]:
-    kind = b.get("type")
-    if kind == "text" and b.get("text", "").strip():
-        return [f"{role}: {b['text']}"]
-    if kind == "tool_use":
-        return [f"(tool call {b.get('name')} {str(b.get('input'))[:tool_chars]})"]
-    if kind == "tool_result":
-        return [f"(tool result {str(b.get('content'))[:tool_chars]})"]
-    return []
 
 
-def chunk_turns(turns: list[Turn], max_chars: int) -> list[list[Turn]]:
-    chunks: list[list[Turn]] = [[]]
-    size = 0
-    for turn in turns:
-        n = len(render_turns([turn]))
-        if chunks[-1] and size + n > max_chars:
-            chunks.append([])
-            size = 0
-        chunks[-1].append(turn)
-        size += n
-    return [c for c in chunks if c]
 
 
-def deterministic_summary(turns: list[Turn]) -> str:
-    return "\n".join(f"- turn {t.id} ({t.created_at or '?'}): {first_words(t, 20)}" for t in turns)
 
 
-def merge_summary(previous: str, addition: str) -> str:
-    return f"{previous}\n{addition}".strip() if previous else addition.strip()
 
 
-def truncate_summary(summary: str, max_chars: int) -> str:
-    """Keep the newest lines (the summary is oldest first); say that older ones went."""
-    note = "(older summary lines dropped to save context; search recall for them)"
-    if len(summary) <= max_chars:
-        return summary
-    kept: list[str] = []
-    size = len(note)
-    for line in reversed(summary.splitlines()):
-        if size + len(line) + 1 > max_chars:
-            break
-        kept.append(line)
-        size += len(line) + 1
-    return "\n".join([note, *reversed(kept)]) if kept else note
 
 
 # --------------------------------------------------------------------------- pager
@@ -279,7 +113,6 @@ class Pager:
                  builder: ContextBuilder, summariser: Summariser):
         self.settings, self.store, self.agent_id = settings, store, agent_id
         self.counter, self.builder, self.summariser = counter, builder, summariser
-        self.stats = PagingStats()
         self.alert_tokens: int | None = None  # usage at the last alert (None: no pressure)
         self.alert_turn: int | None = None  # turn of an alert the model has not acted on
         self._shown: str | None = None  # the alert text now in the tail
@@ -348,7 +181,6 @@ class Pager:
         text = self.alert_message(inputs, turn_id, tokens)
         if self.alert_tokens is None or tokens >= self.alert_tokens + self.level(RISE_STEP):
             self.alert_tokens, self.alert_turn = tokens, turn_id
-            self.stats.alerts += 1
             yield PressureAlertEvent(tokens, self.budget, 100 * tokens / self.budget, text)
         # While pressure lasts the alert stays in the tail, refreshed, so every call shows the
         # model the turns it can evict now. The tail is after the last cache breakpoint.
@@ -378,18 +210,17 @@ class Pager:
               before: BuiltContext) -> Generator[Event, None, BuiltContext]:
         """Clip old bulky tool results in the queue to stubs; the full text stays stored.
         Returns `before` rebuilt when something was folded."""
-        names = _tool_names(inputs.queue)
+        names = tool_names(inputs.queue)
         min_chars = self._fold_min_chars()
         folded = []
         for m in inputs.queue:
-            stub = _fold_content(m.api_content(), names, min_chars)
+            stub = fold_content(m.api_content(), names, min_chars)
             if stub is not None:
                 m.context_content = stub
                 self.store.set_context_content(self.agent_id, m.id, stub)  # type: ignore[arg-type]
                 folded.append(m.id)
         if not folded:
             return before
-        self.stats.folds += 1
         after = self._build(inputs)
         yield FoldEvent(folded, max(0, before.estimated_tokens - after.estimated_tokens))  # type: ignore[arg-type]
         return after
@@ -408,8 +239,6 @@ class Pager:
         if not evict:
             return before
         result = yield from self.summariser.summarise(inputs.summary, evict)
-        self.stats.summariser_calls = self.summariser.calls
-        self.stats.forced_flushes += 1
         ids = [t.id for t in evict]
         self._evict(inputs, ids, result.text)
         self._reset_alert(inputs)
@@ -451,7 +280,6 @@ class Pager:
                          max_chars: int) -> Generator[Event, None, bool]:
         """True when the summary got shorter."""
         result = yield from self.summariser.compact(inputs.summary, max_chars)
-        self.stats.summariser_calls = self.summariser.calls
         if len(result.text) >= len(inputs.summary):
             return False
         self.store.set_summary(self.agent_id, result.text)
@@ -473,10 +301,9 @@ class Pager:
         ratio = self.counter.chars_per_token
         if self.counter.anchor_tokens:  # shrinking requests are estimated at the anchor ratio
             ratio = max(ratio, self.counter.anchor_chars / self.counter.anchor_tokens)
-        event = _clip_largest(inputs.current, int(over * ratio * 1.2) + CLIP_KEEP)
+        event = clip_largest(inputs.current, int(over * ratio * 1.2) + CLIP_KEEP)
         if event is None:
             return False
-        self.stats.clips += 1
         yield event
         return True
 
@@ -495,7 +322,6 @@ class Pager:
         before = self._build(inputs).estimated_tokens
         merged = merge_summary(inputs.summary, f"Turns {turn_ranges(ids)}: {summary}")
         self._evict(inputs, ids, merged)
-        self.stats.model_evictions += 1
         self.alert_turn = None  # the model acted on the alert
         now = self._build(inputs).estimated_tokens
         if now < self.level(self.settings.warn_fraction):
@@ -540,93 +366,17 @@ def _error(text: str) -> ToolOutcome:
     return ToolOutcome(text, True, f"evict_turns failed: {text.split('.')[0]}")
 
 
-def turn_ranges(ids: list[int]) -> str:
-    """[3,4,5,9] → '3–5, 9'"""
-    spans: list[list[int]] = []
-    for i in sorted(set(ids)):
-        if spans and i == spans[-1][1] + 1:
-            spans[-1][1] = i
-        else:
-            spans.append([i, i])
-    return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in spans)
 
 
-def _tool_names(messages: list[Message]) -> dict[str, str]:
-    return {b["id"]: b.get("name", "tool") for m in messages for b in m.content
-            if b.get("type") == "tool_use"}
 
 
-def _fold_content(blocks: list[dict[str, Any]], names: dict[str, str],
-                  min_chars: int) -> list[dict[str, Any]] | None:
-    changed = False
-    out = []
-    for b in blocks:
-        content = b.get("content")
-        if b.get("type") == "tool_result" and isinstance(content, str) and len(content) > min_chars:
-            tool = names.get(b.get("tool_use_id", ""), "the tool")
-            preview = " ".join(content[:160].split())
-            b = {**b, "content": FOLD_MARKER.format(chars=len(content), tool=tool, preview=preview)}
-            changed = True
-        out.append(b)
-    return out if changed else None
 
 
-def _clip_largest(current: list[Message], cut: int) -> ClipEvent | None:
-    """Clip the largest visible string of the current turn (a text, a tool result, or an
-    argument of a tool call) by `cut` chars, re-cutting from the stored original so markers
-    never stack. Only context_content changes: the stored message keeps the full text."""
-    best: tuple[int, Message, int, tuple[str, ...]] | None = None
-    for m in current:
-        for i, b in enumerate(m.api_content()):
-            for path in _clip_slots(b):
-                visible = _visible_chars(_get(b, path), _get(m.content[i], path))
-                if visible and (best is None or visible > best[0]):
-                    best = (visible, m, i, path)
-    if best is None or best[0] < MIN_CLIP_CHARS:
-        return None
-    visible, msg, index, path = best
-    original = _get(msg.content[index], path)
-    keep = max(CLIP_KEEP, visible - cut)
-    how = {"text": "search it with conversation_search.",
-           "content": "ask for a narrower result (another query or page).",
-           "input": "the call itself ran with the full argument."}[path[0]]
-    content = copy.deepcopy(msg.api_content())
-    _set(content[index], path, original[:keep] + CLIP_MARKER.format(
-        cut=len(original) - keep, total=len(original), how=how))
-    msg.context_content = content
-    what = {"text": "your message" if msg.role == "user" else "a reply",
-            "content": "a tool result", "input": "a tool call's argument"}[path[0]]
-    return ClipEvent(what, len(original), keep)
 
 
-def _clip_slots(block: dict[str, Any]) -> list[tuple[str, ...]]:
-    kind = block.get("type")
-    if kind == "text":
-        return [("text",)]
-    if kind == "tool_result":
-        return [("content",)]
-    if kind == "tool_use" and isinstance(block.get("input"), dict):
-        return [("input", k) for k, v in block["input"].items() if isinstance(v, str)]
-    return []
 
 
-def _get(block: dict[str, Any], path: tuple[str, ...]) -> object:
-    value: Any = block
-    for key in path:
-        value = value.get(key) if isinstance(value, dict) else None
-    return value
 
 
-def _set(block: dict[str, Any], path: tuple[str, ...], value: str) -> None:
-    for key in path[:-1]:
-        block = block[key]
-    block[path[-1]] = value
 
 
-def _visible_chars(sent: object, original: object) -> int:
-    """How many chars of the original a (possibly clipped) string still shows."""
-    if not isinstance(sent, str) or not isinstance(original, str):
-        return 0
-    if sent != original and CLIP_NOTE in sent:
-        return sent.rindex(CLIP_NOTE)
-    return len(sent)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from memgpt_lite.engine import config
-from memgpt_lite.engine.paging import turn_ranges
+from memgpt_lite.engine.turns import turn_ranges
 
 HISTORY_FILE = "chat_history"  # the chat's readline history, in the data dir
 FORGOTTEN = "[forgotten]"

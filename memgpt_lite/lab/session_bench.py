@@ -35,14 +35,13 @@ from typing import Any
 
 from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.context import BuiltContext, ContextBuilder, ContextInputs
-from memgpt_lite.engine.paging import PagingStats
 from memgpt_lite.engine.records import (
     ModelRequest,
     ModelResponse,
     Usage,
     canonical_json,
 )
-from memgpt_lite.engine.tokens import cost_usd
+from memgpt_lite.engine.tally import Tally
 from memgpt_lite.lab.bench import machine_info, machine_line, percentile
 from memgpt_lite.lab.fake_server import prefix_cache
 from memgpt_lite.lab.scripted import text_response, tool_response
@@ -239,10 +238,10 @@ def run_session(variant: str, window: int, turns: int, seed: int = 1,
         if variant == "classic":
             agent.builder = agent.pager.builder = ClassicBuilder(
                 settings, agent.builder.tools, agent.counter)
-        per_turn, counts, overflow_at = [], PagingStats(), None
+        per_turn, counts, overflow_at = [], Tally(), None
         started = time.perf_counter()
         for turn in range(1, turns + 1):
-            stats = _run_turn(agent, user_text(turn, rng), counts, settings)
+            stats = _run_turn(agent, user_text(turn, rng), counts)
             if variant == "full" and stats.max_request > window - settings.max_output_tokens:
                 overflow_at = turn
                 break
@@ -254,36 +253,21 @@ def run_session(variant: str, window: int, turns: int, seed: int = 1,
     return _report(variant, window, per_turn, counts, overflow_at, turns, elapsed)
 
 
-def _run_turn(agent: Any, text: str, counts: PagingStats, settings: Settings) -> TurnStats:
-    stats = TurnStats()
+def _run_turn(agent: Any, text: str, counts: Tally) -> TurnStats:
+    """Run one turn; `counts` tallies the whole session, the result covers this turn."""
+    turn = Tally()
     for event in agent.step(text):
-        kind = event.kind
-        if kind == "usage":
-            stats.calls += 1
-            stats.input_tokens += event.usage.total_input
-            stats.max_request = max(stats.max_request, event.usage.total_input)
-            stats.cache_read += event.usage.cache_read_input_tokens
-            stats.cost += event.cost_usd
-        elif kind == "response" and event.purpose == "summary":
-            counts.summariser_calls += 1
-            stats.cost += cost_usd(settings.summary_model, event.response.usage)
-        elif kind == "pressure_alert":
-            counts.alerts += 1
-        elif kind == "eviction":
-            if event.by == "model":
-                counts.model_evictions += 1
-            else:
-                counts.forced_flushes += 1
-        elif kind == "fold":
-            counts.folds += 1
-        elif kind == "clip":
-            counts.clips += 1
-        elif kind == "turn_end" and not event.completed:
+        turn.add(event)
+        counts.add(event)
+        if event.kind == "turn_end" and not event.completed:
             raise RuntimeError(f"turn {event.turn_id} failed in the benchmark")
-    return stats
+    calls = turn.model_calls - turn.summary_calls
+    return TurnStats(input_tokens=turn.usage.total_input,
+                     cache_read=turn.usage.cache_read_input_tokens,
+                     cost=turn.paid_cost_usd, calls=calls, max_request=turn.max_request_tokens)
 
 
-def _report(variant: str, window: int, per_turn: list[TurnStats], counts: PagingStats,
+def _report(variant: str, window: int, per_turn: list[TurnStats], counts: Tally,
             overflow_at: int | None, turns: int, elapsed: float) -> dict[str, Any]:
     inputs = [t.input_tokens for t in per_turn]
     total_in = sum(inputs)
@@ -297,7 +281,9 @@ def _report(variant: str, window: int, per_turn: list[TurnStats], counts: Paging
             "first_50_mean": round(statistics.fmean(inputs[:k]), 1) if inputs else 0,
             "last_50_mean": round(statistics.fmean(inputs[-k:]), 1) if inputs else 0,
         },
-        **counts.__dict__,
+        "alerts": counts.alerts, "model_evictions": counts.model_evictions,
+        "forced_flushes": counts.forced_flushes, "summariser_calls": counts.summary_calls,
+        "folds": counts.folds, "clips": counts.clips,
         "max_request_tokens": max((t.max_request for t in per_turn), default=0),
         "cache_hit_share": round(sum(t.cache_read for t in per_turn) / total_in, 4) if total_in else 0,
         "cost_per_turn_usd": round(sum(t.cost for t in per_turn) / max(1, len(per_turn)), 6),

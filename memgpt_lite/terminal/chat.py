@@ -49,7 +49,6 @@ from memgpt_lite.engine.events import (
     TurnEndEvent,
     UsageEvent,
 )
-from memgpt_lite.engine.paging import turn_ranges
 from memgpt_lite.engine.privacy import (
     HISTORY_FILE,
     ForgetMatches,
@@ -60,7 +59,9 @@ from memgpt_lite.engine.privacy import (
 )
 from memgpt_lite.engine.records import Usage
 from memgpt_lite.engine.redact import redact
+from memgpt_lite.engine.tally import Tally
 from memgpt_lite.engine.text import shorten
+from memgpt_lite.engine.turns import turn_ranges
 
 PROMPT = "you› "
 CONTINUATION_PROMPT = "  … "
@@ -441,6 +442,7 @@ class ChatSession:
         self.console = console
         self.view = view
         self.recorder: Any = None
+        self.tally = Tally()  # this session's events, for /tokens
         self.recorder_factory = recorder_factory
         self.reader: LineReader | None = None
         self.confirm = confirm
@@ -478,6 +480,7 @@ class ChatSession:
         steps = self._steps(text)
         try:
             for event in steps:
+                self.tally.add(event)
                 self.view.handle(event)
         except KeyboardInterrupt:
             steps.close()  # the agent abandons the turn: nothing of it stays in the queue
@@ -568,7 +571,7 @@ class ChatSession:
         print_context(self.console, self.agent.context_report())
 
     def cmd_tokens(self, rest: str) -> None:
-        print_tokens(self.console, self.agent.session_usage, self.agent.session_cost)
+        print_tokens(self.console, self.tally.usage, self.tally.cost_usd)
 
     def cmd_pop(self, rest: str) -> None:
         try:

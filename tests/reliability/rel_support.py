@@ -13,8 +13,9 @@ from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.api_rules import validate_request
 from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.memory import memory_tool_schemas
-from memgpt_lite.engine.paging import EVICT_TURNS_SCHEMA, group_turns
+from memgpt_lite.engine.paging import EVICT_TURNS_SCHEMA
 from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.turns import group_turns
 from memgpt_lite.lab.scripted import ScriptedModel, text_response
 
 HERE = Path(__file__).parent

@@ -1,0 +1,155 @@
+"""The recursive summary of evicted turns: previous summary + evicted turns → new summary,
+by a cheaper model, with fallbacks that never fail the user's turn."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+from memgpt_lite.engine import prompts
+from memgpt_lite.engine.config import Settings
+from memgpt_lite.engine.errors import ModelError
+from memgpt_lite.engine.events import Event, ModelCallStart, ResponseEvent
+from memgpt_lite.engine.model import ModelClient, final_response
+from memgpt_lite.engine.records import ModelRequest, Turn, Usage
+from memgpt_lite.engine.text import neutralise_tags
+from memgpt_lite.engine.tokens import TokenCounter, request_chars
+from memgpt_lite.engine.turns import first_words
+
+SUMMARY_WORDS = 400
+
+
+@dataclass
+class SummaryResult:
+    text: str
+    method: str  # "summariser" | "chunked" | "deterministic"
+    usage: Usage = field(default_factory=Usage)
+
+
+class Summariser:
+    """Recursive summary: previous summary + evicted turns → new summary, via a cheaper model.
+    Too big for one call (or the call fails) → chunks; a chunk that still fails → a
+    deterministic summary. Never raises ModelError: the user's turn must not fail here."""
+
+    def __init__(self, client: ModelClient, settings: Settings, counter: TokenCounter):
+        self.client, self.settings, self.counter = client, settings, counter
+        self.calls = 0
+        self.usage = Usage()
+
+    def limit_chars(self) -> int:
+        """Largest prompt (summary + turns) we send: a share of the chat budget, so a summary
+        call never costs more than a chat call."""
+        return max(2_000, int(self.settings.budget * 0.6 * self.counter.chars_per_token))
+
+    def summarise(self, previous: str, turns: list[Turn]) -> Generator[Event, None, SummaryResult]:
+        text = render_turns(turns)
+        usage = Usage()
+        if len(previous) + len(text) <= self.limit_chars():
+            out, usage = yield from self._call(previous, text)
+            if out is not None:
+                return SummaryResult(out, "summariser", usage)
+        summary, method = previous, "chunked"
+        for chunk in chunk_turns(turns, self.limit_chars() // 2):
+            out = None
+            if method == "chunked" and len(summary) <= self.limit_chars() // 2:
+                out, used = yield from self._call(summary, render_turns(chunk))
+                usage = usage + used
+            if out is None:  # stop calling a client that just failed
+                method = "deterministic"
+                out = merge_summary(summary, deterministic_summary(chunk))
+            summary = out
+        return SummaryResult(summary, method, usage)
+
+    def compact(self, previous: str, max_chars: int) -> Generator[Event, None, SummaryResult]:
+        """Shorten a running summary that grew too big (deterministic pieces pile up)."""
+        usage = Usage()
+        if len(previous) <= self.limit_chars():
+            out, usage = yield from self._call(previous, "(none: only compact the previous summary)")
+            if out is not None and len(out) <= max_chars:
+                return SummaryResult(out, "summariser", usage)
+        return SummaryResult(truncate_summary(previous, max_chars), "deterministic", usage)
+
+    def _call(self, previous: str,
+              turns_text: str) -> Generator[Event, None, tuple[str | None, Usage]]:
+        room = self.limit_chars() - len(previous)
+        if len(turns_text) > room:  # one huge turn cannot be chunked further: cut its text
+            turns_text = turns_text[:max(0, room - 60)] + "\n[… cut: too long to summarise]"
+        request = self.request(previous, turns_text)
+        self.calls += 1
+        # Not anchored on the chat's last usage: this request shares nothing with it.
+        estimate = self.counter.estimate_chars(request_chars(request))
+        yield ModelCallStart(0, request.digest(), estimate, purpose="summary", model=request.model)
+        try:
+            response = final_response(self.client.stream(request))
+        except ModelError:
+            return None, Usage()
+        yield ResponseEvent(response, purpose="summary")
+        self.usage = self.usage + response.usage
+        return response.text.strip() or None, response.usage
+
+    def request(self, previous: str, turns_text: str) -> ModelRequest:
+        return ModelRequest(
+            model=self.settings.summary_model, max_tokens=1024,
+            system=[{"type": "text", "text": prompts.render("summarizer.md",
+                                                            max_words=SUMMARY_WORDS)}],
+            messages=[{"role": "user", "content": [{"type": "text", "text":
+                       f"<previous_summary>\n{previous or '(none)'}\n</previous_summary>\n\n"
+                       f"<removed_turns>\n{turns_text}\n</removed_turns>"}]}])
+
+
+def render_turns(turns: list[Turn], tool_chars: int = 400) -> str:
+    lines = []
+    for turn in turns:
+        lines.append(f"[turn {turn.id} · {turn.created_at or '?'}]")
+        for m in turn.messages:
+            for b in m.content:
+                lines.extend(neutralise_tags(line) for line in _block_lines(m.role, b, tool_chars))
+    return "\n".join(lines)
+
+
+def _block_lines(role: str, b: dict[str, Any], tool_chars: int) -> list[str]:
+    kind = b.get("type")
+    if kind == "text" and b.get("text", "").strip():
+        return [f"{role}: {b['text']}"]
+    if kind == "tool_use":
+        return [f"(tool call {b.get('name')} {str(b.get('input'))[:tool_chars]})"]
+    if kind == "tool_result":
+        return [f"(tool result {str(b.get('content'))[:tool_chars]})"]
+    return []
+
+
+def chunk_turns(turns: list[Turn], max_chars: int) -> list[list[Turn]]:
+    chunks: list[list[Turn]] = [[]]
+    size = 0
+    for turn in turns:
+        n = len(render_turns([turn]))
+        if chunks[-1] and size + n > max_chars:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(turn)
+        size += n
+    return [c for c in chunks if c]
+
+
+def deterministic_summary(turns: list[Turn]) -> str:
+    return "\n".join(f"- turn {t.id} ({t.created_at or '?'}): {first_words(t, 20)}" for t in turns)
+
+
+def merge_summary(previous: str, addition: str) -> str:
+    return f"{previous}\n{addition}".strip() if previous else addition.strip()
+
+
+def truncate_summary(summary: str, max_chars: int) -> str:
+    """Keep the newest lines (the summary is oldest first); say that older ones went."""
+    note = "(older summary lines dropped to save context; search recall for them)"
+    if len(summary) <= max_chars:
+        return summary
+    kept: list[str] = []
+    size = len(note)
+    for line in reversed(summary.splitlines()):
+        if size + len(line) + 1 > max_chars:
+            break
+        kept.append(line)
+        size += len(line) + 1
+    return "\n".join([note, *reversed(kept)]) if kept else note

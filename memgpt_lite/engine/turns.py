@@ -1,0 +1,42 @@
+"""Atomic turns: grouping stored messages into turns, and how a turn is named and sized
+in alerts, summaries and listings."""
+
+from __future__ import annotations
+
+from memgpt_lite.engine.records import Message, Turn, canonical_json
+from memgpt_lite.engine.text import neutralise_tags
+
+
+def group_turns(messages: list[Message]) -> list[Turn]:
+    turns: list[Turn] = []
+    for m in messages:
+        if not turns or turns[-1].id != m.turn_id:
+            turns.append(Turn(m.turn_id, []))
+        turns[-1].messages.append(m)
+    return turns
+
+
+def first_words(turn: Turn, n: int = 12) -> str:
+    """The opening words of a turn, as inert data (they go into alerts and summaries)."""
+    for m in turn.messages:
+        for b in m.content:
+            if b.get("type") == "text" and b.get("text", "").strip():
+                words = b["text"].split()
+                return neutralise_tags(" ".join(words[:n]) + (" …" if len(words) > n else ""))
+    return "(no text)"
+
+
+def turn_chars(turn: Turn) -> int:
+    """Characters a turn adds to the request JSON (what the counter estimates from)."""
+    return len(canonical_json([m.to_api() for m in turn.messages])) - 1
+
+
+def turn_ranges(ids: list[int]) -> str:
+    """[3,4,5,9] → '3–5, 9'"""
+    spans: list[list[int]] = []
+    for i in sorted(set(ids)):
+        if spans and i == spans[-1][1] + 1:
+            spans[-1][1] = i
+        else:
+            spans.append([i, i])
+    return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in spans)

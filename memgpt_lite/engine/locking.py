@@ -149,7 +149,3 @@ def _open_lock_file(path: Path) -> int:
     os.fchmod(fd, 0o600)
     return fd
 
-
-def lock_agent(data_dir: Path, agent: str, wait: float = DEFAULT_WAIT) -> AgentLock:
-    """Take the agent's lock (see AgentLock)."""
-    return AgentLock(data_dir, agent).acquire(wait)

@@ -160,7 +160,7 @@ def _error(text: str, name: str) -> ToolOutcome:
     return ToolOutcome(text, True, f"{name} error: {shorten(text, 60)}")
 
 
-def _clip(text: str) -> str:
+def _hit_line(text: str) -> str:
     text = neutralise_tags(" ".join(text.split()))  # one line per hit, inert
     if len(text) <= HIT_CHARS:
         return text
@@ -278,7 +278,7 @@ class MemoryTools:
         result = self.store.search_messages(self.agent_id, query, page,
                                             start_date=start and start.isoformat(),
                                             end_date=end and end.isoformat())
-        lines = [f"- {h.created_at.replace('T', ' ').rstrip('Z')[:16]} {h.role}: {_clip(h.text)}"
+        lines = [f"- {h.created_at.replace('T', ' ').rstrip('Z')[:16]} {h.role}: {_hit_line(h.text)}"
                  for h in result.hits]
         return self._page_outcome(tool, query, result, lines)
 
@@ -290,7 +290,7 @@ class MemoryTools:
             return _error(problem, tool)
         result = self.store.search_passages(self.agent_id, query, page, tags=_tags(tags))
         lines = [f"- #{h.id} {h.created_at[:10]}"
-                 + (f" [tags: {', '.join(h.tags)}]" if h.tags else "") + f": {_clip(h.text)}"
+                 + (f" [tags: {', '.join(h.tags)}]" if h.tags else "") + f": {_hit_line(h.text)}"
                  for h in result.hits]
         return self._page_outcome(tool, query, result, lines)
 
@@ -316,7 +316,7 @@ class MemoryTools:
         dup = self.store.near_duplicate(self.agent_id, content)
         if dup is not None:
             return ToolOutcome(f"Not stored: passage #{dup.id} already holds nearly the same "
-                               f"text: {_clip(dup.text)}", False,
+                               f"text: {_hit_line(dup.text)}", False,
                                f"{tool} duplicate of #{dup.id}")
         at = self.clock() if self.clock else None
         pid = self.store.add_passage(self.agent_id, content.strip(), clean, created_at=at)

@@ -16,18 +16,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 MARKER = "[redacted: {what}]"
 _NOT_MARKER = r"(?!\[redacted)"
-
-
-@dataclass(frozen=True)
-class Finding:
-    kind: str  # what was found, as shown in the marker
-    start: int
-    end: int
 
 
 def _luhn_ok(digits: str) -> bool:
@@ -105,29 +97,14 @@ RULES: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], str | None]]] 
 ]
 
 
-def find_secrets(text: str) -> list[Finding]:
-    """Where the secrets in `text` are (after earlier rules have replaced theirs, so spans
-    refer to the text as redacted so far; use for reporting, not for slicing the input)."""
-    found: list[Finding] = []
-    _apply_rules(text, found)
-    return found
-
-
 def redact(text: str) -> str:
     """`text` with every recognised secret replaced by a visible marker."""
-    return _apply_rules(text, None) if text else text
-
-
-def _apply_rules(text: str, found: list[Finding] | None) -> str:
-    """Run every rule in order over `text`; each finding is appended to `found` if given."""
-    for kind, pattern, replace in RULES:
+    if not text:
+        return text
+    for _kind, pattern, replace in RULES:
         def substitute(match: re.Match[str]) -> str:
             marker = replace(match)
-            if marker is None:
-                return match.group()
-            if found is not None:
-                found.append(Finding(kind, match.start(), match.end()))
-            return marker
+            return match.group() if marker is None else marker
 
         text = pattern.sub(substitute, text)
     return text

@@ -107,8 +107,8 @@ def test_lock_in_process(tmp_path):
     a.close()
     again.close()
     # once released, another process takes it at once
-    code = ("import sys; from memgpt_lite.engine.locking import lock_agent; "
-            "lock_agent(sys.argv[1], 'x', wait=0); print('ok')")
+    code = ("import sys; from memgpt_lite.engine.locking import AgentLock; "
+            "AgentLock(sys.argv[1], 'x').acquire(0); print('ok')")
     out = subprocess.run([sys.executable, "-c", code, str(store.path.parent)],
                          capture_output=True, text=True, timeout=30, env=child_env())
     assert out.stdout.strip() == "ok", out.stderr

@@ -24,17 +24,11 @@ from memgpt_lite.engine.events import (
 )
 from memgpt_lite.engine.records import Usage
 from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.turns import turn_ranges
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
-from memgpt_lite.terminal.chat import (
-    ChatSession,
-    ChatView,
-    describe_event,
-    interactive_loop,
-    make_console,
-    piped_loop,
-    status_line,
-    turn_ranges,
-)
+from memgpt_lite.terminal.chat import ChatSession, interactive_loop, piped_loop
+from memgpt_lite.terminal.render import make_console
+from memgpt_lite.terminal.view import ChatView, describe_event, status_line
 
 FIXED = datetime(2026, 11, 29, 13, 45, tzinfo=timezone.utc)
 
@@ -426,7 +420,7 @@ def test_recorded_session_splits_after_pop_and_every_part_replays_strictly(chat_
 
 
 def test_secrets_typed_at_the_prompt_never_reach_the_history_file(tmp_path):
-    from memgpt_lite.terminal.chat import LineReader
+    from memgpt_lite.terminal.user_input import LineReader
 
     reader = LineReader(tmp_path / "history")
     key = "sk-ant-api03-" + "A1b2C3d4E5f6G7h8I9j0" * 3

@@ -234,28 +234,28 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 
 def cmd_core(args: argparse.Namespace) -> int:
-    from memgpt_lite.terminal import chat
+    from memgpt_lite.terminal import render
 
     with _open_store() as store:
         row = _require_agent(store, args.agent)
-        chat.print_core(_console(), store.get_blocks(row.id))
+        render.print_core_blocks(_console(), store.get_blocks(row.id))
     return EXIT_OK
 
 
 def cmd_agents_list(args: argparse.Namespace) -> int:
-    from memgpt_lite.terminal import chat
+    from memgpt_lite.terminal import render
 
     with _open_store() as store:
-        chat.print_agents(_console(), store)
+        render.print_agents(_console(), store)
     return EXIT_OK
 
 
 def cmd_agents_show(args: argparse.Namespace) -> int:
-    from memgpt_lite.terminal import chat
+    from memgpt_lite.terminal import render
 
     with _open_store() as store:
         row = _require_agent(store, args.name)
-        chat.print_agent(_console(), store, row)
+        render.print_agent(_console(), store, row)
     return EXIT_OK
 
 
@@ -342,13 +342,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_forget(args: argparse.Namespace) -> int:
     from memgpt_lite.engine import privacy
-    from memgpt_lite.terminal import chat
+    from memgpt_lite.terminal import render
 
     console = _console()
     with _open_store() as store, _agent_lock(store, args.agent):
         row = _require_agent(store, args.agent)
         matches = privacy.find_forget_matches(store, row.id, args.query)
-        chat.print_forget_matches(console, matches, args.query)
+        render.print_forget_matches(console, matches, args.query)
         if matches.empty:
             return EXIT_OK
         if not _confirmed(args.yes, "Delete these from the store, the search indexes "
@@ -410,6 +410,6 @@ def _confirmed(yes: bool, question: str) -> bool:
 
 
 def _console():
-    from memgpt_lite.terminal.chat import make_console
+    from memgpt_lite.terminal.render import make_console
 
     return make_console()

@@ -1,0 +1,335 @@
+"""Static rendering: the console factory and every printer that shows a finished result.
+
+Core memory, agents, search pages, the context ledger, token usage and forget matches (for
+the chat's slash commands and the CLI alike); the sessions table, the replay and demo headers,
+the replay report with the final core memory; eval score tables, comparisons and the dataset
+tables. Printers take a console and plain data and decide nothing. Live rendering of event
+streams (the chat's turns, a replay as it runs) is in view.py.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from memgpt_lite.engine.text import shorten
+from memgpt_lite.engine.turns import turn_ranges
+
+if TYPE_CHECKING:  # types only: `agents list` need not load the replay or privacy modules
+    from memgpt_lite.engine.privacy import ForgetMatches
+    from memgpt_lite.engine.records import Usage
+    from memgpt_lite.engine.replay import ReplayReport
+
+
+def make_console(file: Any = None, *, plain: bool | None = None, width: int | None = None,
+                 wrap: bool = False) -> Console:
+    """The console the terminal prints to: styled on a terminal, plain (no colour, 100
+    columns unless `width` says otherwise) when output is not a terminal.
+
+    Plain lines stay whole by default, so a reply or a path copies as written. `wrap` is for
+    replay, demo, eval and sessions: their plain lines wrap at the width so tables and panels
+    keep their shape, and the console follows sys.stdout when it is swapped (file None)."""
+    stream = file if file is not None else sys.stdout
+    if plain is None:
+        plain = not _isatty(stream)
+    if wrap:
+        return Console(file=file, highlight=False, color_system=None if plain else "auto",
+                       width=(width or 100) if plain else width)
+    if plain:
+        return Console(file=stream, color_system=None, no_color=True, highlight=False,
+                       emoji=False, soft_wrap=True, width=width or 100)
+    return Console(file=stream, highlight=False, width=width)
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def print_error(console: Console, message: str) -> None:
+    """One line "memgpt-lite: message" in bold red: how replay, demo and eval fail."""
+    console.print(Text(f"memgpt-lite: {message}", style="bold red"))
+
+
+def bar(fraction: float, width: int = 10) -> str:
+    filled = max(0, min(width, round(fraction * width)))
+    return "▰" * filled + "▱" * (width - filled)
+
+
+def cache_hit(usage: Usage) -> float:
+    total = usage.total_input
+    return usage.cache_read_input_tokens / total if total else 0.0
+
+
+def _when(stamp: str | None) -> str:
+    if not stamp:
+        return "never"
+    return stamp.replace("T", " ").rstrip("Z")[:16]
+
+
+# --------------------------------------------------------------------------- agents and memory
+
+
+def print_core_blocks(console: Console, blocks: list[Any]) -> None:
+    """Every block: label, used/limit chars, value."""
+    if not blocks:
+        console.print("(no core memory blocks)")
+        return
+    for i, block in enumerate(blocks):
+        if i:
+            console.print()
+        console.print(Text(f"{block.label}  {block.used:,}/{block.limit:,} chars", style="bold"))
+        console.print(Text(block.value or "(empty)"), soft_wrap=False)
+
+
+def print_agents(console: Console, store: Any) -> None:
+    rows = store.list_agents()
+    if not rows:
+        console.print("No agents yet; `memgpt-lite chat` creates one.")
+        return
+    table = Table("name", "model", "turns", "messages", "passages", "last used",
+                  box=None, pad_edge=False)
+    for row in rows:
+        stats = store.agent_stats(row.id)
+        table.add_row(row.name, row.model, f"{stats.get('turns', 0):,}",
+                      f"{stats.get('messages', 0):,}", f"{stats.get('passages', 0):,}",
+                      _when(stats.get("last_used_at") or row.last_used_at))
+    console.print(table)
+
+
+def print_agent(console: Console, store: Any, row: Any) -> None:
+    stats = store.agent_stats(row.id)
+    console.print(Text(f"agent {row.name}", style="bold"))
+    console.print(f"model {row.model} · created {_when(row.created_at)} · last used "
+                  f"{_when(stats.get('last_used_at') or row.last_used_at)}", markup=False)
+    console.print(f"{stats.get('turns', 0):,} turns · {stats.get('messages', 0):,} messages · "
+                  f"{stats.get('passages', 0):,} passages", markup=False)
+    settings = ", ".join(f"{k}={v}" for k, v in sorted((row.settings or {}).items()))
+    console.print(f"settings: {settings or '(defaults)'}", markup=False)
+    console.print()
+    print_core_blocks(console, store.get_blocks(row.id))
+    console.print()
+    console.print(Text("summary", style="bold"))
+    console.print(Text(row.summary or "(none yet)"))
+
+
+def print_search_page(console: Console, page: Any, what: str) -> None:
+    if not page.total:
+        console.print(f"no {what} found", markup=False)
+        return
+    console.print(f"page {page.page} of {page.pages}, {page.total} result"
+                  f"{'s' if page.total != 1 else ''}", markup=False)
+    for hit in page.hits:
+        who = hit.role or ("[" + ", ".join(hit.tags) + "]" if hit.tags else "passage")
+        turn = f" turn {hit.turn_id}" if hit.turn_id is not None else ""
+        console.print(f"  #{hit.id}{turn} {_when(hit.created_at)} {who}: {shorten(hit.text, 160)}",
+                      markup=False, highlight=False)
+
+
+def print_newest_passages(console: Console, total: int, hits: list[Any]) -> None:
+    """`/archival` without a query: how many passages there are, then the newest."""
+    console.print(f"{total} passage{'s' if total != 1 else ''} in archival memory"
+                  + (f"; the newest {len(hits)}:" if hits else ""), markup=False)
+    for hit in hits:
+        tags = f" [{', '.join(hit.tags)}]" if hit.tags else ""
+        console.print(f"  #{hit.id} {_when(hit.created_at)}{tags}: "
+                      f"{shorten(hit.text, 160)}", markup=False, highlight=False)
+
+
+def print_context(console: Console, report: Any) -> None:
+    used, budget = report.used_tokens, report.budget
+    fraction = used / budget if budget else 0.0
+    console.print(f"context {used:,}/{budget:,} tokens ({fraction:.0%}) {bar(fraction)}",
+                  markup=False)
+    table = Table("section", box=None, pad_edge=False)
+    table.add_column("tokens", justify="right")
+    for section, tokens in report.ledger.items():
+        table.add_row(section, f"{tokens:,}")
+    console.print(table)
+    turns = list(report.turns)
+    console.print(f"queue: {len(turns)} turn{'s' if len(turns) != 1 else ''}", markup=False)
+    for info in turns:
+        console.print(f"  turn {info.id} · {_when(info.created_at)} · {info.tokens:,} tokens · "
+                      f"\"{shorten(info.first_words, 60)}\"", markup=False, highlight=False)
+    console.print("summary: " + (report.summary or "(none yet)"), markup=False, highlight=False)
+
+
+def print_tokens(console: Console, usage: Usage, cost: float) -> None:
+    console.print(f"session: {usage.input_tokens:,} input · "
+                  f"{usage.cache_creation_input_tokens:,} cache write · "
+                  f"{usage.cache_read_input_tokens:,} cache read · "
+                  f"{usage.output_tokens:,} output tokens", markup=False)
+    console.print(f"cache hit {cache_hit(usage):.0%} of {usage.total_input:,} input tokens · "
+                  f"cost ${cost:.4f}", markup=False)
+
+
+def print_forget_matches(console: Console, matches: ForgetMatches, query: str) -> None:
+    if matches.empty:
+        console.print(f"Nothing matches {query!r}.", markup=False)
+        return
+    console.print(f"{len(matches.message_hits)} message(s) in turn(s) "
+                  f"{turn_ranges(matches.turn_ids) or '-'} and "
+                  f"{len(matches.passage_hits)} passage(s) match {query!r}:", markup=False)
+    for hit in matches.message_hits:
+        console.print(f"  message #{hit.id} turn {hit.turn_id} {hit.role}: "
+                      f"{shorten(hit.text, 120)}", markup=False, highlight=False)
+    for hit in matches.passage_hits:
+        console.print(f"  passage #{hit.id}: {shorten(hit.text, 120)}", markup=False,
+                      highlight=False)
+    if matches.turn_ids:
+        console.print("Whole turns are deleted (every message of them), so the queue stays "
+                      "valid. Core memory is not changed (edit it with /core edit).",
+                      markup=False)
+
+
+# --------------------------------------------------------------------------- recordings
+
+
+def print_sessions(console: Console, rows: list[Any], agent: str | None) -> None:
+    """The recorded sessions (of one agent, if named), with how to replay one."""
+    if not rows:
+        who = f" for agent {agent!r}" if agent else ""
+        console.print(f"No recorded sessions{who} yet; `memgpt-lite chat` records by default.")
+        return
+    table = Table("agent", "started", "turns", "file", box=None, pad_edge=False)
+    for r in rows:
+        table.add_row(r.agent, r.started, str(r.turns), str(r.path))
+    console.print(table)
+    console.print(Text("replay one with: memgpt-lite replay FILE --strict", style="dim"))
+
+
+def print_replay_header(console: Console, header: dict[str, Any], path: str | Path) -> None:
+    source = header.get("source") or "live"
+    lines = [f"recording {path}",
+             f"agent {header.get('agent')} · model {header.get('model')} · "
+             f"created {header.get('created_at')} · memgpt-lite {header.get('version')}",
+             f"context window {(header.get('settings') or {}).get('context_window', '?'):,} tokens"
+             f" · source: {source}"]
+    if header.get("note"):
+        lines.append(str(header["note"]))
+    console.print(Panel(Text("\n".join(lines)), title="replay", title_align="left"))
+
+
+def print_demo_header(console: Console, header: dict[str, Any]) -> None:
+    """What the demo is, and how honestly it was made (hand-written responses say so)."""
+    settings = header.get("settings") or {}
+    honesty = header.get("note") or "Recorded from a live session."
+    if header.get("source") == "hand-written":
+        honesty = ("How this session was made: the model's responses were WRITTEN BY HAND, "
+                   "not recorded from a live model. Everything else — prompts, context "
+                   "building, token accounting, paging, memory tools, search, SQLite — is "
+                   "the real engine running now on your machine. " + (header.get("note") or ""))
+    text = Text.assemble(
+        ("memgpt-lite demo", "bold"), " — offline replay, no API key needed\n",
+        f"context window {settings.get('context_window', '?'):,} tokens (small on purpose, so "
+        "paging happens)\n\n", (honesty.strip(), "italic"))
+    console.print(Panel(text, title="demo", title_align="left"))
+
+
+def print_replay_report(console: Console, report: ReplayReport) -> None:
+    table = Table(title="replay report", show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    tally = report.tally
+    tools = ", ".join(f"{n} ×{c}" for n, c in sorted(tally.tool_calls.items())) or "none"
+    u = tally.usage
+    rows = [("turns", f"{tally.turns} of {report.recorded_turns} recorded"),
+            ("model calls", str(tally.model_calls)), ("tool calls", tools),
+            ("pressure alerts", str(tally.alerts)),
+            ("evictions (model)", str(tally.model_evictions)),
+            ("forced flushes", str(tally.forced_flushes)),
+            ("tokens", f"{u.total_input:,} in ({u.cache_read_input_tokens:,} cache read) · "
+                       f"{u.output_tokens:,} out"),
+            ("cost", f"${tally.cost_usd:.4f} (recorded usage)"),
+            ("divergences", str(len(report.divergences)) if report.divergences else "none")]
+    for key, value in rows:
+        table.add_row(key, value)
+    console.print()
+    console.print(table)
+    for info in report.divergences[:10]:
+        console.print(Text(f"  ✗ {info}", style="red"))
+    print_final_core_memory(console, report.final_core_memory, report.block_limits)
+
+
+def print_final_core_memory(console: Console, blocks: dict[str, str],
+                            limits: dict[str, int]) -> None:
+    console.print()
+    console.print(Text("final core memory", style="bold"))
+    for label, value in blocks.items():
+        limit = limits.get(label)
+        used = f"{len(value):,}/{limit:,} chars" if limit else f"{len(value):,} chars"
+        console.print(Panel(Text(value or "(empty)"), title=f"{label} · {used}",
+                            title_align="left", expand=True))
+
+
+# --------------------------------------------------------------------------- eval
+
+
+def print_score_table(console: Console, report: dict[str, Any]) -> None:
+    table = Table(title=f"{report['scenario']} · {report['model']} · {report.get('source', '')}",
+                  title_justify="left", pad_edge=False)
+    table.add_column("check")
+    table.add_column("result")
+    table.add_column("detail", overflow="fold")
+    for c in report["checks"]:
+        mark = "skip" if c["passed"] is None else ("PASS" if c["passed"] else "FAIL")
+        table.add_row(c["name"], mark, c["detail"])
+    console.print(table)
+    t = report["totals"]
+    console.print(f"score {report['passed']}/{report['passed'] + report['failed']} "
+                  f"({report['score']:.0%}) · {t['turns']} turns · {t['model_calls']} model calls"
+                  f" · {t['tool_calls']} tool calls · {t['input_tokens']:,} input tokens · "
+                  f"${t['cost_usd']:.4f}")
+    for d in report.get("replay_divergences") or []:
+        console.print(Text(f"  replay divergence: {d}", style="yellow"))
+
+
+def print_comparison(console: Console, result: dict[str, Any], names: list[str]) -> None:
+    mark = {True: "PASS", False: "FAIL", None: "—"}
+    table = Table("scenario", "check", "A", "B", "change", title=f"A = {names[0]} · B = {names[1]}",
+                  title_justify="left", pad_edge=False)
+    for row in result["checks"]:
+        style = {"fixed": "green", "broke": "bold red"}.get(row["change"], "")
+        table.add_row(row["scenario"], row["name"], mark[row["a"]], mark[row["b"]],
+                      Text(row["change"], style=style))
+    console.print(table)
+    totals = Table("total", "A", "B", "delta", pad_edge=False)
+    s = result["score"]
+    totals.add_row("score", f"{s['a']:.0%}", f"{s['b']:.0%}", f"{s['delta'] * 100:+.0f} pts")
+    p = result["passed"]
+    totals.add_row("checks passed", str(p["a"]), str(p["b"]), f"{p['delta']:+d}")
+    for key, v in result["totals"].items():
+        fmt = (lambda x: f"${x:.4f}") if key == "cost_usd" else (lambda x: f"{x:,.0f}")
+        delta = f"{v['delta']:+.4f}" if key == "cost_usd" else f"{v['delta']:+,.0f}"
+        totals.add_row(key.replace("_", " "), fmt(v["a"]), fmt(v["b"]), delta)
+    console.print(totals)
+
+
+def print_locomo(console: Console, result: dict[str, Any]) -> None:
+    metrics = result["metrics"]
+    table = Table("category", "n", *metrics, title=f"LoCoMo · {result['mode']} · {result['file']}",
+                  title_justify="left", pad_edge=False)
+    rows = [*result["by_category"].items(), ("overall", result["overall"])]
+    for name, stats in rows:
+        table.add_row(name, str(stats["n"]), *(_pct(stats.get(m)) for m in metrics))
+    console.print(table)
+
+
+def print_nested_kv(console: Console, result: dict[str, Any]) -> None:
+    table = Table("nesting level", "n", "accuracy", title=f"nested KV · {result['model']}",
+                  title_justify="left", pad_edge=False)
+    for level, stats in [*result["by_level"].items(), ("overall", result["overall"])]:
+        table.add_row(str(level), str(stats["n"]), _pct(stats["accuracy"]))
+    console.print(table)
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1%}"

@@ -1,0 +1,124 @@
+"""What the user types: the chat prompt's line reader, the editor for `/core edit`, y/N questions.
+
+`LineReader` reads one message per call with readline editing and a history file (secrets
+redacted before it is written). `edit_in_editor` runs $VISUAL/$EDITOR on a temporary file.
+`ask` is the chat's confirmation: anything but y/yes, Ctrl-D or Ctrl-C means no.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from memgpt_lite.engine.privacy import history_entry_matches
+from memgpt_lite.engine.redact import redact
+
+PROMPT = "you› "
+CONTINUATION_PROMPT = "  … "
+# Lines that reach the terminal this soon after the previous one were pasted, not typed.
+PASTE_GAP_SECONDS = 0.03
+
+
+class LineReader:
+    """Terminal input: readline editing and a history file, one message per call.
+
+    A message may span lines: a line ending in a backslash continues, and lines that arrive
+    within PASTE_GAP_SECONDS of each other (a paste) are joined; with a readline that
+    supports bracketed paste, a paste is inserted whole."""
+
+    def __init__(self, history_path: Path | None):
+        import readline
+
+        self.readline = readline
+        self.history_path = history_path
+        readline.parse_and_bind("set enable-bracketed-paste on")
+        readline.set_history_length(2000)
+        if history_path is not None and history_path.exists():
+            try:
+                readline.read_history_file(str(history_path))
+            except OSError:
+                pass  # an unreadable history only costs the up-arrow; never fail a chat over it
+
+    def read(self) -> str:
+        lines = [input(PROMPT)]
+        while lines[-1].endswith("\\") or _pending_input(PASTE_GAP_SECONDS):
+            if lines[-1].endswith("\\"):
+                lines[-1] = lines[-1][:-1]
+            lines.append(input(CONTINUATION_PROMPT))
+        self._redact_history(len(lines))
+        return "\n".join(lines)
+
+    def _redact_history(self, count: int) -> None:
+        """The agent redacts secrets before storing a message; the history file must not
+        keep them either (readline added each line as it was typed)."""
+        rl = self.readline
+        last = rl.get_current_history_length()
+        for i in range(max(1, last - count + 1), last + 1):
+            entry = rl.get_history_item(i)
+            if entry and redact(entry) != entry:
+                rl.replace_history_item(i - 1, redact(entry))  # get is 1-based, replace 0-based
+
+    def forget(self, query: str, secrets: list[str]) -> None:
+        """Drop matching entries from the in-memory history (see history_entry_matches)."""
+        rl = self.readline
+        for i in range(rl.get_current_history_length(), 0, -1):
+            entry = rl.get_history_item(i)
+            if entry is not None and history_entry_matches(entry, query, secrets):
+                rl.remove_history_item(i - 1)  # get is 1-based, remove 0-based
+
+    def save(self) -> None:
+        if self.history_path is None:
+            return
+        try:
+            self.history_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self.readline.write_history_file(str(self.history_path))
+            os.chmod(self.history_path, 0o600)
+        except OSError:
+            pass  # history is a convenience; never fail a chat over it
+
+
+def _pending_input(timeout: float) -> bool:
+    """More input within `timeout` seconds: the line was part of a paste."""
+    try:
+        ready, _, _ = select.select([sys.stdin], [], [], timeout)
+    except (OSError, ValueError):
+        return False
+    return bool(ready)
+
+
+class EditorError(Exception):
+    """The editor could not be run; the message says which one and how to choose another."""
+
+
+def edit_in_editor(text: str) -> str | None:
+    """Open $VISUAL/$EDITOR (default vi) on a temporary file holding text; None when the
+    editor exits non-zero (e.g. `:cq` in vi), which is how a user cancels an edit."""
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    fd, name = tempfile.mkstemp(prefix="memgpt-core-", suffix=".md")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        try:
+            result = subprocess.run([*shlex.split(editor), name], check=False)
+        except (OSError, ValueError) as exc:  # not found, not executable, unbalanced quotes
+            reason = getattr(exc, "strerror", None) or exc
+            raise EditorError(f"cannot run {editor!r} ({reason}); set $VISUAL or $EDITOR"
+                              ) from None
+        if result.returncode != 0:
+            return None
+        return Path(name).read_text(encoding="utf-8")
+    finally:
+        os.unlink(name)
+
+
+def ask(question: str) -> bool:
+    """A y/N question on the terminal; Ctrl-D or Ctrl-C answers no."""
+    try:
+        return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+    except (EOFError, KeyboardInterrupt):
+        return False

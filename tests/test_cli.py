@@ -9,7 +9,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-import types as pytypes
 from datetime import datetime, timezone
 
 import pytest
@@ -21,8 +20,10 @@ from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 from memgpt_lite.terminal import cli
 
 FIXED = datetime(2026, 11, 29, 13, 45, tzinfo=timezone.utc)
-HEAVY = ("rich", "anthropic", "httpx2", "sqlite3", "memgpt_lite.engine.store", "memgpt_lite.engine.agent",
-         "memgpt_lite.terminal.chat")
+HEAVY = ("rich", "anthropic", "httpx2", "sqlite3", "memgpt_lite.engine.store",
+         "memgpt_lite.engine.agent", "memgpt_lite.terminal.chat", "memgpt_lite.terminal.commands",
+         "memgpt_lite.terminal.eval_commands", "memgpt_lite.terminal.render",
+         "memgpt_lite.terminal.view", "memgpt_lite.terminal.user_input")
 
 
 def make_agent(name: str = "default", *, recorded: bool = False) -> None:
@@ -144,20 +145,6 @@ def test_missing_agent(capsys):
     assert cli.main(["core", "--agent", "nobody"]) == 1
     assert capsys.readouterr().err == ("memgpt-lite: There is no agent named 'nobody' "
                                        "(agents: none yet).\n")
-
-
-def test_delegated_commands_say_when_they_are_missing(monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "memgpt_lite.terminal.reports", None)  # import fails
-    assert cli.main(["replay", "x.jsonl", "--strict"]) == 2
-    assert capsys.readouterr().err == "memgpt-lite: `replay` is not available yet in this build.\n"
-    fake = pytypes.ModuleType("memgpt_lite.terminal.reports")
-    seen = []
-    fake.cmd_replay = lambda args: seen.append((args.file, args.strict, args.speed)) or 3
-    monkeypatch.setitem(sys.modules, "memgpt_lite.terminal.reports", fake)
-    assert cli.main(["replay", "x.jsonl", "--strict", "--speed", "2"]) == 3
-    assert seen == [("x.jsonl", True, 2.0)]
-    assert cli.main(["demo"]) == 2  # the fake module has no cmd_demo
-    assert "`demo` is not available yet" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- agents

@@ -20,7 +20,7 @@ from memgpt_lite.engine import recording
 from memgpt_lite.engine import replay as replay_mod
 from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.records import ModelRequest, ModelResponse
-from memgpt_lite.terminal import reports
+from memgpt_lite.terminal import commands, render
 
 BUNDLED = Path(__file__).resolve().parents[1] / "memgpt_lite" / "data" / "demo.jsonl"
 DEMO_SETTINGS = Settings(context_window=6_500, max_output_tokens=1_024, safety_margin=500)
@@ -179,8 +179,9 @@ def _console(monkeypatch) -> "object":
     from rich.console import Console
 
     out = io.StringIO()
-    monkeypatch.setattr(reports, "make_console",
-                        lambda: Console(file=out, width=100, color_system=None, highlight=False))
+    monkeypatch.setattr(render, "make_console",
+                        lambda **_: Console(file=out, width=100, color_system=None,
+                                            highlight=False))
     return out
 
 
@@ -212,7 +213,7 @@ def test_bundled_demo_matches_the_generator(tmp_path):
 
 
 def test_bundled_demo_replays_strictly():
-    report = replay_mod.replay(reports.demo_path(), strict=True)
+    report = replay_mod.replay(commands.demo_path(), strict=True)
     assert report.divergences == [] and report.completed
     assert report.tally.model_evictions == 1 and report.tally.alerts >= 1
     assert "Maya Okafor" in report.final_core_memory["human"]
@@ -220,7 +221,7 @@ def test_bundled_demo_replays_strictly():
 
 def test_demo_command_runs_offline_and_ends_with_core_memory(monkeypatch):
     out = _console(monkeypatch)
-    code = reports.cmd_demo(SimpleNamespace(speed=0))
+    code = commands.cmd_demo(SimpleNamespace(speed=0))
     text = " ".join(out.getvalue().replace("│", " ").split())  # panels wrap lines
     assert code == 0, text
     assert "WRITTEN BY HAND" in text and "not recorded from a live model" in text

@@ -16,7 +16,7 @@ from memgpt_lite.engine import recording
 from memgpt_lite.lab import evaluation
 from memgpt_lite.lab.evaluation import NestedKVOracle, Scenario
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
-from memgpt_lite.terminal import reports
+from memgpt_lite.terminal import eval_commands, render
 
 BUNDLED = Path(evaluation.__file__).parents[1] / "data" / "remember_across_restart.toml"
 
@@ -34,8 +34,8 @@ def good_script() -> list:
 @pytest.fixture
 def console(monkeypatch):
     out = io.StringIO()
-    monkeypatch.setattr(reports, "make_console",
-                        lambda: Console(file=out, width=120, color_system=None))
+    monkeypatch.setattr(render, "make_console",
+                        lambda **_: Console(file=out, width=120, color_system=None))
     return out
 
 
@@ -102,7 +102,7 @@ def test_failing_check_fails_the_command_and_json_report_and_compare(tmp_path, c
                                    recorder=recording.Recorder(tmp_path / "run.jsonl"))
     # re-score the recording through the CLI path: same responses, all checks pass
     out_a = tmp_path / "a.json"
-    code = reports.cmd_eval(SimpleNamespace(scenario=str(BUNDLED), model=None,
+    code = eval_commands.cmd_eval(SimpleNamespace(scenario=str(BUNDLED), model=None,
                                             replay=str(tmp_path / "run.jsonl"), json=str(out_a),
                                             compare=None, retrieval_only=False, file=None,
                                             judge=False))
@@ -116,7 +116,7 @@ def test_failing_check_fails_the_command_and_json_report_and_compare(tmp_path, c
     bad = evaluation.run_scenario(Scenario.load(BUNDLED), ScriptedModel(bad_script),
                                   recorder=recording.Recorder(tmp_path / "bad.jsonl"))
     out_b = tmp_path / "b.json"
-    code = reports.cmd_eval(SimpleNamespace(scenario=str(BUNDLED), model=None,
+    code = eval_commands.cmd_eval(SimpleNamespace(scenario=str(BUNDLED), model=None,
                                             replay=str(tmp_path / "bad.jsonl"), json=str(out_b),
                                             compare=None, retrieval_only=False, file=None,
                                             judge=False))
@@ -129,13 +129,13 @@ def test_failing_check_fails_the_command_and_json_report_and_compare(tmp_path, c
     assert changes["reply_contains '7' @last"] == "broke"
     assert delta["passed"]["delta"] == -1 and delta["score"]["delta"] < 0
     assert "input_tokens" in delta["totals"]
-    assert reports.cmd_eval(SimpleNamespace(compare=[str(out_a), str(out_b)])) == 0
+    assert eval_commands.cmd_eval(SimpleNamespace(compare=[str(out_a), str(out_b)])) == 0
     text = console.getvalue()
     assert "broke" in text and "-1" in text
 
 
 def test_live_eval_without_a_key_is_a_usage_error(console):
-    code = reports.cmd_eval(SimpleNamespace(scenario=str(BUNDLED), model="claude-x", replay=None,
+    code = eval_commands.cmd_eval(SimpleNamespace(scenario=str(BUNDLED), model="claude-x", replay=None,
                                             json=None, compare=None, judge=False))
     assert code == 2 and "ANTHROPIC_API_KEY" in console.getvalue()
 
@@ -201,7 +201,7 @@ def test_locomo_retrieval_only_reports_recall_per_category(tmp_path, console):
     assert not any(q["tool_error"] for q in result["questions"])
     first = result["questions"][0]
     assert first["retrieved"][0] == "D1:3"
-    code = reports.cmd_eval(SimpleNamespace(scenario="locomo", file=str(data), retrieval_only=True,
+    code = eval_commands.cmd_eval(SimpleNamespace(scenario="locomo", file=str(data), retrieval_only=True,
                                             model=None, json=str(tmp_path / "l.json"),
                                             compare=None, judge=False, replay=None))
     assert code == 0
@@ -212,7 +212,7 @@ def test_json_report_to_an_unwritable_path_is_one_sentence(tmp_path, console):
     data = tmp_path / "locomo10.json"
     synthetic_locomo(data)
     target = tmp_path / "no-such-dir" / "l.json"
-    code = reports.cmd_eval(SimpleNamespace(scenario="locomo", file=str(data), retrieval_only=True,
+    code = eval_commands.cmd_eval(SimpleNamespace(scenario="locomo", file=str(data), retrieval_only=True,
                                             model=None, json=str(target), compare=None,
                                             judge=False, replay=None))
     assert code == 2  # was a FileNotFoundError traceback

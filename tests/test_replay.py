@@ -19,7 +19,8 @@ from memgpt_lite.engine.errors import OverloadedError, PromptTooLongError
 from memgpt_lite.engine.records import ModelRequest
 from memgpt_lite.engine.store import Store
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
-from memgpt_lite.terminal import cli, reports
+from memgpt_lite.terminal import cli, commands, render
+from memgpt_lite.terminal.view import ReplayView
 
 START = datetime(2026, 2, 1, 8, 0, tzinfo=timezone.utc)
 
@@ -138,7 +139,7 @@ def test_non_strict_replay_goes_on_and_lists_every_divergence(tmp_path):
     assert report.completed and report.tally.turns == 2
     assert {d.what for d in report.divergences} >= {"request"}
     assert len(report.divergences) >= 2  # both turns' requests differ
-    code = reports.cmd_replay(SimpleNamespace(file=str(path), strict=False, speed=0))
+    code = commands.cmd_replay(SimpleNamespace(file=str(path), strict=False, speed=0))
     assert code == 0
 
 
@@ -230,8 +231,8 @@ def test_speed_paces_by_recorded_time(tmp_path):
         line["t"] = float(i)  # one second between lines
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     pauses: list[float] = []
-    view = reports.ReplayView(Console(file=io.StringIO(), width=100, color_system=None),
-                              speed=4.0, sleep=pauses.append)
+    view = ReplayView(Console(file=io.StringIO(), width=100, color_system=None),
+                      speed=4.0, sleep=pauses.append)
     assert replay_mod.replay(path, strict=True, observer=view).ok
     assert pauses and all(p == pytest.approx(0.25) or p < 0.25 * 12 for p in pauses)
     assert sum(pauses) == pytest.approx((len(lines) - 1 - 4) * 0.25, abs=1.0)
@@ -239,16 +240,16 @@ def test_speed_paces_by_recorded_time(tmp_path):
 
 def test_sessions_command_lists_recordings(tmp_path, monkeypatch):
     out = io.StringIO()
-    monkeypatch.setattr(reports, "make_console",
-                        lambda: Console(file=out, width=200, color_system=None))
-    assert reports.cmd_sessions(SimpleNamespace(agent=None)) == 0
+    monkeypatch.setattr(render, "make_console",
+                        lambda **_: Console(file=out, width=200, color_system=None))
+    assert commands.cmd_sessions(SimpleNamespace(agent=None)) == 0
     assert "No recorded sessions" in out.getvalue()
     store = Store(tmp_path / "live.db")
     agent = Agent.open(store, "ada", model_client=ScriptedModel([text_response("hi")]))
     with recording.Recorder.create("ada") as rec:
         recording.record_header(agent, rec)
         list(recording.recorded_step(agent, rec, "hello"))
-    assert reports.cmd_sessions(SimpleNamespace(agent="ada")) == 0
+    assert commands.cmd_sessions(SimpleNamespace(agent="ada")) == 0
     assert "ada" in out.getvalue() and str(rec.path) in out.getvalue()
 
 

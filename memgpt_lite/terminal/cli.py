@@ -1,31 +1,17 @@
-"""The command line: argument parsing, exit codes, and the one-sentence error edge.
+"""The command line: argument parsing, dispatch, exit codes, and the one-sentence error edge.
 
 Only argparse and the stdlib are imported at module level so that `memgpt-lite --help`
-answers at once; rich, anthropic and the store are imported inside the commands.
-
-Exit codes: 0 success, 1 a runtime problem (store, model, data), 2 a usage mistake,
-130 interrupted.
+answers at once; each command's module (commands.py, eval_commands.py, chat.py) is imported
+when the command runs. Exit codes are listed in exit_codes.py.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
-from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-
-
-class UserError(Exception):
-    """A mistake the user can fix; the message is one sentence, `code` the exit status."""
-
-    def __init__(self, message: str, code: int = EXIT_ERROR):
-        super().__init__(message)
-        self.code = code
-
+from memgpt_lite.terminal.exit_codes import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, UserError
 
 # --------------------------------------------------------------------------- parser
 
@@ -52,34 +38,35 @@ def build_parser() -> argparse.ArgumentParser:
                    help="extended thinking on or off (stored with the agent; default off)")
     p.add_argument("--no-record", action="store_true",
                    help="do not record this session to a JSONL event log")
-    p.set_defaults(func=cmd_chat)
+    p.set_defaults(func=_chat)
 
     p = sub.add_parser("core", help="print an agent's core memory blocks")
     _agent_arg(p)
-    p.set_defaults(func=cmd_core)
+    p.set_defaults(func=lambda a: _commands().cmd_core(a))
 
     _add_agents_parser(sub)
 
     p = sub.add_parser("doctor", help="check the data dir, database and API settings")
     p.add_argument("--repair", action="store_true",
                    help="rebuild the search indexes if they are out of step")
-    p.set_defaults(func=cmd_doctor)
+    p.set_defaults(func=lambda a: _commands().cmd_doctor(a))
 
     p = sub.add_parser("sessions", help="list recorded chat sessions")
     p.add_argument("--agent", metavar="NAME", help="only this agent's sessions")
-    p.set_defaults(func=_delegate("cmd_sessions", "sessions"))
+    p.set_defaults(func=lambda a: _commands().cmd_sessions(a))
 
-    p = sub.add_parser("replay", help="replay a recorded session; report divergence and final memory")
+    p = sub.add_parser("replay",
+                       help="replay a recorded session; report divergence and final memory")
     p.add_argument("file", metavar="FILE", help="a JSONL recording (see `memgpt-lite sessions`)")
     p.add_argument("--strict", action="store_true", help="exit non-zero on any divergence")
     p.add_argument("--speed", type=float, default=0.0, metavar="X",
                    help="playback speed factor (0 = as fast as possible)")
-    p.set_defaults(func=_delegate("cmd_replay", "replay"))
+    p.set_defaults(func=lambda a: _commands().cmd_replay(a))
 
     p = sub.add_parser("demo", help="offline: replay a bundled session through the real engine")
     p.add_argument("--speed", type=float, default=1.0, metavar="X",
                    help="playback speed factor (0 = as fast as possible)")
-    p.set_defaults(func=_delegate("cmd_demo", "demo"))
+    p.set_defaults(func=lambda a: _commands().cmd_demo(a))
 
     p = sub.add_parser("eval", help="re-drive scripted sessions against a model and score checks")
     p.add_argument("scenarios", nargs="*", metavar="SCENARIO",
@@ -95,13 +82,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"),
                    help="compare two JSON reports check by check")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
-    p.set_defaults(func=_delegate("cmd_eval", "eval"))
+    p.set_defaults(func=_eval)
 
     p = sub.add_parser("forget", help="find and delete messages and passages matching QUERY")
     p.add_argument("query", metavar="QUERY")
     _agent_arg(p)
     p.add_argument("--yes", action="store_true", help="delete without asking")
-    p.set_defaults(func=cmd_forget)
+    p.set_defaults(func=lambda a: _commands().cmd_forget(a))
 
     # Listed for --help only: main() hands everything after `bench` to the bench's own parser.
     sub.add_parser("bench", help="run the benchmark suite offline and print one table "
@@ -117,26 +104,27 @@ def _agent_arg(p: argparse.ArgumentParser) -> None:
 def _add_agents_parser(sub: Any) -> None:
     agents = sub.add_parser("agents", help="list, show, delete, rename, export or import agents")
     asub = agents.add_subparsers(dest="agents_command", metavar="ACTION")
-    asub.add_parser("list", help="table of agents").set_defaults(func=cmd_agents_list)
+    p = asub.add_parser("list", help="table of agents")
+    p.set_defaults(func=lambda a: _commands().cmd_agents_list(a))
     p = asub.add_parser("show", help="settings, counts, core memory and summary of an agent")
     p.add_argument("name", metavar="NAME")
-    p.set_defaults(func=cmd_agents_show)
+    p.set_defaults(func=lambda a: _commands().cmd_agents_show(a))
     p = asub.add_parser("delete", help="delete an agent and everything of it, recordings included")
     p.add_argument("name", metavar="NAME")
     p.add_argument("--yes", action="store_true", help="delete without asking")
-    p.set_defaults(func=cmd_agents_delete)
+    p.set_defaults(func=lambda a: _commands().cmd_agents_delete(a))
     p = asub.add_parser("rename", help="rename an agent")
     p.add_argument("old", metavar="OLD")
     p.add_argument("new", metavar="NEW")
-    p.set_defaults(func=cmd_agents_rename)
+    p.set_defaults(func=lambda a: _commands().cmd_agents_rename(a))
     p = asub.add_parser("export", help="write an agent to a versioned JSON file")
     p.add_argument("name", metavar="NAME")
     p.add_argument("file", metavar="FILE")
-    p.set_defaults(func=cmd_agents_export)
+    p.set_defaults(func=lambda a: _commands().cmd_agents_export(a))
     p = asub.add_parser("import", help="create an agent from an exported JSON file")
     p.add_argument("file", metavar="FILE")
     p.add_argument("--name", metavar="NEW", help="import under this name")
-    p.set_defaults(func=cmd_agents_import)
+    p.set_defaults(func=lambda a: _commands().cmd_agents_import(a))
     agents.set_defaults(func=lambda args: _usage(agents))
 
 
@@ -151,7 +139,7 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["bench"]:
-        return run_bench(argv[1:])
+        return _commands().cmd_bench(argv[1:])
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -197,219 +185,26 @@ def _sentence(exc: Exception) -> str:
     return text.strip().splitlines()[0]
 
 
-def _optional_attr(module: str, name: str) -> Any:
-    """`module.name` if the module is importable, else None: a build without the reports or
-    bench module still parses every command and says plainly what is missing."""
-    import importlib
-
-    try:
-        return getattr(importlib.import_module(module), name, None)
-    except ImportError:
-        return None
-
-
-def _delegate(func_name: str, command: str) -> Callable[[argparse.Namespace], int]:
-    """A command implemented in memgpt_lite.terminal.reports; says so plainly when it is missing."""
-
-    def run(args: argparse.Namespace) -> int:
-        func = _optional_attr("memgpt_lite.terminal.reports", func_name)
-        if func is None:
-            print(f"memgpt-lite: `{command}` is not available yet in this build.",
-                  file=sys.stderr)
-            return EXIT_USAGE
-        return int(func(args) or 0)
-
-    return run
-
-
 # --------------------------------------------------------------------------- commands
+# A command's module is imported only when the command runs: rich, sqlite3 and anthropic
+# come with it, and `--help` must not pay for them.
 
 
-def cmd_chat(args: argparse.Namespace) -> int:
+def _commands() -> Any:
+    from memgpt_lite.terminal import commands
+
+    return commands
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from memgpt_lite.terminal import eval_commands
+
+    return eval_commands.cmd_eval(args)
+
+
+def _chat(args: argparse.Namespace) -> int:
     from memgpt_lite.terminal import chat
 
     return chat.run_chat(agent_name=args.agent, model=args.model,
                          context_window=args.context_window, max_tokens=args.max_tokens,
                          thinking=args.thinking, record=not args.no_record)
-
-
-def cmd_core(args: argparse.Namespace) -> int:
-    from memgpt_lite.terminal import render
-
-    with _open_store() as store:
-        row = _require_agent(store, args.agent)
-        render.print_core_blocks(_console(), store.get_blocks(row.id))
-    return EXIT_OK
-
-
-def cmd_agents_list(args: argparse.Namespace) -> int:
-    from memgpt_lite.terminal import render
-
-    with _open_store() as store:
-        render.print_agents(_console(), store)
-    return EXIT_OK
-
-
-def cmd_agents_show(args: argparse.Namespace) -> int:
-    from memgpt_lite.terminal import render
-
-    with _open_store() as store:
-        row = _require_agent(store, args.name)
-        render.print_agent(_console(), store, row)
-    return EXIT_OK
-
-
-def cmd_agents_delete(args: argparse.Namespace) -> int:
-    from memgpt_lite.engine import privacy
-
-    with _open_store() as store, _agent_lock(store, args.name):
-        row = _require_agent(store, args.name)
-        stats = store.agent_stats(row.id)
-        what = (f"agent {row.name!r}: {stats.get('turns', 0)} turns, "
-                f"{stats.get('messages', 0)} messages, {stats.get('passages', 0)} passages, "
-                f"its core memory and its recordings")
-        if not _confirmed(args.yes, f"Delete {what}?"):
-            print("Nothing deleted.", file=sys.stderr)
-            return EXIT_ERROR
-        store.delete_agent(row.name)
-        removed = privacy.delete_recordings(row.name)
-    print(f"Deleted {what} ({len(removed)} recording file(s)).")
-    return EXIT_OK
-
-
-def cmd_agents_rename(args: argparse.Namespace) -> int:
-    with _open_store() as store, _agent_lock(store, args.old):
-        _require_agent(store, args.old)
-        if store.get_agent(args.new) is not None:
-            raise UserError(f"An agent named {args.new!r} already exists.")
-        store.rename_agent(args.old, args.new)
-    print(f"Renamed agent {args.old!r} to {args.new!r}.")
-    return EXIT_OK
-
-
-def cmd_agents_export(args: argparse.Namespace) -> int:
-    from memgpt_lite.engine import privacy
-    from memgpt_lite.engine.store import transfer
-
-    target = Path(args.file).expanduser()
-    with _open_store() as store:
-        _require_agent(store, args.name)
-        doc = transfer.export_agent(store, args.name)
-    # No sort_keys: stored content keeps its key order, so an import is byte-identical.
-    text = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
-    leaked = privacy.exported_secret(text)
-    if leaked:
-        raise UserError(f"The export contains the value of ${leaked}; forget it first "
-                        f"(`memgpt-lite forget`) and export again.")
-    try:
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-    except OSError as exc:
-        raise UserError(f"Cannot write {target}: {exc.strerror or exc}.") from None
-    print(f"Exported agent {args.name!r} to {target}.")
-    return EXIT_OK
-
-
-def cmd_agents_import(args: argparse.Namespace) -> int:
-    source = Path(args.file).expanduser()
-    try:
-        doc = json.loads(source.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UserError(f"Cannot read {source}: {exc.strerror or exc}.") from None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise UserError(f"{source} is not a JSON export of an agent.") from None
-    if not isinstance(doc, dict):
-        raise UserError(f"{source} is not a JSON export of an agent.")
-    meta = doc.get("agent")  # the export's shape is checked by transfer.import_agent
-    name = args.name or (meta.get("name") if isinstance(meta, dict) else None)
-    from memgpt_lite.engine.store import transfer
-
-    with _open_store() as store:
-        if name and store.get_agent(name) is not None:
-            raise UserError(f"An agent named {name!r} already exists; "
-                            f"import with --name NEW or delete it first.")
-        row = transfer.import_agent(store, doc, name=args.name)
-    print(f"Imported agent {row.name!r} from {source}.")
-    return EXIT_OK
-
-
-def cmd_doctor(args: argparse.Namespace) -> int:
-    from memgpt_lite.terminal import doctor
-
-    return doctor.run_doctor(_console(), repair=args.repair)
-
-
-def cmd_forget(args: argparse.Namespace) -> int:
-    from memgpt_lite.engine import privacy
-    from memgpt_lite.terminal import render
-
-    console = _console()
-    with _open_store() as store, _agent_lock(store, args.agent):
-        row = _require_agent(store, args.agent)
-        matches = privacy.find_forget_matches(store, row.id, args.query)
-        render.print_forget_matches(console, matches, args.query)
-        if matches.empty:
-            return EXIT_OK
-        if not _confirmed(args.yes, "Delete these from the store, the search indexes "
-                                    "and the recordings?"):
-            print("Nothing deleted.", file=sys.stderr)
-            return EXIT_ERROR
-        console.print(privacy.apply_forget(store, row, matches))
-    return EXIT_OK
-
-
-def run_bench(argv: list[str]) -> int:
-    bench_main = _optional_attr("memgpt_lite.lab.bench", "main")
-    if bench_main is None:
-        print("memgpt-lite: `bench` is not available yet in this build.", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        return int(bench_main(argv) or 0)
-    except SystemExit as exc:  # the bench's argparse: --help or a usage error
-        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _open_store() -> Any:
-    """The default Store; it is its own context manager (closed on exit)."""
-    from memgpt_lite.engine.store import Store
-
-    return Store.open_default()
-
-
-def _agent_lock(store: Any, name: str) -> Any:
-    """The agent's process lock: deleting or rewriting an agent under a running chat would
-    pull its queue away mid-turn, so these commands wait briefly, then refuse."""
-    from memgpt_lite.engine import locking
-
-    return locking.AgentLock(store.path.parent, name)
-
-
-def _require_agent(store: Any, name: str) -> Any:
-    row = store.get_agent(name)
-    if row is None:
-        names = ", ".join(a.name for a in store.list_agents()) or "none yet"
-        raise UserError(f"There is no agent named {name!r} (agents: {names}).")
-    return row
-
-
-def _confirmed(yes: bool, question: str) -> bool:
-    if yes:
-        return True
-    if not sys.stdin.isatty():
-        raise UserError("Refusing to delete without confirmation on a non-interactive "
-                        "terminal; add --yes.", EXIT_USAGE)
-    try:
-        answer = input(f"{question} [y/N] ")
-    except EOFError:
-        return False
-    return answer.strip().lower() in ("y", "yes")
-
-
-def _console():
-    from memgpt_lite.terminal.render import make_console
-
-    return make_console()

@@ -305,7 +305,8 @@ class ReplayView:
                         f"~{e.tokens_freed:,} tokens freed", "magenta")
 
     def _on_clip(self, e: Any) -> None:
-        self._line("✂", f"clipped {e.what}: {e.original_chars:,} → {e.kept_chars:,} chars", "magenta")
+        self._line("✂", f"clipped {e.what}: {e.original_chars:,} → {e.kept_chars:,} chars",
+                   "magenta")
 
     def _on_summary(self, e: Any) -> None:
         if e.method != "model":

@@ -1,0 +1,197 @@
+"""`memgpt-lite eval`: scenario runs (live, or re-scored from a recording with --replay),
+--compare of two JSON reports, and the dataset runners (LoCoMo, nested KV).
+
+`cmd_eval` takes the argparse Namespace from cli.py, calls the lab's evaluation module, hands
+results to render.py's printers and returns an exit code: 0 fine, 1 a failed check, 2 a
+mistake in the arguments or the environment, printed as one line on stdout with the tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from memgpt_lite.engine import recording
+from memgpt_lite.engine import replay as replay_mod
+from memgpt_lite.lab import evaluation
+from memgpt_lite.terminal import render
+from memgpt_lite.terminal.exit_codes import EXIT_ERROR, EXIT_OK, EXIT_USAGE
+
+DATASETS = ("locomo", "nkv", "nested_kv", "nested-kv")
+
+
+class _UsageError(Exception):
+    """A mistake in the eval's arguments or environment; the message is for the user."""
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """--compare, a dataset runner (`eval locomo FILE`), or scenarios."""
+    console = render.make_console(wrap=True)
+    try:
+        if getattr(args, "compare", None):
+            return _compare(console, args.compare)
+        dataset = _dataset_name(args)
+        if dataset is not None:
+            return _dataset(console, dataset, args)
+        return _scenarios(console, args)
+    except (evaluation.ScenarioError, recording.RecordingError, _UsageError) as exc:
+        render.print_error(console, str(exc))
+        return EXIT_USAGE
+
+
+def _dataset_name(args: argparse.Namespace) -> str | None:
+    """The dataset runner named by the first positional (any case), else None."""
+    first = getattr(args, "scenario", None)
+    if first is None:
+        many = getattr(args, "scenarios", None) or []
+        first = many[0] if many else None
+    if isinstance(first, str) and first.lower() in DATASETS:
+        return first.lower()
+    return None
+
+
+def _scenario_paths(args: argparse.Namespace) -> list[Path]:
+    given = getattr(args, "scenario", None)
+    paths = [given] if given else list(getattr(args, "scenarios", None) or [])
+    if not paths:
+        paths = sorted(str(p) for p in _bundled_scenarios())
+    if not paths:
+        raise _UsageError("name a scenario file (TOML) to run")
+    return [Path(p) for p in paths]
+
+
+def _bundled_scenarios() -> list[Path]:
+    root = resources.files("memgpt_lite.data")
+    return [Path(str(p)) for p in root.iterdir() if p.name.endswith(".toml")]
+
+
+def _live_client(args: argparse.Namespace) -> Any:
+    from memgpt_lite.engine.model import AnthropicClient
+
+    if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")
+            or os.environ.get("ANTHROPIC_BASE_URL")):
+        raise _UsageError("a live eval needs ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL); "
+                          "or re-score a recording with --replay FILE")
+    return AnthropicClient()
+
+
+def _scenarios(console: Console, args: argparse.Namespace) -> int:
+    replay_file = getattr(args, "replay", None)
+    paths = _scenario_paths(args)
+    if replay_file and len(paths) > 1:
+        raise _UsageError("--replay serves one recording: run one scenario with it")
+    reports = [_run_one(console, evaluation.Scenario.load(path), args, replay_file)
+               for path in paths]
+    combined = evaluation.combine(reports)
+    _write_json(console, getattr(args, "json", None), combined)
+    if evaluation.failed(combined):
+        console.print(Text(f"{combined['failed']} check(s) failed", style="bold red"))
+        return EXIT_ERROR
+    return EXIT_OK
+
+
+def _run_one(console: Console, scenario: evaluation.Scenario, args: argparse.Namespace,
+             replay_file: str | None) -> dict[str, Any]:
+    judge = None
+    model = getattr(args, "model", None)
+    if replay_file:
+        recorded = recording.Recording.load(replay_file)
+        client: Any = replay_mod.ReplayModelClient(recorded)
+        source, recorder = "replay", None
+        model = model or recorded.header.get("model")  # the requests must match the recording
+    else:
+        client = _live_client(args)
+        source = "live"
+        recorder = recording.Recorder.create(f"eval-{scenario.name}")
+        judge = client if getattr(args, "judge", False) else None
+    console.print(Text(f"▶ {scenario.name} · {len(scenario.inputs)} inputs · "
+                       f"{len(scenario.checks)} checks · {source}", style="bold"))
+    progress = lambda msg: console.print(Text(f"  {msg}", style="dim"))  # noqa: E731
+    try:
+        report = evaluation.run_scenario(scenario, client, model=model,
+                                         recorder=recorder, judge=judge, progress=progress,
+                                         source=source)
+    finally:
+        if recorder is not None:
+            recorder.close()
+    render.print_score_table(console, report)
+    if recorder is not None:
+        console.print(Text(f"recorded to {recorder.path} (re-score with --replay)", style="dim"))
+    return report
+
+
+def _compare(console: Console, files: list[str]) -> int:
+    if len(files) != 2:
+        raise _UsageError("--compare takes two JSON reports: A.json B.json")
+    a, b = (evaluation.load_report(f) for f in files)
+    result = evaluation.compare(a, b)
+    render.print_comparison(console, result, files)
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- datasets
+
+
+def _dataset(console: Console, name: str, args: argparse.Namespace) -> int:
+    file = getattr(args, "file", None)
+    if not file:
+        many = getattr(args, "scenarios", None) or []
+        file = many[1] if len(many) > 1 else None
+    if not file:
+        raise _UsageError(f"`eval {name}` needs the dataset file: memgpt-lite eval {name} FILE")
+    progress = _progress_printer(console)
+    settings = _dataset_settings(args)
+    if name == "locomo":
+        retrieval = bool(getattr(args, "retrieval_only", False))
+        client = None if retrieval else _live_client(args)
+        judge = client if (client is not None and getattr(args, "judge", False)) else None
+        result = evaluation.run_locomo(file, retrieval_only=retrieval, model_client=client,
+                                       settings=settings, judge=judge, progress=progress)
+        render.print_locomo(console, result)
+    else:
+        result = evaluation.run_nested_kv(file, _live_client(args), settings=settings,
+                                          progress=progress)
+        render.print_nested_kv(console, result)
+    _write_json(console, getattr(args, "json", None), result)
+    return EXIT_OK
+
+
+def _write_json(console: Console, target: str | None, report: dict[str, Any]) -> None:
+    """`--json FILE`: write the report (the run is done; a bad path is the user's to fix)."""
+    if not target:
+        return
+    text = json.dumps(report, indent=2, ensure_ascii=False) + "\n"
+    try:
+        Path(target).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise _UsageError(f"cannot write the JSON report to {target}: "
+                          f"{exc.strerror or exc}") from None
+    console.print(Text(f"JSON report: {target}", style="dim"))
+
+
+def _dataset_settings(args: argparse.Namespace) -> Any:
+    from memgpt_lite.engine.config import Settings
+
+    settings = Settings().with_env()
+    if getattr(args, "model", None):
+        settings.model = args.model
+    return settings
+
+
+def _progress_printer(console: Console) -> Callable[[str], None]:
+    state = {"n": 0}
+
+    def show(message: str) -> None:
+        state["n"] += 1
+        if state["n"] % 25 == 1:  # datasets have thousands of items: a line now and then
+            console.print(Text(f"  {message}", style="dim"))
+
+    return show

@@ -1,4 +1,4 @@
-"""The chat as a transcript (STYLE 10): scripted model, real agent and SQLite store, rich
+"""The chat as a transcript: scripted model, real agent and SQLite store, rich
 rendering into a StringIO console, exact output asserted."""
 
 from __future__ import annotations

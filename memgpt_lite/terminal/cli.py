@@ -26,7 +26,26 @@ def build_parser() -> argparse.ArgumentParser:
                "(default: the platform's user data dir). Run `memgpt-lite doctor` to see where.")
     parser.add_argument("--version", action="version", version=f"memgpt-lite {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # The order of these calls is the order of the commands in --help.
+    _add_chat_parser(sub)
+    p = sub.add_parser("core", help="print an agent's core memory blocks")
+    _agent_arg(p)
+    p.set_defaults(func=lambda a: _commands().cmd_core(a))
+    _add_agents_parser(sub)
+    p = sub.add_parser("doctor", help="check the data dir, database and API settings")
+    p.add_argument("--repair", action="store_true",
+                   help="rebuild the search indexes if they are out of step")
+    p.set_defaults(func=lambda a: _commands().cmd_doctor(a))
+    _add_recording_parsers(sub)
+    _add_eval_parser(sub)
+    _add_forget_parser(sub)
+    # Listed for --help only: main() hands everything after `bench` to the bench's own parser.
+    sub.add_parser("bench", help="run the benchmark suite offline and print one table "
+                                 "(--quick, --json OUT; `bench --help` for more)", add_help=False)
+    return parser
 
+
+def _add_chat_parser(sub: Any) -> None:
     p = sub.add_parser("chat", help="rich terminal chat with an agent (created on first use)")
     _agent_arg(p)
     p.add_argument("--model", metavar="ID", help="model id (stored with the agent)")
@@ -40,21 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="do not record this session to a JSONL event log")
     p.set_defaults(func=_chat)
 
-    p = sub.add_parser("core", help="print an agent's core memory blocks")
-    _agent_arg(p)
-    p.set_defaults(func=lambda a: _commands().cmd_core(a))
 
-    _add_agents_parser(sub)
-
-    p = sub.add_parser("doctor", help="check the data dir, database and API settings")
-    p.add_argument("--repair", action="store_true",
-                   help="rebuild the search indexes if they are out of step")
-    p.set_defaults(func=lambda a: _commands().cmd_doctor(a))
-
+def _add_recording_parsers(sub: Any) -> None:
     p = sub.add_parser("sessions", help="list recorded chat sessions")
     p.add_argument("--agent", metavar="NAME", help="only this agent's sessions")
     p.set_defaults(func=lambda a: _commands().cmd_sessions(a))
-
     p = sub.add_parser("replay",
                        help="replay a recorded session; report divergence and final memory")
     p.add_argument("file", metavar="FILE", help="a JSONL recording (see `memgpt-lite sessions`)")
@@ -62,12 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--speed", type=float, default=0.0, metavar="X",
                    help="playback speed factor (0 = as fast as possible)")
     p.set_defaults(func=lambda a: _commands().cmd_replay(a))
-
     p = sub.add_parser("demo", help="offline: replay a bundled session through the real engine")
     p.add_argument("--speed", type=float, default=1.0, metavar="X",
                    help="playback speed factor (0 = as fast as possible)")
     p.set_defaults(func=lambda a: _commands().cmd_demo(a))
 
+
+def _add_eval_parser(sub: Any) -> None:
     p = sub.add_parser("eval", help="re-drive scripted sessions against a model and score checks")
     p.add_argument("scenarios", nargs="*", metavar="SCENARIO",
                    help="scenario .toml files (default: the bundled ones), or `locomo FILE` / "
@@ -84,16 +94,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     p.set_defaults(func=_eval)
 
+
+def _add_forget_parser(sub: Any) -> None:
     p = sub.add_parser("forget", help="find and delete messages and passages matching QUERY")
     p.add_argument("query", metavar="QUERY")
     _agent_arg(p)
     p.add_argument("--yes", action="store_true", help="delete without asking")
     p.set_defaults(func=lambda a: _commands().cmd_forget(a))
-
-    # Listed for --help only: main() hands everything after `bench` to the bench's own parser.
-    sub.add_parser("bench", help="run the benchmark suite offline and print one table "
-                                 "(--quick, --json OUT; `bench --help` for more)", add_help=False)
-    return parser
 
 
 def _agent_arg(p: argparse.ArgumentParser) -> None:

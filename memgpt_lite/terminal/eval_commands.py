@@ -29,7 +29,8 @@ DATASETS = ("locomo", "nkv", "nested_kv", "nested-kv")
 
 
 class _UsageError(Exception):
-    """A mistake in the eval's arguments or environment; the message is for the user."""
+    """A mistake in the eval's arguments or environment; the message is for the user.
+    cmd_eval prints it on stdout with the tables (exit 2) rather than raising UserError."""
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

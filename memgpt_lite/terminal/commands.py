@@ -1,10 +1,11 @@
 """The command logic of every command but `chat` and `eval`: agents (list, show, delete,
 rename, export, import), core, forget, sessions, replay, demo, doctor and bench.
 
-Each `cmd_*` takes the argparse Namespace from cli.py, calls the engine (or the lab, for
-bench), hands results to render.py's printers and returns an exit code; a mistake the user
-can fix is raised as `UserError`, which cli.py turns into one sentence on stderr. Replay and
-demo print their failures on stdout instead, as their output is the report.
+Each `cmd_*` takes the argparse Namespace from cli.py (bench: its raw arguments), calls the
+engine (or the lab, for bench), hands results to render.py's printers and returns an exit
+code; a mistake the user can fix is raised as `UserError`, which cli.py turns into one
+sentence on stderr. Replay and demo print their failures on stdout instead, as their output
+is the report.
 """
 
 from __future__ import annotations

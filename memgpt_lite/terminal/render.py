@@ -3,8 +3,8 @@
 Core memory, agents, search pages, the context ledger, token usage and forget matches (for
 the chat's slash commands and the CLI alike); the sessions table, the replay and demo headers,
 the replay report with the final core memory; eval score tables, comparisons and the dataset
-tables. Printers take a console and plain data and decide nothing. Live rendering of event
-streams (the chat's turns, a replay as it runs) is in view.py.
+tables. Printers take a console and the data (or the store to read it from) and decide
+nothing. Live rendering of event streams (the chat's turns, a replay as it runs) is in view.py.
 """
 
 from __future__ import annotations

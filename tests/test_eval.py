@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import random
+import re
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
@@ -14,7 +15,7 @@ from rich.console import Console
 
 from memgpt_lite.engine import recording
 from memgpt_lite.lab import evaluation
-from memgpt_lite.lab.evaluation import NestedKVOracle, Scenario
+from memgpt_lite.lab.evaluation import Scenario
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 from memgpt_lite.terminal import reports
 
@@ -273,32 +274,44 @@ def synthetic_nested_kv(path: Path, rng: random.Random) -> list[tuple[int, str]]
     return expected
 
 
-def test_nested_kv_oracle_solves_every_level_through_archival_search(tmp_path):
+_UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+
+
+class ChainFollower:
+    """A scripted turn that solves nested KV the honest way, one lookup per model call: it
+    knows only the key in the question and what its last archival_search showed. It searches
+    the key it follows; a result 'key K has value V' for that K makes it follow V; a search
+    that shows no passage for the key means that key is the answer."""
+
+    def __init__(self) -> None:
+        self.following = ""
+
+    def __call__(self, request):
+        last = request.messages[-1]["content"]
+        results = [str(b.get("content")) for b in last if b.get("type") == "tool_result"]
+        if not results:  # the question
+            text = " ".join(b.get("text", "") for b in last if b.get("type") == "text")
+            self.following = re.search(rf"value of key ({_UUID})", text).group(1)
+        else:
+            found = re.search(rf"key {self.following} has value ({_UUID})", results[0])
+            if found is None:
+                return text_response(self.following)
+            self.following = found.group(1)
+        return tool_response([("archival_search", {"query": self.following})])
+
+
+def test_nested_kv_is_solved_at_every_level_through_archival_search(tmp_path):
     data = tmp_path / "nkv.jsonl"
     expected = synthetic_nested_kv(data, random.Random(7))
     examples = evaluation.load_nested_kv(data)
     assert [(e.level, e.answer) for e in examples] == expected
-    oracle = NestedKVOracle()
-    result = evaluation.run_nested_kv(data, oracle)
+    # level n: n + 2 searches (one per hop, one showing the answer is not a key), one reply
+    model = ScriptedModel([ChainFollower()] * sum(level + 3 for level, _ in expected))
+    result = evaluation.run_nested_kv(data, model)
+    model.assert_complete()
     assert result["by_level"] == {"0": {"n": 1, "accuracy": 1.0}, "1": {"n": 1, "accuracy": 1.0},
                                   "2": {"n": 1, "accuracy": 1.0}}
-    # level n takes n + 2 searches: one per hop, plus one showing the answer is not a key
     assert [q["searches"] for q in result["questions"]] == [2, 3, 4]
-
-
-def test_nested_kv_oracle_cannot_cheat(tmp_path):
-    """Without the pairs in archival memory the oracle finds nothing."""
-    data = tmp_path / "nkv.jsonl"
-    synthetic_nested_kv(data, random.Random(3))
-    from memgpt_lite.lab import evaluation as ev
-
-    original = ev.kv_passage
-    try:
-        ev.kv_passage = lambda k, v: "nothing useful here"
-        result = ev.run_nested_kv(data, NestedKVOracle())
-    finally:
-        ev.kv_passage = original
-    assert result["overall"]["accuracy"] == 0.0
 
 
 def test_dataset_files_are_checked(tmp_path):

@@ -26,7 +26,7 @@ from typing import Any
 
 from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.errors import StreamError
-from memgpt_lite.engine.events import Event, TextDelta
+from memgpt_lite.engine.events import Event
 from memgpt_lite.engine.model import final_response
 from memgpt_lite.engine.recording import (
     UNRECORDED_KINDS,
@@ -35,7 +35,7 @@ from memgpt_lite.engine.recording import (
     record_header,
     recorded_step,
 )
-from memgpt_lite.engine.records import ModelRequest, ModelResponse, Usage, parse_iso, utc_iso
+from memgpt_lite.engine.records import ModelRequest, Usage, parse_iso, utc_iso
 from memgpt_lite.engine.text import shorten
 
 DEFAULT_CLOCK = "2026-01-01T09:00:00Z"
@@ -818,7 +818,6 @@ KV_QUESTION = ("Key-value pairs are stored in your archival memory, one per pass
                "'key <KEY> has value <VALUE>'. What is the value of key {key}? A value may "
                "itself be a key: then look up its value, and so on, until you reach a value "
                "that is not a key. Reply with that final value only.")
-_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
 
 
 def kv_passage(key: str, value: str) -> str:
@@ -914,71 +913,3 @@ def _ask_kv(agent: Any, key: str) -> tuple[str, int]:
             reply = event.text  # type: ignore[union-attr]
     return reply, searches
 
-
-class NestedKVOracle:
-    """A scripted ModelClient that solves nested KV the honest way: it only knows the key in
-    the question and what its own archival_search results show, one lookup per call.
-
-    Each call reads the current turn from the request: the question's key, then each
-    tool_result in order. It searches for the key it is following; when a result line says
-    'key K has value V' for that K it follows V; when a search shows no passage with V as a
-    key, V is the answer."""
-
-    def __init__(self) -> None:
-        self.requests: list[ModelRequest] = []
-
-    def stream(self, request: ModelRequest) -> Iterator[TextDelta | ModelResponse]:
-        self.requests.append(request)
-        response = self._decide(request)
-        if response.text:
-            yield TextDelta(response.text)
-        yield response
-
-    def _decide(self, request: ModelRequest) -> ModelResponse:
-        following, candidate = self._walk(request.messages)
-        n = len(self.requests)
-        usage = Usage(input_tokens=len(json.dumps(request.to_api())) // 4, output_tokens=20)
-        if following is None:
-            return ModelResponse([{"type": "text", "text": candidate or "I could not find it."}],
-                                 "end_turn", usage, request.model, f"msg_oracle_{n}")
-        call = {"type": "tool_use", "id": f"toolu_oracle_{n}", "name": "archival_search",
-                "input": {"query": following}}
-        return ModelResponse([call], "tool_use", usage, request.model, f"msg_oracle_{n}")
-
-    @staticmethod
-    def _walk(messages: list[dict[str, Any]]) -> tuple[str | None, str | None]:
-        """(key to search next, or None when done; the answer so far)."""
-        start = next(i for i in range(len(messages) - 1, -1, -1)
-                     if messages[i]["role"] == "user" and _has_question(messages[i]))
-        following = _UUID.search(_text_of(messages[start]).split("What is the value of key")[1]).group()
-        answer = None
-        for message in messages[start + 1:]:
-            for result in _tool_results(message):
-                value = _value_of(result, following)
-                if value is None:
-                    return None, following if answer else None  # `following` is not a key
-                answer, following = value, value
-        return following, answer
-
-
-def _has_question(message: dict[str, Any]) -> bool:
-    return "What is the value of key" in _text_of(message)
-
-
-def _text_of(message: dict[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    return "\n".join(b.get("text", "") for b in content or [] if b.get("type") == "text")
-
-
-def _tool_results(message: dict[str, Any]) -> list[str]:
-    content = message.get("content")
-    if message.get("role") != "user" or not isinstance(content, list):
-        return []
-    return [str(b.get("content")) for b in content if b.get("type") == "tool_result"]
-
-
-def _value_of(result: str, key: str) -> str | None:
-    m = re.search(rf"key {re.escape(key)} has value ({_UUID.pattern})", result, re.I)
-    return m.group(1) if m else None

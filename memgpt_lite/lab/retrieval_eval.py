@@ -22,7 +22,7 @@ from pathlib import Path
 from memgpt_lite.engine.records import Message
 from memgpt_lite.engine.search import _WORD, index_text, match_expression, plain_text
 from memgpt_lite.engine.store import Store
-from memgpt_lite.lab.bench import synthetic_messages
+from memgpt_lite.lab.bench.corpus import synthetic_messages
 
 # --------------------------------------------------------------------------- retrieval eval
 # Each case: evidence turns (what the user said) and a question phrased the way a model would

@@ -27,7 +27,8 @@ from memgpt_lite.engine.events import Event
 from memgpt_lite.engine.recording import RecordedTurn
 from memgpt_lite.engine.replay import DivergenceInfo, ReplayReport
 from memgpt_lite.engine.text import shorten
-from memgpt_lite.lab import evaluation
+from memgpt_lite.lab import compare, locomo, nested_kv, scenarios
+from memgpt_lite.lab.harness import ScenarioError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 MAX_PAUSE = 2.0  # seconds: live pacing never waits longer than this between two events
@@ -288,7 +289,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if dataset is not None:
             return _dataset(console, dataset, args)
         return _scenarios(console, args)
-    except (evaluation.ScenarioError, recording.RecordingError, _UsageError) as exc:
+    except (ScenarioError, recording.RecordingError, _UsageError) as exc:
         return _fail(console, str(exc))
 
 
@@ -333,17 +334,17 @@ def _scenarios(console: Console, args: argparse.Namespace) -> int:
     paths = _scenario_paths(args)
     if replay_file and len(paths) > 1:
         raise _UsageError("--replay serves one recording: run one scenario with it")
-    reports = [_run_one(console, evaluation.Scenario.load(path), args, replay_file)
+    reports = [_run_one(console, scenarios.Scenario.load(path), args, replay_file)
                for path in paths]
-    combined = evaluation.combine(reports)
+    combined = compare.combine(reports)
     _write_json(console, getattr(args, "json", None), combined)
-    if evaluation.failed(combined):
+    if compare.failed(combined):
         console.print(Text(f"{combined['failed']} check(s) failed", style="bold red"))
         return EXIT_FAILED
     return EXIT_OK
 
 
-def _run_one(console: Console, scenario: evaluation.Scenario, args: argparse.Namespace,
+def _run_one(console: Console, scenario: scenarios.Scenario, args: argparse.Namespace,
              replay_file: str | None) -> dict[str, Any]:
     judge = None
     model = getattr(args, "model", None)
@@ -361,9 +362,9 @@ def _run_one(console: Console, scenario: evaluation.Scenario, args: argparse.Nam
                        f"{len(scenario.checks)} checks · {source}", style="bold"))
     progress = lambda msg: console.print(Text(f"  {msg}", style="dim"))  # noqa: E731
     try:
-        report = evaluation.run_scenario(scenario, client, model=model,
-                                         recorder=recorder, judge=judge, progress=progress,
-                                         source=source)
+        report = scenarios.run_scenario(scenario, client, model=model,
+                                        recorder=recorder, judge=judge, progress=progress,
+                                        source=source)
     finally:
         if recorder is not None:
             recorder.close()
@@ -395,8 +396,8 @@ def print_score_table(console: Console, report: dict[str, Any]) -> None:
 def _compare(console: Console, files: list[str]) -> int:
     if len(files) != 2:
         raise _UsageError("--compare takes two JSON reports: A.json B.json")
-    a, b = (evaluation.load_report(f) for f in files)
-    result = evaluation.compare(a, b)
+    a, b = (compare.load_report(f) for f in files)
+    result = compare.compare(a, b)
     print_comparison(console, result, files)
     return EXIT_OK
 
@@ -438,12 +439,12 @@ def _dataset(console: Console, name: str, args: argparse.Namespace) -> int:
         retrieval = bool(getattr(args, "retrieval_only", False))
         client = None if retrieval else _live_client(args)
         judge = client if (client is not None and getattr(args, "judge", False)) else None
-        result = evaluation.run_locomo(file, retrieval_only=retrieval, model_client=client,
-                                       settings=settings, judge=judge, progress=progress)
+        result = locomo.run_locomo(file, retrieval_only=retrieval, model_client=client,
+                                   settings=settings, judge=judge, progress=progress)
         print_locomo(console, result)
     else:
-        result = evaluation.run_nested_kv(file, _live_client(args), settings=settings,
-                                          progress=progress)
+        result = nested_kv.run_nested_kv(file, _live_client(args), settings=settings,
+                                         progress=progress)
         print_nested_kv(console, result)
     _write_json(console, getattr(args, "json", None), result)
     return EXIT_OK

@@ -126,34 +126,42 @@ def run_locomo(path: str | Path, *, retrieval_only: bool = True, model_client: A
                progress: Progress | None = None, limit: int | None = None) -> dict[str, Any]:
     """LoCoMo: recall@5/@10 of the evidence through conversation_search (retrieval only),
     or token F1 of the agent's answers (needs `model_client`). Per category and overall."""
-    from memgpt_lite.engine.agent import Agent
-    from memgpt_lite.engine.memory import MemoryTools
-    from memgpt_lite.engine.store import Store
-
     samples = load_locomo(path)
     if not retrieval_only and model_client is None:
         raise ScenarioError("answering LoCoMo questions needs a model (--model), or use --retrieval-only")
     rows: list[dict[str, Any]] = []
     for s_index, sample in enumerate(samples):
-        with tempfile.TemporaryDirectory(prefix="memgpt-lite-locomo-") as tmp:
-            with Store(Path(tmp) / "locomo.db") as store:
-                client = model_client or _NoModel()
-                agent = Agent.open(store, "locomo", model_client=client,
-                                   settings=settings or Settings(), clock=_after_last(sample))
-                mapping = store_locomo_conversation(store, agent.id, sample)
-                tools = MemoryTools(store, agent.id)
-                for qa in sample["qa"][:limit]:
-                    row = _locomo_question(sample, s_index, qa, store, agent, tools, mapping,
-                                           retrieval_only, judge)
-                    if row is not None:
-                        rows.append(row)
-                        if progress:
-                            progress(f"sample {s_index + 1}/{len(samples)} · question {len(rows)}")
+        for row in _sample_rows(sample, s_index, model_client or _NoModel(),
+                                settings or Settings(), retrieval_only, judge, limit):
+            rows.append(row)
+            if progress:
+                progress(f"sample {s_index + 1}/{len(samples)} · question {len(rows)}")
     metrics = ("recall@5", "recall@10") if retrieval_only else ("f1",) + (("judge",) if judge else ())
     return {"dataset": "locomo", "file": str(path), "mode": "retrieval" if retrieval_only else "answer",
             "model": None if retrieval_only else (settings or Settings()).model,
             "metrics": list(metrics), "by_category": _by_category(rows, metrics),
             "overall": _means(rows, metrics), "questions": rows}
+
+
+def _sample_rows(sample: dict[str, Any], s_index: int, client: Any, settings: Settings,
+                 retrieval_only: bool, judge: Any, limit: int | None) -> Iterator[dict[str, Any]]:
+    """The rows of one sample's scorable questions, asked of a fresh agent in a temporary
+    data dir that holds the sample's conversation."""
+    from memgpt_lite.engine.agent import Agent
+    from memgpt_lite.engine.memory import MemoryTools
+    from memgpt_lite.engine.store import Store
+
+    with tempfile.TemporaryDirectory(prefix="memgpt-lite-locomo-") as tmp:
+        with Store(Path(tmp) / "locomo.db") as store:
+            agent = Agent.open(store, "locomo", model_client=client, settings=settings,
+                               clock=_after_last(sample))
+            mapping = store_locomo_conversation(store, agent.id, sample)
+            tools = MemoryTools(store, agent.id)
+            for qa in sample["qa"][:limit]:
+                row = _locomo_question(sample, s_index, qa, store, agent, tools, mapping,
+                                       retrieval_only, judge)
+                if row is not None:
+                    yield row
 
 
 def _after_last(sample: dict[str, Any]) -> StepClock:

@@ -254,12 +254,8 @@ def _drive(scenario: Scenario, settings: Settings, client: Any, summary_client: 
                 agent = open_agent()
                 if recorder is not None:
                     recorder.restart()
-            jump = parse_clock(session.clock) if session.clock else None
             for j, text in enumerate(session.inputs):
-                if j == 0 and jump is not None:
-                    clock.now = jump
-                elif turns:
-                    clock.now += timedelta(seconds=scenario.clock_step)
+                _tick(clock, session, j, scenario.clock_step, first_turn=not turns)
                 turns.append(_turn(agent, client, recorder, TurnRecord(len(turns) + 1, number, text)))
                 if progress:
                     progress(f"turn {len(turns)}/{len(scenario.inputs)}")
@@ -267,6 +263,16 @@ def _drive(scenario: Scenario, settings: Settings, client: Any, summary_client: 
                         [h.text for h in store.list_passages(agent.id, limit=100_000)])
     finally:
         store.close()
+
+
+def _tick(clock: StepClock, session: SessionSpec, index: int, step: int, *,
+          first_turn: bool) -> None:
+    """Set the clock for input `index` of `session`: a session with its own clock starts
+    there; every other input comes `step` seconds after the one before."""
+    if index == 0 and session.clock:
+        clock.now = parse_clock(session.clock)
+    elif not first_turn:
+        clock.now += timedelta(seconds=step)
 
 
 def _turn(agent: Any, client: Any, recorder: Recorder | None, record: TurnRecord) -> TurnRecord:

@@ -3,10 +3,12 @@ from __future__ import annotations
 import json
 
 from memgpt_lite.lab import bench, retrieval_eval
+from memgpt_lite.lab.bench import corpus, store
+from memgpt_lite.lab.bench.report import Figure, Row, Target
 
 
 def test_store_benchmark_returns_measurements():
-    row = bench.store_benchmark(300, queries=20, batch=100)
+    row = store.store_benchmark(300, queries=20, batch=100)
     assert row["messages"] == 300 and row["queries"] == 20
     assert row["insert_msgs_per_s"] > 0 and row["search_p50_ms"] > 0
     assert row["search_p95_ms"] >= row["search_p50_ms"]
@@ -19,7 +21,7 @@ def test_retrieval_eval_scores_every_method():
         assert groups["all"]["n"] == len(retrieval_eval.CASES)
         assert 0 <= groups["all"]["recall@5"] <= groups["all"]["recall@10"] <= 1
     ours = data["results"]["ours (OR, porter, stop words, CJK bigrams)"]
-    assert ours["cjk"]["hit@5"] == 1.0  # the CJK cases are the must-have
+    assert ours["cjk"]["hit@5"] == 1.0  # every Chinese/Japanese case (README "Retrieval quality")
 
 
 def test_main_prints_json(capsys):
@@ -29,8 +31,8 @@ def test_main_prints_json(capsys):
 
 def test_synthetic_data_is_deterministic():
     import random
-    a = bench.synthetic_messages(random.Random(1), 50)
-    b = bench.synthetic_messages(random.Random(1), 50)
+    a = corpus.synthetic_messages(random.Random(1), 50)
+    b = corpus.synthetic_messages(random.Random(1), 50)
     assert [m.content for m in a] == [m.content for m in b]
 
 
@@ -72,7 +74,7 @@ def test_bench_command_writes_a_report_of_the_documented_shape(tmp_path, capsys)
 
 
 def test_bench_rows_mark_pass_and_miss():
-    row = bench.Row("x", [bench.Figure(4.0, "ms", "p50")], bench.Target("p50", 5, "ms"))
+    row = Row("x", [Figure(4.0, "ms", "p50")], Target("p50", 5, "ms"))
     assert row.ok is True
     row.figures[0].value = 5.0
     assert row.ok is False and row.to_dict()["target"]["text"] == "< 5 ms (p50)"

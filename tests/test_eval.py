@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import random
+import re
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,12 +14,13 @@ import pytest
 from rich.console import Console
 
 from memgpt_lite.engine import recording
-from memgpt_lite.lab import evaluation
-from memgpt_lite.lab.evaluation import NestedKVOracle, Scenario
+from memgpt_lite.lab import compare, locomo, nested_kv, scenarios
+from memgpt_lite.lab.harness import ScenarioError
+from memgpt_lite.lab.scenarios import Scenario
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 from memgpt_lite.terminal import eval_commands, render
 
-BUNDLED = Path(evaluation.__file__).parents[1] / "data" / "remember_across_restart.toml"
+BUNDLED = Path(scenarios.__file__).parents[1] / "data" / "remember_across_restart.toml"
 
 
 def good_script() -> list:
@@ -41,7 +43,7 @@ def console(monkeypatch):
 
 def test_bundled_scenario_passes_on_the_scripted_model():
     model = ScriptedModel(good_script())
-    report = evaluation.run_scenario(Scenario.load(BUNDLED), model)
+    report = scenarios.run_scenario(Scenario.load(BUNDLED), model)
     assert report["failed"] == 0, report["checks"]
     assert report["score"] == 1.0 and report["passed"] == len(report["checks"])
     assert report["totals"]["turns"] == 4 and report["totals"]["tools"] == {
@@ -53,7 +55,7 @@ def test_bundled_scenario_passes_on_the_scripted_model():
 
 def test_fixed_clock_and_session_clock_jump():
     model = ScriptedModel(good_script())
-    evaluation.run_scenario(Scenario.load(BUNDLED), model)
+    scenarios.run_scenario(Scenario.load(BUNDLED), model)
     search = json.dumps(model.requests[5].messages)
     assert "2026-01-01 09:01" in search  # turn 2 said it at start + 60 s
 
@@ -79,7 +81,7 @@ def test_every_check_type_and_a_deliberate_failure(tmp_path):
         text_response("Hi Ada!"),
         tool_response([("archival_insert", {"content": "vault code 4471"})]),
         text_response("Stored the code 4471.")])
-    report = evaluation.run_scenario(scenario, model)
+    report = scenarios.run_scenario(scenario, model)
     results = {c["name"]: c["passed"] for c in report["checks"]}
     assert results.pop("tiny") is False
     assert results.pop("judge 'is polite'") is None  # skipped without a judge
@@ -91,14 +93,14 @@ def test_judge_check_uses_the_judge_client():
     scenario = Scenario.from_dict({"session": [{"inputs": ["hi"]}],
                                    "check": [{"type": "judge", "criterion": "greets back"}]})
     judge = ScriptedModel([text_response("PASS it greets the user")])
-    report = evaluation.run_scenario(scenario, ScriptedModel([text_response("Hello!")]),
+    report = scenarios.run_scenario(scenario, ScriptedModel([text_response("Hello!")]),
                                      judge=judge)
     assert report["checks"][0]["passed"] is True
     assert "Hello!" in json.dumps(judge.requests[0].messages)
 
 
 def test_failing_check_fails_the_command_and_json_report_and_compare(tmp_path, console):
-    good = evaluation.run_scenario(Scenario.load(BUNDLED), ScriptedModel(good_script()),
+    good = scenarios.run_scenario(Scenario.load(BUNDLED), ScriptedModel(good_script()),
                                    recorder=recording.Recorder(tmp_path / "run.jsonl"))
     # re-score the recording through the CLI path: same responses, all checks pass
     out_a = tmp_path / "a.json"
@@ -113,7 +115,7 @@ def test_failing_check_fails_the_command_and_json_report_and_compare(tmp_path, c
 
     bad_script = good_script()
     bad_script[-1] = text_response("I don't remember, sorry.")
-    bad = evaluation.run_scenario(Scenario.load(BUNDLED), ScriptedModel(bad_script),
+    bad = scenarios.run_scenario(Scenario.load(BUNDLED), ScriptedModel(bad_script),
                                   recorder=recording.Recorder(tmp_path / "bad.jsonl"))
     out_b = tmp_path / "b.json"
     code = eval_commands.cmd_eval(SimpleNamespace(scenario=str(BUNDLED), model=None,
@@ -124,7 +126,7 @@ def test_failing_check_fails_the_command_and_json_report_and_compare(tmp_path, c
     assert "FAIL" in console.getvalue() and "check(s) failed" in console.getvalue()
     assert bad["failed"] == 1
 
-    delta = evaluation.compare(json.loads(out_a.read_text()), json.loads(out_b.read_text()))
+    delta = compare.compare(json.loads(out_a.read_text()), json.loads(out_b.read_text()))
     changes = {r["name"]: r["change"] for r in delta["checks"]}
     assert changes["reply_contains '7' @last"] == "broke"
     assert delta["passed"]["delta"] == -1 and delta["score"]["delta"] < 0
@@ -141,18 +143,18 @@ def test_live_eval_without_a_key_is_a_usage_error(console):
 
 
 def test_bad_scenarios_say_what_is_wrong(tmp_path):
-    with pytest.raises(evaluation.ScenarioError, match="no \\[\\[session\\]\\]"):
+    with pytest.raises(ScenarioError, match="no \\[\\[session\\]\\]"):
         Scenario.from_dict({"check": []})
-    with pytest.raises(evaluation.ScenarioError, match="has type 'reply_is'"):
+    with pytest.raises(ScenarioError, match="has type 'reply_is'"):
         Scenario.from_dict({"session": [{"inputs": ["x"]}], "check": [{"type": "reply_is"}]})
-    with pytest.raises(evaluation.ScenarioError, match="needs label"):
+    with pytest.raises(ScenarioError, match="needs label"):
         Scenario.from_dict({"session": [{"inputs": ["x"]}],
                             "check": [{"type": "core_contains", "text": "a"}]})
-    with pytest.raises(evaluation.ScenarioError, match="unknown setting"):
+    with pytest.raises(ScenarioError, match="unknown setting"):
         Scenario.from_dict({"session": [{"inputs": ["x"]}], "settings": {"windoww": 1}})
     bad = tmp_path / "bad.toml"
     bad.write_text("name = [")
-    with pytest.raises(evaluation.ScenarioError, match="not valid TOML"):
+    with pytest.raises(ScenarioError, match="not valid TOML"):
         Scenario.load(bad)
 
 
@@ -194,7 +196,7 @@ def synthetic_locomo(path: Path) -> None:
 def test_locomo_retrieval_only_reports_recall_per_category(tmp_path, console):
     data = tmp_path / "locomo10.json"
     synthetic_locomo(data)
-    result = evaluation.run_locomo(data, retrieval_only=True)
+    result = locomo.run_locomo(data, retrieval_only=True)
     assert result["overall"]["n"] == 4
     assert result["by_category"]["4 single-hop"]["recall@5"] == 1.0
     assert result["by_category"]["1 multi-hop"]["recall@10"] == 1.0
@@ -225,10 +227,10 @@ def test_locomo_is_stored_like_chat_turns(tmp_path):
 
     data = tmp_path / "locomo10.json"
     synthetic_locomo(data)
-    sample = evaluation.load_locomo(data)[0]
+    sample = locomo.load_locomo(data)[0]
     with Store(tmp_path / "s.db") as store:
         row = store.create_agent("x", {}, {})
-        mapping = evaluation.store_locomo_conversation(store, row.id, sample)
+        mapping = locomo.store_locomo_conversation(store, row.id, sample)
         assert sorted(mapping.values()) == ["D1:1", "D1:2", "D1:3", "D2:1", "D2:2"]
         msgs = [m for t in range(1, 5) for m in store.turn_messages(row.id, t)]
     assert [m.role for m in msgs] == ["user", "assistant", "user", "assistant", "user"]
@@ -248,11 +250,11 @@ def test_locomo_answers_are_scored_by_token_f1(tmp_path):
     script = []
     for answer in ("counseling psychology", "in June 2023", "Biscuit, and a sunrise"):
         script += [searcher, text_response(answer)]
-    result = evaluation.run_locomo(data, retrieval_only=False, model_client=ScriptedModel(script))
+    result = locomo.run_locomo(data, retrieval_only=False, model_client=ScriptedModel(script))
     assert result["overall"]["n"] == 3  # the adversarial item has no gold answer
     assert result["overall"]["f1"] > 0.8
-    assert evaluation.token_f1("The counseling psychology.", "counseling psychology") == 1.0
-    assert evaluation.token_f1("no idea", "Biscuit") == 0.0
+    assert locomo.token_f1("The counseling psychology.", "counseling psychology") == 1.0
+    assert locomo.token_f1("no idea", "Biscuit") == 0.0
 
 
 # --------------------------------------------------------------------------- nested KV
@@ -273,43 +275,55 @@ def synthetic_nested_kv(path: Path, rng: random.Random) -> list[tuple[int, str]]
     return expected
 
 
-def test_nested_kv_oracle_solves_every_level_through_archival_search(tmp_path):
+_UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+
+
+class ChainFollower:
+    """A scripted turn that solves nested KV the honest way, one lookup per model call: it
+    knows only the key in the question and what its last archival_search showed. It searches
+    the key it follows; a result 'key K has value V' for that K makes it follow V; a search
+    that shows no passage for the key means that key is the answer."""
+
+    def __init__(self) -> None:
+        self.following = ""
+
+    def __call__(self, request):
+        last = request.messages[-1]["content"]
+        results = [str(b.get("content")) for b in last if b.get("type") == "tool_result"]
+        if not results:  # the question
+            text = " ".join(b.get("text", "") for b in last if b.get("type") == "text")
+            self.following = re.search(rf"value of key ({_UUID})", text).group(1)
+        else:
+            found = re.search(rf"key {self.following} has value ({_UUID})", results[0])
+            if found is None:
+                return text_response(self.following)
+            self.following = found.group(1)
+        return tool_response([("archival_search", {"query": self.following})])
+
+
+def test_nested_kv_is_solved_at_every_level_through_archival_search(tmp_path):
     data = tmp_path / "nkv.jsonl"
     expected = synthetic_nested_kv(data, random.Random(7))
-    examples = evaluation.load_nested_kv(data)
+    examples = nested_kv.load_nested_kv(data)
     assert [(e.level, e.answer) for e in examples] == expected
-    oracle = NestedKVOracle()
-    result = evaluation.run_nested_kv(data, oracle)
+    # level n: n + 2 searches (one per hop, one showing the answer is not a key), one reply
+    model = ScriptedModel([ChainFollower()] * sum(level + 3 for level, _ in expected))
+    result = nested_kv.run_nested_kv(data, model)
+    model.assert_complete()
     assert result["by_level"] == {"0": {"n": 1, "accuracy": 1.0}, "1": {"n": 1, "accuracy": 1.0},
                                   "2": {"n": 1, "accuracy": 1.0}}
-    # level n takes n + 2 searches: one per hop, plus one showing the answer is not a key
     assert [q["searches"] for q in result["questions"]] == [2, 3, 4]
-
-
-def test_nested_kv_oracle_cannot_cheat(tmp_path):
-    """Without the pairs in archival memory the oracle finds nothing."""
-    data = tmp_path / "nkv.jsonl"
-    synthetic_nested_kv(data, random.Random(3))
-    from memgpt_lite.lab import evaluation as ev
-
-    original = ev.kv_passage
-    try:
-        ev.kv_passage = lambda k, v: "nothing useful here"
-        result = ev.run_nested_kv(data, NestedKVOracle())
-    finally:
-        ev.kv_passage = original
-    assert result["overall"]["accuracy"] == 0.0
 
 
 def test_dataset_files_are_checked(tmp_path):
     bad = tmp_path / "x.json"
     bad.write_text("{}")
-    with pytest.raises(evaluation.ScenarioError, match="conversation"):
-        evaluation.load_locomo(bad)
-    with pytest.raises(evaluation.ScenarioError, match="ordered_kv_records"):
-        evaluation.load_nested_kv(bad)
-    assert evaluation.locomo_time("10:37 am on 27 June, 2023") == "2023-06-27T10:37:00Z"
-    assert evaluation.locomo_time("12:05 am on 1 Jan, 2024") == "2024-01-01T00:05:00Z"
+    with pytest.raises(ScenarioError, match="conversation"):
+        locomo.load_locomo(bad)
+    with pytest.raises(ScenarioError, match="ordered_kv_records"):
+        nested_kv.load_nested_kv(bad)
+    assert locomo.locomo_time("10:37 am on 27 June, 2023") == "2023-06-27T10:37:00Z"
+    assert locomo.locomo_time("12:05 am on 1 Jan, 2024") == "2024-01-01T00:05:00Z"
 
 
 def test_no_overflow_fails_on_a_refused_request_the_agent_recovered_from():
@@ -321,7 +335,7 @@ def test_no_overflow_fails_on_a_refused_request_the_agent_recovered_from():
     model = ScriptedModel([PromptTooLongError("prompt is too long: 9000 tokens > 8000 maximum",
                                               actual=9000, maximum=8000),
                            text_response("Hello!")])
-    report = evaluation.run_scenario(scenario, model)
+    report = scenarios.run_scenario(scenario, model)
     assert report["checks"][0]["passed"] is False
     assert report["checks"][0]["detail"] == "provider overflow in turns [1]"
 
@@ -329,7 +343,7 @@ def test_no_overflow_fails_on_a_refused_request_the_agent_recovered_from():
 @pytest.mark.parametrize("turn", [9, "first", 0])
 def test_a_check_on_a_turn_the_scenario_does_not_have_is_refused(turn):
     """Scored, tool_not_called on turn 9 of 2 would pass on nothing; "first" crashed late."""
-    with pytest.raises(evaluation.ScenarioError, match=r"use 1 to 2, \"last\" or \"any\""):
+    with pytest.raises(ScenarioError, match=r"use 1 to 2, \"last\" or \"any\""):
         Scenario.from_dict({"session": [{"inputs": ["a", "b"]}],
                             "check": [{"type": "tool_not_called", "tool": "evict_turns",
                                        "turn": turn}]})

@@ -50,6 +50,10 @@ def test_wheel_contains_prompts_and_data_and_finds_them(source, tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {f"memgpt_lite/_prompts/{p}" for p in PROMPTS} <= names
     assert "memgpt_lite/data/demo.jsonl" in names
+    # a subpackage missing from [tool.setuptools] packages would ship without its modules
+    packages = {p.relative_to(source).as_posix()
+                for p in (source / "memgpt_lite").rglob("__init__.py")}
+    assert packages <= names, sorted(packages - names)
     assert not any(n.startswith(("prompts/", "tests/")) for n in names)
     target = tmp_path / "site"
     pip("install", "--no-deps", "--ignore-installed", "--target", str(target), str(wheel))

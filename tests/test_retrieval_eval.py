@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from memgpt_lite.lab import retrieval_eval
-from memgpt_lite.lab.evaluation import LOCOMO_CATEGORIES, locomo_utterances
+from memgpt_lite.lab.locomo import LOCOMO_CATEGORIES, locomo_utterances
 
 
 def test_locomo_style_samples_are_in_the_locomo_format_with_resolvable_evidence():

@@ -22,7 +22,8 @@ from pathlib import Path
 from memgpt_lite.engine.records import Message
 from memgpt_lite.engine.search import _WORD, index_text, match_expression, plain_text
 from memgpt_lite.engine.store import Store
-from memgpt_lite.lab.bench import synthetic_messages
+from memgpt_lite.lab.bench.corpus import synthetic_messages
+from memgpt_lite.lab.locomo import run_locomo
 
 # --------------------------------------------------------------------------- retrieval eval
 # Each case: evidence turns (what the user said) and a question phrased the way a model would
@@ -307,9 +308,7 @@ def _chat_line(rng: random.Random, other: str) -> str:
 
 def locomo_style_eval(*, seed: int = 5) -> dict:
     """recall@5/@10 per LoCoMo category on LOCOMO_STYLE, through the real LoCoMo runner
-    (`evaluation.run_locomo`: stored as chat stores it, questions sent raw)."""
-    from memgpt_lite.lab.evaluation import run_locomo
-
+    (`locomo.run_locomo`: stored as chat stores it, questions sent raw)."""
     samples = locomo_style_samples(seed=seed)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "locomo_style.json"

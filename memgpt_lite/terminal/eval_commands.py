@@ -1,7 +1,7 @@
 """`memgpt-lite eval`: scenario runs (live, or re-scored from a recording with --replay),
 --compare of two JSON reports, and the dataset runners (LoCoMo, nested KV).
 
-`cmd_eval` takes the argparse Namespace from cli.py, calls the lab's evaluation module, hands
+`cmd_eval` takes the argparse Namespace from cli.py, calls the lab's evaluation modules, hands
 results to render.py's printers and returns an exit code: 0 fine, 1 a failed check, 2 a
 mistake in the arguments or the environment, printed as one line on stdout with the tables.
 """
@@ -21,7 +21,8 @@ from rich.text import Text
 
 from memgpt_lite.engine import recording
 from memgpt_lite.engine import replay as replay_mod
-from memgpt_lite.lab import evaluation
+from memgpt_lite.lab import compare, locomo, nested_kv, scenarios
+from memgpt_lite.lab.harness import ScenarioError
 from memgpt_lite.terminal import render
 from memgpt_lite.terminal.exit_codes import EXIT_ERROR, EXIT_OK, EXIT_USAGE
 
@@ -43,7 +44,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if dataset is not None:
             return _dataset(console, dataset, args)
         return _scenarios(console, args)
-    except (evaluation.ScenarioError, recording.RecordingError, _UsageError) as exc:
+    except (ScenarioError, recording.RecordingError, _UsageError) as exc:
         render.print_error(console, str(exc))
         return EXIT_USAGE
 
@@ -89,17 +90,17 @@ def _scenarios(console: Console, args: argparse.Namespace) -> int:
     paths = _scenario_paths(args)
     if replay_file and len(paths) > 1:
         raise _UsageError("--replay serves one recording: run one scenario with it")
-    reports = [_run_one(console, evaluation.Scenario.load(path), args, replay_file)
+    reports = [_run_one(console, scenarios.Scenario.load(path), args, replay_file)
                for path in paths]
-    combined = evaluation.combine(reports)
+    combined = compare.combine(reports)
     _write_json(console, getattr(args, "json", None), combined)
-    if evaluation.failed(combined):
+    if compare.failed(combined):
         console.print(Text(f"{combined['failed']} check(s) failed", style="bold red"))
         return EXIT_ERROR
     return EXIT_OK
 
 
-def _run_one(console: Console, scenario: evaluation.Scenario, args: argparse.Namespace,
+def _run_one(console: Console, scenario: scenarios.Scenario, args: argparse.Namespace,
              replay_file: str | None) -> dict[str, Any]:
     judge = None
     model = getattr(args, "model", None)
@@ -117,9 +118,9 @@ def _run_one(console: Console, scenario: evaluation.Scenario, args: argparse.Nam
                        f"{len(scenario.checks)} checks · {source}", style="bold"))
     progress = lambda msg: console.print(Text(f"  {msg}", style="dim"))  # noqa: E731
     try:
-        report = evaluation.run_scenario(scenario, client, model=model,
-                                         recorder=recorder, judge=judge, progress=progress,
-                                         source=source)
+        report = scenarios.run_scenario(scenario, client, model=model,
+                                        recorder=recorder, judge=judge, progress=progress,
+                                        source=source)
     finally:
         if recorder is not None:
             recorder.close()
@@ -132,8 +133,8 @@ def _run_one(console: Console, scenario: evaluation.Scenario, args: argparse.Nam
 def _compare(console: Console, files: list[str]) -> int:
     if len(files) != 2:
         raise _UsageError("--compare takes two JSON reports: A.json B.json")
-    a, b = (evaluation.load_report(f) for f in files)
-    result = evaluation.compare(a, b)
+    a, b = (compare.load_report(f) for f in files)
+    result = compare.compare(a, b)
     render.print_comparison(console, result, files)
     return EXIT_OK
 
@@ -154,11 +155,11 @@ def _dataset(console: Console, name: str, args: argparse.Namespace) -> int:
         retrieval = bool(getattr(args, "retrieval_only", False))
         client = None if retrieval else _live_client(args)
         judge = client if (client is not None and getattr(args, "judge", False)) else None
-        result = evaluation.run_locomo(file, retrieval_only=retrieval, model_client=client,
+        result = locomo.run_locomo(file, retrieval_only=retrieval, model_client=client,
                                        settings=settings, judge=judge, progress=progress)
         render.print_locomo(console, result)
     else:
-        result = evaluation.run_nested_kv(file, _live_client(args), settings=settings,
+        result = nested_kv.run_nested_kv(file, _live_client(args), settings=settings,
                                           progress=progress)
         render.print_nested_kv(console, result)
     _write_json(console, getattr(args, "json", None), result)

@@ -1,19 +1,21 @@
-"""The long-session benchmark (issues 4 and 7): token economics of the paging controller.
+"""The long-session benchmark: token economics of the paging controller (the suite's
+"tokens" section, and a command of its own).
 
 A deterministic scripted "policy" model chats for N turns with the real engine (agent loop,
 context builder, pager, SQLite store). It saves a fact now and then, searches sometimes and
 answers memory-pressure alerts by evicting the oldest half of the listed turns. Usage comes
-from a tokenizer of our own (~4 chars per token, `model.estimate_usage`) and a prompt-cache
-simulator: a request reads from cache the longest prefix, ending at a block, that an earlier
-request wrote at one of its cache breakpoints (up to 20 blocks back, as the API does), and
-writes the rest up to its last breakpoint (the rule is `fake_server.prefix_cache`, shared with
-the fake server). Three layouts run side by side on the same script:
+from a tokenizer of our own (~4 chars per token, as `scripted.estimate_usage`) and a
+prompt-cache simulator: a request reads from cache the longest prefix, ending at a block, that
+an earlier request wrote at one of its cache breakpoints (up to 20 blocks back, as the API
+does), and writes the rest up to its last breakpoint (the rule is `fake_server.prefix_cache`,
+shared with the fake server). Three layouts run side by side on the same script:
 
-  memgpt_lite  DESIGN.md §4: core memory in the tail, paging on
+  memgpt_lite  core memory in the tail of the request (README "Architecture"), paging on
   classic      MemGPT's layout: core memory inside the system prompt, paging on
   full         full history, no paging, until a request would overflow the window
 
-Run: python -m memgpt_lite.lab.session_bench [--turns 500] [--budgets 8000,32000] [--json OUT]
+Run: python -m memgpt_lite.lab.bench.long_session [--turns 500] [--budgets 8000,32000]
+     [--json OUT]
 """
 
 from __future__ import annotations
@@ -42,7 +44,9 @@ from memgpt_lite.engine.records import (
     canonical_json,
 )
 from memgpt_lite.engine.tally import Tally
-from memgpt_lite.lab.bench import machine_info, machine_line, percentile
+from memgpt_lite.lab.bench.plan import Plan
+from memgpt_lite.lab.bench.report import Figure, Row, Section
+from memgpt_lite.lab.bench.stats import machine_info, machine_line, percentile
 from memgpt_lite.lab.fake_server import prefix_cache
 from memgpt_lite.lab.scripted import text_response, tool_response
 
@@ -250,7 +254,7 @@ def run_session(variant: str, window: int, turns: int, seed: int = 1,
                 progress(f"{variant} @ {window:,}: turn {turn}")
         elapsed = time.perf_counter() - started
         store.close()
-    return _report(variant, window, per_turn, counts, overflow_at, turns, elapsed)
+    return _session_report(variant, window, per_turn, counts, overflow_at, turns, elapsed)
 
 
 def _run_turn(agent: Any, text: str, counts: Tally) -> TurnStats:
@@ -267,8 +271,8 @@ def _run_turn(agent: Any, text: str, counts: Tally) -> TurnStats:
                      cost=turn.paid_cost_usd, calls=calls, max_request=turn.max_request_tokens)
 
 
-def _report(variant: str, window: int, per_turn: list[TurnStats], counts: Tally,
-            overflow_at: int | None, turns: int, elapsed: float) -> dict[str, Any]:
+def _session_report(variant: str, window: int, per_turn: list[TurnStats], counts: Tally,
+                            overflow_at: int | None, turns: int, elapsed: float) -> dict[str, Any]:
     inputs = [t.input_tokens for t in per_turn]
     total_in = sum(inputs)
     k = min(50, len(inputs) // 2) or 1
@@ -285,7 +289,8 @@ def _report(variant: str, window: int, per_turn: list[TurnStats], counts: Tally,
         "forced_flushes": counts.forced_flushes, "summariser_calls": counts.summary_calls,
         "folds": counts.folds, "clips": counts.clips,
         "max_request_tokens": max((t.max_request for t in per_turn), default=0),
-        "cache_hit_share": round(sum(t.cache_read for t in per_turn) / total_in, 4) if total_in else 0,
+        "cache_hit_share": (round(sum(t.cache_read for t in per_turn) / total_in, 4)
+                            if total_in else 0),
         "cost_per_turn_usd": round(sum(t.cost for t in per_turn) / max(1, len(per_turn)), 6),
         "seconds": round(elapsed, 2),
         "per_turn": {"input_tokens": inputs, "cost_usd": [round(t.cost, 6) for t in per_turn]},
@@ -325,6 +330,44 @@ def _ratio(ours: dict, other: dict, key: str, n: int) -> float | None:
     return round(a / b, 3) if b else None
 
 
+# --------------------------------------------------------------------------- the suite's section
+
+LAYOUTS = {"memgpt_lite": "memgpt_lite (core memory in the tail)",
+           "classic": "MemGPT classic (core memory in system)", "full": "full history"}
+
+
+def run_tokens(plan: Plan, progress: Callable[[str], None]) -> Section:
+    report = run_benchmark(plan.session_turns, plan.budgets,
+                           progress=lambda m: progress(f"tokens: {m}"))
+    method = (f"long_session.run_benchmark: the scripted {plan.session_turns}-turn session "
+              "through the real engine at each window, three layouts side by side in the same "
+              f"run; usage from a {report['tokenizer']} tokenizer and a prompt-cache simulator; "
+              "cost at list prices (tokens.PRICES: cache writes 1.25×, reads 0.1× input; "
+              "summariser calls included). Full history stops when a request would overflow "
+              "the window, so its ratios cover only the turns it ran.")
+    section = Section("tokens", "Token economics", method)
+    for window in plan.budgets:
+        section.rows.extend(_token_rows(report, window))
+    section.data = report
+    return section
+
+
+def _token_rows(report: dict[str, Any], window: int) -> list[Row]:
+    rows = []
+    k = f"{window // 1000}k window"
+    for r in (r for r in report["results"] if r["context_window"] == window):
+        stop = f", overflowed at turn {r['overflow_at_turn']}" if r["overflow_at_turn"] else ""
+        rows.append(Row(f"{k} · {LAYOUTS[r['variant']]} · {r['turns_run']} turns{stop}", [
+            Figure(r["input_tokens_per_turn"]["mean"], "tokens/turn", "input"),
+            Figure(round(100 * r["cache_hit_share"], 1), "%", "cache hits"),
+            Figure(r["cost_per_turn_usd"], "USD/turn", "cost")]))
+    for ratio in (r for r in report["ratios"] if r["context_window"] == window):
+        rows.append(Row(f"{k} · memgpt_lite ÷ {ratio['vs']} (turns 1–{ratio['over_turns']})", [
+            Figure(ratio["input_tokens_per_turn"], "×", "input tokens"),
+            Figure(ratio["cost_per_turn"], "×", "cost")]))
+    return rows
+
+
 def markdown_table(report: dict[str, Any]) -> str:
     head = ("| window | layout | turns | input tok/turn mean | p95 | max | first 50 → last 50 | "
             "max request | alerts | model evictions | forced flushes | summariser calls | "
@@ -337,14 +380,15 @@ def markdown_table(report: dict[str, Any]) -> str:
         rows.append(
             f"| {r['context_window'] // 1000}k | {r['variant']} | {turns} | {t['mean']:,.0f} | "
             f"{t['p95']:,} | {t['max']:,} | {t['first_50_mean']:,.0f} → {t['last_50_mean']:,.0f} | "
-            f"{r['max_request_tokens']:,} | {r['alerts']} | {r['model_evictions']} | {r['forced_flushes']} | "
+            f"{r['max_request_tokens']:,} | {r['alerts']} | {r['model_evictions']} | "
+            f"{r['forced_flushes']} | "
             f"{r['summariser_calls']} | {100 * r['cache_hit_share']:.0f}% | "
             f"{r['cost_per_turn_usd']:.4f} |")
     return "\n".join(rows)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m memgpt_lite.lab.session_bench",
+    parser = argparse.ArgumentParser(prog="python -m memgpt_lite.lab.bench.long_session",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=500)
     parser.add_argument("--budgets", default="8000,32000",

@@ -1,0 +1,157 @@
+"""The suite's command line: `memgpt-lite bench` runs every section, `bench store` the store.
+
+`run_suite` runs the sections in order on one machine and returns the report as data;
+`main` parses the arguments, prints the markdown table and writes the optional JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from memgpt_lite.lab.bench.engine_overhead import run_engine
+from memgpt_lite.lab.bench.long_session import run_tokens
+from memgpt_lite.lab.bench.plan import Plan
+from memgpt_lite.lab.bench.report import StderrProgress, missed_targets, render_markdown
+from memgpt_lite.lab.bench.startup import run_memory, run_startup
+from memgpt_lite.lab.bench.stats import machine_info, machine_line
+from memgpt_lite.lab.bench.store import run_store, store_benchmark
+from memgpt_lite.lab.fake_server import FakeAnthropicServer
+
+
+def run_suite(plan: Plan, progress: Callable[[str], None]) -> dict[str, Any]:
+    """Every section, in one run; the report as data (see `render_markdown`, JSON)."""
+    started, sections = time.perf_counter(), []
+    with tempfile.TemporaryDirectory(prefix="memgpt-lite-bench-") as tmp, \
+            FakeAnthropicServer() as server:
+        workdir = Path(tmp)
+        store_section, corpora = _timed_section(lambda: run_store(workdir, plan, progress))
+        sections.append(store_section)
+        english = corpora.get("en") or next(iter(corpora.values()))
+        sections.append(_timed_section(lambda: run_engine(english, plan, progress)))
+        for corpus in corpora.values():
+            corpus.store.close()
+        sections.append(_timed_section(lambda: run_tokens(plan, progress)))
+        startup, rss = _timed_section(lambda: run_startup(plan, server.base_url, workdir, progress))
+        sections.append(startup)
+        sections.append(_timed_section(
+            lambda: run_memory(english, server, rss, progress)))
+    return {"benchmark": "memgpt-lite bench", "version": _version(),
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "seconds": round(time.perf_counter() - started, 1), "plan": asdict(plan),
+            "machine": machine_info(), "sections": [s.to_dict() for s in sections]}
+
+
+def _timed_section(run: Callable[[], Any]) -> Any:
+    t = time.perf_counter()
+    result = run()
+    section = result[0] if isinstance(result, tuple) else result
+    section.seconds = time.perf_counter() - t
+    return result
+
+
+def _version() -> str:
+    from memgpt_lite import __version__
+
+    return __version__
+
+
+# --------------------------------------------------------------------------- command
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(x.replace("_", "").replace(",", "")) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"sizes must be whole numbers, got {text!r}") from None
+    if not sizes or min(sizes) <= 0:
+        raise argparse.ArgumentTypeError("sizes must be positive")
+    return tuple(sorted(sizes))
+
+
+def suite_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="memgpt-lite bench",
+        description="Run the benchmark suite offline (scripted model, local fake server) and "
+                    "print one table: store at scale, engine overhead, token economics, "
+                    "start-up, peak memory. `memgpt-lite bench store --help`: the store alone.")
+    p.add_argument("--quick", action="store_true",
+                   help="smaller run (10k and 100k rows, Chinese 10k; 100-turn session): "
+                        "under a minute")
+    p.add_argument("--json", metavar="OUT", help="also write the full report as JSON to OUT")
+    g = p.add_argument_group("size overrides (for trying things out; defaults follow --quick)")
+    g.add_argument("--sizes", type=_sizes, metavar="N,N", help="store sizes in rows")
+    g.add_argument("--queries", type=int, metavar="N", help="search queries per size")
+    g.add_argument("--engine-turns", type=int, metavar="N",
+                   help="turns timed in the engine section")
+    g.add_argument("--turns", type=int, metavar="N", help="turns of the scripted long session")
+    g.add_argument("--runs", type=int, metavar="N", help="subprocess runs per start-up measure")
+    return p
+
+
+def plan_from(args: argparse.Namespace) -> Plan:
+    plan = Plan.quick() if args.quick else Plan()
+    overrides = {"sizes": args.sizes, "zh_sizes": args.sizes, "queries": args.queries,
+                 "engine_turns": args.engine_turns, "session_turns": args.turns,
+                 "help_runs": args.runs, "chat_runs": args.runs}
+    for name, value in overrides.items():
+        if value is not None:
+            setattr(plan, name, value)
+    return plan
+
+
+def suite_main(argv: list[str]) -> int:
+    args = suite_parser().parse_args(argv)
+    plan = plan_from(args)
+    command = " ".join(["memgpt-lite bench", *argv])
+    progress = StderrProgress()
+    progress(f"memgpt-lite bench: {'quick' if args.quick else 'full'} run on "
+             f"{machine_line(machine_info())}")
+    report = run_suite(plan, progress)
+    report["command"] = command
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n",
+                                   encoding="utf-8")
+        progress(f"wrote {args.json}")
+    print(render_markdown(report, command))
+    misses = missed_targets(report)
+    if misses:
+        print(f"\n{len(misses)} target(s) missed: " + "; ".join(misses))
+    return 0
+
+
+def store_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="memgpt-lite bench store",
+                                     description="search latency and insert throughput only")
+    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    rows = [store_benchmark(int(n), queries=args.queries) for n in args.sizes.split(",")]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        _print_store(rows)
+    return 0
+
+
+def _print_store(rows: list[dict]) -> None:
+    cols = ["messages", "insert_seconds", "insert_msgs_per_s", "search_p50_ms", "search_p95_ms",
+            "search_max_ms", "median_matches", "db_mb"]
+    print("  ".join(f"{c:>17}" for c in cols))
+    for r in rows:
+        print("  ".join(f"{r[c]:>17}" for c in cols))
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["store"]:
+        return store_main(argv[1:])
+    return suite_main(argv)

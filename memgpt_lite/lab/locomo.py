@@ -1,0 +1,266 @@
+"""The LoCoMo runner: long-conversation memory questions on data the user supplies.
+
+A sample's conversation is stored in a fresh agent's recall the way chat stores turns; each
+question then goes raw through the real `conversation_search` (recall@5/@10 of the evidence,
+retrieval only) or to the agent as a turn (token F1 of its answer, optionally judged).
+Nothing is downloaded; progress goes to an optional callback.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import string
+import tempfile
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from memgpt_lite.engine.config import Settings
+from memgpt_lite.engine.records import ModelRequest, parse_iso, utc_iso
+from memgpt_lite.lab.harness import (
+    DEFAULT_CLOCK,
+    Progress,
+    ScenarioError,
+    StepClock,
+    parse_clock,
+)
+from memgpt_lite.lab.judge import ask_judge
+
+LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop",
+                     5: "adversarial"}
+_LOCOMO_TIME = re.compile(r"(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+(\w+),?\s+(\d{4})", re.I)
+
+
+def load_locomo(path: str | Path) -> list[dict[str, Any]]:
+    """The samples of a locomo10.json-format file (a list, or one sample)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ScenarioError(f"no LoCoMo file at {path}") from None
+    except json.JSONDecodeError:
+        raise ScenarioError(f"{path} is not JSON (expected the locomo10.json format)") from None
+    samples = data if isinstance(data, list) else [data]
+    for i, s in enumerate(samples):
+        if not isinstance(s, dict) or "conversation" not in s or "qa" not in s:
+            raise ScenarioError(f"{path}: sample {i} has no 'conversation' and 'qa'")
+    return samples
+
+
+def locomo_time(text: str | None) -> str | None:
+    """'1:56 pm on 8 May, 2023' → '2023-05-08T13:56:00Z' (None when unparseable)."""
+    m = _LOCOMO_TIME.search(text or "")
+    if not m:
+        return None
+    hour, minute, ampm, day, month, year = m.groups()
+    try:
+        moment = datetime.strptime(f"{day} {month[:3]} {year}", "%d %b %Y")
+    except ValueError:
+        return None
+    hour_24 = int(hour) % 12 + (12 if ampm.lower() == "pm" else 0)
+    return utc_iso(moment.replace(hour=hour_24, minute=int(minute), tzinfo=timezone.utc))
+
+
+@dataclass
+class Utterance:
+    dia_id: str
+    speaker: str
+    text: str
+    created_at: str | None
+    session: int
+
+
+def locomo_utterances(conversation: dict[str, Any]) -> list[Utterance]:
+    """Utterances in session order; an image's caption is kept with its text."""
+    numbers = sorted(int(k.split("_")[1]) for k in conversation
+                     if re.fullmatch(r"session_\d+", k) and isinstance(conversation[k], list))
+    out = []
+    for n in numbers:
+        start = locomo_time(conversation.get(f"session_{n}_date_time"))
+        for i, turn in enumerate(conversation[f"session_{n}"]):
+            text = str(turn.get("text", ""))
+            if turn.get("blip_caption"):
+                text += f" [shares a photo: {turn['blip_caption']}]"
+            at = utc_iso(parse_iso(start) + timedelta(seconds=30 * i)) if start else None
+            out.append(Utterance(str(turn.get("dia_id", f"D{n}:{i + 1}")),
+                                 str(turn.get("speaker", "?")), text, at, n))
+    return out
+
+
+def store_locomo_conversation(store: Any, agent_id: int, sample: dict[str, Any]) -> dict[int, str]:
+    """Put a LoCoMo conversation in an agent's recall the way chat stores turns.
+
+    One message per utterance (text "Speaker: utterance", so names are searchable):
+    speaker_a's utterances are `user` messages, speaker_b's are `assistant` messages, and a
+    new turn starts at each user message that follows an assistant one. Messages are out of
+    the context queue (evicted), stamped with the session's date. Returns message id → dia_id."""
+    from memgpt_lite.engine.records import Message
+
+    conversation = sample["conversation"]
+    speaker_a = conversation.get("speaker_a")
+    mapping: dict[int, str] = {}
+    turn_id, last_role = 0, None
+    for u in locomo_utterances(conversation):
+        role = "user" if u.speaker == speaker_a else "assistant"
+        if turn_id == 0 or (role == "user" and last_role != "user"):
+            turn_id += 1
+        msg = Message(role, [{"type": "text", "text": f"{u.speaker}: {u.text}"}], turn_id,  # type: ignore[arg-type]
+                      created_at=u.created_at, in_context=False)
+        mapping[store.add_message(agent_id, msg)] = u.dia_id
+        last_role = role
+    return mapping
+
+
+def _evidence(qa: dict[str, Any]) -> list[str]:
+    ids: list[str] = []
+    for item in qa.get("evidence") or []:
+        ids += [x for x in re.split(r"[;,\s]+", str(item)) if x]
+    return ids
+
+
+def run_locomo(path: str | Path, *, retrieval_only: bool = True, model_client: Any = None,
+               settings: Settings | None = None, judge: Any = None,
+               progress: Progress | None = None, limit: int | None = None) -> dict[str, Any]:
+    """LoCoMo: recall@5/@10 of the evidence through conversation_search (retrieval only),
+    or token F1 of the agent's answers (needs `model_client`). Per category and overall."""
+    samples = load_locomo(path)
+    if not retrieval_only and model_client is None:
+        raise ScenarioError("answering LoCoMo questions needs a model (--model), or use --retrieval-only")
+    rows: list[dict[str, Any]] = []
+    for s_index, sample in enumerate(samples):
+        for row in _sample_rows(sample, s_index, model_client or _NoModel(),
+                                settings or Settings(), retrieval_only, judge, limit):
+            rows.append(row)
+            if progress:
+                progress(f"sample {s_index + 1}/{len(samples)} · question {len(rows)}")
+    metrics = ("recall@5", "recall@10") if retrieval_only else ("f1",) + (("judge",) if judge else ())
+    return {"dataset": "locomo", "file": str(path), "mode": "retrieval" if retrieval_only else "answer",
+            "model": None if retrieval_only else (settings or Settings()).model,
+            "metrics": list(metrics), "by_category": _by_category(rows, metrics),
+            "overall": _means(rows, metrics), "questions": rows}
+
+
+def _sample_rows(sample: dict[str, Any], s_index: int, client: Any, settings: Settings,
+                 retrieval_only: bool, judge: Any, limit: int | None) -> Iterator[dict[str, Any]]:
+    """The rows of one sample's scorable questions, asked of a fresh agent in a temporary
+    data dir that holds the sample's conversation."""
+    from memgpt_lite.engine.agent import Agent
+    from memgpt_lite.engine.memory import MemoryTools
+    from memgpt_lite.engine.store import Store
+
+    with tempfile.TemporaryDirectory(prefix="memgpt-lite-locomo-") as tmp:
+        with Store(Path(tmp) / "locomo.db") as store:
+            agent = Agent.open(store, "locomo", model_client=client, settings=settings,
+                               clock=_after_last(sample))
+            mapping = store_locomo_conversation(store, agent.id, sample)
+            tools = MemoryTools(store, agent.id)
+            for qa in sample["qa"][:limit]:
+                row = _locomo_question(sample, s_index, qa, store, agent, tools, mapping,
+                                       retrieval_only, judge)
+                if row is not None:
+                    yield row
+
+
+def _after_last(sample: dict[str, Any]) -> StepClock:
+    times = [u.created_at for u in locomo_utterances(sample["conversation"]) if u.created_at]
+    start = parse_iso(max(times)) + timedelta(days=1) if times else parse_clock(DEFAULT_CLOCK)
+    return StepClock(start)
+
+
+def _locomo_question(sample: dict[str, Any], s_index: int, qa: dict[str, Any], store: Any,
+                     agent: Any, tools: Any, mapping: dict[int, str], retrieval_only: bool,
+                     judge: Any) -> dict[str, Any] | None:
+    """The question's row, or None when it cannot be scored in this mode."""
+    row: dict[str, Any] = {"sample": sample.get("sample_id", s_index),
+                           "question": str(qa.get("question", "")),
+                           "category": _category_name(qa.get("category"))}
+    if retrieval_only:
+        evidence = _evidence(qa)
+        return _locomo_recall(row, evidence, store, agent, tools, mapping) if evidence else None
+    if "answer" not in qa:
+        return None  # adversarial items have no gold answer
+    return _locomo_answer(row, str(qa["answer"]), agent, judge)
+
+
+def _locomo_recall(row: dict[str, Any], evidence: list[str], store: Any, agent: Any,
+                   tools: Any, mapping: dict[int, str]) -> dict[str, Any]:
+    question = row["question"]
+    # The tool path, exactly as a model would call it with the raw question...
+    row["tool_error"] = tools.execute("conversation_search", {"query": question, "page": 1}).is_error
+    # ...and the same search by id, to map hits to dia_ids (5 per page, as the tool pages).
+    ranked = [mapping.get(h.id) for p in (1, 2)
+              for h in store.search_messages(agent.id, question, page=p, per_page=5).hits]
+    for k in (5, 10):
+        row[f"recall@{k}"] = len(set(ranked[:k]) & set(evidence)) / len(set(evidence))
+    row["evidence"], row["retrieved"] = evidence, ranked
+    return row
+
+
+def _locomo_answer(row: dict[str, Any], answer: str, agent: Any, judge: Any) -> dict[str, Any]:
+    reply = _ask(agent, row["question"])
+    row.update(answer=answer, reply=reply, f1=token_f1(reply, answer))
+    if judge is not None:
+        verdict = ask_judge(judge, f"The reply gives this answer: {answer}", row["question"], reply)
+        row["judge"] = 1.0 if verdict.startswith("PASS") else 0.0
+    return row
+
+
+def _ask(agent: Any, question: str) -> str:
+    """One question as one turn; the turn is then removed so questions stay independent."""
+    reply = ""
+    for event in agent.step(question):
+        if event.kind == "turn_end":
+            reply = event.text  # type: ignore[union-attr]
+    agent.pop_turns(1)
+    return reply
+
+
+def _category_name(category: Any) -> str:
+    try:
+        n = int(category)
+    except (TypeError, ValueError):
+        return str(category)
+    return f"{n} {LOCOMO_CATEGORIES[n]}" if n in LOCOMO_CATEGORIES else str(n)
+
+
+def _means(rows: list[dict[str, Any]], metrics: tuple[str, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {"n": len(rows)}
+    for m in metrics:
+        values = [r[m] for r in rows if m in r]
+        out[m] = round(sum(values) / len(values), 4) if values else None
+    return out
+
+
+def _by_category(rows: list[dict[str, Any]], metrics: tuple[str, ...]) -> dict[str, Any]:
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        groups[r["category"]].append(r)
+    return {k: _means(v, metrics) for k, v in sorted(groups.items())}
+
+
+_NO_PUNCTUATION = str.maketrans("", "", string.punctuation)
+
+
+def normalize_answer(text: str) -> list[str]:
+    """SQuAD-style: lowercase, no punctuation, no articles, split on whitespace."""
+    text = text.lower().translate(_NO_PUNCTUATION)
+    return [w for w in text.split() if w not in ("a", "an", "the", "and")]
+
+
+def token_f1(prediction: str, gold: str) -> float:
+    pred, ref = normalize_answer(prediction), normalize_answer(gold)
+    common = sum((Counter(pred) & Counter(ref)).values())
+    if not pred or not ref or common == 0:
+        return float(pred == ref)
+    precision, recall = common / len(pred), common / len(ref)
+    return round(2 * precision * recall / (precision + recall), 4)
+
+
+class _NoModel:
+    """Retrieval-only runs never call a model; if one does, that is a bug."""
+
+    def stream(self, request: ModelRequest) -> Iterator[Any]:
+        raise AssertionError("retrieval-only evaluation made a model call")

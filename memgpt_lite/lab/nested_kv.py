@@ -1,0 +1,117 @@
+"""The nested key-value runner: MemGPT's nested KV retrieval on data the user supplies.
+
+Each example's pairs go into a fresh agent's archival memory, one passage per pair; the agent
+is asked for a key's final value and must follow the chain with `archival_search`. Accuracy
+per nesting level. Progress goes to an optional callback.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memgpt_lite.engine.config import Settings
+from memgpt_lite.lab.harness import DEFAULT_CLOCK, Progress, ScenarioError, StepClock, parse_clock
+
+KV_QUESTION = ("Key-value pairs are stored in your archival memory, one per passage, written "
+               "'key <KEY> has value <VALUE>'. What is the value of key {key}? A value may "
+               "itself be a key: then look up its value, and so on, until you reach a value "
+               "that is not a key. Reply with that final value only.")
+
+
+def kv_passage(key: str, value: str) -> str:
+    return f"key {key} has value {value}"
+
+
+@dataclass
+class KVExample:
+    pairs: list[tuple[str, str]]
+    key: str
+    answer: str
+    level: int  # 0 = the key's value is the answer; n = n further lookups
+
+
+def load_nested_kv(path: str | Path) -> list[KVExample]:
+    """Nested KV examples from JSON (a list) or JSONL, in the lost-in-the-middle kv format
+    MemGPT built on: {"ordered_kv_records": [[key, value], ...], "key": K} plus optional
+    "value" (the final answer) and "nesting_level"; missing ones are computed by following
+    the chain."""
+    try:
+        raw = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(f"no nested KV file at {path}") from None
+    try:
+        items = json.loads(raw) if raw.lstrip().startswith("[") else \
+            [json.loads(line) for line in raw.splitlines() if line.strip()]
+    except json.JSONDecodeError:
+        raise ScenarioError(f"{path} is neither a JSON list nor JSONL of KV examples") from None
+    return [_kv_example(item, i, path) for i, item in enumerate(items)]
+
+
+def _kv_example(item: Any, i: int, path: str | Path) -> KVExample:
+    if not isinstance(item, dict) or "ordered_kv_records" not in item or "key" not in item:
+        raise ScenarioError(f"{path}: example {i} needs 'ordered_kv_records' and 'key'")
+    pairs = [(str(k), str(v)) for k, v in item["ordered_kv_records"]]
+    table = dict(pairs)
+    chain, value = [item["key"]], table.get(item["key"])
+    if value is None:
+        raise ScenarioError(f"{path}: example {i}: key {item['key']} is not in its records")
+    while value in table and value not in chain:
+        chain.append(value)
+        value = table[value]
+    level = int(item.get("nesting_level", len(chain) - 1))
+    return KVExample(pairs, str(item["key"]), str(item.get("value", value)), level)
+
+
+def run_nested_kv(path: str | Path, model_client: Any, *, settings: Settings | None = None,
+                  progress: Progress | None = None) -> dict[str, Any]:
+    """Each example: a fresh agent with the pairs in archival memory is asked the question;
+    correct when the final value is in the reply. Accuracy per nesting level."""
+    settings = settings or Settings()
+    examples = load_nested_kv(path)
+    rows = []
+    for i, ex in enumerate(examples, 1):
+        reply, searches = _run_kv_example(ex, model_client, settings)
+        rows.append({"key": ex.key, "level": ex.level, "answer": ex.answer, "reply": reply,
+                     "correct": ex.answer.lower() in reply.lower(), "searches": searches})
+        if progress:
+            progress(f"example {i}/{len(examples)}")
+    levels: dict[int, list[bool]] = defaultdict(list)
+    for r in rows:
+        levels[r["level"]].append(r["correct"])
+    return {"dataset": "nested_kv", "file": str(path), "model": settings.model,
+            "by_level": {str(k): _accuracy(v) for k, v in sorted(levels.items())},
+            "overall": _accuracy([r["correct"] for r in rows]), "questions": rows}
+
+
+def _accuracy(correct: list[bool]) -> dict[str, Any]:
+    return {"n": len(correct),
+            "accuracy": round(sum(correct) / len(correct), 4) if correct else None}
+
+
+def _run_kv_example(ex: KVExample, model_client: Any, settings: Settings) -> tuple[str, int]:
+    """(reply, archival searches) of a fresh agent that holds the example's pairs."""
+    from memgpt_lite.engine.agent import Agent
+    from memgpt_lite.engine.store import Store
+
+    with tempfile.TemporaryDirectory(prefix="memgpt-lite-nkv-") as tmp:
+        with Store(Path(tmp) / "nkv.db") as store:
+            agent = Agent.open(store, "nkv", model_client=model_client, settings=settings,
+                               clock=StepClock(parse_clock(DEFAULT_CLOCK)))
+            for key, value in ex.pairs:
+                store.add_passage(agent.id, kv_passage(key, value), created_at=DEFAULT_CLOCK)
+            return _ask_kv(agent, ex.key)
+
+
+def _ask_kv(agent: Any, key: str) -> tuple[str, int]:
+    reply, searches = "", 0
+    for event in agent.step(KV_QUESTION.format(key=key)):
+        if event.kind == "tool_call" and event.call.name == "archival_search":  # type: ignore[union-attr]
+            searches += 1
+        elif event.kind == "turn_end":
+            reply = event.text  # type: ignore[union-attr]
+    return reply, searches

@@ -24,13 +24,15 @@ def export_agent(store: Any, name: str) -> dict:
         "format": EXPORT_FORMAT, "version": EXPORT_VERSION, "exported_at": now_iso(),
         "agent": {"name": agent.name, "model": agent.model, "settings": agent.settings,
                   "summary": agent.summary, "created_at": agent.created_at,
-                  "last_used_at": agent.last_used_at},
+                  "last_used_at": agent.last_used_at, "state": agent.state},
         "blocks": [{"label": b.label, "value": b.value, "limit": b.limit}
                    for b in store.get_blocks(agent.id)],
         "block_history": store.block_history(agent.id),
         "messages": [{"turn_id": m.turn_id, "role": m.role, "content": m.content,
                       "context_content": m.context_content, "created_at": m.created_at,
-                      "in_context": m.in_context} for m in store.all_messages(agent.id)],
+                      "in_context": m.in_context, "position": position}
+                     for m, position in zip(store.all_messages(agent.id),
+                                            store.message_positions(agent.id))],
         "passages": [{"text": p.text, "tags": p.tags, "created_at": p.created_at}
                      for p in store.list_passages(agent.id, limit=None)],
     }
@@ -54,15 +56,20 @@ def _import(store: Any, doc: dict, name: str | None) -> AgentRow:
     with store.transaction():
         agent = store.create_agent(name or meta["name"], dict(meta["settings"]), {})
         store.restore_agent(agent.id, summary=meta.get("summary", ""),
-                            created_at=meta["created_at"], last_used_at=meta.get("last_used_at"))
+                            created_at=meta["created_at"], last_used_at=meta.get("last_used_at"),
+                            state=dict(meta.get("state") or {}))
         store.restore_blocks(agent.id, [(b["label"], b["value"], int(b["limit"]))
                                         for b in doc["blocks"]],
                              [(h["label"], h["old_value"], h["new_value"], h["source"],
                                h["created_at"]) for h in doc.get("block_history", [])])
-        store.add_messages(agent.id, [
-            Message(m["role"], m["content"], int(m["turn_id"]), None, m["created_at"],
-                    bool(m["in_context"]), m.get("context_content"))
-            for m in doc["messages"]])
+        messages = [Message(m["role"], m["content"], int(m["turn_id"]), None, m["created_at"],
+                            bool(m["in_context"]), m.get("context_content"))
+                    for m in doc["messages"]]
+        store.add_messages(agent.id, messages)
+        # Positions as exported (a forget leaves gaps): search ranks neighbours by them.
+        store.set_message_positions(agent.id, {
+            msg.id: int(m["position"]) for msg, m in zip(messages, doc["messages"])
+            if "position" in m})
         for p in doc["passages"]:
             store.add_passage(agent.id, p["text"], list(p["tags"]), p["created_at"])
     return store.get_agent_by_id(agent.id)

@@ -40,7 +40,7 @@ def make_agent(name: str = "default", *, recorded: bool = False) -> None:
         agent = Agent.open(store, name, model_client=ScriptedModel(script), clock=lambda: FIXED)
         recorder = None
         if recorded:
-            recorder = recording.Recorder.create(name)
+            recorder = recording.Recorder.for_agent(agent)
             recording.record_header(agent, recorder)
         for text in ("I'm Ada; my wifi password is tulip-42", "What is Hexo?"):
             steps = recording.recorded_step(agent, recorder, text) if recorder else agent.step(text)

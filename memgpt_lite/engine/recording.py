@@ -1,11 +1,13 @@
 """Session recordings (JSONL event logs) and their strict replay through a fresh agent.
 
-A recording is append-only JSONL, one JSON object per line, each with `"v": 1` and a `"type"`:
+A recording is append-only JSONL, one JSON object per line, each with `"v"` (the format
+version, 2; version 1 is still read) and a `"type"`:
 
-    header       agent name, settings, model, prompt digests, package version, created_at,
-                 source ("live" | "hand-written" | "eval"), initial core memory, and — when
-                 the session continued an agent that already had history — a full snapshot
-                 (transfer.export_agent) so that a replay starts from the same state
+    header       agent name and uid, settings, model, prompt digests, package version,
+                 created_at, source ("live" | "hand-written" | "eval"), initial core memory,
+                 and where a replay starts: `base` (a snapshot file of the agent beside the
+                 recording, or null) plus `delta`, what changed since that base (see
+                 store/snapshot.py). Version 1 headers held a whole `snapshot` instead.
     user         one user input: text and `at` (the agent clock's ISO time)
     <event kind> one line per agent event (model_call, response, tool_call, tool_result,
                  memory_edit, pressure_alert, eviction, summary, usage, turn_end, ...)
@@ -49,9 +51,10 @@ from memgpt_lite.engine.records import (
     utc_iso,
 )
 from memgpt_lite.engine.redact import redact
-from memgpt_lite.engine.store import transfer
+from memgpt_lite.engine.store import snapshot
 
-RECORDING_VERSION = 1
+RECORDING_VERSION = 2
+BASES = "bases"  # the folder of base snapshots, beside an agent's recordings
 # Deltas are redundant with the response line that follows them (see module docstring).
 UNRECORDED_KINDS = frozenset({"text_delta", "thinking_delta"})
 # A recorded line that is not an agent event (see _RecordingModelClient).
@@ -79,10 +82,16 @@ def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "agent"
 
 
-def new_recording_path(agent_name: str, *, now: datetime | None = None,
+def agent_folder(uid: str, directory: Path | None = None) -> Path:
+    """Where an agent's recordings (and their base snapshots) live: under its uid, so a
+    rename changes nothing and a new agent of the same name starts afresh."""
+    return (directory or recordings_dir()) / _safe_name(uid)
+
+
+def new_recording_path(folder_name: str, *, now: datetime | None = None,
                        directory: Path | None = None) -> Path:
-    """recordings_dir()/<agent>/<UTC timestamp>.jsonl, never an existing file."""
-    folder = (directory or recordings_dir()) / _safe_name(agent_name)
+    """recordings_dir()/<folder>/<UTC timestamp>.jsonl, never an existing file."""
+    folder = (directory or recordings_dir()) / _safe_name(folder_name)
     stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
     path, n = folder / f"{stamp}.jsonl", 1
     while path.exists():
@@ -120,8 +129,14 @@ class Recorder:
         self._start = timer()
 
     @classmethod
-    def create(cls, agent_name: str, **kwargs: Any) -> Recorder:
-        return cls(new_recording_path(agent_name), **kwargs)
+    def create(cls, folder_name: str, **kwargs: Any) -> Recorder:
+        """A new recording in recordings_dir()/<folder_name>/ (e.g. an eval's)."""
+        return cls(new_recording_path(folder_name), **kwargs)
+
+    @classmethod
+    def for_agent(cls, agent: Any, **kwargs: Any) -> Recorder:
+        """A new recording in the agent's folder (see `agent_folder`)."""
+        return cls(new_recording_path(agent.row.uid), **kwargs)
 
     def write(self, obj: dict[str, Any]) -> None:
         line = {"v": RECORDING_VERSION, **obj, "t": round(self._timer() - self._start, 3)}
@@ -129,14 +144,16 @@ class Recorder:
         self._file.flush()
 
     def header(self, *, agent: str, settings: dict[str, Any], model: str,
-               blocks: dict[str, str] | None = None, snapshot: dict[str, Any] | None = None,
+               blocks: dict[str, str] | None = None, agent_uid: str | None = None,
+               base: str | None = None, delta: dict[str, Any] | None = None,
                source: str = "live", note: str | None = None,
                created_at: str | None = None) -> None:
-        self.write({"type": "header", "agent": agent, "settings": settings, "model": model,
+        self.write({"type": "header", "agent": agent, "agent_uid": agent_uid,
+                    "settings": settings, "model": model,
                     "prompt_digests": prompts.digests(), "version": __version__,
                     "created_at": created_at or utc_iso(datetime.now(timezone.utc)),
                     "source": source, "note": note, "blocks": blocks or {},
-                    "snapshot": snapshot})
+                    "base": base, "delta": delta})
 
     def user(self, text: str, at: str) -> None:
         self.write({"type": "user", "text": text, "at": at})
@@ -174,20 +191,26 @@ def core_memory(agent: Any) -> dict[str, str]:
     return {b.label: b.value for b in agent.blocks()}
 
 
-def _agent_has_history(agent: Any) -> bool:
-    stats = agent.store.agent_stats(agent.id)
-    return bool(stats.get("messages") or stats.get("passages") or agent.store.get_agent_by_id(
-        agent.id).summary)
-
-
 def record_header(agent: Any, recorder: Recorder, *, source: str = "live",
                   note: str | None = None, created_at: str | None = None) -> None:
-    """Write the header for a session of `agent`. An agent with history is snapshotted
-    whole, because a replay must start from the state the live session started from."""
-    snapshot = transfer.export_agent(agent.store, agent.name) if _agent_has_history(agent) else None
-    recorder.header(agent=agent.name, settings=agent.settings.to_dict(),
-                    model=agent.settings.model, blocks=core_memory(agent), snapshot=snapshot,
+    """Write the header for a session of `agent`: where its replay starts (a base snapshot
+    beside the recording plus what changed since), so that the cost of a recording grows
+    with the session, not with the agent."""
+    folder, base, delta = recorder.path.parent, None, None
+    if _has_history(agent):  # else a replay starts from a new agent with these blocks
+        base, since = snapshot.choose_base(agent.store, agent.id, folder / BASES)
+        delta = snapshot.changes_since(agent.store, agent.id, since)
+    recorder.header(agent=agent.name, agent_uid=agent.row.uid,
+                    settings=agent.settings.to_dict(), model=agent.settings.model,
+                    blocks=core_memory(agent), delta=delta,
+                    base=None if base is None else base.relative_to(folder).as_posix(),
                     source=source, note=note, created_at=created_at)
+
+
+def _has_history(agent: Any) -> bool:
+    stats = agent.store.agent_stats(agent.id)
+    row = agent.store.get_agent_by_id(agent.id)
+    return bool(stats["messages"] or stats["passages"] or row.summary or row.state)
 
 
 class _RecordingClock:
@@ -348,6 +371,18 @@ class Recording:
     @property
     def source(self) -> str:
         return str(self.header.get("source") or "live")
+
+    def base_path(self) -> Path | None:
+        """The base snapshot this recording's replay starts from (None: no base); a
+        RecordingError when the header names one that is not there."""
+        name = self.header.get("base")
+        if not name:
+            return None
+        path = self.path.parent / str(name)
+        if not path.is_file():
+            raise RecordingError(f"{self.path} starts from the agent snapshot {path}, which is "
+                                 "missing; it cannot be replayed without it.")
+        return path
 
 
 def _awaits(call: RecordedCall) -> bool:

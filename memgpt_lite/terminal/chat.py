@@ -842,7 +842,7 @@ def open_recorder(agent: Any) -> Any:
     """A Recorder for this session with its header written (see recording.py)."""
     from memgpt_lite.engine import recording
 
-    recorder = recording.Recorder.create(agent.name)
+    recorder = recording.Recorder.for_agent(agent)
     recording.record_header(agent, recorder)
     return recorder
 

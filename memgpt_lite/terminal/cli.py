@@ -272,7 +272,7 @@ def cmd_agents_delete(args: argparse.Namespace) -> int:
             print("Nothing deleted.", file=sys.stderr)
             return EXIT_ERROR
         store.delete_agent(row.name)
-        removed = privacy.delete_recordings(row.name)
+        removed = privacy.delete_recordings(row)
     print(f"Deleted {what} ({len(removed)} recording file(s)).")
     return EXIT_OK
 

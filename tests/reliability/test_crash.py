@@ -112,7 +112,7 @@ def test_kill_the_real_chat_process_mid_reply(tmp_path):
         assert len(server.requests) == 2
     assert_trustworthy(config.db_path(), "k", typed=["hello there", "please answer slowly"],
                        answered=["First reply, committed."])
-    recordings = list((config.recordings_dir() / "k").glob("*.jsonl"))
+    recordings = list(config.recordings_dir().rglob("*.jsonl"))
     assert recordings, "the session was recorded up to the kill"
     from memgpt_lite.engine.recording import Recording
 

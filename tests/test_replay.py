@@ -156,11 +156,11 @@ def test_restart_forced_flush_with_summariser_and_errors_replay_strictly(tmp_pat
     """Pager flush (summary call), a restart between sessions and an API error all replay."""
     settings = Settings(context_window=5_200, max_output_tokens=512, safety_margin=200)
     long = "Here is a long note about hives and frames. " * 14
-    inputs = [f"note {i}: {long}" for i in range(6)] + ["retry please", "what did I say first?"]
-    script = [text_response(f"ok {i}") for i in range(6)]
+    inputs = [f"note {i}: {long}" for i in range(14)] + ["retry please", "what did I say first?"]
+    script = [text_response(f"ok {i}") for i in range(14)]
     script += [OverloadedError("The API is overloaded."), text_response("back"),
                text_response("your first note was about hives")]
-    path = record_session(tmp_path, inputs, script, settings=settings, restart_after=3,
+    path = record_session(tmp_path, inputs, script, settings=settings, restart_after=7,
                           summary_script=[text_response("Earlier notes: hives and frames.")] * 4)
     rec = recording.Recording.load(path)
     assert any(t.restart_before for t in rec.turns)

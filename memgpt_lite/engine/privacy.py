@@ -153,15 +153,12 @@ def agent_bases(row: Any) -> list[Path]:
 def scrub_bases(row: Any, turn_ids: list[int], passage_ids: list[int]) -> int:
     """Delete the forgotten turns and passages from every base snapshot of the agent too
     (row ids are the live ones), then rewrite each file so no freed page keeps the text."""
-    from memgpt_lite.engine.store import Store  # the store is only needed when forgetting
+    from memgpt_lite.engine.store import snapshot  # only needed when forgetting
 
-    for path in agent_bases(row):
-        with Store(path) as base:
-            base.delete_turns(row.id, turn_ids)
-            base.delete_passages(row.id, passage_ids)
-            base._db.execute("VACUUM")
-            base._db.execute("PRAGMA journal_mode = DELETE")  # one self-contained file
-    return len(agent_bases(row))
+    bases = agent_bases(row)
+    for path in bases:
+        snapshot.forget_in_base(path, row.id, turn_ids, passage_ids)
+    return len(bases)
 
 
 def scrub_recordings(row: Any, secrets: list[str]) -> int:

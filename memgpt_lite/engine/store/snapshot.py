@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,23 @@ def write_base(store: Store, agent_id: int, folder: Path) -> tuple[Path, int]:
     path = folder / f"rev-{rev:010d}.db"
     os.replace(tmp, path)
     return path, rev
+
+
+def forget_in_base(path: Path, agent_id: int, turn_ids: list[int],
+                   passage_ids: list[int]) -> None:
+    """Delete turns and passages from a base file (row ids are the live ones), then rewrite
+    the file so that no freed page still holds their text. Bases have no search index."""
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        db.executemany("DELETE FROM messages WHERE agent_id = ? AND turn_id = ?",
+                       [(agent_id, t) for t in turn_ids])
+        db.executemany("DELETE FROM passages WHERE agent_id = ? AND id = ?",
+                       [(agent_id, i) for i in passage_ids])
+        db.execute("COMMIT")
+        db.execute("VACUUM")
+    finally:
+        db.close()
 
 
 def _copy(db: Any, table: str, key: str, agent_id: int) -> None:

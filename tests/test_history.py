@@ -3,6 +3,7 @@ only what changed since a base snapshot, and replays rebuild the agent row for r
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import sqlite3
@@ -85,14 +86,14 @@ def test_old_database_gets_per_agent_positions_and_indexes(tmp_path):
 # --------------------------------------------------------------------------- recordings
 
 
+CALLS = itertools.count(1)  # ids unique across every model and process, as the API's are
+
+
 class Policy:
     """A deterministic model: a user message "find X" makes it search for X first."""
 
-    def __init__(self) -> None:
-        self.n = 0
-
     def stream(self, request: ModelRequest):
-        self.n += 1
+        self.n = next(CALLS)
         last = request.messages[-1]["content"]
         asked = next((b["text"] for b in last if b.get("type") == "text"
                       and "find " in b.get("text", "")), None)

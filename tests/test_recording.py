@@ -6,6 +6,7 @@ import json
 import stat
 from datetime import datetime, timezone
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -101,22 +102,26 @@ def test_header_carries_the_history_of_an_agent_that_has_one(tmp_path):
 
 def test_list_recordings_reports_agent_start_and_turns(tmp_path):
     agent = _agent(tmp_path, [text_response("one"), text_response("two")])
-    rec = recording.Recorder.create(agent.name)
+    rec = recording.Recorder.for_agent(agent)
     recording.record_header(agent, rec, created_at="2026-01-05T10:00:00Z")
     for text in ("a", "b"):
         list(recording.recorded_step(agent, rec, text))
     rec.close()
-    (recordings_dir() / "ada" / "junk.jsonl").write_text("not json\n")
-    rows = recording.list_recordings()
-    assert [(r.agent, r.turns, r.started) for r in rows] == [("ada", 2, "2026-01-05T10:00:00Z")]
-    assert recording.list_recordings("nobody") == []
+    (rec.path.parent / "junk.jsonl").write_text("not json\n")
+    good, junk = sorted(recording.list_recordings(), key=lambda r: r.turns, reverse=True)
+    assert (good.agent, good.turns, good.started, good.problem) == (
+        "ada", 2, "2026-01-05T10:00:00Z", None)
+    assert junk.problem and "line 1 is not valid JSON" in junk.problem  # listed, not hidden
+    assert len(recording.list_recordings(agent.row)) == 2
+    nobody = SimpleNamespace(uid="0123", name="nobody")
+    assert recording.list_recordings(nobody) == []
 
 
 def test_unreadable_recordings_give_one_sentence(tmp_path):
     with pytest.raises(recording.RecordingError, match="no recording at"):
         recording.Recording.load(tmp_path / "missing.jsonl")
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"v":1,"type":"header"}\n{oops\n')
+    bad.write_text('{"v":1,"type":"header","agent":"a","settings":{},"model":"m"}\n{oops\n')
     with pytest.raises(recording.RecordingError, match="line 2 is not valid JSON"):
         recording.Recording.load(bad)
     newer = tmp_path / "newer.jsonl"

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from memgpt_lite.engine import recording
+from memgpt_lite.engine import config, recording
 from memgpt_lite.engine import replay as replay_mod
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import Settings
@@ -243,9 +243,9 @@ def test_sessions_command_lists_recordings(tmp_path, monkeypatch):
                         lambda: Console(file=out, width=200, color_system=None))
     assert reports.cmd_sessions(SimpleNamespace(agent=None)) == 0
     assert "No recorded sessions" in out.getvalue()
-    store = Store(tmp_path / "live.db")
+    store = Store(config.db_path())
     agent = Agent.open(store, "ada", model_client=ScriptedModel([text_response("hi")]))
-    with recording.Recorder.create("ada") as rec:
+    with recording.Recorder.for_agent(agent) as rec:
         recording.record_header(agent, rec)
         list(recording.recorded_step(agent, rec, "hello"))
     assert reports.cmd_sessions(SimpleNamespace(agent="ada")) == 0

@@ -289,8 +289,9 @@ def test_agents_never_see_each_other(store):
 
 def test_export_import_roundtrip(store, agent):
     store.set_block(agent.id, "human", "Name: Ann")
-    store.add_messages(agent.id, [text_msg("user", "deploy the blog", 1),
-                                  text_msg("assistant", "done", 1, in_context=False)])
+    store.add_messages(agent.id, [text_msg("user", "deploy the blog", 1, in_context=False),
+                                  text_msg("assistant", "done", 1, in_context=False),
+                                  text_msg("user", "thanks", 2), text_msg("assistant", "ok", 2)])
     store.add_passage(agent.id, "Ann likes tea", ["food"], "2025-01-01T00:00:00Z")
     store.set_summary(agent.id, "earlier: greetings")
     doc = transfer.export_agent(store, "default")
@@ -300,7 +301,8 @@ def test_export_import_roundtrip(store, agent):
     assert store.get_blocks(copy.id) == store.get_blocks(agent.id)
     assert len(store.block_history(copy.id)) == len(store.block_history(agent.id))
     assert store.search_messages(copy.id, "deploying").total == 1
-    assert [m.in_context for m in store.turn_messages(copy.id, 1)] == [True, False]
+    assert [m.in_context for m in store.turn_messages(copy.id, 1)] == [False, False]
+    assert [m.in_context for m in store.turn_messages(copy.id, 2)] == [True, True]
     assert store.search_passages(copy.id, "tea", tags=["food"]).hits[0].created_at == \
         "2025-01-01T00:00:00Z"
     with pytest.raises(StoreError, match="already exists"):

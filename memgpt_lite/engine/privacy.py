@@ -122,26 +122,13 @@ def _scrub(value: Any, secrets: list[str]) -> Any:
 
 
 def agent_recordings(row: Any) -> list[Path]:
-    """The agent's recordings: those in its folder (by uid), and older ones elsewhere whose
-    header names the agent's uid, or its current name when they predate uids."""
+    """The agent's recordings (see recording.belongs_to)."""
+    from memgpt_lite.engine.recording import belongs_to
+
     root = config.recordings_dir()
     if not root.is_dir():
         return []
-    return [path for path in sorted(root.rglob("*.jsonl")) if _belongs(path, row)]
-
-
-def _belongs(path: Path, row: Any) -> bool:
-    if row.uid and path.parent.name == row.uid:
-        return True
-    try:
-        with path.open(encoding="utf-8", errors="replace") as fh:
-            header = json.loads(fh.readline() or "{}")
-    except (OSError, ValueError):
-        return False
-    if not isinstance(header, dict):
-        return False
-    uid = header.get("agent_uid")
-    return uid == row.uid if uid else header.get("agent") == row.name
+    return [path for path in sorted(root.rglob("*.jsonl")) if belongs_to(path, row)]
 
 
 def agent_bases(row: Any) -> list[Path]:

@@ -45,6 +45,7 @@ from memgpt_lite.engine import prompts
 from memgpt_lite.engine.config import recordings_dir
 from memgpt_lite.engine.errors import PromptTooLongError
 from memgpt_lite.engine.events import Event, ResponseEvent, TextDelta, ThinkingDelta
+from memgpt_lite.engine.recording_schema import line_problem
 from memgpt_lite.engine.records import (
     ModelRequest,
     ModelResponse,
@@ -321,12 +322,13 @@ class Recording:
     header: dict[str, Any]
     turns: list[RecordedTurn]
     trailing_commands: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # e.g. a last line cut short
 
     @classmethod
     def load(cls, path: str | Path) -> Recording:
         path = Path(path)
-        header, turns, restart, commands = None, [], False, []
-        for number, line in _read_lines(path):
+        header, turns, restart, commands, warnings = None, [], False, [], []
+        for number, line in _read_lines(path, warnings):
             kind = line["type"]
             if kind == "header":
                 header = header or line
@@ -351,7 +353,7 @@ class Recording:
                 turns[-1].events.append(line)
         if header is None:
             raise RecordingError(f"{path} has no header line; it is not a memgpt-lite recording")
-        return cls(path, header, turns, commands)
+        return cls(path, header, turns, commands, warnings)
 
     def calls(self) -> list[RecordedCall]:
         """Model calls in order; each paired with the response (or error) that followed."""
@@ -389,46 +391,82 @@ def _awaits(call: RecordedCall) -> bool:
     return call.response is None and call.error is None
 
 
-def _read_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def _read_lines(path: Path, warnings: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The recording's lines, each checked (see recording_schema). A last line cut short by
+    a crash ends the recording there, with a warning; any other bad line is refused."""
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise RecordingError(f"no recording at {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RecordingError(f"cannot read {path}: {exc}") from None
-    for number, raw in enumerate(text.splitlines(), 1):
-        if not raw.strip():
+    except OSError as exc:
+        raise RecordingError(f"cannot read {path}: {exc.strerror or exc}") from None
+    lines = raw.decode("utf-8", "replace").splitlines()
+    for number, text in enumerate(lines, 1):
+        if not text.strip():
             continue
         try:
-            line = json.loads(raw)
+            line = json.loads(text)
         except json.JSONDecodeError:
+            if number == len(lines) and not raw.endswith(b"\n"):
+                warnings.append(f"line {number} was cut short (the session ended abruptly); "
+                                f"replaying up to line {number - 1}")
+                return
             raise RecordingError(f"{path}: line {number} is not valid JSON") from None
-        if not isinstance(line, dict) or "type" not in line:
-            raise RecordingError(f"{path}: line {number} is not a recording line")
-        if int(line.get("v", 0)) > RECORDING_VERSION:
-            raise RecordingError(f"{path} was written by a newer memgpt-lite (format v{line['v']})")
+        problem = line_problem(line, RECORDING_VERSION)
+        if problem:
+            raise RecordingError(f"{path}: line {number} cannot be used: {problem}")
         yield number, line
 
 
 @dataclass
 class RecordingInfo:
-    agent: str
+    agent: str  # the agent's name when the session was recorded
     path: Path
     started: str
     turns: int
     source: str
+    agent_uid: str | None = None
+    problem: str | None = None  # why it cannot be replayed (None: it can)
 
 
-def list_recordings(agent: str | None = None, directory: Path | None = None) -> list[RecordingInfo]:
-    """Recordings under the data dir (newest last); unreadable files are skipped."""
+def list_recordings(agent: Any = None, directory: Path | None = None) -> list[RecordingInfo]:
+    """Every recording under the data dir, or only those of `agent` (an AgentRow), oldest
+    first. A damaged one is listed with its problem rather than left out."""
     root = directory or recordings_dir()
-    folders = [root / _safe_name(agent)] if agent else sorted(p for p in root.glob("*") if p.is_dir())
-    out = []
-    for path in sorted(f for folder in folders for f in folder.glob("*.jsonl")):
-        try:
-            rec = Recording.load(path)
-        except RecordingError:
-            continue
-        out.append(RecordingInfo(rec.header.get("agent", path.parent.name), path,
-                                 rec.header.get("created_at", ""), len(rec.turns), rec.source))
+    paths = sorted(root.rglob("*.jsonl")) if root.is_dir() else []
+    if agent is not None:
+        paths = [p for p in paths if belongs_to(p, agent)]
+    out = [_info(path) for path in paths]
     return sorted(out, key=lambda r: (r.started, str(r.path)))
+
+
+def _info(path: Path) -> RecordingInfo:
+    try:
+        rec = Recording.load(path)
+    except RecordingError as exc:
+        head = _first_line(path)
+        return RecordingInfo(str(head.get("agent") or path.parent.name), path,
+                             str(head.get("created_at") or ""), 0, "?",
+                             head.get("agent_uid"), str(exc))
+    return RecordingInfo(rec.header.get("agent", path.parent.name), path,
+                         rec.header.get("created_at", ""), len(rec.turns), rec.source,
+                         rec.header.get("agent_uid"))
+
+
+def _first_line(path: Path) -> dict[str, Any]:
+    try:
+        with path.open(encoding="utf-8", errors="replace") as fh:
+            head = json.loads(fh.readline() or "{}")
+    except (OSError, ValueError):
+        return {}
+    return head if isinstance(head, dict) else {}
+
+
+def belongs_to(path: Path, agent: Any) -> bool:
+    """Whether a recording is of `agent` (an AgentRow): it is in the agent's folder, or its
+    header names the agent's uid, or (recordings from before uids) the agent's name."""
+    if agent.uid and path.parent.name == agent.uid:
+        return True
+    head = _first_line(path)
+    uid = head.get("agent_uid")
+    return uid == agent.uid if uid else head.get("agent") == agent.name

@@ -5,6 +5,7 @@ request's digest against the recorded one. This module never prints.
 
 from __future__ import annotations
 
+import sqlite3
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from memgpt_lite.engine.recording import (
     core_memory,
 )
 from memgpt_lite.engine.records import ModelRequest, ModelResponse, parse_iso, utc_iso
-from memgpt_lite.engine.store import snapshot, transfer
+from memgpt_lite.engine.store import StoreError, snapshot, transfer
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.engine.text import shorten
 
@@ -380,7 +381,12 @@ def _starting_store(recording: Recording, path: Path, clock: ReplayClock) -> Any
     delta = recording.header.get("delta")
     if not delta:
         return open_store(path)
-    return snapshot.materialise(recording.base_path(), delta, path, open_store)
+    base = recording.base_path()
+    try:
+        return snapshot.materialise(base, delta, path, open_store)
+    except (KeyError, TypeError, ValueError, AttributeError, sqlite3.Error, StoreError) as exc:
+        raise RecordingError(f"{recording.path}: line 1 cannot be used: the agent snapshot "
+                             f"in its header is damaged ({exc})") from None
 
 
 def _replay_store(path: Path, clock: ReplayClock) -> Any:

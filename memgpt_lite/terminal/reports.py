@@ -213,17 +213,29 @@ def _print_header(console: Console, header: dict[str, Any], path: str | Path) ->
 
 def cmd_sessions(args: argparse.Namespace) -> int:
     console = make_console()
-    rows = recording.list_recordings(getattr(args, "agent", None))
+    name = getattr(args, "agent", None)
+    agent = _agent_row(name) if name else None
+    if name and agent is None:
+        return _fail(console, f"there is no agent named {name!r}")
+    rows = recording.list_recordings(agent)
     if not rows:
-        who = f" for agent {args.agent!r}" if getattr(args, "agent", None) else ""
+        who = f" for agent {name!r}" if name else ""
         console.print(f"No recorded sessions{who} yet; `memgpt-lite chat` records by default.")
         return EXIT_OK
     table = Table("agent", "started", "turns", "file", box=None, pad_edge=False)
     for r in rows:
-        table.add_row(r.agent, r.started, str(r.turns), str(r.path))
+        turns = str(r.turns) if r.problem is None else f"damaged: {r.problem}"
+        table.add_row(Text(r.agent), r.started, Text(turns), str(r.path))
     console.print(table)
     console.print(Text("replay one with: memgpt-lite replay FILE --strict", style="dim"))
     return EXIT_OK
+
+
+def _agent_row(name: str) -> Any:
+    from memgpt_lite.engine.store import Store
+
+    with Store.open_default() as store:
+        return store.get_agent(name)
 
 
 # =========================================================================== demo

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memgpt_lite.engine.store import fts
+from memgpt_lite.engine.store import checks, fts
 from memgpt_lite.engine.store.sqlite import Store, dumps
 
 BASE_REFRESH_ROWS = 2_000  # a delta with more changed rows than this gets a new base instead
@@ -152,6 +152,12 @@ def materialise(base: Path | None, delta: dict[str, Any], target: Path,
 
 
 def apply(store: Store, delta: dict[str, Any]) -> None:
+    """Apply a delta on top of what the store holds; ValueError (one phrase naming the
+    field) when the delta is damaged, before or after it was applied (a queue that the API
+    would refuse)."""
+    found = checks.delta_problem(delta)
+    if found:
+        raise ValueError(found)
     agent_id = delta["agent"]["id"]
     with store.transaction():
         _upsert(store, "agents", delta["agent"])
@@ -168,6 +174,9 @@ def apply(store: Store, delta: dict[str, Any]) -> None:
             for row in delta.get(table) or []:
                 _upsert(store, table, row)
         fts.rebuild(store._db, agent_id)
+        found = checks.queue_problem(store.context_messages(agent_id))
+        if found:
+            raise ValueError(found)
 
 
 def _upsert(store: Store, table: str, row: dict[str, Any]) -> None:

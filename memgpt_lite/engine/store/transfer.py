@@ -7,13 +7,11 @@ import sqlite3
 from typing import Any
 
 from memgpt_lite.engine.records import Message, now_iso
+from memgpt_lite.engine.store import checks
 from memgpt_lite.engine.store.base import AgentRow, StoreError
 
 EXPORT_FORMAT = "memgpt-lite-agent"
 EXPORT_VERSION = 1
-# What a damaged agent export raises while it is imported (IntegrityError: a null or a
-# duplicate the schema refuses).
-_DAMAGED_EXPORT = (KeyError, TypeError, ValueError, AttributeError, sqlite3.IntegrityError)
 
 
 def export_agent(store: Any, name: str) -> dict:
@@ -39,19 +37,30 @@ def export_agent(store: Any, name: str) -> dict:
 
 
 def import_agent(store: Any, doc: dict, name: str | None = None) -> AgentRow:
+    """Create an agent from an export. Every field is checked first (StoreError naming the
+    first bad one); nothing is written unless all of it is usable."""
     if not isinstance(doc, dict) or doc.get("format") != EXPORT_FORMAT:
         raise StoreError("The file is not a memgpt-lite agent export.")
     if doc.get("version") != EXPORT_VERSION:
         raise StoreError(f"The export has version {doc.get('version')!r}; this memgpt-lite "
                          f"reads version {EXPORT_VERSION}.")
+    found = checks.export_problem(doc)
+    messages = [] if found else _messages(doc["messages"])
+    found = found or checks.queue_problem(messages)
+    if found:
+        raise StoreError(f"The agent export is damaged: {found}; nothing was imported.")
     try:
-        return _import(store, doc, name)
-    except _DAMAGED_EXPORT as exc:
-        raise StoreError(f"The agent export is damaged ({exc!r}); "
-                         "nothing was imported.") from None
+        return _import(store, doc, name, messages)
+    except sqlite3.IntegrityError as exc:  # e.g. a block label given twice
+        raise StoreError(f"The agent export is damaged ({exc}); nothing was imported.") from None
 
 
-def _import(store: Any, doc: dict, name: str | None) -> AgentRow:
+def _messages(rows: list[dict]) -> list[Message]:
+    return [Message(m["role"], m["content"], int(m["turn_id"]), None, m["created_at"],
+                    bool(m["in_context"]), m.get("context_content")) for m in rows]
+
+
+def _import(store: Any, doc: dict, name: str | None, messages: list[Message]) -> AgentRow:
     meta = doc["agent"]
     with store.transaction():
         agent = store.create_agent(name or meta["name"], dict(meta["settings"]), {})
@@ -62,9 +71,6 @@ def _import(store: Any, doc: dict, name: str | None) -> AgentRow:
                                         for b in doc["blocks"]],
                              [(h["label"], h["old_value"], h["new_value"], h["source"],
                                h["created_at"]) for h in doc.get("block_history", [])])
-        messages = [Message(m["role"], m["content"], int(m["turn_id"]), None, m["created_at"],
-                            bool(m["in_context"]), m.get("context_content"))
-                    for m in doc["messages"]]
         store.add_messages(agent.id, messages)
         # Positions as exported (a forget leaves gaps): search ranks neighbours by them.
         store.set_message_positions(agent.id, {

@@ -382,7 +382,7 @@ def test_piped_chat_against_the_fake_server(tmp_path):
     ]
     assert proc.stderr.startswith("agent 'default' (created) · model claude-sonnet-5-5\ndata ")
     assert "\x1b" not in proc.stdout
-    recordings = list((config.recordings_dir() / "default").glob("*.jsonl"))
+    recordings = list(config.recordings_dir().rglob("*.jsonl"))
     assert len(recordings) == 1
 
 
@@ -405,7 +405,7 @@ def test_recorded_session_splits_after_pop_and_every_part_replays_strictly(chat_
     chat = chat_factory([text_response("One."), text_response("Two."), text_response("Three.")])
 
     def new_recorder():
-        recorder = recording.Recorder.create("default")
+        recorder = recording.Recorder.for_agent(chat.agent)
         recording.record_header(chat.agent, recorder)
         return recorder
 

@@ -41,7 +41,7 @@ def make_agent(name: str = "default", *, recorded: bool = False) -> None:
         agent = Agent.open(store, name, model_client=ScriptedModel(script), clock=lambda: FIXED)
         recorder = None
         if recorded:
-            recorder = recording.Recorder.create(name)
+            recorder = recording.Recorder.for_agent(agent)
             recording.record_header(agent, recorder)
         for text in ("I'm Ada; my wifi password is tulip-42", "What is Hexo?"):
             steps = recording.recorded_step(agent, recorder, text) if recorder else agent.step(text)
@@ -69,15 +69,18 @@ def snapshot(name: str) -> dict[str, list[tuple]]:
                 where, params = "agent_id = ?", (agent_id,)
             else:
                 continue  # not per-agent (the migrations ledger)
-            # blocks.updated_at is not part of the export format (store.py re-stamps it)
-            keep = [c for c in cols if c not in ("id", "agent_id")
+            if table == "tombstones":
+                continue  # change tracking of this copy, not part of the agent
+            # Not part of the export: blocks.updated_at (re-stamped), the revision stamps
+            # and the agent's uid (each copy counts its own changes and has its own uid).
+            keep = [c for c in cols if c not in ("id", "agent_id", "rev", "uid")
                     and not (table == "blocks" and c == "updated_at")]
             out[table] = db.execute(f"SELECT {', '.join(keep)} FROM {table} WHERE {where} "
                                     f"ORDER BY id", params).fetchall()
+        index = f"fts_messages_{agent_id}"
         out["messages_fts"] = db.execute(
-            "SELECT m.turn_id, m.role FROM messages_fts f JOIN messages m ON m.id = f.rowid "
-            "WHERE messages_fts MATCH 'tulip' AND m.agent_id = ? ORDER BY m.id",
-            (agent_id,)).fetchall()
+            f"SELECT m.turn_id, m.role FROM {index} f JOIN messages m ON m.id = f.rowid "
+            f"WHERE {index} MATCH 'tulip' ORDER BY m.id").fetchall()
         return out
     finally:
         db.close()
@@ -278,7 +281,8 @@ def test_doctor_on_fresh_and_broken_data_dirs(capsys):
 def test_doctor_repair_rebuilds_a_search_index_out_of_step(capsys):
     make_agent()
     with Store(config.db_path()) as store:
-        store._db.execute("DELETE FROM messages_fts_docsize WHERE id = "
+        agent_id = store.get_agent("default").id
+        store._db.execute(f"DELETE FROM fts_messages_{agent_id}_docsize WHERE id = "
                           "(SELECT min(id) FROM messages WHERE index_text != '')")
     assert cli.main(["doctor"]) == 1
     out = capsys.readouterr().out

@@ -207,7 +207,7 @@ def test_regenerated_demo_tells_the_whole_story(tmp_path):
 def test_bundled_demo_matches_the_generator(tmp_path):
     path = tmp_path / "demo.jsonl"
     build_demo(path)
-    strip = lambda text: re.sub(r'"version":"[^"]*"', "", text)  # noqa: E731
+    strip = lambda text: re.sub(r'"(version|agent_uid)":"[^"]*"', "", text)  # noqa: E731
     assert strip(BUNDLED.read_text("utf-8")) == strip(path.read_text("utf-8")), (
         "memgpt_lite/data/demo.jsonl is stale: run `python tests/test_demo.py --write`")
 

@@ -6,6 +6,7 @@ import json
 import stat
 from datetime import datetime, timezone
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -38,12 +39,12 @@ def test_every_line_is_versioned_json_with_a_type(tmp_path):
     events = list(recording.recorded_step(agent, rec, "I am Ada"))
     rec.close()
     lines = _lines(rec.path)
-    assert all(line["v"] == 1 and "type" in line and "t" in line for line in lines)
+    assert all(line["v"] == 2 and "type" in line and "t" in line for line in lines)
     header, user = lines[0], lines[1]
     assert header["type"] == "header" and header["agent"] == "ada"
     assert header["settings"]["context_window"] == 8_000 and header["model"] == agent.settings.model
     assert header["prompt_digests"]["system.md"] and header["version"]
-    assert user == {"v": 1, "type": "user", "text": "I am Ada", "at": "2026-01-05T10:00:00Z",
+    assert user == {"v": 2, "type": "user", "text": "I am Ada", "at": "2026-01-05T10:00:00Z",
                     "t": user["t"]}
     recorded = [line["type"] for line in lines[2:]]
     expected = [e.kind for e in events if e.kind not in recording.UNRECORDED_KINDS]
@@ -88,35 +89,39 @@ def test_interrupted_turn_is_recorded_and_the_agent_turn_closed(tmp_path):
     assert agent.clock is not None and agent.clock() == START  # the real clock is back
 
 
-def test_header_snapshots_an_agent_that_already_has_history(tmp_path):
+def test_header_carries_the_history_of_an_agent_that_has_one(tmp_path):
     agent = _agent(tmp_path, [text_response("hi"), text_response("again")])
     list(agent.step("before recording"))
     rec = recording.Recorder(tmp_path / "r.jsonl")
     recording.record_header(agent, rec)
     rec.close()
     header = _lines(tmp_path / "r.jsonl")[0]
-    assert header["snapshot"] is not None
-    assert "before recording" in json.dumps(header["snapshot"])
+    assert header["base"] is None  # a small history rides in the header's delta
+    assert "before recording" in json.dumps(header["delta"])
 
 
 def test_list_recordings_reports_agent_start_and_turns(tmp_path):
     agent = _agent(tmp_path, [text_response("one"), text_response("two")])
-    rec = recording.Recorder.create(agent.name)
+    rec = recording.Recorder.for_agent(agent)
     recording.record_header(agent, rec, created_at="2026-01-05T10:00:00Z")
     for text in ("a", "b"):
         list(recording.recorded_step(agent, rec, text))
     rec.close()
-    (recordings_dir() / "ada" / "junk.jsonl").write_text("not json\n")
-    rows = recording.list_recordings()
-    assert [(r.agent, r.turns, r.started) for r in rows] == [("ada", 2, "2026-01-05T10:00:00Z")]
-    assert recording.list_recordings("nobody") == []
+    (rec.path.parent / "junk.jsonl").write_text("not json\n")
+    good, junk = sorted(recording.list_recordings(), key=lambda r: r.turns, reverse=True)
+    assert (good.agent, good.turns, good.started, good.problem) == (
+        "ada", 2, "2026-01-05T10:00:00Z", None)
+    assert junk.problem and "line 1 is not valid JSON" in junk.problem  # listed, not hidden
+    assert len(recording.list_recordings(agent.row)) == 2
+    nobody = SimpleNamespace(uid="0123", name="nobody")
+    assert recording.list_recordings(nobody) == []
 
 
 def test_unreadable_recordings_give_one_sentence(tmp_path):
     with pytest.raises(recording.RecordingError, match="no recording at"):
         recording.Recording.load(tmp_path / "missing.jsonl")
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"v":1,"type":"header"}\n{oops\n')
+    bad.write_text('{"v":1,"type":"header","agent":"a","settings":{},"model":"m"}\n{oops\n')
     with pytest.raises(recording.RecordingError, match="line 2 is not valid JSON"):
         recording.Recording.load(bad)
     newer = tmp_path / "newer.jsonl"

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from memgpt_lite.engine import recording
+from memgpt_lite.engine import config, recording
 from memgpt_lite.engine import replay as replay_mod
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import Settings
@@ -157,11 +157,11 @@ def test_restart_forced_flush_with_summariser_and_errors_replay_strictly(tmp_pat
     """Pager flush (summary call), a restart between sessions and an API error all replay."""
     settings = Settings(context_window=5_200, max_output_tokens=512, safety_margin=200)
     long = "Here is a long note about hives and frames. " * 14
-    inputs = [f"note {i}: {long}" for i in range(6)] + ["retry please", "what did I say first?"]
-    script = [text_response(f"ok {i}") for i in range(6)]
+    inputs = [f"note {i}: {long}" for i in range(14)] + ["retry please", "what did I say first?"]
+    script = [text_response(f"ok {i}") for i in range(14)]
     script += [OverloadedError("The API is overloaded."), text_response("back"),
                text_response("your first note was about hives")]
-    path = record_session(tmp_path, inputs, script, settings=settings, restart_after=3,
+    path = record_session(tmp_path, inputs, script, settings=settings, restart_after=7,
                           summary_script=[text_response("Earlier notes: hives and frames.")] * 4)
     rec = recording.Recording.load(path)
     assert any(t.restart_before for t in rec.turns)
@@ -244,9 +244,9 @@ def test_sessions_command_lists_recordings(tmp_path, monkeypatch):
                         lambda **_: Console(file=out, width=200, color_system=None))
     assert commands.cmd_sessions(SimpleNamespace(agent=None)) == 0
     assert "No recorded sessions" in out.getvalue()
-    store = Store(tmp_path / "live.db")
+    store = Store(config.db_path())
     agent = Agent.open(store, "ada", model_client=ScriptedModel([text_response("hi")]))
-    with recording.Recorder.create("ada") as rec:
+    with recording.Recorder.for_agent(agent) as rec:
         recording.record_header(agent, rec)
         list(recording.recorded_step(agent, rec, "hello"))
     assert commands.cmd_sessions(SimpleNamespace(agent="ada")) == 0

@@ -80,7 +80,7 @@ def test_old_db_is_upgraded_and_existing_rows_become_searchable(tmp_path):
     path = tmp_path / "old.db"
     make_old_db(path)
     with Store(path) as s:
-        assert s.applied_migrations() == ["001_initial", "002_fts_search"]
+        assert s.applied_migrations() == [name for name, _ in MIGRATIONS]
         agent = s.get_agent("old")
         assert [h.text for h in s.search_messages(agent.id, "cats").hits] == ["my cat Tom"]
         assert s.search_passages(agent.id, "tuna").total == 1
@@ -189,9 +189,11 @@ def test_delete_agent_removes_all_its_memory(store, agent):
     store.add_message(agent.id, text_msg("user", "hello there", 1))
     store.add_passage(agent.id, "a fact")
     store.delete_agent("default")
-    for table in ("messages", "passages", "blocks", "block_history", "messages_fts",
-                  "passages_fts"):
+    for table in ("messages", "passages", "blocks", "block_history", "tombstones"):
         assert store._db.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0, table
+    left = store._db.execute("SELECT name FROM sqlite_master WHERE name LIKE ?",
+                             (f"%\\_{agent.id}%",)).fetchall()
+    assert [r[0] for r in left if r[0].endswith(f"_{agent.id}")] == []  # its indexes went too
     assert store.integrity_problems() == []
 
 
@@ -287,8 +289,9 @@ def test_agents_never_see_each_other(store):
 
 def test_export_import_roundtrip(store, agent):
     store.set_block(agent.id, "human", "Name: Ann")
-    store.add_messages(agent.id, [text_msg("user", "deploy the blog", 1),
-                                  text_msg("assistant", "done", 1, in_context=False)])
+    store.add_messages(agent.id, [text_msg("user", "deploy the blog", 1, in_context=False),
+                                  text_msg("assistant", "done", 1, in_context=False),
+                                  text_msg("user", "thanks", 2), text_msg("assistant", "ok", 2)])
     store.add_passage(agent.id, "Ann likes tea", ["food"], "2025-01-01T00:00:00Z")
     store.set_summary(agent.id, "earlier: greetings")
     doc = transfer.export_agent(store, "default")
@@ -298,7 +301,8 @@ def test_export_import_roundtrip(store, agent):
     assert store.get_blocks(copy.id) == store.get_blocks(agent.id)
     assert len(store.block_history(copy.id)) == len(store.block_history(agent.id))
     assert store.search_messages(copy.id, "deploying").total == 1
-    assert [m.in_context for m in store.turn_messages(copy.id, 1)] == [True, False]
+    assert [m.in_context for m in store.turn_messages(copy.id, 1)] == [False, False]
+    assert [m.in_context for m in store.turn_messages(copy.id, 2)] == [True, True]
     assert store.search_passages(copy.id, "tea", tags=["food"]).hits[0].created_at == \
         "2025-01-01T00:00:00Z"
     with pytest.raises(StoreError, match="already exists"):
@@ -314,11 +318,10 @@ def test_export_import_roundtrip(store, agent):
 def test_integrity_detects_out_of_sync_index(store, agent):
     store.add_message(agent.id, text_msg("user", "hello world", 1))
     assert store.integrity_problems() == []
-    # bypass the triggers: change the content table behind the index's back
-    store._db.execute("DROP TRIGGER messages_fts_au")
+    # change the stored text behind the index's back
     store._db.execute("UPDATE messages SET index_text = 'other words' WHERE id = 1")
     problems = store.integrity_problems()
-    assert problems and "messages_fts" in problems[0]
+    assert problems and "messages search index of agent 'default'" in problems[0]
     store.rebuild_search_index()
     assert store.integrity_problems() == []
 

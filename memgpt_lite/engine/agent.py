@@ -100,12 +100,13 @@ class Agent:
         self.id, self.name, self.created = row.id, row.name, created
         self.model_client = model_client
         self.clock = clock
-        self.counter = TokenCounter()
+        self.counter = TokenCounter.from_state(row.state.get("counter"))
         self.tools = MemoryTools(store, row.id, clock=lambda: utc_iso(self.clock()))
         self.builder = ContextBuilder(settings, memory_tool_schemas() + [EVICT_TURNS_SCHEMA],
                                       self.counter)
         summariser = Summariser(summary_client or model_client, settings, self.counter)
         self.pager = Pager(settings, store, row.id, self.counter, self.builder, summariser)
+        self.pager.restore(row.state.get("pager"))
         self.redact_secrets = True  # user text and model output, before they are stored
         self.lock: locking.AgentLock | None = None
 
@@ -171,9 +172,19 @@ class Agent:
         except TurnFailed:
             pass
         finally:
-            self.store.touch(self.id)
+            self._save_state()
         yield TurnEndEvent(turn_id, run.text, run.stop_reason, run.usage,
                            cost_usd(self.settings.model, run.usage), run.completed)
+
+    def _save_state(self) -> None:
+        """Keep what this turn taught the counter and the pager (see Agent.state)."""
+        state = {**self.row.state, "counter": self.counter.to_state(),
+                 "pager": self.pager.state()}
+        with self.store.transaction():
+            if state != self.row.state:
+                self.store.set_state(self.id, state)
+                self.row.state = state
+            self.store.touch(self.id)
 
     def _run(self, run: _TurnRun) -> Iterator[Event]:
         retried_overflow = False

@@ -59,9 +59,30 @@ class Settings:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> Settings:
+    def from_dict(cls, d: dict[str, Any] | None, *, where: str = "settings") -> Settings:
+        """Settings from stored or imported data: unknown keys are ignored (a newer version
+        may add some), every known one is checked (ConfigError naming it, see `check`)."""
+        if d is not None and not isinstance(d, dict):
+            raise ConfigError(f"{where} must be an object of settings, got {type(d).__name__}.")
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in (d or {}).items() if k in known})
+        values = {k: v for k, v in (d or {}).items() if k in known}
+        for name, value in values.items():
+            _check_field(name, value, where)
+        return cls(**values).check(where)
+
+    def check(self, where: str = "settings") -> Settings:
+        """Self, when the settings make sense together; else ConfigError naming the field."""
+        for f in fields(self):
+            _check_field(f.name, getattr(self, f.name), where)
+        if not self.flush_target_fraction < self.flush_fraction:
+            raise ConfigError(f"{where}.flush_target_fraction must be below flush_fraction.")
+        if not self.warn_fraction <= self.flush_fraction:
+            raise ConfigError(f"{where}.warn_fraction must not be above flush_fraction.")
+        if self.context_window - self.max_output_tokens - self.safety_margin < 1:
+            raise ConfigError(f"{where}: max_output_tokens ({self.max_output_tokens:,}) and "
+                              f"safety_margin ({self.safety_margin:,}) leave no room in "
+                              f"context_window ({self.context_window:,}).")
+        return self
 
     def with_env(self) -> Settings:
         """A copy with the environment overrides of ENV_OVERRIDES applied (unset or empty
@@ -85,6 +106,36 @@ ENV_OVERRIDES = {  # environment variable → Settings field
 
 class ConfigError(ValueError):
     """A user-supplied setting is invalid; the message is one sentence for the user."""
+
+
+# What each setting may be: (kind, lowest, highest); kind is str, int, float or bool.
+FIELD_RULES: dict[str, tuple[type, float | None, float | None]] = {
+    "model": (str, 1, 200), "summary_model": (str, 1, 200),  # (lengths, for text)
+    "max_output_tokens": (int, 1, 1_000_000), "context_window": (int, 1, 100_000_000),
+    "safety_margin": (int, 0, 100_000_000), "warn_fraction": (float, 0.01, 1.0),
+    "flush_fraction": (float, 0.01, 1.0), "flush_target_fraction": (float, 0.01, 0.99),
+    "max_calls_per_turn": (int, 1, 1_000), "thinking": (bool, None, None),
+    "thinking_budget": (int, 1024, 1_000_000), "block_limit": (int, 1, 10_000_000),
+    "fold_min_chars": (int, 0, 100_000_000),
+}
+_KIND_NAMES = {str: "text", int: "a whole number", float: "a number", bool: "true or false"}
+
+
+def _check_field(name: str, value: Any, where: str) -> None:
+    kind, low, high = FIELD_RULES[name]
+    ok = isinstance(value, kind) and not (kind is not bool and isinstance(value, bool))
+    if kind is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok:
+        raise ConfigError(f"{where}.{name} must be {_KIND_NAMES[kind]}, got {value!r:.40}.")
+    size = len(value.strip()) if kind is str else value
+    if kind is str and (not value.isprintable()):
+        raise ConfigError(f"{where}.{name} must be printable text, got {value!r:.40}.")
+    if low is not None and not low <= size <= high:  # type: ignore[operator]
+        what = "must be between" if kind is not str else "must have between"
+        unit = " characters" if kind is str else ""
+        raise ConfigError(f"{where}.{name} {what} {low:,} and {high:,}{unit}, "
+                          f"got {value!r:.40}.")
 
 
 def parse_positive_int(text: str, name: str) -> int:

@@ -117,6 +117,18 @@ class Pager:
         self.alert_turn: int | None = None  # turn of an alert the model has not acted on
         self._shown: str | None = None  # the alert text now in the tail
 
+    def state(self) -> dict[str, int | None]:
+        """The alert state, stored with the agent so that a restart neither repeats an
+        alert nor forgets that the model ignored one."""
+        return {"alert_tokens": self.alert_tokens, "alert_turn": self.alert_turn}
+
+    def restore(self, state: object) -> None:
+        if isinstance(state, dict):
+            for key in ("alert_tokens", "alert_turn"):
+                value = state.get(key)
+                setattr(self, key, value if isinstance(value, int) and
+                        not isinstance(value, bool) else None)
+
     @property
     def budget(self) -> int:
         return self.settings.budget

@@ -59,11 +59,12 @@ def apply_forget(store: Any, row: Any, matches: ForgetMatches) -> str:
     """Delete the matched turns and passages, then scrub their text from the recordings."""
     secrets = turn_strings(store, row.id, matches.turn_ids)
     secrets += [h.text for h in matches.passage_hits]
+    passage_ids = [h.id for h in matches.passage_hits]
     with store.transaction():
         n_messages = store.delete_turns(row.id, matches.turn_ids) if matches.turn_ids else 0
-        n_passages = (store.delete_passages(row.id, [h.id for h in matches.passage_hits])
-                      if matches.passage_hits else 0)
-    files = scrub_recordings(row.name, secrets)
+        n_passages = store.delete_passages(row.id, passage_ids) if passage_ids else 0
+    scrub_bases(row, matches.turn_ids, passage_ids)
+    files = scrub_recordings(row, secrets)
     scrub_history_file(config.data_dir() / HISTORY_FILE, matches.query, secrets)
     return (f"Deleted {n_messages} message(s) of turn(s) {turn_ranges(matches.turn_ids) or '-'} "
             f"and {n_passages} passage(s); scrubbed {files} recording file(s) and the input "
@@ -120,28 +121,34 @@ def _scrub(value: Any, secrets: list[str]) -> Any:
     return value
 
 
-def agent_recordings(agent_name: str) -> list[Path]:
-    """Recording files whose header names this agent."""
+def agent_recordings(row: Any) -> list[Path]:
+    """The agent's recordings (see recording.belongs_to)."""
+    from memgpt_lite.engine.recording import belongs_to
+
     root = config.recordings_dir()
     if not root.is_dir():
         return []
-    found = []
-    for path in sorted(root.rglob("*.jsonl")):
-        try:
-            with path.open(encoding="utf-8") as fh:
-                header = json.loads(fh.readline() or "{}")
-        except (OSError, ValueError):
-            continue
-        if _header_agent(header) == agent_name:
-            found.append(path)
-    return found
+    return [path for path in sorted(root.rglob("*.jsonl")) if belongs_to(path, row)]
 
 
-def _header_agent(header: Any) -> str | None:
-    return header.get("agent") if isinstance(header, dict) else None  # see Recorder.header
+def agent_bases(row: Any) -> list[Path]:
+    """The base snapshots beside the agent's recordings (see store/snapshot.py)."""
+    folder = config.recordings_dir() / row.uid / "bases"
+    return sorted(folder.glob("*.db")) if row.uid and folder.is_dir() else []
 
 
-def scrub_recordings(agent_name: str, secrets: list[str]) -> int:
+def scrub_bases(row: Any, turn_ids: list[int], passage_ids: list[int]) -> int:
+    """Delete the forgotten turns and passages from every base snapshot of the agent too
+    (row ids are the live ones), then rewrite each file so no freed page keeps the text."""
+    from memgpt_lite.engine.store import snapshot  # only needed when forgetting
+
+    bases = agent_bases(row)
+    for path in bases:
+        snapshot.forget_in_base(path, row.id, turn_ids, passage_ids)
+    return len(bases)
+
+
+def scrub_recordings(row: Any, secrets: list[str]) -> int:
     """Replace every occurrence of `secrets` inside the agent's recordings (JSON-aware, so
     escaping cannot hide a match). Returns the number of files changed."""
     # Longest first, so a secret that contains another is replaced whole.
@@ -149,7 +156,7 @@ def scrub_recordings(agent_name: str, secrets: list[str]) -> int:
     if not secrets:
         return 0
     changed = 0
-    for path in agent_recordings(agent_name):
+    for path in agent_recordings(row):
         lines = path.read_text(encoding="utf-8").splitlines()
         out = [_scrub_line(line, secrets) for line in lines]
         if out != lines:
@@ -192,12 +199,19 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def delete_recordings(agent_name: str) -> list[Path]:
-    paths = agent_recordings(agent_name)
+def delete_recordings(row: Any) -> list[Path]:
+    """Delete every recording of the agent and its base snapshots; returns the recordings."""
+    paths = agent_recordings(row)
     for path in paths:
         path.unlink(missing_ok=True)
         with contextlib.suppress(OSError):  # the agent's folder goes once it is empty
             path.parent.rmdir()
+    for base in agent_bases(row):
+        base.unlink(missing_ok=True)
+    folder = config.recordings_dir() / row.uid
+    for empty in (folder / "bases", folder) if row.uid else ():
+        with contextlib.suppress(OSError):
+            empty.rmdir()
     return paths
 
 

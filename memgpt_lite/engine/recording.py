@@ -1,11 +1,13 @@
 """Session recordings (JSONL event logs) and their strict replay through a fresh agent.
 
-A recording is append-only JSONL, one JSON object per line, each with `"v": 1` and a `"type"`:
+A recording is append-only JSONL, one JSON object per line, each with `"v"` (the format
+version, 2; version 1 is still read) and a `"type"`:
 
-    header       agent name, settings, model, prompt digests, package version, created_at,
-                 source ("live" | "hand-written" | "eval"), initial core memory, and — when
-                 the session continued an agent that already had history — a full snapshot
-                 (transfer.export_agent) so that a replay starts from the same state
+    header       agent name and uid, settings, model, prompt digests, package version,
+                 created_at, source ("live" | "hand-written" | "eval"), initial core memory,
+                 and where a replay starts: `base` (a snapshot file of the agent beside the
+                 recording, or null) plus `delta`, what changed since that base (see
+                 store/snapshot.py). Version 1 headers held a whole `snapshot` instead.
     user         one user input: text and `at` (the agent clock's ISO time)
     <event kind> one line per agent event (model_call, response, tool_call, tool_result,
                  memory_edit, pressure_alert, eviction, summary, usage, turn_end, ...)
@@ -43,15 +45,17 @@ from memgpt_lite.engine import prompts
 from memgpt_lite.engine.config import recordings_dir
 from memgpt_lite.engine.errors import PromptTooLongError
 from memgpt_lite.engine.events import Event, ResponseEvent, TextDelta, ThinkingDelta
+from memgpt_lite.engine.recording_schema import line_problem
 from memgpt_lite.engine.records import (
     ModelRequest,
     ModelResponse,
     utc_iso,
 )
 from memgpt_lite.engine.redact import redact
-from memgpt_lite.engine.store import transfer
+from memgpt_lite.engine.store import snapshot
 
-RECORDING_VERSION = 1
+RECORDING_VERSION = 2
+BASES = "bases"  # the folder of base snapshots, beside an agent's recordings
 # Deltas are redundant with the response line that follows them (see module docstring).
 UNRECORDED_KINDS = frozenset({"text_delta", "thinking_delta"})
 # A recorded line that is not an agent event (see _RecordingModelClient).
@@ -79,10 +83,16 @@ def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "agent"
 
 
-def new_recording_path(agent_name: str, *, now: datetime | None = None,
+def agent_folder(uid: str, directory: Path | None = None) -> Path:
+    """Where an agent's recordings (and their base snapshots) live: under its uid, so a
+    rename changes nothing and a new agent of the same name starts afresh."""
+    return (directory or recordings_dir()) / _safe_name(uid)
+
+
+def new_recording_path(folder_name: str, *, now: datetime | None = None,
                        directory: Path | None = None) -> Path:
-    """recordings_dir()/<agent>/<UTC timestamp>.jsonl, never an existing file."""
-    folder = (directory or recordings_dir()) / _safe_name(agent_name)
+    """recordings_dir()/<folder>/<UTC timestamp>.jsonl, never an existing file."""
+    folder = (directory or recordings_dir()) / _safe_name(folder_name)
     stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
     path, n = folder / f"{stamp}.jsonl", 1
     while path.exists():
@@ -120,8 +130,14 @@ class Recorder:
         self._start = timer()
 
     @classmethod
-    def create(cls, agent_name: str, **kwargs: Any) -> Recorder:
-        return cls(new_recording_path(agent_name), **kwargs)
+    def create(cls, folder_name: str, **kwargs: Any) -> Recorder:
+        """A new recording in recordings_dir()/<folder_name>/ (e.g. an eval's)."""
+        return cls(new_recording_path(folder_name), **kwargs)
+
+    @classmethod
+    def for_agent(cls, agent: Any, **kwargs: Any) -> Recorder:
+        """A new recording in the agent's folder (see `agent_folder`)."""
+        return cls(new_recording_path(agent.row.uid), **kwargs)
 
     def write(self, obj: dict[str, Any]) -> None:
         line = {"v": RECORDING_VERSION, **obj, "t": round(self._timer() - self._start, 3)}
@@ -129,14 +145,16 @@ class Recorder:
         self._file.flush()
 
     def header(self, *, agent: str, settings: dict[str, Any], model: str,
-               blocks: dict[str, str] | None = None, snapshot: dict[str, Any] | None = None,
+               blocks: dict[str, str] | None = None, agent_uid: str | None = None,
+               base: str | None = None, delta: dict[str, Any] | None = None,
                source: str = "live", note: str | None = None,
                created_at: str | None = None) -> None:
-        self.write({"type": "header", "agent": agent, "settings": settings, "model": model,
+        self.write({"type": "header", "agent": agent, "agent_uid": agent_uid,
+                    "settings": settings, "model": model,
                     "prompt_digests": prompts.digests(), "version": __version__,
                     "created_at": created_at or utc_iso(datetime.now(timezone.utc)),
                     "source": source, "note": note, "blocks": blocks or {},
-                    "snapshot": snapshot})
+                    "base": base, "delta": delta})
 
     def user(self, text: str, at: str) -> None:
         self.write({"type": "user", "text": text, "at": at})
@@ -174,20 +192,26 @@ def core_memory(agent: Any) -> dict[str, str]:
     return {b.label: b.value for b in agent.blocks()}
 
 
-def _agent_has_history(agent: Any) -> bool:
-    stats = agent.store.agent_stats(agent.id)
-    return bool(stats.get("messages") or stats.get("passages") or agent.store.get_agent_by_id(
-        agent.id).summary)
-
-
 def record_header(agent: Any, recorder: Recorder, *, source: str = "live",
                   note: str | None = None, created_at: str | None = None) -> None:
-    """Write the header for a session of `agent`. An agent with history is snapshotted
-    whole, because a replay must start from the state the live session started from."""
-    snapshot = transfer.export_agent(agent.store, agent.name) if _agent_has_history(agent) else None
-    recorder.header(agent=agent.name, settings=agent.settings.to_dict(),
-                    model=agent.settings.model, blocks=core_memory(agent), snapshot=snapshot,
+    """Write the header for a session of `agent`: where its replay starts (a base snapshot
+    beside the recording plus what changed since), so that the cost of a recording grows
+    with the session, not with the agent."""
+    folder, base, delta = recorder.path.parent, None, None
+    if _has_history(agent):  # else a replay starts from a new agent with these blocks
+        base, since = snapshot.choose_base(agent.store, agent.id, folder / BASES)
+        delta = snapshot.changes_since(agent.store, agent.id, since)
+    recorder.header(agent=agent.name, agent_uid=agent.row.uid,
+                    settings=agent.settings.to_dict(), model=agent.settings.model,
+                    blocks=core_memory(agent), delta=delta,
+                    base=None if base is None else base.relative_to(folder).as_posix(),
                     source=source, note=note, created_at=created_at)
+
+
+def _has_history(agent: Any) -> bool:
+    stats = agent.store.agent_stats(agent.id)
+    row = agent.store.get_agent_by_id(agent.id)
+    return bool(stats["messages"] or stats["passages"] or row.summary or row.state)
 
 
 class _RecordingClock:
@@ -298,12 +322,13 @@ class Recording:
     header: dict[str, Any]
     turns: list[RecordedTurn]
     trailing_commands: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # e.g. a last line cut short
 
     @classmethod
     def load(cls, path: str | Path) -> Recording:
         path = Path(path)
-        header, turns, restart, commands = None, [], False, []
-        for number, line in _read_lines(path):
+        header, turns, restart, commands, warnings = None, [], False, [], []
+        for number, line in _read_lines(path, warnings):
             kind = line["type"]
             if kind == "header":
                 header = header or line
@@ -328,7 +353,7 @@ class Recording:
                 turns[-1].events.append(line)
         if header is None:
             raise RecordingError(f"{path} has no header line; it is not a memgpt-lite recording")
-        return cls(path, header, turns, commands)
+        return cls(path, header, turns, commands, warnings)
 
     def calls(self) -> list[RecordedCall]:
         """Model calls in order; each paired with the response (or error) that followed."""
@@ -349,51 +374,99 @@ class Recording:
     def source(self) -> str:
         return str(self.header.get("source") or "live")
 
+    def base_path(self) -> Path | None:
+        """The base snapshot this recording's replay starts from (None: no base); a
+        RecordingError when the header names one that is not there."""
+        name = self.header.get("base")
+        if not name:
+            return None
+        path = self.path.parent / str(name)
+        if not path.is_file():
+            raise RecordingError(f"{self.path} starts from the agent snapshot {path}, which is "
+                                 "missing; it cannot be replayed without it.")
+        return path
+
 
 def _awaits(call: RecordedCall) -> bool:
     return call.response is None and call.error is None
 
 
-def _read_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def _read_lines(path: Path, warnings: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The recording's lines, each checked (see recording_schema). A last line cut short by
+    a crash ends the recording there, with a warning; any other bad line is refused."""
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise RecordingError(f"no recording at {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RecordingError(f"cannot read {path}: {exc}") from None
-    for number, raw in enumerate(text.splitlines(), 1):
-        if not raw.strip():
+    except OSError as exc:
+        raise RecordingError(f"cannot read {path}: {exc.strerror or exc}") from None
+    lines = raw.decode("utf-8", "replace").splitlines()
+    for number, text in enumerate(lines, 1):
+        if not text.strip():
             continue
         try:
-            line = json.loads(raw)
+            line = json.loads(text)
         except json.JSONDecodeError:
+            if number == len(lines) and not raw.endswith(b"\n"):
+                warnings.append(f"line {number} was cut short (the session ended abruptly); "
+                                f"replaying up to line {number - 1}")
+                return
             raise RecordingError(f"{path}: line {number} is not valid JSON") from None
-        if not isinstance(line, dict) or "type" not in line:
-            raise RecordingError(f"{path}: line {number} is not a recording line")
-        if int(line.get("v", 0)) > RECORDING_VERSION:
-            raise RecordingError(f"{path} was written by a newer memgpt-lite (format v{line['v']})")
+        problem = line_problem(line, RECORDING_VERSION)
+        if problem:
+            raise RecordingError(f"{path}: line {number} cannot be used: {problem}")
         yield number, line
 
 
 @dataclass
 class RecordingInfo:
-    agent: str
+    agent: str  # the agent's name when the session was recorded
     path: Path
     started: str
     turns: int
     source: str
+    agent_uid: str | None = None
+    problem: str | None = None  # why it cannot be replayed (None: it can)
 
 
-def list_recordings(agent: str | None = None, directory: Path | None = None) -> list[RecordingInfo]:
-    """Recordings under the data dir (newest last); unreadable files are skipped."""
+def list_recordings(agent: Any = None, directory: Path | None = None) -> list[RecordingInfo]:
+    """Every recording under the data dir, or only those of `agent` (an AgentRow), oldest
+    first. A damaged one is listed with its problem rather than left out."""
     root = directory or recordings_dir()
-    folders = [root / _safe_name(agent)] if agent else sorted(p for p in root.glob("*") if p.is_dir())
-    out = []
-    for path in sorted(f for folder in folders for f in folder.glob("*.jsonl")):
-        try:
-            rec = Recording.load(path)
-        except RecordingError:
-            continue
-        out.append(RecordingInfo(rec.header.get("agent", path.parent.name), path,
-                                 rec.header.get("created_at", ""), len(rec.turns), rec.source))
+    paths = sorted(root.rglob("*.jsonl")) if root.is_dir() else []
+    if agent is not None:
+        paths = [p for p in paths if belongs_to(p, agent)]
+    out = [_info(path) for path in paths]
     return sorted(out, key=lambda r: (r.started, str(r.path)))
+
+
+def _info(path: Path) -> RecordingInfo:
+    try:
+        rec = Recording.load(path)
+    except RecordingError as exc:
+        head = _first_line(path)
+        return RecordingInfo(str(head.get("agent") or path.parent.name), path,
+                             str(head.get("created_at") or ""), 0, "?",
+                             head.get("agent_uid"), str(exc))
+    return RecordingInfo(rec.header.get("agent", path.parent.name), path,
+                         rec.header.get("created_at", ""), len(rec.turns), rec.source,
+                         rec.header.get("agent_uid"))
+
+
+def _first_line(path: Path) -> dict[str, Any]:
+    try:
+        with path.open(encoding="utf-8", errors="replace") as fh:
+            head = json.loads(fh.readline() or "{}")
+    except (OSError, ValueError):
+        return {}
+    return head if isinstance(head, dict) else {}
+
+
+def belongs_to(path: Path, agent: Any) -> bool:
+    """Whether a recording is of `agent` (an AgentRow): it is in the agent's folder, or its
+    header names the agent's uid, or (recordings from before uids) the agent's name."""
+    if agent.uid and path.parent.name == agent.uid:
+        return True
+    head = _first_line(path)
+    uid = head.get("agent_uid")
+    return uid == agent.uid if uid else head.get("agent") == agent.name

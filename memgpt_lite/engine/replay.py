@@ -5,6 +5,7 @@ request's digest against the recorded one. This module never prints.
 
 from __future__ import annotations
 
+import sqlite3
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from memgpt_lite.engine.recording import (
     core_memory,
 )
 from memgpt_lite.engine.records import ModelRequest, ModelResponse, parse_iso, utc_iso
-from memgpt_lite.engine.store import transfer
+from memgpt_lite.engine.store import StoreError, snapshot, transfer
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.engine.text import shorten
 
@@ -219,7 +220,7 @@ class _Replayer:
         self.recording, self.strict, self.observer = recording, strict, observer
         self.client = ReplayModelClient(recording, strict=strict)
         self.clock = ReplayClock()
-        self.store = _replay_store(tmp / "replay.db", self.clock)
+        self.store = _starting_store(recording, tmp / "replay.db", self.clock)
         self.report = ReplayReport(recording.path, recording.header, strict,
                                    recorded_turns=len(recording.turns))
         self.agent: Any = None
@@ -251,12 +252,12 @@ class _Replayer:
         name = header.get("agent") or "default"
         if first and self.recording.turns:
             self.clock.begin(self.recording.turns[0].at)
-        if first and header.get("snapshot"):
+        if first and header.get("snapshot"):  # a version 1 recording: the whole agent
             transfer.import_agent(self.store, header["snapshot"], name)
         agent = Agent.open(self.store, name, model_client=self.client,
                            summary_client=self.client.for_purpose("summary"),
                            settings=settings, clock=self.clock)
-        if first and not header.get("snapshot"):
+        if first and not (header.get("snapshot") or header.get("delta")):
             self._restore_blocks(agent, header.get("blocks") or {})
         return agent
 
@@ -369,6 +370,23 @@ class _Replayer:
                 return "memory", (f"core block {label!r} is {_preview(actual.get(label))!r}, "
                                   f"recorded {_preview(turn.memory.get(label))!r}")
         return None
+
+
+def _starting_store(recording: Recording, path: Path, clock: ReplayClock) -> Any:
+    """The store a replay starts from: the agent as the live session found it (its base
+    snapshot plus the header's delta), or an empty one for a new agent."""
+    def open_store(target: Path) -> Any:
+        return _replay_store(target, clock)
+
+    delta = recording.header.get("delta")
+    if not delta:
+        return open_store(path)
+    base = recording.base_path()
+    try:
+        return snapshot.materialise(base, delta, path, open_store)
+    except (KeyError, TypeError, ValueError, AttributeError, sqlite3.Error, StoreError) as exc:
+        raise RecordingError(f"{recording.path}: line 1 cannot be used: the agent snapshot "
+                             f"in its header is damaged ({exc})") from None
 
 
 def _replay_store(path: Path, clock: ReplayClock) -> Any:

@@ -73,6 +73,26 @@ class TokenCounter:
         blended = min(measured, 0.5 * self.chars_per_token + 0.5 * measured)
         self.chars_per_token = min(MAX_CHARS_PER_TOKEN, max(MIN_CHARS_PER_TOKEN, blended))
 
+    def to_state(self) -> dict[str, float]:
+        """What the counter learned, to be stored with the agent: a restart must not start
+        from the uncalibrated guess (it would see the queue at about twice its size)."""
+        return {"chars_per_token": self.chars_per_token, "anchor_chars": self.anchor_chars,
+                "anchor_tokens": self.anchor_tokens}
+
+    @classmethod
+    def from_state(cls, state: object) -> TokenCounter:
+        """A counter as `to_state` left it; anything unusable gives a fresh counter."""
+        if not isinstance(state, dict):
+            return cls()
+        ratio, chars, tokens = (state.get(k) for k in
+                                ("chars_per_token", "anchor_chars", "anchor_tokens"))
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                      for v in (ratio, chars, tokens))
+        if not numbers or not MIN_CHARS_PER_TOKEN <= ratio <= MAX_CHARS_PER_TOKEN \
+                or chars < 0 or tokens < 0:
+            return cls()
+        return cls(float(ratio), int(chars), int(tokens))
+
     def observe_overflow(self, request: ModelRequest, actual_tokens: int | None) -> None:
         """A 'prompt is too long: N tokens' error tells the true size of a request."""
         if actual_tokens:

@@ -356,8 +356,9 @@ def _rank_and(store: Store, agent_id: int, question: str, k: int) -> list[int]:
     if not words:
         return []
     expr = " ".join('"' + w + '"' for w in _WORD.findall(index_text(" ".join(words))))
+    index = store.fts_table("messages", agent_id)
     rows = store._db.execute(
-        "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? ORDER BY rank LIMIT ?",
+        f"SELECT rowid FROM {index} WHERE {index} MATCH ? ORDER BY rank LIMIT ?",
         (expr, k)).fetchall()
     return [r[0] for r in rows]
 

@@ -372,14 +372,14 @@ def open_recorder(agent: Any) -> Any:
     """A Recorder for this session with its header written (see recording.py)."""
     from memgpt_lite.engine import recording
 
-    recorder = recording.Recorder.create(agent.name)
+    recorder = recording.Recorder.for_agent(agent)
     recording.record_header(agent, recorder)
     return recorder
 
 
 def _banner(console: Console, agent: Any, store: Any, record: bool) -> None:
     state = "created" if getattr(agent, "created", False) else "resumed"
-    rec = (f"recording to {config.recordings_dir() / agent.name}" if record
+    rec = (f"recording to {config.recordings_dir() / agent.row.uid}" if record
            else "not recording")
     for line in (f"agent {agent.name!r} ({state}) · model {agent.settings.model}",
                  f"data {store.path} · {rec}"):

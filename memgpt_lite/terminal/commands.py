@@ -66,7 +66,7 @@ def cmd_agents_delete(args: argparse.Namespace) -> int:
             print("Nothing deleted.", file=sys.stderr)
             return EXIT_ERROR
         store.delete_agent(row.name)
-        removed = privacy.delete_recordings(row.name)
+        removed = privacy.delete_recordings(row)
     print(f"Deleted {what} ({len(removed)} recording file(s)).")
     return EXIT_OK
 
@@ -200,9 +200,15 @@ def _confirmed(yes: bool, question: str) -> bool:
 def cmd_sessions(args: argparse.Namespace) -> int:
     from memgpt_lite.engine import recording
 
-    agent = getattr(args, "agent", None)
-    render.print_sessions(render.make_console(wrap=True), recording.list_recordings(agent),
-                          agent)
+    name = getattr(args, "agent", None)
+    console = render.make_console(wrap=True)
+    if name:
+        with _open_store() as store:
+            agent = store.get_agent(name)
+        if agent is None:
+            render.print_error(console, f"there is no agent named {name!r}")
+            return EXIT_USAGE
+    render.print_sessions(console, recording.list_recordings(agent if name else None), name)
     return EXIT_OK
 
 

@@ -201,7 +201,8 @@ def print_sessions(console: Console, rows: list[Any], agent: str | None) -> None
         return
     table = Table("agent", "started", "turns", "file", box=None, pad_edge=False)
     for r in rows:
-        table.add_row(r.agent, r.started, str(r.turns), str(r.path))
+        turns = str(r.turns) if r.problem is None else f"damaged: {r.problem}"
+        table.add_row(Text(r.agent), r.started, Text(turns), str(r.path))
     console.print(table)
     console.print(Text("replay one with: memgpt-lite replay FILE --strict", style="dim"))
 

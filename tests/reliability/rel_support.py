@@ -24,17 +24,9 @@ REPO = HERE.parent.parent
 
 
 def store_problems(store: Store) -> list[str]:
-    """SQLite's integrity check plus: each FTS index holds exactly the rows with index text.
-    (Store.integrity_problems() is not used: its rank=1 FTS check reports every tool-only
-    message, which is deliberately not indexed, as an inconsistency.)"""
-    problems = [r[0] for r in store._q("PRAGMA integrity_check") if r[0] != "ok"]
-    for table in ("messages", "passages"):
-        store._db.execute(f"INSERT INTO {table}_fts({table}_fts) VALUES ('integrity-check')")
-        indexed = {r[0] for r in store._q(f"SELECT id FROM {table}_fts_docsize")}
-        wanted = {r[0] for r in store._q(f"SELECT id FROM {table} WHERE index_text != ''")}
-        if indexed != wanted:
-            problems.append(f"{table}_fts: {len(indexed ^ wanted)} rows out of step")
-    return problems
+    """SQLite's integrity check plus FTS5's full check of every agent's search indexes
+    against the stored text."""
+    return store.integrity_problems()
 
 
 def queue_problems(store: Store, agent_id: int) -> list[str]:

@@ -115,7 +115,7 @@ def stage(db: str, name: str, where: str) -> None:
 
         def add_then_stop(agent_id, msgs):
             with store.transaction():
-                store._db.execute(store._INSERT_MESSAGE, store._message_row(agent_id, msgs[0]))
+                real(agent_id, msgs[:1])  # joins this transaction: a partial write
                 block("commit")
             real(agent_id, msgs)
 

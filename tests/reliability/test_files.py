@@ -46,14 +46,16 @@ def chat_with_umask_0() -> Path:
     assert proc.returncode == 0, proc.stderr
     home = config.data_dir()
     names = modes(home)
-    assert "memgpt_lite.db" in names and any(n.startswith("recordings/p/") for n in names)
+    assert "memgpt_lite.db" in names
+    assert any(n.startswith("recordings/") and n.endswith(".jsonl") for n in names)
     assert any(n.startswith("locks/") for n in names)
     return home
 
 
 def test_every_file_a_chat_creates_is_private(tmp_path):
     home = chat_with_umask_0()
-    assert_private(home, skip_dirs=("recordings", "recordings/p"))
+    folders = {str(p.relative_to(home)) for p in (home / "recordings").rglob("*") if p.is_dir()}
+    assert_private(home, skip_dirs=("recordings", *folders))
 
 
 def test_recording_directories_are_private(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -135,5 +136,6 @@ def test_forget_scrubs_a_recording_whose_last_line_was_cut_short():
     said = 'I planted "tulips" by the old shed\nnear the gate'
     line = json.dumps({"v": 1, "type": "user", "text": said + " and"}, ensure_ascii=False)
     path.write_text('{"v":1,"type":"header","agent":"a"}\n' + line[:-2] + "\n")
-    assert scrub_recordings("a", [said]) == 1
+    legacy_agent = SimpleNamespace(name="a", uid="")  # a recording from before agent uids
+    assert scrub_recordings(legacy_agent, [said]) == 1
     assert "tulips" not in path.read_text() and "[forgotten]" in path.read_text()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 class StoreError(Exception):
@@ -18,3 +18,5 @@ class AgentRow:
     summary: str
     created_at: str
     last_used_at: str | None
+    uid: str = ""  # stable across renames; recordings live under it
+    state: dict = field(default_factory=dict)  # what the engine learned (see Agent)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import secrets
 import sqlite3
 from collections.abc import Callable
+
+from memgpt_lite.engine.store import fts
 
 
 def _run(db: sqlite3.Connection, script: str) -> None:
@@ -99,8 +102,48 @@ def _m002_fts(db: sqlite3.Connection) -> None:
         """)
 
 
+def _m003_per_agent_history(db: sqlite3.Connection) -> None:
+    """Each agent's history becomes self-contained: a stable uid (recordings live under it,
+    whatever the agent is renamed to), a position (`seq`) for every message in the agent's
+    own history, a revision counter stamped on every changed row plus tombstones for deleted
+    ones (so a recording can carry only what changed since a base snapshot), runtime state,
+    and one full-text index per agent instead of one shared by all."""
+    _run(db, """
+    ALTER TABLE agents ADD COLUMN uid TEXT NOT NULL DEFAULT '';
+    ALTER TABLE agents ADD COLUMN rev INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE agents ADD COLUMN state TEXT NOT NULL DEFAULT '{}';
+    ALTER TABLE messages ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE messages ADD COLUMN rev INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE passages ADD COLUMN rev INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE block_history ADD COLUMN rev INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE tombstones (
+        agent_id INTEGER NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+        kind TEXT NOT NULL,
+        row_id INTEGER NOT NULL,
+        rev INTEGER NOT NULL
+    );
+    CREATE INDEX tombstones_agent ON tombstones(agent_id, rev);
+    CREATE INDEX messages_seq ON messages(agent_id, seq);
+    CREATE INDEX messages_rev ON messages(agent_id, rev);
+    CREATE INDEX passages_rev ON passages(agent_id, rev);
+    CREATE INDEX block_history_rev ON block_history(agent_id, rev);
+    UPDATE messages SET seq = s.n FROM (
+        SELECT id, row_number() OVER (PARTITION BY agent_id ORDER BY id) AS n FROM messages
+    ) AS s WHERE s.id = messages.id;
+    """)
+    for table in ("messages", "passages"):
+        for suffix in ("ai", "ad", "au"):
+            db.execute(f"DROP TRIGGER IF EXISTS {table}_fts_{suffix}")
+        db.execute(f"DROP TABLE IF EXISTS {table}_fts")
+    for (agent_id,) in db.execute("SELECT id FROM agents").fetchall():
+        db.execute("UPDATE agents SET uid = ? WHERE id = ?", (secrets.token_hex(8), agent_id))
+        fts.rebuild(db, agent_id)
+    db.execute("CREATE UNIQUE INDEX agents_uid ON agents(uid)")
+
+
 # Append-only: never edit or reorder an entry that has shipped; add a new one.
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("001_initial", _m001_initial),
     ("002_fts_search", _m002_fts),
+    ("003_per_agent_history", _m003_per_agent_history),
 ]

@@ -7,13 +7,11 @@ import sqlite3
 from typing import Any
 
 from memgpt_lite.engine.records import Message, now_iso
+from memgpt_lite.engine.store import checks
 from memgpt_lite.engine.store.base import AgentRow, StoreError
 
 EXPORT_FORMAT = "memgpt-lite-agent"
 EXPORT_VERSION = 1
-# What a damaged agent export raises while it is imported (IntegrityError: a null or a
-# duplicate the schema refuses).
-_DAMAGED_EXPORT = (KeyError, TypeError, ValueError, AttributeError, sqlite3.IntegrityError)
 
 
 def export_agent(store: Any, name: str) -> dict:
@@ -24,45 +22,60 @@ def export_agent(store: Any, name: str) -> dict:
         "format": EXPORT_FORMAT, "version": EXPORT_VERSION, "exported_at": now_iso(),
         "agent": {"name": agent.name, "model": agent.model, "settings": agent.settings,
                   "summary": agent.summary, "created_at": agent.created_at,
-                  "last_used_at": agent.last_used_at},
+                  "last_used_at": agent.last_used_at, "state": agent.state},
         "blocks": [{"label": b.label, "value": b.value, "limit": b.limit}
                    for b in store.get_blocks(agent.id)],
         "block_history": store.block_history(agent.id),
         "messages": [{"turn_id": m.turn_id, "role": m.role, "content": m.content,
                       "context_content": m.context_content, "created_at": m.created_at,
-                      "in_context": m.in_context} for m in store.all_messages(agent.id)],
+                      "in_context": m.in_context, "position": position}
+                     for m, position in zip(store.all_messages(agent.id),
+                                            store.message_positions(agent.id))],
         "passages": [{"text": p.text, "tags": p.tags, "created_at": p.created_at}
                      for p in store.list_passages(agent.id, limit=None)],
     }
 
 
 def import_agent(store: Any, doc: dict, name: str | None = None) -> AgentRow:
+    """Create an agent from an export. Every field is checked first (StoreError naming the
+    first bad one); nothing is written unless all of it is usable."""
     if not isinstance(doc, dict) or doc.get("format") != EXPORT_FORMAT:
         raise StoreError("The file is not a memgpt-lite agent export.")
     if doc.get("version") != EXPORT_VERSION:
         raise StoreError(f"The export has version {doc.get('version')!r}; this memgpt-lite "
                          f"reads version {EXPORT_VERSION}.")
+    found = checks.export_problem(doc)
+    messages = [] if found else _messages(doc["messages"])
+    found = found or checks.queue_problem(messages)
+    if found:
+        raise StoreError(f"The agent export is damaged: {found}; nothing was imported.")
     try:
-        return _import(store, doc, name)
-    except _DAMAGED_EXPORT as exc:
-        raise StoreError(f"The agent export is damaged ({exc!r}); "
-                         "nothing was imported.") from None
+        return _import(store, doc, name, messages)
+    except sqlite3.IntegrityError as exc:  # e.g. a block label given twice
+        raise StoreError(f"The agent export is damaged ({exc}); nothing was imported.") from None
 
 
-def _import(store: Any, doc: dict, name: str | None) -> AgentRow:
+def _messages(rows: list[dict]) -> list[Message]:
+    return [Message(m["role"], m["content"], int(m["turn_id"]), None, m["created_at"],
+                    bool(m["in_context"]), m.get("context_content")) for m in rows]
+
+
+def _import(store: Any, doc: dict, name: str | None, messages: list[Message]) -> AgentRow:
     meta = doc["agent"]
     with store.transaction():
         agent = store.create_agent(name or meta["name"], dict(meta["settings"]), {})
         store.restore_agent(agent.id, summary=meta.get("summary", ""),
-                            created_at=meta["created_at"], last_used_at=meta.get("last_used_at"))
+                            created_at=meta["created_at"], last_used_at=meta.get("last_used_at"),
+                            state=dict(meta.get("state") or {}))
         store.restore_blocks(agent.id, [(b["label"], b["value"], int(b["limit"]))
                                         for b in doc["blocks"]],
                              [(h["label"], h["old_value"], h["new_value"], h["source"],
                                h["created_at"]) for h in doc.get("block_history", [])])
-        store.add_messages(agent.id, [
-            Message(m["role"], m["content"], int(m["turn_id"]), None, m["created_at"],
-                    bool(m["in_context"]), m.get("context_content"))
-            for m in doc["messages"]])
+        store.add_messages(agent.id, messages)
+        # Positions as exported (a forget leaves gaps): search ranks neighbours by them.
+        store.set_message_positions(agent.id, {
+            msg.id: int(m["position"]) for msg, m in zip(messages, doc["messages"])
+            if "position" in m})
         for p in doc["passages"]:
             store.add_passage(agent.id, p["text"], list(p["tags"]), p["created_at"])
     return store.get_agent_by_id(agent.id)

@@ -1,0 +1,167 @@
+"""Agent data from outside (an export being imported, a recording's snapshot being
+replayed) is checked like user input before anything is written: every field has the shape
+the engine relies on, and the queue it would send is valid for the Messages API.
+
+Each check returns one phrase naming the field (e.g. "messages[3].role must be 'user' or
+'assistant'") or None.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memgpt_lite.engine.api_rules import validate_request
+from memgpt_lite.engine.config import ConfigError, Settings
+from memgpt_lite.engine.records import Message, Turn
+from memgpt_lite.engine.shapes import is_time, problem
+from memgpt_lite.engine.text import clean_text
+
+BLOCK = {"type": str}
+BLOCK_FIELDS = {"text": {"text": str}, "tool_use": {"id": str, "name": str, "input": dict},
+                "tool_result": {"tool_use_id": str, "?content": (str, list)},
+                "thinking": {"thinking": str, "signature": str}}
+MESSAGE = {"turn_id": int, "role": str, "content": [BLOCK], "?context_content": ([BLOCK], None),
+           "created_at": str, "in_context": (bool, int), "?position": int}
+PASSAGE = {"text": str, "tags": [str], "created_at": str}
+BLOCK_ROW = {"label": str, "value": str, "limit": int}
+HISTORY_ROW = {"label": str, "old_value": (str, None), "new_value": str, "source": str,
+               "created_at": str}
+AGENT = {"name": str, "settings": dict, "?summary": str, "created_at": str,
+         "?last_used_at": (str, None), "?state": dict, "?model": str}
+# A snapshot's rows, as store/snapshot.py writes them (JSON columns decoded).
+ROW_IDS = {"id": int, "?agent_id": int, "?rev": int}
+DELTA = {"since": int, "rev": int, "agent": {"id": int, "name": str, "settings": dict,
+                                             "summary": str, "created_at": str, "?state": dict,
+                                             "?uid": str, "?rev": int},
+         "blocks": [{"id": int, "label": str, "value": str, "char_limit": int}],
+         "block_history": [HISTORY_ROW | ROW_IDS],
+         "messages": [MESSAGE | ROW_IDS | {"?seq": int, "?index_text": str}],
+         "passages": [PASSAGE | ROW_IDS | {"?norm": str, "?index_text": str}],
+         "tombstones": [[(str, int)]]}
+
+
+def delta_problem(delta: Any) -> str | None:
+    """Why a recording's snapshot delta cannot be applied, or None."""
+    found = problem(delta, DELTA, "delta") or settings_problem(
+        delta["agent"]["settings"], "delta.agent.settings")
+    if found:
+        return found
+    for i, m in enumerate(delta["messages"]):
+        found = message_problem(m, f"delta.messages[{i}]")
+        if found:
+            return found
+    return None
+
+
+def export_problem(doc: dict[str, Any]) -> str | None:
+    """Why an agent export cannot be imported, or None (the queue is checked separately,
+    once the messages are built)."""
+    found = (problem(doc.get("agent"), AGENT, "agent")
+             or settings_problem(doc["agent"]["settings"], "agent.settings")
+             or blocks_problem(doc.get("blocks"))
+             or rows_problem(doc.get("block_history", []), HISTORY_ROW, "block_history")
+             or rows_problem(doc.get("passages"), PASSAGE, "passages"))
+    if found:
+        return found
+    found = _times_problem(doc)
+    if found:
+        return found
+    if not isinstance(doc.get("messages"), list):
+        return "messages must be a list"
+    for i, m in enumerate(doc["messages"]):
+        found = message_problem(m, f"messages[{i}]")
+        if found:
+            return found
+    return None
+
+
+def settings_problem(value: Any, where: str) -> str | None:
+    try:
+        Settings.from_dict(value, where=where)
+    except ConfigError as exc:
+        return str(exc).rstrip(".")
+    return None
+
+
+def message_problem(m: Any, where: str) -> str | None:
+    """A message as exported (or as a snapshot row, decoded)."""
+    found = problem(m, MESSAGE, where)
+    if found:
+        return found
+    if m["role"] not in ("user", "assistant"):
+        return f"{where}.role must be 'user' or 'assistant', got {m['role']!r:.30}"
+    if m["turn_id"] < 1:
+        return f"{where}.turn_id must be 1 or more"
+    if not is_time(m["created_at"]):
+        return f"{where}.created_at {m['created_at']!r:.40} is not an ISO time"
+    for name in ("content", "context_content"):
+        for i, block in enumerate(m.get(name) or []):
+            spec = BLOCK_FIELDS.get(block["type"])
+            found = spec and problem(block, spec, f"{where}.{name}[{i}]")
+            if found:
+                return found
+    return None
+
+
+def _times_problem(doc: dict[str, Any]) -> str | None:
+    """Every stored time must read back as one (sorting and date filters rely on it)."""
+    stamps = [("agent.created_at", doc["agent"]["created_at"]),
+              ("agent.last_used_at", doc["agent"].get("last_used_at"))]
+    for table in ("passages", "block_history"):
+        stamps += [(f"{table}[{i}].created_at", row["created_at"])
+                   for i, row in enumerate(doc.get(table) or [])]
+    bad = next(((where, v) for where, v in stamps if v is not None and not is_time(v)), None)
+    return None if bad is None else f"{bad[0]} {bad[1]!r:.40} is not an ISO time"
+
+
+def rows_problem(rows: Any, spec: Any, where: str) -> str | None:
+    if not isinstance(rows, list):
+        return f"{where} must be a list"
+    for i, row in enumerate(rows):
+        found = problem(row, spec, f"{where}[{i}]")
+        if found:
+            return found
+    return None
+
+
+def blocks_problem(blocks: Any, where: str = "blocks") -> str | None:
+    found = rows_problem(blocks, BLOCK_ROW, where)
+    if found:
+        return found
+    for i, b in enumerate(blocks):
+        if not b["label"].strip() or b["limit"] < 1 or len(b["value"]) > b["limit"]:
+            return f"{where}[{i}] needs a label, a positive limit and a value within it"
+    return None
+
+
+def queue_problem(messages: list[Message]) -> str | None:
+    """Why the queue (the messages in context) could not be sent to the API as history
+    before a new user message, or None."""
+    queue = [m for m in messages if m.in_context]
+    if not queue:
+        return None
+    turns = _turns(queue)
+    if any(t.messages[0].role != "user" or t.messages[-1].role != "assistant" for t in turns):
+        return "the queue holds a turn that does not start with the user and end with a reply"
+    body = {"model": "check", "max_tokens": 1, "tools": _tools(queue),
+            "messages": [m.to_api() for m in queue]
+            + [{"role": "user", "content": [{"type": "text", "text": "next"}]}]}
+    found = validate_request(body)
+    return None if found is None else f"the queue is not valid for the API ({found})"
+
+
+def _turns(queue: list[Message]) -> list[Turn]:
+    turns: list[Turn] = []
+    for m in queue:
+        if not turns or turns[-1].id != m.turn_id:
+            turns.append(Turn(m.turn_id, []))
+        turns[-1].messages.append(m)
+    return turns
+
+
+def _tools(queue: list[Message]) -> list[dict[str, Any]]:
+    """Definitions for the tool names the queue uses: the API wants tools defined whenever
+    the history holds tool blocks."""
+    names = sorted({b["name"] for m in queue for b in m.api_content()
+                    if b.get("type") == "tool_use"})
+    return [{"name": clean_text(n), "input_schema": {"type": "object"}} for n in names]

@@ -1,0 +1,191 @@
+"""Snapshots of one agent, so a recording can start its replay where the live session began.
+
+A recording must not copy the whole agent every session (with 100k messages that is tens of
+megabytes and seconds per chat). Instead:
+
+* a **base** is one agent's rows in a SQLite file of their own, written now and then beside
+  the recordings (`choose_base`, `write_base`); its name holds the agent's revision;
+* a **delta** is what changed since a base (every row stamped with a later revision, the
+  ids deleted since, and the small always-current state: the agent row and its blocks),
+  written into each recording's header (`changes_since`).
+
+`materialise(base, delta, target)` rebuilds the agent in a fresh file for a replay: the base
+copied, the delta applied on top. Row ids are the live ones, so the replayed agent's history
+is the live agent's history, row for row. A delta grows with what happened since its base,
+not with the agent; past `BASE_REFRESH_ROWS` changed rows a new base is written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from memgpt_lite.engine.store import checks, fts
+from memgpt_lite.engine.store.sqlite import Store, dumps
+
+BASE_REFRESH_ROWS = 2_000  # a delta with more changed rows than this gets a new base instead
+# Columns holding JSON: decoded in a delta, so that text inside them is plain JSON strings
+# (which a forget can find and scrub) rather than JSON encoded inside a string.
+JSON_COLUMNS = {"agents": ("settings", "state"), "messages": ("content", "context_content"),
+                "passages": ("tags",)}
+HISTORY_TABLES = ("block_history", "messages", "passages")
+
+
+def choose_base(store: Store, agent_id: int, folder: Path) -> tuple[Path | None, int]:
+    """The base a new recording of the agent should start from, and its revision: the newest
+    base in `folder` while the changes since it stay small, else a new one written now (or
+    none, revision -1, while the agent's whole history is small)."""
+    rev = store.revision(agent_id)
+    bases = sorted((r, p) for r, p in _bases(folder) if r <= rev)
+    base, since = (bases[-1][1], bases[-1][0]) if bases else (None, -1)
+    if pending_rows(store, agent_id, since) <= BASE_REFRESH_ROWS:
+        return base, since
+    return write_base(store, agent_id, folder)
+
+
+def _bases(folder: Path) -> list[tuple[int, Path]]:
+    found = []
+    for path in folder.glob("rev-*.db") if folder.is_dir() else []:
+        digits = path.stem[len("rev-"):]
+        if digits.isdigit():
+            found.append((int(digits), path))
+    return found
+
+
+def write_base(store: Store, agent_id: int, folder: Path) -> tuple[Path, int]:
+    """Copy the agent's rows into a new SQLite file in `folder` (0600, written whole or not
+    at all), named by the revision it holds; returns (path, revision)."""
+    tmp = folder / f"base-{os.getpid()}.tmp"
+    tmp.unlink(missing_ok=True)
+    with Store(tmp) as empty:  # the current schema, in a file of its own
+        empty._db.execute("PRAGMA journal_mode = DELETE")
+    db = store._db
+    db.execute("ATTACH DATABASE ? AS base", (str(tmp),))
+    try:
+        db.execute("BEGIN")  # one read snapshot of the live rows, whatever else writes
+        try:
+            rev = db.execute("SELECT rev FROM agents WHERE id = ?", (agent_id,)).fetchone()[0]
+            _copy(db, "agents", "id", agent_id)
+            for table in ("blocks", *HISTORY_TABLES):
+                _copy(db, table, "agent_id", agent_id)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+    finally:
+        db.execute("DETACH DATABASE base")
+    path = folder / f"rev-{rev:010d}.db"
+    os.replace(tmp, path)
+    return path, rev
+
+
+def forget_in_base(path: Path, agent_id: int, turn_ids: list[int],
+                   passage_ids: list[int]) -> None:
+    """Delete turns and passages from a base file (row ids are the live ones), then rewrite
+    the file so that no freed page still holds their text. Bases have no search index."""
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        db.executemany("DELETE FROM messages WHERE agent_id = ? AND turn_id = ?",
+                       [(agent_id, t) for t in turn_ids])
+        db.executemany("DELETE FROM passages WHERE agent_id = ? AND id = ?",
+                       [(agent_id, i) for i in passage_ids])
+        db.execute("COMMIT")
+        db.execute("VACUUM")
+    finally:
+        db.close()
+
+
+def _copy(db: Any, table: str, key: str, agent_id: int) -> None:
+    cols = ", ".join(r[1] for r in db.execute(f"PRAGMA main.table_info({table})"))
+    db.execute(f"INSERT INTO base.{table} ({cols}) SELECT {cols} FROM main.{table} "
+               f"WHERE {key} = ?", (agent_id,))
+
+
+def pending_rows(store: Store, agent_id: int, since: int) -> int:
+    """How many history rows (and deletions) a delta since revision `since` would carry."""
+    total = sum(store._q(f"SELECT count(*) FROM {t} WHERE agent_id = ? AND rev > ?",
+                         (agent_id, since))[0][0] for t in (*HISTORY_TABLES, "tombstones"))
+    return total
+
+
+def changes_since(store: Store, agent_id: int, since: int) -> dict[str, Any]:
+    """The delta of the agent since revision `since` (-1: everything)."""
+    agent = _rows(store, "agents", "id = ?", (agent_id,))[0]
+    delta: dict[str, Any] = {"since": since, "rev": agent["rev"], "agent": agent,
+                             "blocks": _rows(store, "blocks", "agent_id = ?", (agent_id,))}
+    for table in HISTORY_TABLES:
+        delta[table] = _rows(store, table, "agent_id = ? AND rev > ?", (agent_id, since))
+    delta["tombstones"] = [[r[0], r[1]] for r in store._q(
+        "SELECT kind, row_id FROM tombstones WHERE agent_id = ? AND rev > ? ORDER BY rev",
+        (agent_id, since))]
+    return delta
+
+
+def _rows(store: Store, table: str, where: str, params: tuple) -> list[dict[str, Any]]:
+    rows = [dict(r) for r in store._q(f"SELECT * FROM {table} WHERE {where} ORDER BY id",
+                                      params)]
+    for row in rows:
+        for col in JSON_COLUMNS.get(table, ()):
+            if row.get(col) is not None:
+                row[col] = json.loads(row[col])
+    return rows
+
+
+def materialise(base: Path | None, delta: dict[str, Any], target: Path,
+                open_store: Callable[[Path], Store] = Store) -> Store:
+    """A store at `target` holding the agent as it was: `base` (if any) plus `delta`."""
+    if base is not None:
+        shutil.copyfile(base, target)
+    store = open_store(target)
+    try:
+        apply(store, delta)
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def apply(store: Store, delta: dict[str, Any]) -> None:
+    """Apply a delta on top of what the store holds; ValueError (one phrase naming the
+    field) when the delta is damaged, before or after it was applied (a queue that the API
+    would refuse)."""
+    found = checks.delta_problem(delta)
+    if found:
+        raise ValueError(found)
+    agent_id = delta["agent"]["id"]
+    with store.transaction():
+        _upsert(store, "agents", delta["agent"])
+        store._db.execute("DELETE FROM blocks WHERE agent_id = ?", (agent_id,))
+        for row in delta["blocks"]:
+            _upsert(store, "blocks", row)
+        # Deletions first: SQLite reuses the highest id after a delete, so a row deleted
+        # and a new row with the same id can both be in one delta; the row is the truth.
+        for kind, row_id in delta.get("tombstones") or []:
+            if kind in HISTORY_TABLES:
+                store._db.execute(f"DELETE FROM {kind} WHERE id = ? AND agent_id = ?",
+                                  (row_id, agent_id))
+        for table in HISTORY_TABLES:
+            for row in delta.get(table) or []:
+                _upsert(store, table, row)
+        fts.rebuild(store._db, agent_id)
+        found = checks.queue_problem(store.context_messages(agent_id))
+        if found:
+            raise ValueError(found)
+
+
+def _upsert(store: Store, table: str, row: dict[str, Any]) -> None:
+    values = dict(row)
+    for col in JSON_COLUMNS.get(table, ()):
+        if values.get(col) is not None:
+            values[col] = dumps(values[col])
+    cols = list(values)
+    updates = ", ".join(f"{c} = excluded.{c}" for c in cols if c != "id")
+    store._db.execute(
+        f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) "
+        f"ON CONFLICT (id) DO UPDATE SET {updates}", [values[c] for c in cols])

@@ -1,0 +1,240 @@
+"""Recall in the SQLite store: every message of every turn, the FIFO queue (messages with
+`in_context = 1`), and `conversation_search` over the agent's own full-text index.
+
+A mixin of `sqlite.Store`: it uses the connection, transactions and revision helpers there.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from datetime import date, timedelta
+from typing import Any
+
+from memgpt_lite.engine import search
+from memgpt_lite.engine.records import Message, SearchHit, SearchPage, now_iso
+from memgpt_lite.engine.search import index_text, plain_text
+from memgpt_lite.engine.store import fts
+from memgpt_lite.engine.text import clean_text
+
+_INSERT = ("INSERT INTO messages (agent_id, turn_id, role, content, context_content, "
+           "index_text, created_at, in_context, seq, rev) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+
+
+class RecallMixin:
+    """Messages: stored whole, queued while in context, searchable forever."""
+
+    _db: sqlite3.Connection
+    _decoded: dict[int, tuple[list, list | None]]
+    _data_version: int
+
+    # ---------------------------------------------------------------- writing
+
+    def _message_row(self, agent_id: int, msg: Message) -> tuple:
+        if msg.created_at is None:
+            msg.created_at = now_iso()
+        text = clean_text(plain_text(msg.role, msg.content))
+        return (agent_id, msg.turn_id, msg.role, self._dumps(msg.content),
+                None if msg.context_content is None else self._dumps(msg.context_content),
+                index_text(text), msg.created_at, int(msg.in_context))
+
+    def add_message(self, agent_id: int, msg: Message) -> int:
+        self._insert_messages(agent_id, [msg])
+        return msg.id  # type: ignore[return-value]
+
+    def add_messages(self, agent_id: int, msgs: list[Message]) -> None:
+        """Insert many messages in one transaction (ids are set on the objects)."""
+        self._insert_messages(agent_id, msgs)
+
+    def _insert_messages(self, agent_id: int, msgs: list[Message]) -> None:
+        """Each message gets the next position in the agent's history."""
+        if not msgs:
+            return
+        with self.transaction():
+            rev = self._bump(agent_id)
+            seq = self._q("SELECT coalesce(max(seq), 0) FROM messages WHERE agent_id = ?",
+                          (agent_id,))[0][0]
+            indexed = []
+            for msg in msgs:  # executemany cannot return the ids we must hand back
+                seq += 1
+                row = self._message_row(agent_id, msg)
+                msg.id = self._db.execute(_INSERT, (*row, seq, rev)).lastrowid
+                indexed.append((msg.id, row[5]))
+            fts.add(self._db, "messages", agent_id, indexed)
+
+    def update_message(self, agent_id: int, msg: Message) -> None:
+        row = self._message_row(agent_id, msg)
+        self._decoded.pop(msg.id, None)  # type: ignore[arg-type]
+        with self.transaction():
+            old = self._q("SELECT index_text FROM messages WHERE id = ? AND agent_id = ?",
+                          (msg.id, agent_id))
+            if not old:
+                return
+            self._db.execute(
+                "UPDATE messages SET content = ?, context_content = ?, index_text = ?, "
+                "in_context = ?, rev = ? WHERE id = ? AND agent_id = ?",
+                (row[3], row[4], row[5], row[7], self._bump(agent_id), msg.id, agent_id))
+            if old[0][0] != row[5]:
+                fts.remove(self._db, "messages", agent_id, [(msg.id, old[0][0])])
+                fts.add(self._db, "messages", agent_id, [(msg.id, row[5])])
+
+    def set_context_content(self, agent_id: int, message_id: int,
+                            content: list[dict] | None) -> None:
+        self._decoded.pop(message_id, None)
+        with self.transaction():
+            self._db.execute(
+                "UPDATE messages SET context_content = ?, rev = ? WHERE id = ? AND agent_id = ?",
+                (None if content is None else self._dumps(content), self._bump(agent_id),
+                 message_id, agent_id))
+
+    def set_in_context(self, agent_id: int, turn_ids: list[int], in_context: bool) -> None:
+        with self.transaction():
+            rev = self._bump(agent_id)
+            self._db.executemany(
+                "UPDATE messages SET in_context = ?, rev = ? WHERE agent_id = ? AND turn_id = ?",
+                [(int(in_context), rev, agent_id, t) for t in turn_ids])
+
+    def delete_turns(self, agent_id: int, turn_ids: list[int]) -> int:
+        """Delete whole turns from the queue and recall; returns how many messages went."""
+        self._decoded.clear()  # message ids can be reused after a delete
+        with self.transaction():
+            rows = [tuple(r) for t in turn_ids for r in self._q(
+                "SELECT id, index_text FROM messages WHERE agent_id = ? AND turn_id = ?",
+                (agent_id, t))]
+            fts.remove(self._db, "messages", agent_id, rows)
+            self._db.executemany("DELETE FROM messages WHERE id = ?", [(r[0],) for r in rows])
+            self._tombstones(agent_id, "messages", [r[0] for r in rows])
+        return len(rows)
+
+    # ---------------------------------------------------------------- reading
+
+    def _messages(self, where: str, params: tuple) -> list[Message]:
+        rows = self._q("SELECT id, turn_id, role, content, context_content, created_at, "
+                       f"in_context FROM messages WHERE {where} ORDER BY id", params)
+        return [Message(r["role"], json.loads(r["content"]), r["turn_id"], r["id"],
+                        r["created_at"], bool(r["in_context"]),
+                        None if r["context_content"] is None else json.loads(r["context_content"]))
+                for r in rows]
+
+    def context_messages(self, agent_id: int) -> list[Message]:
+        """The FIFO queue, oldest first. Read before every model call, so the content JSON of
+        each message is decoded once and kept (content changes only through this object's
+        update methods, which drop the entry, or through another connection, which
+        PRAGMA data_version reveals). The returned lists are shared: replace, never mutate."""
+        version = self._db.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._data_version:
+            self._decoded.clear()
+            self._data_version = version
+        rows = self._q("SELECT id, turn_id, role, created_at FROM messages "
+                       "WHERE agent_id = ? AND in_context = 1 ORDER BY id", (agent_id,))
+        self._decode([r["id"] for r in rows if r["id"] not in self._decoded])
+        self._decoded = {r["id"]: self._decoded[r["id"]] for r in rows}  # only the queue's
+        queue = []
+        for r in rows:
+            content, context = self._decoded[r["id"]]
+            queue.append(Message(r["role"], content, r["turn_id"], r["id"], r["created_at"],
+                                 True, context))
+        return queue
+
+    def _decode(self, ids: list[int]) -> None:
+        for start in range(0, len(ids), 500):  # stay under SQLite's bound-parameter limit
+            chunk = ids[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            for r in self._q(f"SELECT id, content, context_content FROM messages "
+                             f"WHERE id IN ({marks})", chunk):
+                context = r["context_content"]
+                self._decoded[r["id"]] = (json.loads(r["content"]),
+                                          None if context is None else json.loads(context))
+
+    def turn_messages(self, agent_id: int, turn_id: int) -> list[Message]:
+        return self._messages("agent_id = ? AND turn_id = ?", (agent_id, turn_id))
+
+    def all_messages(self, agent_id: int) -> list[Message]:
+        """Every message of the agent, in order (exports)."""
+        return self._messages("agent_id = ?", (agent_id,))
+
+    def message_positions(self, agent_id: int) -> list[int]:
+        """Each message's position in the agent's history, in message order (exports keep
+        them, so neighbours stay neighbours after an import)."""
+        return [r[0] for r in self._q("SELECT seq FROM messages WHERE agent_id = ? ORDER BY id",
+                                      (agent_id,))]
+
+    def set_message_positions(self, agent_id: int, positions: dict[int, int]) -> None:
+        """Give messages (by id) the positions of an export they were imported from."""
+        with self.transaction():
+            self._db.executemany("UPDATE messages SET seq = ? WHERE id = ? AND agent_id = ?",
+                                 [(seq, i, agent_id) for i, seq in positions.items()])
+
+    def max_turn_id(self, agent_id: int) -> int:
+        return self._q("SELECT coalesce(max(turn_id), 0) FROM messages WHERE agent_id = ?",
+                       (agent_id,))[0][0]
+
+    # ---------------------------------------------------------------- search
+
+    def search_messages(self, agent_id: int, query: str, page: int = 1, per_page: int = 5,
+                        start_date: str | None = None, end_date: str | None = None) -> SearchPage:
+        """Messages ranked by BM25 over any query term plus a share of their matching
+        neighbours' (`search.with_neighbours`). Dates are YYYY-MM-DD, inclusive."""
+        page, per_page = max(1, int(page)), max(1, int(per_page))
+        where, params = _date_filter(start_date, end_date)
+        expr = self._match_expression("messages", agent_id, query)
+        if expr is None:
+            return SearchPage([], page, 0, 0)
+        name = fts.table("messages", agent_id)
+        rows = self._candidates(name, f"f.rowid, -bm25({name}), m.seq",
+                                "CROSS JOIN messages m ON m.id = f.rowid", where, [expr, *params])
+        id_of = {seq: i for i, _, seq in rows}
+        combined = search.with_neighbours({seq: score for _, score, seq in rows})
+        ids = [id_of[seq] for seq in search.top_page(combined, page, per_page)]
+        score = {id_of[seq]: value for seq, value in combined.items()}
+        return SearchPage(self._message_hits(ids, score), page,
+                          math.ceil(len(rows) / per_page), len(rows))
+
+    def _message_hits(self, ids: list[int], score: dict[int, float]) -> list[SearchHit]:
+        if not ids:
+            return []
+        rows = {r["id"]: r for r in self._q(
+            "SELECT id, role, turn_id, content, created_at FROM messages WHERE id IN "
+            f"({', '.join('?' * len(ids))})", ids)}
+        return [SearchHit(i, plain_text(rows[i]["role"], json.loads(rows[i]["content"])),
+                          rows[i]["created_at"], role=rows[i]["role"],
+                          turn_id=rows[i]["turn_id"], score=score[i]) for i in ids]
+
+    def _match_expression(self, kind: str, agent_id: int, query: str) -> str | None:
+        """The MATCH expression for a query: its candidate terms (see
+        `search.candidate_terms`) joined by OR; None when it has no searchable words."""
+        name = fts.table(kind, agent_id)
+
+        def doc_freq(term: str) -> int:  # counting stops past the cap
+            return self._q(f"SELECT count(*) FROM (SELECT rowid FROM {name} WHERE {name} "
+                           f"MATCH ? LIMIT {search.RANK_CAP + 1})", (term,))[0][0]
+
+        terms = search.candidate_terms(search.match_terms(query), doc_freq)
+        return " OR ".join(terms) or None
+
+    def _candidates(self, name: str, select: str, join: str, where: list[str],
+                    params: list[Any]) -> list[tuple]:
+        """The agent's rows matching the MATCH parameter, newest first, at most RANK_CAP of
+        them (FTS yields rowids in order, so this stops early). CROSS JOIN keeps FTS the
+        outer loop. Plain tuples: up to RANK_CAP rows, sqlite3.Row is slower."""
+        sql = (f"SELECT {select} FROM {name} f {join} WHERE {name} MATCH ? "
+               f"{''.join(' AND ' + w for w in where)} "
+               f"ORDER BY f.rowid DESC LIMIT {search.RANK_CAP}")
+        cur = self._db.cursor()
+        cur.row_factory = None
+        try:
+            return cur.execute(sql, params).fetchall()
+        except sqlite3.OperationalError as exc:
+            raise self._error(exc) from exc
+
+
+def _date_filter(start_date: str | None, end_date: str | None) -> tuple[list[str], list[str]]:
+    where, params = [], []
+    if start_date:
+        where.append("m.created_at >= ?")
+        params.append(date.fromisoformat(start_date).isoformat())
+    if end_date:
+        where.append("m.created_at < ?")
+        params.append((date.fromisoformat(end_date) + timedelta(days=1)).isoformat())
+    return where, params

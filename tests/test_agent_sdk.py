@@ -1,4 +1,4 @@
-"""The agent loop over the real anthropic SDK, offline (httpx2.MockTransport, STYLE 4)."""
+"""The agent loop over the real anthropic SDK, offline (httpx2.MockTransport)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Property-based tests of the paging controller (issue 4, "Must show").
+"""Property-based tests of the paging controller: every request valid and within budget, nothing lost.
 
 Random sessions — turns, tool calls (parallel too), tool-result and paste sizes, the model's
 answers to pressure alerts (ignore, bad ids, the current id, wrong types, everything, the

@@ -232,7 +232,7 @@ def test_pop_and_last_user_text(store):
     agent, _ = make(store, [text_response("a"), text_response("b")])
     run(agent, "one")
     run(agent, "two")
-    assert agent.pop_turns(1) == [2]
+    assert agent.pop_turns(1).turn_ids == [2]
     assert [m.turn_id for m in store.context_messages(agent.id)] == [1, 1]
     assert agent.last_user_text() == "one"
 

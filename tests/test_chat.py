@@ -195,8 +195,8 @@ def test_pop_says_what_was_removed_and_retry_resends(chat_factory):
     assert [m.turn_id for m in chat.store.context_messages(chat.agent.id)] == [1, 1]
     assert chat.store.search_messages(chat.agent.id, "second").total == 0
     out = chat.run("/retry")
-    assert out.startswith("retrying: removed turn 1 from the queue and recall; sending your "
-                          "last message again\nTwo again.")
+    assert out.startswith("retrying: turn 1 undone (its reply and memory edits); sending "
+                          "your last message again\nTwo again.")
     texts = [m.content[0]["text"] for m in chat.store.context_messages(chat.agent.id)]
     assert texts == ["first message", "Two again."]
     assert chat.run("/pop x") == "usage: /pop [N] with N ≥ 1"
@@ -225,6 +225,7 @@ def test_ctrl_c_during_a_turn_abandons_it_and_keeps_the_queue_valid(chat_factory
     queue = chat.store.context_messages(chat.agent.id)
     assert [(m.turn_id, m.role) for m in queue] == [(1, "user"), (1, "assistant")]
     assert chat.store.search_messages(chat.agent.id, "interrupted").total == 1
+    assert "user (interrupted): this one gets interrupted" in chat.run("/search interrupted")
     assert chat.run("next").startswith("Back.")
 
 

@@ -252,8 +252,9 @@ def test_update_message_reindexes(store, agent):
 
 def test_lone_surrogates_are_stored_without_error(store, agent):
     m = text_msg("user", "bad \ud800 text", 1)
-    store.add_message(agent.id, m)
-    assert store.turn_messages(agent.id, 1)[0].content == m.content
+    store.add_message(agent.id, m)  # the one rule: what is not valid Unicode becomes U+FFFD
+    assert store.turn_messages(agent.id, 1)[0].content == [{"type": "text",
+                                                           "text": "bad \ufffd text"}]
     assert store.search_messages(agent.id, "bad \udfff").total == 1
 
 

@@ -2,8 +2,11 @@
 
 `Agent.step(text)` stores the user's text in recall first (so nothing the user typed is ever
 lost), then calls the model until it ends its turn, executing every tool call in between.
-The turn's messages enter the FIFO queue only when the turn completes, in one transaction:
-an interrupted turn (Ctrl-C, crash, API failure) leaves the queue exactly as it was.
+The turn's messages enter the FIFO queue only when the turn completes, in one transaction.
+A turn that does not complete (Ctrl-C, an API failure, any exception, a crash) leaves
+nothing behind: every memory edit, passage, eviction, fold and summary change it made is
+undone (the store journals them, see store/sqlite_turns.py), and its user message stays in
+recall, marked interrupted, for `Agent.retry()`.
 """
 
 from __future__ import annotations
@@ -50,9 +53,9 @@ from memgpt_lite.engine.records import (
     ContentBlock,
     Message,
     ModelResponse,
+    PoppedTurns,
     ToolCall,
     ToolResult,
-    Usage,
     canonical_json,
     tool_calls_in,
     utc_iso,
@@ -60,6 +63,8 @@ from memgpt_lite.engine.records import (
 from memgpt_lite.engine.redact import redact, redact_blocks
 from memgpt_lite.engine.store import AgentRow, Store
 from memgpt_lite.engine.summariser import Summariser
+from memgpt_lite.engine.tally import Tally
+from memgpt_lite.engine.text import clean_text, clean_value
 from memgpt_lite.engine.tokens import TokenCounter, cost_usd
 from memgpt_lite.engine.turns import first_words, group_turns
 
@@ -88,7 +93,7 @@ class ContextReport:
 
 
 class TurnFailed(Exception):
-    """Internal: the turn cannot go on (API error); the queue stays as it was."""
+    """Internal: the turn cannot go on (API error); everything it did is undone."""
 
 
 class Agent:
@@ -145,6 +150,8 @@ class Agent:
         elif settings is not None:
             store.update_settings(row.id, settings.to_dict())
         effective = settings or Settings.from_dict(row.settings)
+        for turn in store.unfinished_turns(row.id):  # a process died mid-turn: undo it first
+            store.undo_turn(row.id, turn)
         return cls(store, row, effective, model_client, summary_client, clock or utc_now, created)
 
     def close(self) -> None:
@@ -155,26 +162,73 @@ class Agent:
     # ------------------------------------------------------------------ the loop
     def step(self, text: str) -> Iterator[Event]:
         """Run one turn. Yields events and always ends with a TurnEndEvent. Closing the
-        generator early abandons the turn: the queue is untouched, the text stays in recall."""
+        generator early abandons the turn: everything it did is undone, and the text stays
+        in recall (marked interrupted)."""
+        text = clean_text(text)
         if not text.strip():
             raise ValueError("a turn needs a non-empty message")  # the API rejects empty text
         if self.redact_secrets:
             text = redact(text)
+        self._recover()
         turn_id = self.store.max_turn_id(self.id) + 1
         user = Message("user", [{"type": "text", "text": text}], turn_id,
                        created_at=utc_iso(self.clock()), in_context=False)
-        self.store.add_message(self.id, user)  # in recall before any model call
-        run = _TurnRun(turn_id, [user])
+        yield from self._turn(user)
+
+    def retry(self) -> Iterator[Event]:
+        """Send the last user message again, keeping one copy of it in recall: the message
+        of a turn that did not complete is reused as it is stored; a completed turn is popped
+        first (its memory edits reverted, see `pop_turns`) and its text sent as a new turn.
+        LookupError when there is no message yet."""
+        self._recover()
+        last = self.store.max_turn_id(self.id)
+        messages = self.store.turn_messages(self.id, last)
+        user = next((m for m in messages if m.role == "user"), None)
+        if user is None:
+            raise LookupError("There is no message to retry yet.")
+        replacing = None
+        if len(messages) > 1 or user.status != "interrupted":  # the turn completed
+            # It is undone as the new turn begins; its id is free again then.
+            replacing = [last]
+            user = Message("user", user.content, last, created_at=utc_iso(self.clock()),
+                           in_context=False)
+        yield from self._turn(user, replacing)
+
+    def _recover(self) -> None:
+        """Undo a turn this store left open (its undo could not be written, e.g. disk full)."""
+        for turn in self.store.unfinished_turns(self.id):
+            self.store.undo_turn(self.id, turn)
+
+    def _turn(self, user: Message, replacing: list[int] | None = None) -> Iterator[Event]:
+        popped = self.store.begin_turn(self.id, user, replacing)  # in recall before any call
+        run = _TurnRun(user.turn_id, [user])
+        alerts = self.pager.state()
         try:
-            yield from self._run(run)
+            if popped.memory_lines():
+                yield NoticeEvent(f"Turn {user.turn_id} was undone before sending it again: "
+                                  + "; ".join(popped.memory_lines()) + ".")
+            yield from self._tallied(run)
             self._commit(run)
             run.completed = True
         except TurnFailed:
             pass
         finally:
+            if not run.completed:
+                self.store.undo_turn(self.id, run.turn_id)
+                self.pager.restore(alerts)
             self._save_state()
-        yield TurnEndEvent(turn_id, run.text, run.stop_reason, run.usage,
-                           cost_usd(self.settings.model, run.usage), run.completed)
+        # Every paid call of the turn, the summariser's included (see Tally.paid_*).
+        yield TurnEndEvent(run.turn_id, run.text, run.stop_reason, run.tally.paid_usage,
+                           run.tally.paid_cost_usd, run.completed)
+
+    def _tallied(self, run: _TurnRun) -> Iterator[Event]:
+        inner = self._run(run)
+        try:
+            for event in inner:
+                run.tally.add(event)
+                yield event
+        finally:
+            inner.close()  # on Ctrl-C: close the model's stream now, not when collected
 
     def _save_state(self) -> None:
         """Keep what this turn taught the counter and the pager (see Agent.state)."""
@@ -234,6 +288,7 @@ class Agent:
             yield from self._fail(exc.message, exc.kind, exc.retryable)
         if response is None:
             yield from self._fail("The model's stream ended without a response.", "stream", True)
+        response = replace(response, content=clean_value(response.content))
         if self.redact_secrets:  # the model may echo a secret into text or a tool input
             response = replace(response, content=redact_blocks(response.content))
         yield ResponseEvent(response, "chat")
@@ -248,7 +303,6 @@ class Agent:
         usage = response.usage
         if usage.total_input:
             self.counter.observe(built.request, usage.total_input)
-        run.usage = run.usage + usage
         cost = cost_usd(self.settings.model, usage)
         context_tokens = usage.total_input or built.estimated_tokens
         yield UsageEvent(usage, cost, context_tokens, self.settings.budget)
@@ -319,13 +373,9 @@ class Agent:
         """The whole turn enters the queue in one transaction."""
         user, rest = run.messages[0], run.messages[1:]
         now = utc_iso(self.clock())
-        with self.store.transaction():
-            user.in_context = True
-            self.store.update_message(self.id, user)
-            for m in rest:
-                m.created_at = m.created_at or now
-                m.in_context = True
-            self.store.add_messages(self.id, rest)
+        for m in rest:
+            m.created_at = m.created_at or now
+        self.store.commit_turn(self.id, user, rest)
 
     # ------------------------------------------------------------------ inspection
     def blocks(self) -> list[Block]:
@@ -348,12 +398,15 @@ class Agent:
             turn -= 1
         return None
 
-    def pop_turns(self, n: int = 1) -> list[int]:
-        """Delete the last n turns from the queue and recall; returns their ids."""
+    def pop_turns(self, n: int = 1) -> PoppedTurns:
+        """Undo the last n turns of the queue, in one transaction: they leave the queue and
+        recall, and their memory edits are reverted where nothing changed them since (see
+        `Store.pop_turns`). Returns what was undone (falsy when there was nothing)."""
         ids = sorted({m.turn_id for m in self.store.context_messages(self.id)})[-n:] if n > 0 else []
-        if ids:
-            self.store.delete_turns(self.id, ids)
-        return ids
+        return self._pop(ids)
+
+    def _pop(self, ids: list[int]) -> PoppedTurns:
+        return self.store.pop_turns(self.id, ids) if ids else PoppedTurns()
 
     def edit_block(self, label: str, value: str) -> Block:
         block = self.store.get_block(self.id, label)
@@ -373,7 +426,7 @@ class _TurnRun:
     calls: int = 0
     text: str = ""
     stop_reason: str | None = None
-    usage: Usage = field(default_factory=Usage)
+    tally: Tally = field(default_factory=Tally)  # every event of the turn, for its cost
     completed: bool = False
     stop_tools: bool = False
     overflow: int | None = None

@@ -17,7 +17,7 @@ from memgpt_lite.engine import prompts
 from memgpt_lite.engine.events import MemoryEditEvent
 from memgpt_lite.engine.records import Block, SearchPage
 from memgpt_lite.engine.store import Store
-from memgpt_lite.engine.text import neutralise_tags, shorten
+from memgpt_lite.engine.text import clean_value, neutralise_tags, shorten
 
 MEMORY_TOOL_NAMES = ("core_memory_append", "core_memory_replace", "conversation_search",
                      "archival_insert", "archival_search")
@@ -192,6 +192,7 @@ class MemoryTools:
         if name not in MEMORY_TOOL_NAMES:
             return _error(f"Unknown tool {name!r}; the memory tools are: "
                           f"{', '.join(MEMORY_TOOL_NAMES)}.", str(name))
+        args = clean_value(args)  # the model's JSON may hold lone surrogates
         problem = check_arguments(_SCHEMAS[name], args)
         if problem:
             return _error(problem, name)
@@ -278,8 +279,9 @@ class MemoryTools:
         result = self.store.search_messages(self.agent_id, query, page,
                                             start_date=start and start.isoformat(),
                                             end_date=end and end.isoformat())
-        lines = [f"- {h.created_at.replace('T', ' ').rstrip('Z')[:16]} {h.role}: {_hit_line(h.text)}"
-                 for h in result.hits]
+        lines = [f"- {h.created_at.replace('T', ' ').rstrip('Z')[:16]} {h.role}"
+                 f"{' (interrupted, never answered)' if h.status == 'interrupted' else ''}: "
+                 f"{_hit_line(h.text)}" for h in result.hits]
         return self._page_outcome(tool, query, result, lines)
 
     def archival_search(self, query: str, page: int = 1,

@@ -8,7 +8,8 @@ version, 2; version 1 is still read) and a `"type"`:
                  and where a replay starts: `base` (a snapshot file of the agent beside the
                  recording, or null) plus `delta`, what changed since that base (see
                  store/snapshot.py). Version 1 headers held a whole `snapshot` instead.
-    user         one user input: text and `at` (the agent clock's ISO time)
+    user         one user input: text and `at` (the agent clock's ISO time); `retry: true`
+                 when it was /retry (Agent.retry, which reuses or pops the last turn)
     <event kind> one line per agent event (model_call, response, tool_call, tool_result,
                  memory_edit, pressure_alert, eviction, summary, usage, turn_end, ...)
     clock        every reading of the agent's clock during the turn, replayed in order
@@ -53,6 +54,7 @@ from memgpt_lite.engine.records import (
 )
 from memgpt_lite.engine.redact import redact
 from memgpt_lite.engine.store import snapshot
+from memgpt_lite.engine.text import clean_value
 
 RECORDING_VERSION = 2
 BASES = "bases"  # the folder of base snapshots, beside an agent's recordings
@@ -141,7 +143,8 @@ class Recorder:
 
     def write(self, obj: dict[str, Any]) -> None:
         line = {"v": RECORDING_VERSION, **obj, "t": round(self._timer() - self._start, 3)}
-        self._file.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
+        text = json.dumps(clean_value(line), ensure_ascii=False, separators=(",", ":"))
+        self._file.write(text + "\n")
         self._file.flush()
 
     def header(self, *, agent: str, settings: dict[str, Any], model: str,
@@ -156,8 +159,8 @@ class Recorder:
                     "source": source, "note": note, "blocks": blocks or {},
                     "base": base, "delta": delta})
 
-    def user(self, text: str, at: str) -> None:
-        self.write({"type": "user", "text": text, "at": at})
+    def user(self, text: str, at: str, *, retry: bool = False) -> None:
+        self.write({"type": "user", "text": text, "at": at, **({"retry": True} if retry else {})})
 
     def event(self, event: Event) -> None:
         if event.kind in UNRECORDED_KINDS:
@@ -252,8 +255,10 @@ class _RecordingModelClient:
             raise
 
 
-def recorded_step(agent: Any, recorder: Recorder, text: str) -> Iterator[Event]:
-    """`agent.step(text)`, recording the user input and every event while passing them on.
+def recorded_step(agent: Any, recorder: Recorder, text: str, *,
+                  retry: bool = False) -> Iterator[Event]:
+    """`agent.step(text)` (with retry: `agent.retry()`, `text` being the message it sends
+    again), recording the user input and every event while passing them on.
 
     Closing this generator early (Ctrl-C) closes the agent's turn too and records that."""
     real, real_client = agent.clock, agent.model_client
@@ -261,8 +266,8 @@ def recorded_step(agent: Any, recorder: Recorder, text: str) -> Iterator[Event]:
     agent.model_client = _RecordingModelClient(real_client, recorder)
     # The agent redacts secrets before storing; the recording must not keep them either.
     recorder.user(redact(text) if getattr(agent, "redact_secrets", True) else text,
-                  utc_iso(clock.first))  # type: ignore[arg-type]
-    inner = agent.step(text)
+                  utc_iso(clock.first), retry=retry)  # type: ignore[arg-type]
+    inner = agent.retry() if retry else agent.step(text)
     finished = False
     try:
         for event in inner:
@@ -295,6 +300,7 @@ class RecordedTurn:
     interrupted: bool = False
     clock: list[str] = field(default_factory=list)  # the agent clock's readings in this turn
     commands_before: list[dict[str, Any]] = field(default_factory=list)
+    retry: bool = False  # sent with /retry (replayed with Agent.retry)
 
     def lines(self, kind: str) -> list[dict[str, Any]]:
         return [e for e in self.events if e["type"] == kind]
@@ -335,7 +341,8 @@ class Recording:
             elif kind == "user":
                 turns.append(RecordedTurn(len(turns), line["text"], line.get("at") or "",
                                           float(line.get("t") or 0), restart_before=restart,
-                                          commands_before=commands))
+                                          commands_before=commands,
+                                          retry=bool(line.get("retry"))))
                 restart, commands = False, []
             elif kind == "restart":
                 restart = True

@@ -30,7 +30,7 @@ LINES: dict[str, dict[str, Spec]] = {
                "?agent_uid": OPT_STR, "?base": OPT_STR, "?delta": (dict, None),
                "?snapshot": (dict, None), "?source": OPT_STR, "?note": OPT_STR,
                "?created_at": OPT_STR, "?version": OPT_STR, "?prompt_digests": (dict, None)},
-    "user": {"text": str, "?at": OPT_STR},
+    "user": {"text": str, "?at": OPT_STR, "?retry": bool},
     "model_call": {"call_index": int, "request_digest": str, "estimated_tokens": int,
                    "?purpose": str, "?model": str},
     "response": {"?purpose": str, "response": RESPONSE},

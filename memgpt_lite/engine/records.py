@@ -45,7 +45,9 @@ def canonical_json(value: Any) -> str:
 @dataclass
 class Message:
     """One stored message. `content` is the full original; `context_content` is what the
-    FIFO queue sends instead when the message was folded or clipped (None = send `content`)."""
+    FIFO queue sends instead when the message was folded or clipped (None = send `content`).
+    `status` is "" for a message of a finished turn, "open" while its turn runs and
+    "interrupted" for the user message of a turn that failed or was cancelled."""
 
     role: Role
     content: list[ContentBlock]
@@ -54,6 +56,7 @@ class Message:
     created_at: str | None = None  # ISO 8601 UTC, e.g. 2026-11-29T13:45:00Z
     in_context: bool = True
     context_content: list[ContentBlock] | None = None
+    status: str = ""
 
     def api_content(self) -> list[ContentBlock]:
         return self.context_content if self.context_content is not None else self.content
@@ -96,6 +99,31 @@ class SearchHit:
     turn_id: int | None = None  # messages only
     tags: list[str] = field(default_factory=list)  # passages only
     score: float = 0.0
+    status: str = ""  # messages only: "interrupted" when its turn failed or was cancelled
+
+
+@dataclass
+class PoppedTurns:
+    """What `Agent.pop_turns` undid: the turns removed from the queue and recall, the core
+    memory blocks put back as they were before those turns, the passages they inserted
+    that were deleted, and the blocks left as they are because a later edit changed them."""
+
+    turn_ids: list[int] = field(default_factory=list)
+    blocks_reverted: list[str] = field(default_factory=list)
+    passages_deleted: list[int] = field(default_factory=list)
+    blocks_kept: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.turn_ids)
+
+    def memory_lines(self) -> list[str]:
+        """What happened to memory, one line each (for /pop and /retry)."""
+        lines = [f"core memory {label!r}: put back as it was before" for label in
+                 self.blocks_reverted]
+        lines += [f"archival passage #{i}: deleted" for i in self.passages_deleted]
+        lines += [f"core memory {label!r}: left as it is (it was changed again since)"
+                  for label in self.blocks_kept]
+        return lines
 
 
 @dataclass

@@ -289,7 +289,7 @@ class _Replayer:
         recorded = [line for line in turn.events if line["type"] != PROMPT_TOO_LONG]
         limit = len(recorded) if turn.interrupted else None
         seen: list[Event] = []
-        gen = self.agent.step(turn.text)
+        gen = self.agent.retry() if turn.retry else self.agent.step(turn.text)
         try:
             for event in gen:
                 if event.kind not in UNRECORDED_KINDS:
@@ -396,8 +396,9 @@ def _replay_store(path: Path, clock: ReplayClock) -> Any:
 
     class ReplayStore(Store):
         def add_passage(self, agent_id: int, text: str, tags: list[str] | None = None,
-                        created_at: str | None = None) -> int:
-            return super().add_passage(agent_id, text, tags, created_at or utc_iso(clock.now))
+                        created_at: str | None = None, **kwargs: Any) -> int:
+            return super().add_passage(agent_id, text, tags, created_at or utc_iso(clock.now),
+                                       **kwargs)
 
     return ReplayStore(path)
 

@@ -4,6 +4,7 @@ stored text made inert inside the prompt's tagged sections."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 # The tags that give the prompt its structure. Stored text (memory values, search hits, the
 # summary, alert listings) must never open or close one, however spaced or cased.
@@ -13,9 +14,30 @@ _TAG_BREAKER = re.compile(r"<(\s*/?\s*)(" + "|".join(STRUCTURE_TAGS) + r")\b", r
 
 
 def clean_text(text: str) -> str:
-    """Replace lone surrogates (possible in JSON from a model), which SQLite cannot store,
-    with '?'."""
-    return text.encode("utf-8", "replace").decode("utf-8")
+    """Text as the engine keeps it, the one rule at every boundary: whatever is not valid
+    Unicode becomes U+FFFD. Lone surrogates are what Python makes of undecodable bytes
+    (surrogateescape) and what a JSON escape can hold; no file, database or API takes them.
+    A surrogate pair written as two code points is joined into the character it encodes."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text
+
+
+def clean_value(value: Any) -> Any:
+    """`clean_text` applied to every string inside a JSON-like value (keys included);
+    returns the value itself when nothing needed cleaning."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, list):
+        items = [clean_value(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value)) else items
+    if isinstance(value, dict):
+        pairs = [(clean_value(k), clean_value(v)) for k, v in value.items()]
+        same = all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(pairs, value.items()))
+        return value if same else dict(pairs)
+    return value
 
 
 def shorten(text: str, limit: int = 80) -> str:

@@ -23,7 +23,6 @@ from memgpt_lite.engine.privacy import (
 )
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.engine.text import shorten
-from memgpt_lite.engine.turns import turn_ranges
 from memgpt_lite.terminal import render
 from memgpt_lite.terminal.user_input import EditorError, LineReader, ask, edit_in_editor
 from memgpt_lite.terminal.view import ChatView
@@ -37,8 +36,10 @@ Commands
   /archival [QUERY]     search archival memory, or list the newest passages
   /context              token ledger per section, the queue's turns, the summary
   /tokens               this session's token usage and cost
-  /pop [N]              undo the last N turns (default 1): removed from the queue and recall
-  /retry                send your last message again (replacing its answer, if any)
+  /pop [N]              undo the last N turns (default 1): removed from the queue and recall,
+                        their core memory edits and archival inserts undone
+  /retry                send your last message again (its answer and memory edits, if any,
+                        are undone first; your message stays stored once)
   /agents               all agents in this data dir
   /forget QUERY         show matching messages and passages, then delete them on confirmation
   /exit                 leave (also /quit, Ctrl-D, or Ctrl-C twice at the prompt)
@@ -102,9 +103,9 @@ class ChatSession:
             return True
         return command(rest.strip()) is not False
 
-    def run_turn(self, text: str) -> None:
+    def run_turn(self, text: str, *, retry: bool = False) -> None:
         self.view.start_turn()
-        steps = self._steps(text)
+        steps = self._steps(text, retry)
         try:
             for event in steps:
                 self.tally.add(event)
@@ -115,14 +116,14 @@ class ChatSession:
         finally:
             self.view.stop()
 
-    def _steps(self, text: str) -> Iterator[Any]:
+    def _steps(self, text: str, retry: bool = False) -> Iterator[Any]:
         if self.recorder is None and self.recorder_factory is not None:
             self.recorder = self.recorder_factory()  # no file for a session without turns
         if self.recorder is None:
-            return self.agent.step(text)
+            return self.agent.retry() if retry else self.agent.step(text)
         from memgpt_lite.engine.recording import recorded_step
 
-        return recorded_step(self.agent, self.recorder, text)
+        return recorded_step(self.agent, self.recorder, text, retry=retry)
 
     def close(self) -> None:
         self.view.stop()
@@ -203,17 +204,19 @@ class ChatSession:
             self.console.print("usage: /pop [N] with N ≥ 1", markup=False)
             return
         queued = {t.id: t for t in self.agent.context_report().turns}
-        removed = self.agent.pop_turns(n)
-        if not removed:
+        popped = self.agent.pop_turns(n)
+        if not popped:
             self.console.print("nothing to pop: there are no turns yet", markup=False)
             return
         self._end_recording()
-        for turn_id in removed:
+        for turn_id in popped.turn_ids:
             info = queued.get(turn_id)
             words = f" \"{shorten(info.first_words, 50)}\"" if info is not None else ""
             size = f" ({info.tokens:,} tokens)" if info is not None else ""
             self.console.print(f"removed turn {turn_id}{words}{size} from the context queue "
                                f"and from recall", markup=False, highlight=False)
+        for line in popped.memory_lines():
+            self.console.print(line, markup=False, highlight=False)
 
     def cmd_retry(self, rest: str) -> None:
         text = self.agent.last_user_text()
@@ -221,16 +224,14 @@ class ChatSession:
             self.console.print("nothing to retry yet", markup=False)
             return
         store, agent_id = self.agent.store, self.agent.id
-        queued = {m.turn_id for m in store.context_messages(agent_id)}
         last = store.max_turn_id(agent_id)
-        if last in queued:  # it was answered: replace that answer
-            removed = self.agent.pop_turns(1)
-            self._end_recording()
-            self.console.print(f"retrying: removed turn {turn_ranges(removed)} from the queue "
-                               f"and recall; sending your last message again", markup=False)
-        else:
+        if any(m.role == "assistant" for m in store.turn_messages(agent_id, last)):
+            # Agent.retry undoes that turn (in the same recorded turn, so replay does too)
+            self.console.print(f"retrying: turn {last} undone (its reply and memory edits); "
+                               "sending your last message again", markup=False)
+        else:  # its stored message is sent again, not stored a second time
             self.console.print("retrying your last message", markup=False)
-        self.run_turn(text)
+        self.run_turn(text, retry=True)
 
     def cmd_agents(self, rest: str) -> None:
         render.print_agents(self.console, self.agent.store)

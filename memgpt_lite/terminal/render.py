@@ -129,6 +129,7 @@ def print_search_page(console: Console, page: Any, what: str) -> None:
                   f"{'s' if page.total != 1 else ''}", markup=False)
     for hit in page.hits:
         who = hit.role or ("[" + ", ".join(hit.tags) + "]" if hit.tags else "passage")
+        who += " (interrupted)" if getattr(hit, "status", "") == "interrupted" else ""
         turn = f" turn {hit.turn_id}" if hit.turn_id is not None else ""
         console.print(f"  #{hit.id}{turn} {_when(hit.created_at)} {who}: {shorten(hit.text, 160)}",
                       markup=False, highlight=False)

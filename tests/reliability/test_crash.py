@@ -39,12 +39,20 @@ def test_kill_at_a_stage_of_a_turn(tmp_path, stage):
     typed = [l[6:] for l in lines if l.startswith("TYPED ")]
     answered = [l[10:] for l in lines if l.startswith("COMMITTED ")]
     assert "first answer is safe" in answered
-    assert_trustworthy(db, "crash", typed=typed, answered=answered)
-    if stage == "after_tool":  # the tool's own write was committed before the kill
+    if stage == "after_tool":  # the tools' writes reached the file before the kill
         with Store(db) as store:
             row = store.get_agent("crash")
             assert "Likes tea." in store.get_block(row.id, "human").value
             assert store.count_passages(row.id) == 1
+    assert_trustworthy(db, "crash", typed=typed, answered=answered)
+    with Store(db) as store:  # reopening the agent undid everything the cut-off turn did
+        row = store.get_agent("crash")
+        assert store.get_block(row.id, "human").value == "Nothing is known about the user yet."
+        assert store.count_passages(row.id) == 0
+        assert [h["source"] for h in store.block_history(row.id)] == ["init", "init"]
+        assert store._q("SELECT count(*) FROM turn_effects")[0][0] == 0
+        cut = [m for m in store.all_messages(row.id) if m.content[0].get("text") == typed[-1]]
+        assert [(m.status, m.in_context) for m in cut] == [("interrupted", False)]
 
 
 def test_kill_during_a_migration(tmp_path):

@@ -113,9 +113,13 @@ def test_fault_after_a_tool_call_leaves_no_orphan_tool_use(tmp_path, server):
     server.enqueue(overloaded())
     events = list(agent.step("the question"))
     assert_clean_failure(store, agent, events, True, ["overloaded"])
-    assert "Plays the cello." in agent.blocks()[1].value  # the committed edit stays
+    assert "Plays the cello." not in agent.blocks()[1].value  # the failed turn's edit is undone
+    server.enqueue(tool_response([("core_memory_append",
+                                   {"label": "human", "content": "Plays the cello."})]))
     server.enqueue(text_response("Cello noted."))
-    assert list(agent.step("the question"))[-1].completed
+    assert list(agent.retry())[-1].completed
+    assert agent.blocks()[1].value.count("Plays the cello.") == 1
+    assert recall_texts(store, agent.id).count("the question") == 1
     assert queue_problems(store, agent.id) == []
 
 

@@ -21,11 +21,12 @@ BLOCK_FIELDS = {"text": {"text": str}, "tool_use": {"id": str, "name": str, "inp
                 "tool_result": {"tool_use_id": str, "?content": (str, list)},
                 "thinking": {"thinking": str, "signature": str}}
 MESSAGE = {"turn_id": int, "role": str, "content": [BLOCK], "?context_content": ([BLOCK], None),
-           "created_at": str, "in_context": (bool, int), "?position": int}
-PASSAGE = {"text": str, "tags": [str], "created_at": str}
+           "created_at": str, "in_context": (bool, int), "?position": int, "?status": str}
+PASSAGE = {"text": str, "tags": [str], "created_at": str, "?turn_id": (int, None)}
+STATUSES = ("", "open", "interrupted")
 BLOCK_ROW = {"label": str, "value": str, "limit": int}
 HISTORY_ROW = {"label": str, "old_value": (str, None), "new_value": str, "source": str,
-               "created_at": str}
+               "created_at": str, "?turn_id": (int, None)}
 AGENT = {"name": str, "settings": dict, "?summary": str, "created_at": str,
          "?last_used_at": (str, None), "?state": dict, "?model": str}
 # A snapshot's rows, as store/snapshot.py writes them (JSON columns decoded).
@@ -92,6 +93,8 @@ def message_problem(m: Any, where: str) -> str | None:
         return f"{where}.role must be 'user' or 'assistant', got {m['role']!r:.30}"
     if m["turn_id"] < 1:
         return f"{where}.turn_id must be 1 or more"
+    if m.get("status", "") not in STATUSES:
+        return f"{where}.status must be one of {', '.join(map(repr, STATUSES))}"
     if not is_time(m["created_at"]):
         return f"{where}.created_at {m['created_at']!r:.40} is not an ISO time"
     for name in ("content", "context_content"):

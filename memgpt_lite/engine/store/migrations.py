@@ -141,9 +141,39 @@ def _m003_per_agent_history(db: sqlite3.Connection) -> None:
     db.execute("CREATE UNIQUE INDEX agents_uid ON agents(uid)")
 
 
+def _m004_turn_effects(db: sqlite3.Connection) -> None:
+    """A turn that fails leaves nothing behind: every side effect a running turn makes is
+    journalled with its undo record (`turn_effects`, emptied when the turn commits or is
+    undone); a message's `status` says whether its turn is still running ('open') or was
+    cut off ('interrupted'); block history rows and passages name the turn that wrote them,
+    so that /pop can revert a turn's memory edits. Turns cut off before this migration (a
+    user message alone, outside the queue) are marked interrupted."""
+    _run(db, """
+    CREATE TABLE turn_effects (
+        id INTEGER PRIMARY KEY,
+        agent_id INTEGER NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+        turn_id INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        target TEXT NOT NULL DEFAULT '',
+        before TEXT
+    );
+    CREATE INDEX turn_effects_turn ON turn_effects(agent_id, turn_id);
+    ALTER TABLE messages ADD COLUMN status TEXT NOT NULL DEFAULT '';
+    ALTER TABLE block_history ADD COLUMN turn_id INTEGER;
+    ALTER TABLE passages ADD COLUMN turn_id INTEGER;
+    CREATE INDEX messages_status ON messages(agent_id, status) WHERE status != '';
+    CREATE INDEX block_history_turn ON block_history(agent_id, turn_id);
+    CREATE INDEX passages_turn ON passages(agent_id, turn_id);
+    UPDATE messages SET status = 'interrupted' WHERE role = 'user' AND in_context = 0
+        AND NOT EXISTS (SELECT 1 FROM messages o WHERE o.agent_id = messages.agent_id
+                        AND o.turn_id = messages.turn_id AND o.id != messages.id);
+    """)
+
+
 # Append-only: never edit or reorder an entry that has shipped; add a new one.
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("001_initial", _m001_initial),
     ("002_fts_search", _m002_fts),
     ("003_per_agent_history", _m003_per_agent_history),
+    ("004_turn_effects", _m004_turn_effects),
 ]

@@ -30,19 +30,17 @@ from memgpt_lite.engine.store.base import AgentRow, StoreError
 from memgpt_lite.engine.store.migrations import MIGRATIONS
 from memgpt_lite.engine.store.sqlite_archive import ArchiveMixin
 from memgpt_lite.engine.store.sqlite_recall import RecallMixin
-from memgpt_lite.engine.text import clean_text
+from memgpt_lite.engine.store.sqlite_turns import TurnsMixin
+from memgpt_lite.engine.text import clean_text, clean_value
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 def dumps(value: Any) -> str:
-    """JSON for a stored column: unicode kept; lone surrogates kept losslessly as escapes."""
-    text = json.dumps(value, ensure_ascii=False)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = json.dumps(value, ensure_ascii=True)
-    return text
+    """JSON for a stored column, unicode kept; text that is not valid Unicode is cleaned
+    (`text.clean_text`) like everywhere else, so what is stored can be exported, recorded
+    and sent as it is."""
+    return json.dumps(clean_value(value), ensure_ascii=False)
 
 
 def sqlite_error(path: Path, exc: sqlite3.Error) -> StoreError:
@@ -66,7 +64,7 @@ def sqlite_error(path: Path, exc: sqlite3.Error) -> StoreError:
     return StoreError(msg)
 
 
-class Store(RecallMixin, ArchiveMixin):
+class Store(RecallMixin, ArchiveMixin, TurnsMixin):
     """All persistent memory in one SQLite file. Every read and write takes an agent id and
     touches only that agent's rows. Methods commit on their own unless called inside
     `transaction()`, whose nested uses join the outermost one. Not safe for concurrent use
@@ -79,6 +77,7 @@ class Store(RecallMixin, ArchiveMixin):
         # the whole queue's JSON again (see context_messages).
         self._decoded: dict[int, tuple[list, list | None]] = {}
         self._data_version = -1
+        self._open_turns: dict[int, int] = {}
         _prepare_file(self.path)
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -289,7 +288,11 @@ class Store(RecallMixin, ArchiveMixin):
                 self._update_agent(agent_id, "model", str(settings["model"]))
 
     def set_summary(self, agent_id: int, summary: str) -> None:
-        self._update_agent(agent_id, "summary", clean_text(summary))
+        with self.transaction():
+            if self.open_turn(agent_id) is not None:
+                old = self._q("SELECT summary FROM agents WHERE id = ?", (agent_id,))
+                self._journal(agent_id, "summary", "", old[0][0] if old else "")
+            self._update_agent(agent_id, "summary", clean_text(summary))
 
     def set_state(self, agent_id: int, state: dict) -> None:
         """The agent's runtime state (what the engine learned and must keep across
@@ -345,6 +348,8 @@ class Store(RecallMixin, ArchiveMixin):
                 raise ValueError(f"block {label!r} would be {len(value)} chars, over its "
                                  f"limit of {limit}")
             at = now_iso()
+            self._journal(agent_id, "block", label,
+                          None if old is None else {"value": old.value, "limit": old.limit})
             self._db.execute(
                 "INSERT INTO blocks (agent_id, label, value, char_limit, updated_at) "
                 "VALUES (?, ?, ?, ?, ?) ON CONFLICT (agent_id, label) DO UPDATE SET "
@@ -352,15 +357,16 @@ class Store(RecallMixin, ArchiveMixin):
                 "updated_at = excluded.updated_at", (agent_id, label, value, limit, at))
             self._db.execute(
                 "INSERT INTO block_history (agent_id, label, old_value, new_value, source, "
-                "created_at, rev) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "created_at, rev, turn_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (agent_id, label, old.value if old else None, value, source, at,
-                 self._bump(agent_id)))
+                 self._bump(agent_id), self.open_turn(agent_id)))
         return Block(label, value, limit)
 
     def restore_blocks(self, agent_id: int, blocks: list[tuple[str, str, int]],
-                       history: list[tuple[str, str | None, str, str, str]]) -> None:
+                       history: list[tuple[str, str | None, str, str, str, int | None]]) -> None:
         """Blocks (label, value, limit) and their history rows (label, old, new, source,
-        created_at) exactly as given, without new history: an import, not an edit."""
+        created_at, turn id) exactly as given, without new history: an import, not an
+        edit."""
         with self.transaction():
             rev = self._bump(agent_id)
             self._db.executemany(
@@ -369,12 +375,12 @@ class Store(RecallMixin, ArchiveMixin):
                 [(agent_id, label, value, limit, now_iso()) for label, value, limit in blocks])
             self._db.executemany(
                 "INSERT INTO block_history (agent_id, label, old_value, new_value, source, "
-                "created_at, rev) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "created_at, turn_id, rev) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [(agent_id, *h, rev) for h in history])
 
     def block_history(self, agent_id: int, label: str | None = None) -> list[dict]:
-        sql = ("SELECT label, old_value, new_value, source, created_at FROM block_history "
-               "WHERE agent_id = ?")
+        sql = ("SELECT label, old_value, new_value, source, created_at, turn_id "
+               "FROM block_history WHERE agent_id = ?")
         params: list[Any] = [agent_id]
         if label is not None:
             sql += " AND label = ?"

@@ -22,17 +22,21 @@ class ArchiveMixin:
     _db: sqlite3.Connection
 
     def add_passage(self, agent_id: int, text: str, tags: list[str] | None = None,
-                    created_at: str | None = None) -> int:
+                    created_at: str | None = None, *, turn_id: int | None = None) -> int:
+        """Store a passage; it belongs to `turn_id`, else to the agent's open turn (if any),
+        which journals it (see sqlite_turns.py)."""
         text = clean_text(text)
         tags = [clean_text(t) for t in (tags or [])]
         indexed = index_text(text)
         with self.transaction():
             cur = self._db.execute(
-                "INSERT INTO passages (agent_id, text, tags, norm, index_text, created_at, rev) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO passages (agent_id, text, tags, norm, index_text, created_at, rev, "
+                "turn_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (agent_id, text, self._dumps(tags), normalise(text), indexed,
-                 created_at or now_iso(), self._bump(agent_id)))
+                 created_at or now_iso(), self._bump(agent_id),
+                 turn_id if turn_id is not None else self.open_turn(agent_id)))
             fts.add(self._db, "passages", agent_id, [(cur.lastrowid, indexed)])
+            self._journal(agent_id, "passage", cur.lastrowid, None)
         return cur.lastrowid  # type: ignore[return-value]
 
     @staticmethod
@@ -83,6 +87,12 @@ class ArchiveMixin:
                        "ORDER BY id LIMIT ? OFFSET ?",
                        (agent_id, -1 if limit is None else limit, offset))
         return [self._passage_hit(r) for r in rows]
+
+    def passage_turns(self, agent_id: int) -> list[int | None]:
+        """The turn that inserted each passage (None: not a turn's), oldest passage first,
+        as list_passages orders them (exports keep them, so /pop works after an import)."""
+        return [r[0] for r in self._q("SELECT turn_id FROM passages WHERE agent_id = ? "
+                                      "ORDER BY id", (agent_id,))]
 
     def count_passages(self, agent_id: int) -> int:
         return self._q("SELECT count(*) FROM passages WHERE agent_id = ?", (agent_id,))[0][0]

@@ -19,7 +19,8 @@ from memgpt_lite.engine.store import fts
 from memgpt_lite.engine.text import clean_text
 
 _INSERT = ("INSERT INTO messages (agent_id, turn_id, role, content, context_content, "
-           "index_text, created_at, in_context, seq, rev) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+           "index_text, created_at, in_context, status, seq, rev) "
+           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 
 
 class RecallMixin:
@@ -37,7 +38,7 @@ class RecallMixin:
         text = clean_text(plain_text(msg.role, msg.content))
         return (agent_id, msg.turn_id, msg.role, self._dumps(msg.content),
                 None if msg.context_content is None else self._dumps(msg.context_content),
-                index_text(text), msg.created_at, int(msg.in_context))
+                index_text(text), msg.created_at, int(msg.in_context), msg.status)
 
     def add_message(self, agent_id: int, msg: Message) -> int:
         self._insert_messages(agent_id, [msg])
@@ -73,8 +74,9 @@ class RecallMixin:
                 return
             self._db.execute(
                 "UPDATE messages SET content = ?, context_content = ?, index_text = ?, "
-                "in_context = ?, rev = ? WHERE id = ? AND agent_id = ?",
-                (row[3], row[4], row[5], row[7], self._bump(agent_id), msg.id, agent_id))
+                "in_context = ?, status = ?, rev = ? WHERE id = ? AND agent_id = ?",
+                (row[3], row[4], row[5], row[7], row[8], self._bump(agent_id), msg.id,
+                 agent_id))
             if old[0][0] != row[5]:
                 fts.remove(self._db, "messages", agent_id, [(msg.id, old[0][0])])
                 fts.add(self._db, "messages", agent_id, [(msg.id, row[5])])
@@ -83,6 +85,12 @@ class RecallMixin:
                             content: list[dict] | None) -> None:
         self._decoded.pop(message_id, None)
         with self.transaction():
+            if self.open_turn(agent_id) is not None:  # type: ignore[attr-defined]
+                old = self._q("SELECT context_content FROM messages WHERE id = ? AND "
+                              "agent_id = ?", (message_id, agent_id))
+                before = old[0][0] if old else None
+                self._journal(agent_id, "context_content", message_id,  # type: ignore[attr-defined]
+                              None if before is None else json.loads(before))
             self._db.execute(
                 "UPDATE messages SET context_content = ?, rev = ? WHERE id = ? AND agent_id = ?",
                 (None if content is None else self._dumps(content), self._bump(agent_id),
@@ -90,6 +98,12 @@ class RecallMixin:
 
     def set_in_context(self, agent_id: int, turn_ids: list[int], in_context: bool) -> None:
         with self.transaction():
+            if self.open_turn(agent_id) is not None:  # type: ignore[attr-defined]
+                for t in turn_ids:
+                    flags = {r[0]: r[1] for r in self._q(
+                        "SELECT id, in_context FROM messages WHERE agent_id = ? AND "
+                        "turn_id = ?", (agent_id, t))}
+                    self._journal(agent_id, "in_context", t, flags)  # type: ignore[attr-defined]
             rev = self._bump(agent_id)
             self._db.executemany(
                 "UPDATE messages SET in_context = ?, rev = ? WHERE agent_id = ? AND turn_id = ?",
@@ -111,10 +125,11 @@ class RecallMixin:
 
     def _messages(self, where: str, params: tuple) -> list[Message]:
         rows = self._q("SELECT id, turn_id, role, content, context_content, created_at, "
-                       f"in_context FROM messages WHERE {where} ORDER BY id", params)
+                       f"in_context, status FROM messages WHERE {where} ORDER BY id", params)
         return [Message(r["role"], json.loads(r["content"]), r["turn_id"], r["id"],
                         r["created_at"], bool(r["in_context"]),
-                        None if r["context_content"] is None else json.loads(r["context_content"]))
+                        None if r["context_content"] is None else json.loads(r["context_content"]),
+                        r["status"])
                 for r in rows]
 
     def context_messages(self, agent_id: int) -> list[Message]:
@@ -195,11 +210,12 @@ class RecallMixin:
         if not ids:
             return []
         rows = {r["id"]: r for r in self._q(
-            "SELECT id, role, turn_id, content, created_at FROM messages WHERE id IN "
+            "SELECT id, role, turn_id, content, created_at, status FROM messages WHERE id IN "
             f"({', '.join('?' * len(ids))})", ids)}
         return [SearchHit(i, plain_text(rows[i]["role"], json.loads(rows[i]["content"])),
                           rows[i]["created_at"], role=rows[i]["role"],
-                          turn_id=rows[i]["turn_id"], score=score[i]) for i in ids]
+                          turn_id=rows[i]["turn_id"], score=score[i],
+                          status=rows[i]["status"]) for i in ids]
 
     def _match_expression(self, kind: str, agent_id: int, query: str) -> str | None:
         """The MATCH expression for a query: its candidate terms (see

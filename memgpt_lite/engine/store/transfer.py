@@ -28,11 +28,13 @@ def export_agent(store: Any, name: str) -> dict:
         "block_history": store.block_history(agent.id),
         "messages": [{"turn_id": m.turn_id, "role": m.role, "content": m.content,
                       "context_content": m.context_content, "created_at": m.created_at,
-                      "in_context": m.in_context, "position": position}
+                      "in_context": m.in_context, "position": position, "status": m.status}
                      for m, position in zip(store.all_messages(agent.id),
                                             store.message_positions(agent.id))],
-        "passages": [{"text": p.text, "tags": p.tags, "created_at": p.created_at}
-                     for p in store.list_passages(agent.id, limit=None)],
+        "passages": [{"text": p.text, "tags": p.tags, "created_at": p.created_at,
+                      "turn_id": turn}
+                     for p, turn in zip(store.list_passages(agent.id, limit=None),
+                                        store.passage_turns(agent.id))],
     }
 
 
@@ -57,7 +59,8 @@ def import_agent(store: Any, doc: dict, name: str | None = None) -> AgentRow:
 
 def _messages(rows: list[dict]) -> list[Message]:
     return [Message(m["role"], m["content"], int(m["turn_id"]), None, m["created_at"],
-                    bool(m["in_context"]), m.get("context_content")) for m in rows]
+                    bool(m["in_context"]), m.get("context_content"), m.get("status") or "")
+            for m in rows]
 
 
 def _import(store: Any, doc: dict, name: str | None, messages: list[Message]) -> AgentRow:
@@ -70,12 +73,14 @@ def _import(store: Any, doc: dict, name: str | None, messages: list[Message]) ->
         store.restore_blocks(agent.id, [(b["label"], b["value"], int(b["limit"]))
                                         for b in doc["blocks"]],
                              [(h["label"], h["old_value"], h["new_value"], h["source"],
-                               h["created_at"]) for h in doc.get("block_history", [])])
+                               h["created_at"], h.get("turn_id"))
+                              for h in doc.get("block_history", [])])
         store.add_messages(agent.id, messages)
         # Positions as exported (a forget leaves gaps): search ranks neighbours by them.
         store.set_message_positions(agent.id, {
             msg.id: int(m["position"]) for msg, m in zip(messages, doc["messages"])
             if "position" in m})
         for p in doc["passages"]:
-            store.add_passage(agent.id, p["text"], list(p["tags"]), p["created_at"])
+            store.add_passage(agent.id, p["text"], list(p["tags"]), p["created_at"],
+                              turn_id=p.get("turn_id"))
     return store.get_agent_by_id(agent.id)

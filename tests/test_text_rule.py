@@ -1,0 +1,52 @@
+"""One rule for text at every boundary: what is not valid Unicode becomes U+FFFD, so
+whatever the store accepts can be searched, exported, recorded and replayed."""
+
+from __future__ import annotations
+
+import json
+
+from memgpt_lite.engine import recording
+from memgpt_lite.engine import replay as replay_mod
+from memgpt_lite.engine.agent import Agent
+from memgpt_lite.engine.store import Store, transfer
+from memgpt_lite.engine.text import clean_text, clean_value
+from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
+
+# What Python makes of `printf 'bad \xff\xfe zebra'` on stdin (surrogateescape).
+UNDECODABLE = b"bad \xff\xfe zebra".decode("utf-8", "surrogateescape")
+
+
+def test_clean_text_replaces_what_is_not_unicode_and_keeps_the_rest():
+    assert clean_text(UNDECODABLE) == "bad \ufffd\ufffd zebra"
+    assert clean_text("pair \ud83d\ude00 joined") == "pair \U0001f600 joined"
+    assert clean_text("lone \ud800") == "lone \ufffd"
+    plain = "ümlaut 中文 ok"
+    assert clean_text(plain) is plain
+    assert clean_value({"k\udcff": ["x", {"y": "\udcfe"}], "n": 1}) == {
+        "k\ufffd": ["x", {"y": "\ufffd"}], "n": 1}
+
+
+def test_undecodable_input_is_stored_searched_exported_recorded_and_replayed(tmp_path):
+    store = Store(tmp_path / "a.db")
+    model = ScriptedModel([
+        tool_response([("core_memory_append", {"label": "human",
+                                               "content": "Wrote bad \udcff bytes."})]),
+        text_response("Odd bytes \ud800 there."),
+        tool_response([("conversation_search", {"query": "zebra \udcff"})]),
+        text_response("Found it.")], validate=True)
+    agent = Agent.open(store, "a", model_client=model)
+    path = tmp_path / "session.jsonl"
+    with recording.Recorder(path) as recorder:
+        recording.record_header(agent, recorder)
+        first = list(recording.recorded_step(agent, recorder, UNDECODABLE))
+        second = list(recording.recorded_step(agent, recorder, "what did I send?"))
+    assert first[-1].completed and second[-1].completed
+    assert first[-1].text == "Odd bytes \ufffd there."
+    found = next(e.result.content for e in second if e.kind == "tool_result")
+    assert "bad \ufffd\ufffd zebra" in found
+    assert "Wrote bad \ufffd bytes." in agent.blocks()[1].value
+    exported = json.dumps(transfer.export_agent(store, "a"), ensure_ascii=False)
+    assert "bad \ufffd\ufffd zebra" in exported.encode("utf-8").decode("utf-8")
+    assert path.read_bytes().decode("utf-8")  # strict UTF-8 throughout
+    report = replay_mod.replay(path, strict=True)
+    assert report.ok, report.divergences

@@ -15,7 +15,6 @@ from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.errors import OverloadedError
 from memgpt_lite.engine.records import Message
 from memgpt_lite.engine.store import Store
-from memgpt_lite.engine.tally import Tally
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 TABLES = {
@@ -224,17 +223,6 @@ def test_a_recorded_failed_turn_and_its_retry_replay_strictly(tmp_path):
     report = replay_mod.replay(path, strict=True)
     assert report.ok, report.divergences
     assert report.final_core_memory["human"].count("Likes tea.") == 1
-
-
-def test_the_turn_cost_counts_the_summariser(tmp_path):
-    store, agent = opened(tmp_path, [text_response("Fine.")], settings=SMALL)
-    prefill(store, agent)
-    agent.pager.summariser.client = ScriptedModel([text_response("New summary.")] * 20)
-    events = completed(agent, "and now?")
-    tally = Tally().add_all(events)
-    assert tally.summary_calls >= 1 and tally.summary_cost_usd > 0
-    assert events[-1].cost_usd == tally.paid_cost_usd > tally.cost_usd
-    assert events[-1].usage == tally.paid_usage
 
 
 def test_old_database_marks_turns_that_never_finished(tmp_path):

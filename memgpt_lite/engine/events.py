@@ -150,6 +150,10 @@ class ErrorEvent:
 
 @dataclass
 class TurnEndEvent:
+    """The turn is over. `usage` and `cost_usd` cover every paid call the turn made: its
+    chat calls and the summariser's (priced at the model that answered), as `Tally.paid_*`
+    counts them."""
+
     turn_id: int
     text: str
     stop_reason: StopReason | None

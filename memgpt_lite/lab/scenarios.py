@@ -437,15 +437,15 @@ def _scenario_report(scenario: Scenario, model: str, source: str,
 
 def totals(turns: list[TurnRecord]) -> dict[str, Any]:
     """The report's totals, counted by the engine's Tally so that a number means here what it
-    means in the chat and in replay: model_calls is every call sent, the summariser's
-    included; tokens and cost are the conversation's own calls. `turns` is every input
-    driven, whether or not its turn completed."""
+    means in the chat and in replay: model_calls is every call sent, and tokens and cost are
+    every paid call's, the summariser's included (`Tally.paid_*`); max_request_tokens is the
+    largest chat request. `turns` is every input driven, whether or not its turn completed."""
     tally = Tally().add_all([e for t in turns for e in t.events])
-    usage = tally.usage
+    usage = tally.paid_usage
     return {"turns": len(turns), "model_calls": tally.model_calls,
             "tool_calls": tally.tool_call_count, "tools": dict(sorted(tally.tool_calls.items())),
             "input_tokens": usage.total_input, "output_tokens": usage.output_tokens,
             "cache_read_tokens": usage.cache_read_input_tokens,
-            "max_request_tokens": tally.max_request_tokens, "cost_usd": round(tally.cost_usd, 6),
+            "max_request_tokens": tally.max_request_tokens, "cost_usd": round(tally.paid_cost_usd, 6),
             "alerts": tally.alerts, "evictions": tally.model_evictions,
             "forced_flushes": tally.forced_flushes, "errors": tally.errors}

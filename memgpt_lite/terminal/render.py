@@ -242,7 +242,7 @@ def print_replay_report(console: Console, report: ReplayReport) -> None:
     table.add_column()
     tally = report.tally
     tools = ", ".join(f"{n} ×{c}" for n, c in sorted(tally.tool_calls.items())) or "none"
-    u = tally.usage
+    u = tally.paid_usage  # every paid call, the summariser's included
     rows = [("turns", f"{tally.turns} of {report.recorded_turns} recorded"),
             ("model calls", str(tally.model_calls)), ("tool calls", tools),
             ("pressure alerts", str(tally.alerts)),
@@ -250,7 +250,7 @@ def print_replay_report(console: Console, report: ReplayReport) -> None:
             ("forced flushes", str(tally.forced_flushes)),
             ("tokens", f"{u.total_input:,} in ({u.cache_read_input_tokens:,} cache read) · "
                        f"{u.output_tokens:,} out"),
-            ("cost", f"${tally.cost_usd:.4f} (recorded usage)"),
+            ("cost", f"${tally.paid_cost_usd:.4f} (recorded usage, summariser included)"),
             ("divergences", str(len(report.divergences)) if report.divergences else "none")]
     for key, value in rows:
         table.add_row(key, value)

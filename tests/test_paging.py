@@ -341,6 +341,31 @@ def test_truncate_summary_keeps_the_newest_lines():
     text = "\n".join(f"- turn {i}" for i in range(100))
     short = truncate_summary(text, 200)
     assert len(short) <= 200 and short.endswith("- turn 99") and "older summary" in short
+    assert short.splitlines()[1].startswith("- turn ")  # whole lines, the cut one dropped
+
+
+def test_truncate_summary_of_one_long_line_keeps_its_newest_text():
+    line = " ".join(f"fact{i}" for i in range(2_000))  # one line, far over the cap
+    for cap in (1_000, 120, 30, 1):
+        short = truncate_summary(line, cap)
+        assert len(short) <= cap and short.endswith(line[-min(cap, 20):])
+        assert len(short) >= cap - 1  # the room is used for text, not only for the note
+    assert "…" in truncate_summary(line, 1_000)
+
+
+def test_a_429_during_compaction_of_a_one_line_summary_keeps_its_newest_text(tmp_path):
+    from memgpt_lite.engine.errors import RateLimitError
+
+    agent, model, summ = make_agent(tmp_path, summary_script=[RateLimitError("429")] * 4)
+    cap, limit = agent.pager._summary_cap_chars(), agent.pager.summariser.limit_chars()
+    assert cap < limit  # a summary between the two is sent to the summariser to compact
+    words = " ".join(f"decision{i} made" for i in range(3_000))
+    summary = words[len(words) - (cap + limit) // 2:]  # one line, over the cap
+    agent.store.set_summary(agent.id, summary)
+    events = step(agent, model, "hello")
+    assert events[-1].completed and summ.requests  # the summariser was asked, and refused
+    kept = agent.store.get_agent_by_id(agent.id).summary
+    assert cap - 2 <= len(kept) <= cap and kept.endswith(summary[-(cap // 2):]), kept[:100]
 
 
 # --------------------------------------------------------------------------- overflow
@@ -436,10 +461,11 @@ def test_every_paging_action_is_an_event(tmp_path):
 
 def test_a_summary_that_cannot_shrink_is_not_compacted_again_and_again(tmp_path):
     # The tools and system prompt alone are over this budget: nothing can make it fit, and a
-    # summary this short cannot get shorter, so one summariser call is all it is worth.
+    # summary this short is not worth a summariser call, nor shortening (never erased).
     agent, model, summariser = make_agent(tmp_path, window=1_000)
     agent.store.set_summary(agent.id, "- short note")
     events = step(agent, model, "hi")
-    assert len(summariser.requests) == 1
+    assert len(summariser.requests) == 0
+    assert agent.store.get_agent_by_id(agent.id).summary == "- short note"
     assert events[-1].completed and "over the budget" in " ".join(
         e.message for e in events if e.kind == "notice")

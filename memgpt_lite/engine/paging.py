@@ -75,6 +75,7 @@ ALERT_TURNS = 40  # the alert lists at most this many (oldest) turns: it must st
 FOLD_SHARE = 0.10  # a tool result above this share of the budget is bulky, whatever the setting
 MIN_FOLD_CHARS = 600  # below this a stub would save next to nothing
 FIT_ROUNDS = 16
+MIN_SUMMARY_CHARS = 200  # the fit never halves a summary below this
 
 
 
@@ -171,8 +172,10 @@ class Pager:
                 built = yield from self.flush(inputs, built)
                 continue
             if not (yield from self._clip_step(inputs, over)):
-                shorter = bool(inputs.summary) and (yield from self._compact_summary(
-                    inputs, len(inputs.summary) // 2))
+                # Shortened, never erased: below the floor, halving saves next to nothing.
+                half = len(inputs.summary) // 2
+                shorter = half >= MIN_SUMMARY_CHARS and (yield from self._compact_summary(
+                    inputs, half))
                 if not shorter:
                     break  # nothing left to evict, clip or shorten
             built = self._build(inputs)

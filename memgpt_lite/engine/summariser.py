@@ -140,16 +140,25 @@ def merge_summary(previous: str, addition: str) -> str:
     return f"{previous}\n{addition}".strip() if previous else addition.strip()
 
 
+TRUNCATED_NOTE = "(older summary text dropped to save context; search recall for it)"
+CUT_MARK = "…"
+MIN_MARKED = 40  # below this much room, every character is kept for text, none for markers
+
+
 def truncate_summary(summary: str, max_chars: int) -> str:
-    """Keep the newest lines (the summary is oldest first); say that older ones went."""
-    note = "(older summary lines dropped to save context; search recall for them)"
+    """The newest `max_chars` characters of the summary (it is oldest first): it may be
+    shortened, never erased. Cut at a line start when one is near the cut, else inside the
+    line with a marker; a note says older text went, when there is room for it."""
     if len(summary) <= max_chars:
         return summary
-    kept: list[str] = []
-    size = len(note)
-    for line in reversed(summary.splitlines()):
-        if size + len(line) + 1 > max_chars:
-            break
-        kept.append(line)
-        size += len(line) + 1
-    return "\n".join([note, *reversed(kept)]) if kept else note
+    if max_chars < MIN_MARKED:
+        return summary[len(summary) - max(0, max_chars):]
+    note = TRUNCATED_NOTE + "\n" if len(TRUNCATED_NOTE) * 3 <= max_chars else ""
+    room = max_chars - len(note)
+    tail = summary[len(summary) - room:]
+    if summary[len(summary) - room - 1] == "\n":
+        return note + tail  # the cut fell on a line start
+    newline = tail.find("\n")
+    if 0 <= newline < room // 4:  # drop the broken line: little is lost
+        return note + tail[newline + 1:]
+    return note + CUT_MARK + tail[len(CUT_MARK):]

@@ -206,8 +206,10 @@ def test_conversation_search_empty_and_beyond(tools):
 
 @pytest.mark.parametrize("args, fragment", [
     ({"query": "  "}, "query is empty"),
-    ({"query": "x", "page": 0}, "page must be an integer of 1 or more"),
-    ({"query": "x", "page": -3}, "page must be"),
+    ({"query": "x", "page": 0}, "'page' must be between 1 and 1,000, got 0"),
+    ({"query": "x", "page": -3}, "'page' must be between"),
+    ({"query": "x", "page": 2**62}, "'page' must be between 1 and 1,000"),
+    ({"query": "x" * 1_001}, "'query' is 1,001 characters long; at most 1,000"),
     ({"query": "x", "start_date": "03/01/2025"}, "start_date must be a date written YYYY-MM-DD"),
     ({"query": "x", "end_date": "2025-02-30"}, "end_date must be a date"),
     ({"query": "x", "end_date": "2025-3-1"}, "end_date must be a date"),

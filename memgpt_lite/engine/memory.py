@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import html
 import re
+import reprlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
@@ -23,10 +24,22 @@ MEMORY_TOOL_NAMES = ("core_memory_append", "core_memory_replace", "conversation_
                      "archival_insert", "archival_search")
 HIT_CHARS = 500  # longer hits are cut so one search result cannot flood the context
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-_STRING = {"type": "string"}
-_PAGE = {"type": "integer", "minimum": 1,
+# Every argument is bounded (README "Memory and paging"): a model's mistake must come back as
+# an error it can act on, never reach SQLite as a number it cannot hold or a text that
+# costs minutes to index.
+MAX_PAGE = 1_000
+MAX_TEXT = 20_000  # block contents, passages
+MAX_QUERY = 1_000
+MAX_LABEL = 100
+MAX_TAGS, MAX_TAG = 20, 50
+_TEXT = {"type": "string", "maxLength": MAX_TEXT}
+_LABEL = {"type": "string", "maxLength": MAX_LABEL}
+_QUERY = {"type": "string", "maxLength": MAX_QUERY}
+_DAY = {"type": "string", "maxLength": 10}
+_PAGE = {"type": "integer", "minimum": 1, "maximum": MAX_PAGE,
          "description": "1-based page of results (5 per page). Default 1."}
-_TAGS = {"type": "array", "items": {"type": "string"}}
+_TAGS = {"type": "array", "items": {"type": "string", "maxLength": MAX_TAG},
+         "maxItems": MAX_TAGS}
 
 
 def _tool(name: str, description: str, properties: dict, required: list[str]) -> dict:
@@ -44,17 +57,17 @@ def memory_tool_schemas() -> list[dict]:
               "preferences, ongoing projects (block 'human'), and your own persona "
               "(block 'persona'). Each block has a character limit; when a block is nearly "
               "full, store details with archival_insert instead. Returns the new block value.",
-              {"label": {**_STRING, "description": "Block to edit, e.g. 'human' or 'persona'."},
-               "content": {**_STRING, "description": "Text to append, as a new line."}},
+              {"label": {**_LABEL, "description": "Block to edit, e.g. 'human' or 'persona'."},
+               "content": {**_TEXT, "description": "Text to append, as a new line."}},
               ["label", "content"]),
         _tool("core_memory_replace",
               "Replace text in a core memory block, to correct or update a fact. old_content "
               "must match the block's current text exactly once (copy it from the block); "
               "include more surrounding text if it occurs several times. Use an empty "
               "new_content to delete old_content. Returns the new block value.",
-              {"label": {**_STRING, "description": "Block to edit, e.g. 'human' or 'persona'."},
-               "old_content": {**_STRING, "description": "Exact current text to replace."},
-               "new_content": {**_STRING,
+              {"label": {**_LABEL, "description": "Block to edit, e.g. 'human' or 'persona'."},
+               "old_content": {**_TEXT, "description": "Exact current text to replace."},
+               "new_content": {**_TEXT,
                                "description": "Replacement text; empty string deletes."}},
               ["label", "old_content", "new_content"]),
         _tool("conversation_search",
@@ -64,12 +77,12 @@ def memory_tool_schemas() -> list[dict]:
               "Matches any of the words (ranked by relevance), so use specific keywords "
               "(names, nouns) and try synonyms if the first search finds nothing. Only what "
               "the user and you said is searched, not tool calls or results.",
-              {"query": {**_STRING, "description": "Keywords or a question."},
+              {"query": {**_QUERY, "description": "Keywords or a question."},
                "page": _PAGE,
-               "start_date": {**_STRING, "description": "Only messages on or after this "
-                                                        "day, YYYY-MM-DD."},
-               "end_date": {**_STRING, "description": "Only messages on or before this "
-                                                      "day, YYYY-MM-DD."}},
+               "start_date": {**_DAY, "description": "Only messages on or after this "
+                                                     "day, YYYY-MM-DD."},
+               "end_date": {**_DAY, "description": "Only messages on or before this "
+                                                   "day, YYYY-MM-DD."}},
               ["query"]),
         _tool("archival_insert",
               "Save a passage to archival memory: long-term storage outside your context "
@@ -77,14 +90,14 @@ def memory_tool_schemas() -> list[dict]:
               "documents, and facts worth keeping that do not need to be in core memory. "
               "Write each passage so it makes sense on its own. Returns the passage id; if "
               "an almost identical passage exists, nothing is stored and its id is returned.",
-              {"content": {**_STRING, "description": "The passage text."},
+              {"content": {**_TEXT, "description": "The passage text."},
                "tags": {**_TAGS, "description": "Optional short topic tags, e.g. ['work']."}},
               ["content"]),
         _tool("archival_search",
               "Search archival memory (passages saved with archival_insert). Use it when a "
               "question may be answered by something you stored earlier. Matches any of the "
               "words, ranked by relevance; optional tags keep passages having any of them.",
-              {"query": {**_STRING, "description": "Keywords or a question."},
+              {"query": {**_QUERY, "description": "Keywords or a question."},
                "page": _PAGE,
                "tags": {**_TAGS, "description": "Only passages with any of these tags."}},
               ["query"]),
@@ -106,25 +119,63 @@ def _type_ok(value: object, spec: dict) -> bool:
 
 
 _TYPE_NAMES = {"string": "a string", "integer": "an integer", "array": "a list of strings"}
+class _Preview(reprlib.Repr):
+    """A short repr of any JSON value, for error messages: never raises on a number too
+    long to print (Python refuses to write an int of more than 4,300 digits)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel, self.maxstring, self.maxother = 2, 40, 40
+        self.maxlist = self.maxdict = 4
+
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 128:
+            return f"<an integer of about {int(x.bit_length() * 0.30103):,} digits>"
+        return repr(x)
+
+
+def preview(value: object) -> str:
+    return _Preview().repr(value)[:60]
 
 
 def check_arguments(schema: dict, args: object) -> str | None:
-    """None when `args` fits the tool's input schema, else one sentence for the model.
-    Optional arguments may be null (treated as absent)."""
+    """None when `args` fits the tool's input schema (types and bounds), else one sentence
+    for the model. Optional arguments may be null (treated as absent)."""
     if not isinstance(args, dict):
         return "The tool input must be a JSON object of named arguments."
     props, required = schema.get("properties", {}), schema.get("required", [])
-    unknown = sorted(set(args) - set(props))
+    unknown = sorted((k for k in args if k not in props), key=str)
     if unknown:
-        return (f"Unknown argument {unknown[0]!r}; this tool takes: "
+        return (f"Unknown argument {preview(unknown[0])}; this tool takes: "
                 f"{', '.join(props)}.")
     missing = [k for k in required if args.get(k) is None]
     if missing:
         return f"Missing required argument {missing[0]!r}; this tool needs: {', '.join(required)}."
     for key, value in args.items():
-        if value is not None and not _type_ok(value, props[key]):
-            want = _TYPE_NAMES.get(props[key].get("type", ""), props[key].get("type"))
-            return f"Argument {key!r} must be {want}, got {type(value).__name__} {value!r:.60}."
+        problem = None if value is None else _value_problem(key, value, props[key])
+        if problem:
+            return problem
+    return None
+
+
+def _value_problem(key: str, value: object, spec: dict) -> str | None:
+    if not _type_ok(value, spec):
+        want = _TYPE_NAMES.get(spec.get("type", ""), spec.get("type"))
+        return f"Argument {key!r} must be {want}, got {type(value).__name__} {preview(value)}."
+    low, high = spec.get("minimum"), spec.get("maximum")
+    if isinstance(value, int) and ((low is not None and value < low)
+                                   or (high is not None and value > high)):
+        return f"Argument {key!r} must be between {low} and {high:,}, got {preview(value)}."
+    if isinstance(value, str) and len(value) > spec.get("maxLength", len(value)):
+        return (f"Argument {key!r} is {len(value):,} characters long; at most "
+                f"{spec['maxLength']:,} are accepted.")
+    if isinstance(value, list):
+        if len(value) > spec.get("maxItems", len(value)):
+            return f"Argument {key!r} has {len(value):,} items; at most {spec['maxItems']} are accepted."
+        for item in value:
+            problem = _value_problem(key, item, spec.get("items", {}))
+            if problem:
+                return problem
     return None
 
 
@@ -274,6 +325,8 @@ class MemoryTools:
         problem = problem or bad_start or bad_end
         if not problem and start and end and start > end:
             problem = f"start_date {start_date} is after end_date {end_date}; swap them."
+        if end == date.max:  # nothing is later; and the day after it is past the calendar
+            end = None
         if problem:
             return _error(problem, tool)
         result = self.store.search_messages(self.agent_id, query, page,

@@ -33,7 +33,7 @@ from memgpt_lite.engine.events import (
     PressureAlertEvent,
     SummaryEvent,
 )
-from memgpt_lite.engine.memory import ToolOutcome
+from memgpt_lite.engine.memory import MAX_TEXT, ToolOutcome, preview
 from memgpt_lite.engine.records import (
     ModelRequest,
     Turn,
@@ -42,9 +42,12 @@ from memgpt_lite.engine.records import (
 from memgpt_lite.engine.shrink import CLIP_KEEP, clip_largest, fold_content, tool_names
 from memgpt_lite.engine.store import Store
 from memgpt_lite.engine.summariser import Summariser, deterministic_summary, merge_summary
+from memgpt_lite.engine.text import clean_value
 from memgpt_lite.engine.tokens import TokenCounter, request_chars
 from memgpt_lite.engine.turns import first_words, group_turns, turn_chars, turn_ranges
 
+MAX_EVICT = 1_000  # turn ids in one evict_turns call
+MAX_TURN_ID = 2**53  # any turn id there can be, and no number SQLite cannot hold
 EVICT_TURNS_SCHEMA: dict[str, Any] = {
     "name": "evict_turns",
     "description": (
@@ -57,9 +60,10 @@ EVICT_TURNS_SCHEMA: dict[str, Any] = {
     "input_schema": {
         "type": "object",
         "properties": {
-            "turn_ids": {"type": "array", "items": {"type": "integer"},
+            "turn_ids": {"type": "array", "maxItems": MAX_EVICT,
+                         "items": {"type": "integer", "minimum": 1, "maximum": MAX_TURN_ID},
                          "description": "Ids of the turns to evict, as listed in the alert."},
-            "summary": {"type": "string",
+            "summary": {"type": "string", "maxLength": MAX_TEXT,
                         "description": "What the evicted turns contained that still matters: "
                                        "goals, decisions with reasons, open questions, "
                                        "preferences, concrete values."},
@@ -325,6 +329,7 @@ class Pager:
     # ---------------------------------------------------------------- the model's tool
     def evict_tool(self, args: object, inputs: ContextInputs,
                    turn_id: int) -> tuple[ToolOutcome, list[Event]]:
+        args = clean_value(args)  # the model's JSON may hold lone surrogates
         valid = sorted({m.turn_id for m in inputs.queue})
         listing = f"Turns you can evict: {turn_ranges(valid) or 'none'}."
         problem = _args_problem(args) or _ids_problem(args["turn_ids"], valid, turn_id)  # type: ignore[index]
@@ -357,12 +362,17 @@ def _args_problem(args: object) -> str | None:
         return 'The input must be an object: {"turn_ids": [3, 4], "summary": "..."}.'
     unknown = sorted(set(args) - {"turn_ids", "summary"})
     if unknown:
-        return f"Unknown argument {unknown[0]!r}; evict_turns takes turn_ids and summary."
+        return f"Unknown argument {preview(unknown[0])}; evict_turns takes turn_ids and summary."
     ids = args.get("turn_ids")
     if not isinstance(ids, list) or not all(type(i) is int for i in ids):
-        return f"turn_ids must be a list of integer turn ids, got {ids!r:.60}."
-    if not isinstance(args.get("summary", ""), (str, type(None))):
+        return f"turn_ids must be a list of integer turn ids, got {preview(ids)}."
+    if len(ids) > MAX_EVICT or not all(1 <= i <= MAX_TURN_ID for i in ids):
+        return f"turn_ids must hold at most {MAX_EVICT:,} turn ids, each 1 or more."
+    summary = args.get("summary", "")
+    if not isinstance(summary, (str, type(None))):
         return "summary must be a string."
+    if summary and len(summary) > MAX_TEXT:
+        return f"summary is {len(summary):,} characters long; at most {MAX_TEXT:,} are accepted."
     return None
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from memgpt_lite.engine import locking
-from memgpt_lite.engine.config import Settings
+from memgpt_lite.engine.config import Settings, setting_names
 from memgpt_lite.engine.context import (
     BuiltContext,
     ContextBuilder,
@@ -69,6 +69,7 @@ from memgpt_lite.engine.tokens import TokenCounter, cost_usd
 from memgpt_lite.engine.turns import first_words, group_turns
 
 REPEAT_LIMIT = 3  # identical tool calls in a row before the chain is stopped
+ONE_TURN_TOKENS = 500  # the least room a turn needs on top of the fixed part of a request
 
 
 def utc_now() -> datetime:
@@ -107,8 +108,7 @@ class Agent:
         self.clock = clock
         self.counter = TokenCounter.from_state(row.state.get("counter"))
         self.tools = MemoryTools(store, row.id, clock=lambda: utc_iso(self.clock()))
-        self.builder = ContextBuilder(settings, memory_tool_schemas() + [EVICT_TURNS_SCHEMA],
-                                      self.counter)
+        self.builder = ContextBuilder(settings, tool_schemas(), self.counter)
         summariser = Summariser(summary_client or model_client, settings, self.counter)
         self.pager = Pager(settings, store, row.id, self.counter, self.builder, summariser)
         self.pager.restore(row.state.get("pager"))
@@ -419,6 +419,22 @@ class Agent:
         return self.store.set_block(self.id, label, value, source="user")
 
 
+def tool_schemas() -> list[dict]:
+    """The tools every request defines: the memory tools and evict_turns."""
+    return memory_tool_schemas() + [EVICT_TURNS_SCHEMA]
+
+
+def request_floor(settings: Settings, blocks: list[Block], counter_state: object = None) -> int:
+    """The tokens a turn needs at the least: the real request built with an empty queue and
+    no summary (tools, system prompt, these core memory blocks) plus one short turn, as
+    the agent's counter (from its stored state; else the cautious default) estimates it."""
+    counter = TokenCounter.from_state(counter_state)
+    current = [Message("user", [{"type": "text", "text": "Hello."}], 1)]
+    inputs = ContextInputs("", [], current, render_core_memory(blocks))
+    built = ContextBuilder(settings, tool_schemas(), counter).build(inputs)
+    return built.estimated_tokens + ONE_TURN_TOKENS
+
+
 @dataclass
 class _TurnRun:
     turn_id: int
@@ -465,8 +481,8 @@ def _writable(value: object) -> bool:
 
 def _stop_notices(stop: str | None, response: ModelResponse) -> Iterator[Event]:
     if stop == "max_tokens":
-        yield NoticeEvent("The reply was cut at the max output tokens limit "
-                          "(raise it with MEMGPT_LITE_MAX_TOKENS).", "warning")
+        yield NoticeEvent("The reply was cut at the max output tokens limit (raise it with "
+                          f"{setting_names('max_output_tokens')}).", "warning")
     elif stop == "refusal":
         yield NoticeEvent("The model declined to answer this request.", "warning")
     elif stop == "pause_turn":

@@ -86,14 +86,60 @@ class Settings:
 
     def with_env(self) -> Settings:
         """A copy with the environment overrides of ENV_OVERRIDES applied (unset or empty
-        variables are ignored)."""
+        variables are ignored), each checked like the setting it sets (ConfigError naming
+        the variable)."""
         out = replace(self)
         for var, name in ENV_OVERRIDES.items():
             value = os.environ.get(var)
             if value:
                 number = isinstance(getattr(out, name), int)
                 setattr(out, name, parse_positive_int(value, var) if number else value)
+                check_setting(name, getattr(out, name), var)
         return out
+
+
+def env_names() -> dict[str, str]:
+    """Setting → the environment variable that set it, for those set now."""
+    return {name: var for var, name in ENV_OVERRIDES.items() if os.environ.get(var)}
+
+
+def setting_names(name: str) -> str:
+    """How a user changes a setting, for notices: its flag and its variable."""
+    flag, var = SETTING_NAMES.get(name, (None, None))
+    return " or ".join(n for n in (flag, var) if n) or name
+
+
+def check_room(settings: Settings, floor: int, named: dict[str, str]) -> None:
+    """ConfigError when max output tokens are more than the model writes, or the context
+    window cannot hold `floor` tokens (the fixed part of a request and one turn, see
+    `agent.request_floor`) plus max output tokens and the safety margin. The sentence names
+    the setting as the user gave it (`named`: setting → flag or variable)."""
+    out = named.get("max_output_tokens", "max_output_tokens")
+    limit = max_output_limit(settings.model)
+    if limit is not None and settings.max_output_tokens > limit:
+        raise ConfigError(f"{out} {settings.max_output_tokens:,} is more than {settings.model} "
+                          f"writes in one reply; use at most {limit:,}.")
+    minimum = floor + settings.max_output_tokens + settings.safety_margin
+    if settings.context_window >= minimum:
+        return
+    most = settings.context_window - floor - settings.safety_margin
+    if "max_output_tokens" in named and "context_window" not in named and most > 0:
+        raise ConfigError(f"{out} {settings.max_output_tokens:,} leaves too little of the "
+                          f"{settings.context_window:,}-token context window for the system "
+                          f"prompt, tools, core memory and one turn (about {floor:,} tokens); "
+                          f"use at most {most:,}.")
+    window = named.get("context_window", "the agent's stored context window "
+                                         "(set it with --context-window)")
+    raise ConfigError(f"{window} {settings.context_window:,} is too small: the system prompt, "
+                      f"tools, core memory and one turn take about {floor:,} tokens, and "
+                      f"{settings.max_output_tokens:,} max output tokens and a "
+                      f"{settings.safety_margin:,}-token safety margin come on top; the "
+                      f"minimum is {minimum:,}.")
+
+
+def max_output_limit(model: str) -> int | None:
+    """The most output tokens `model` can write in one reply (None: an unknown model)."""
+    return MODEL_MAX_OUTPUT.get(model)
 
 
 ENV_OVERRIDES = {  # environment variable → Settings field
@@ -102,6 +148,16 @@ ENV_OVERRIDES = {  # environment variable → Settings field
     "MEMGPT_LITE_CONTEXT_WINDOW": "context_window",
     "MEMGPT_LITE_MAX_TOKENS": "max_output_tokens",
 }
+SETTING_NAMES = {  # Settings field → (chat flag, environment variable)
+    "model": ("--model", "MEMGPT_LITE_MODEL"),
+    "summary_model": (None, "MEMGPT_LITE_SUMMARY_MODEL"),
+    "context_window": ("--context-window", "MEMGPT_LITE_CONTEXT_WINDOW"),
+    "max_output_tokens": ("--max-tokens", "MEMGPT_LITE_MAX_TOKENS"),
+}
+# The most output tokens a known model writes in one reply; a request asking for more is
+# refused by the API. Unknown models are bounded only by the budget.
+MODEL_MAX_OUTPUT = {"claude-sonnet-5-5": 64_000, "claude-haiku-5-5": 64_000,
+                    "claude-opus-5-5": 32_000}
 
 
 class ConfigError(ValueError):
@@ -122,20 +178,25 @@ _KIND_NAMES = {str: "text", int: "a whole number", float: "a number", bool: "tru
 
 
 def _check_field(name: str, value: Any, where: str) -> None:
+    check_setting(name, value, f"{where}.{name}")
+
+
+def check_setting(name: str, value: Any, label: str) -> None:
+    """ConfigError (naming the setting as `label`: a field, a flag or a variable) when
+    `value` is not what setting `name` may be."""
     kind, low, high = FIELD_RULES[name]
     ok = isinstance(value, kind) and not (kind is not bool and isinstance(value, bool))
     if kind is float:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
     if not ok:
-        raise ConfigError(f"{where}.{name} must be {_KIND_NAMES[kind]}, got {value!r:.40}.")
+        raise ConfigError(f"{label} must be {_KIND_NAMES[kind]}, got {value!r:.40}.")
     size = len(value.strip()) if kind is str else value
     if kind is str and (not value.isprintable()):
-        raise ConfigError(f"{where}.{name} must be printable text, got {value!r:.40}.")
+        raise ConfigError(f"{label} must be printable text, got {value!r:.40}.")
     if low is not None and not low <= size <= high:  # type: ignore[operator]
         what = "must be between" if kind is not str else "must have between"
         unit = " characters" if kind is str else ""
-        raise ConfigError(f"{where}.{name} {what} {low:,} and {high:,}{unit}, "
-                          f"got {value!r:.40}.")
+        raise ConfigError(f"{label} {what} {low:,} and {high:,}{unit}, got {value!r:.40}.")
 
 
 def parse_positive_int(text: str, name: str) -> int:

@@ -18,7 +18,7 @@ from dataclasses import field
 from typing import Any
 
 from memgpt_lite.engine import prompts
-from memgpt_lite.engine.config import Settings
+from memgpt_lite.engine.config import Settings, setting_names
 from memgpt_lite.engine.context import (
     BuiltContext,
     ContextBuilder,
@@ -184,11 +184,20 @@ class Pager:
                     break  # nothing left to evict, clip or shorten
             built = self._build(inputs)
         if built.estimated_tokens > self.budget:
-            yield NoticeEvent(
-                f"The request is about {built.estimated_tokens:,} tokens, over the budget of "
-                f"{self.budget:,}, even with nothing left to evict or clip: the tools, system "
-                "prompt and core memory alone are too big. Raise context_window.", "warning")
+            yield NoticeEvent(self._over_budget(built.estimated_tokens), "warning")
         return built
+
+    def _over_budget(self, tokens: int) -> str:
+        """Name the setting to change: the window, or max output tokens when they take the
+        larger share of it (the budget is the window minus both)."""
+        s = self.settings
+        fix = f"raise the context window ({setting_names('context_window')})"
+        if s.max_output_tokens > s.context_window // 2:
+            fix = (f"lower max output tokens ({setting_names('max_output_tokens')}, now "
+                   f"{s.max_output_tokens:,}) or {fix}")
+        return (f"The request is about {tokens:,} tokens, over the budget of {self.budget:,}, "
+                "even with nothing left to evict or clip: the tools, system prompt and core "
+                f"memory alone are too big; {fix}.")
 
     # ---------------------------------------------------------------- alert
     def _alert(self, inputs: ContextInputs, turn_id: int,

@@ -21,6 +21,7 @@ from memgpt_lite.engine.privacy import (
     find_forget_matches,
     turn_strings,
 )
+from memgpt_lite.engine.records import Block
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.engine.text import shorten
 from memgpt_lite.terminal import render
@@ -349,16 +350,24 @@ def _converse(session: ChatSession, typed: bool) -> int:
 
 def chat_settings(store: Any, name: str, model: str | None, context_window: str | None,
                   thinking: bool | None, *, max_tokens: str | None = None) -> Any:
-    """Stored settings of the agent (or defaults), then env vars, then flags."""
+    """Stored settings of the agent (or defaults), then env vars, then flags. Each value is
+    checked where it entered (ConfigError naming the flag or variable), and together they
+    must leave room for the system prompt, tools, core memory and one turn."""
+    from memgpt_lite.engine.agent import request_floor
+    from memgpt_lite.engine.memory import default_blocks
+
     row = store.get_agent(name)
     settings = config.Settings.from_dict(row.settings) if row is not None else config.Settings()
     settings = settings.with_env()
-    if model:
-        settings.model = model
-    if context_window:
-        settings.context_window = config.parse_positive_int(context_window, "--context-window")
-    if max_tokens:
-        settings.max_output_tokens = config.parse_positive_int(max_tokens, "--max-tokens")
+    named = config.env_names()
+    for field, flag, value in (("model", "--model", model),
+                               ("context_window", "--context-window", context_window),
+                               ("max_output_tokens", "--max-tokens", max_tokens)):
+        if value:
+            number = field != "model"
+            setattr(settings, field, config.parse_positive_int(value, flag) if number else value)
+            config.check_setting(field, getattr(settings, field), flag)
+            named[field] = flag
     if thinking is not None:
         settings.thinking = thinking
     if settings.thinking and settings.max_output_tokens <= settings.thinking_budget:
@@ -366,6 +375,11 @@ def chat_settings(store: Any, name: str, model: str | None, context_window: str 
             f"Extended thinking needs more than {settings.thinking_budget:,} max output tokens "
             f"(it spends up to that many thinking); use --max-tokens {2 * settings.thinking_budget}"
             " or --no-thinking.")
+    blocks = (store.get_blocks(row.id) if row is not None else
+              [Block(label, value, limit) for label, (value, limit)
+               in default_blocks(settings.block_limit).items()])
+    floor = request_floor(settings, blocks, row.state.get("counter") if row else None)
+    config.check_room(settings, floor, named)
     return settings
 
 

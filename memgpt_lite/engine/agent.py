@@ -147,11 +147,11 @@ class Agent:
                 raise LookupError(f"no agent named {name!r}")
             s = settings or Settings()
             row = store.create_agent(name, s.to_dict(), default_blocks(s.block_limit))
-        elif settings is not None:
-            store.update_settings(row.id, settings.to_dict())
-        effective = settings or Settings.from_dict(row.settings)
         for turn in store.unfinished_turns(row.id):  # a process died mid-turn: undo it first
             store.undo_turn(row.id, turn)
+        if settings is not None and settings.to_dict() != row.settings:
+            store.update_settings(row.id, settings.to_dict())
+        effective = settings or Settings.from_dict(row.settings)
         return cls(store, row, effective, model_client, summary_client, clock or utc_now, created)
 
     def close(self) -> None:

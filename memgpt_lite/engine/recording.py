@@ -31,9 +31,11 @@ since the recorder opened, so a replay can pace itself like the live session.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -45,7 +47,7 @@ from memgpt_lite import __version__
 from memgpt_lite.engine import prompts
 from memgpt_lite.engine.config import recordings_dir
 from memgpt_lite.engine.errors import PromptTooLongError
-from memgpt_lite.engine.events import Event, ResponseEvent, TextDelta, ThinkingDelta
+from memgpt_lite.engine.events import Event, NoticeEvent, ResponseEvent, TextDelta, ThinkingDelta
 from memgpt_lite.engine.recording_schema import line_problem
 from memgpt_lite.engine.records import (
     ModelRequest,
@@ -53,7 +55,7 @@ from memgpt_lite.engine.records import (
     utc_iso,
 )
 from memgpt_lite.engine.redact import redact
-from memgpt_lite.engine.store import snapshot
+from memgpt_lite.engine.store import StoreError, snapshot
 from memgpt_lite.engine.text import clean_value
 
 RECORDING_VERSION = 2
@@ -66,6 +68,17 @@ PROMPT_TOO_LONG = "prompt_too_long"
 
 class RecordingError(Exception):
     """A recording cannot be read (missing, not JSONL, newer version); one sentence."""
+
+
+class RecordingUnavailable(Exception):
+    """A recording cannot be written (folder not writable, disk full); one sentence. A
+    recording is a convenience: the session goes on without it."""
+
+
+def _cannot_write(where: Path, exc: BaseException) -> str:
+    reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    return (f"Cannot record this session in {where} ({reason}); the chat goes on without "
+            "recording.")
 
 
 # --------------------------------------------------------------------------- events <-> dicts
@@ -120,11 +133,15 @@ class Recorder:
 
     The file is created 0600 (parents 0700): recordings hold the whole conversation.
     `timer` gives seconds for the `t` field (monotonic by default; tests and the hand-written
-    demo pass a deterministic one).
+    demo pass a deterministic one). Creating the file may raise OSError; a write that fails
+    later (a full disk) never raises: the recorder stops, and `failed` says why in one
+    sentence (see `recorded_step`).
     """
 
     def __init__(self, path: str | Path, *, timer: Callable[[], float] = time.monotonic):
         self.path = Path(path)
+        self.failed: str | None = None
+        self.announced = False  # whether the failure was passed on as a NoticeEvent
         _private_dirs(self.path.parent)
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         self._file = os.fdopen(fd, "a", encoding="utf-8")
@@ -142,10 +159,21 @@ class Recorder:
         return cls(new_recording_path(agent.row.uid), **kwargs)
 
     def write(self, obj: dict[str, Any]) -> None:
+        if self.failed:
+            return
         line = {"v": RECORDING_VERSION, **obj, "t": round(self._timer() - self._start, 3)}
         text = json.dumps(clean_value(line), ensure_ascii=False, separators=(",", ":"))
-        self._file.write(text + "\n")
-        self._file.flush()
+        try:
+            self._file.write(text + "\n")
+            self._file.flush()
+        except OSError as exc:
+            self.stop(exc)
+
+    def stop(self, exc: BaseException) -> None:
+        """Stop recording after a failed write; what was written stays."""
+        self.failed = self.failed or _cannot_write(self.path.parent, exc)
+        with contextlib.suppress(OSError):
+            self._file.close()
 
     def header(self, *, agent: str, settings: dict[str, Any], model: str,
                blocks: dict[str, str] | None = None, agent_uid: str | None = None,
@@ -182,7 +210,10 @@ class Recorder:
         self.write({"type": "interrupted"})
 
     def close(self) -> None:
-        self._file.close()
+        try:
+            self._file.close()
+        except OSError as exc:  # the last buffered bytes did not fit
+            self.stop(exc)
 
     def __enter__(self) -> Recorder:
         return self
@@ -193,6 +224,30 @@ class Recorder:
 
 def core_memory(agent: Any) -> dict[str, str]:
     return {b.label: b.value for b in agent.blocks()}
+
+
+def start_recording(agent: Any) -> Recorder:
+    """A new recording of a session of `agent`, its header written; RecordingUnavailable
+    (one sentence) when it cannot be, with no file left behind."""
+    path = new_recording_path(agent.row.uid)
+    try:
+        recorder = Recorder(path)
+    except OSError as exc:
+        raise RecordingUnavailable(_cannot_write(path.parent, exc)) from None
+    try:
+        record_header(agent, recorder)
+    except (OSError, StoreError, sqlite3.Error) as exc:  # the base snapshot did not fit
+        recorder.stop(exc)
+        if agent.store.damage is not None:  # not the recording's fault: say what is
+            recorder.close()
+            path.unlink(missing_ok=True)
+            raise
+    if recorder.failed:
+        recorder.close()
+        with contextlib.suppress(OSError):
+            path.unlink()
+        raise RecordingUnavailable(recorder.failed)
+    return recorder
 
 
 def record_header(agent: Any, recorder: Recorder, *, source: str = "live",
@@ -260,7 +315,8 @@ def recorded_step(agent: Any, recorder: Recorder, text: str, *,
     """`agent.step(text)` (with retry: `agent.retry()`, `text` being the message it sends
     again), recording the user input and every event while passing them on.
 
-    Closing this generator early (Ctrl-C) closes the agent's turn too and records that."""
+    Closing this generator early (Ctrl-C) closes the agent's turn too and records that. When
+    the recording cannot be written, the turn goes on and one NoticeEvent says so."""
     real, real_client = agent.clock, agent.model_client
     clock = agent.clock = _RecordingClock(real)
     agent.model_client = _RecordingModelClient(real_client, recorder)
@@ -273,6 +329,9 @@ def recorded_step(agent: Any, recorder: Recorder, text: str, *,
         for event in inner:
             recorder.event(event)
             yield event
+            if recorder.failed and not recorder.announced:
+                recorder.announced = True
+                yield NoticeEvent(recorder.failed, "warning")
         finished = True
     finally:
         inner.close()

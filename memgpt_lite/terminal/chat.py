@@ -118,13 +118,28 @@ class ChatSession:
             self.view.stop()
 
     def _steps(self, text: str, retry: bool = False) -> Iterator[Any]:
-        if self.recorder is None and self.recorder_factory is not None:
-            self.recorder = self.recorder_factory()  # no file for a session without turns
-        if self.recorder is None:
-            return self.agent.retry() if retry else self.agent.step(text)
-        from memgpt_lite.engine.recording import recorded_step
+        from memgpt_lite.engine.recording import RecordingUnavailable, recorded_step
 
-        return recorded_step(self.agent, self.recorder, text, retry=retry)
+        problem = self._recording_problem()
+        if self.recorder is None and self.recorder_factory is not None:
+            try:
+                self.recorder = self.recorder_factory()  # no file for a session without turns
+            except RecordingUnavailable as exc:  # the turn goes on; recording stops for good
+                self.recorder_factory, problem = None, str(exc)
+        if self.recorder is None:
+            steps = self.agent.retry() if retry else self.agent.step(text)
+        else:
+            steps = recorded_step(self.agent, self.recorder, text, retry=retry)
+        return steps if problem is None else _noticed(steps, problem)
+
+    def _recording_problem(self) -> str | None:
+        """A recording that failed (a full disk mid-session) is dropped, and no new one is
+        started; its failure is passed on once if the turn that hit it could not say so."""
+        if self.recorder is None or not self.recorder.failed:
+            return None
+        recorder, self.recorder, self.recorder_factory = self.recorder, None, None
+        recorder.close()
+        return None if recorder.announced else recorder.failed
 
     def close(self) -> None:
         self.view.stop()
@@ -384,12 +399,26 @@ def chat_settings(store: Any, name: str, model: str | None, context_window: str 
 
 
 def open_recorder(agent: Any) -> Any:
-    """A Recorder for this session with its header written (see recording.py)."""
+    """A Recorder for this session with its header written (see recording.py);
+    RecordingUnavailable when it cannot be written."""
     from memgpt_lite.engine import recording
 
-    recorder = recording.Recorder.for_agent(agent)
-    recording.record_header(agent, recorder)
-    return recorder
+    return recording.start_recording(agent)
+
+
+def _noticed(steps: Iterator[Any], problem: str) -> Iterator[Any]:
+    """The turn's events with one notice about the recording, once the agent has stored the
+    user's message (it does so before its first event)."""
+    from memgpt_lite.engine.events import NoticeEvent
+
+    try:
+        first = next(steps, None)
+        yield NoticeEvent(problem, "warning")
+        if first is not None:
+            yield first
+        yield from steps
+    finally:
+        steps.close()
 
 
 def _banner(console: Console, agent: Any, store: Any, record: bool) -> None:

@@ -85,8 +85,9 @@ def problems(db: sqlite3.Connection, agent_id: int, agent_name: str) -> list[str
     found = []
     for kind in KINDS:
         name = table(kind, agent_id)
-        try:
-            db.execute(f"INSERT INTO {name}({name}, rank) VALUES ('integrity-check', 1)")
+        try:  # a plain cursor: a "malformed" index here is a finding, not a damaged file
+            sqlite3.Cursor(db).execute(
+                f"INSERT INTO {name}({name}, rank) VALUES ('integrity-check', 1)")
         except sqlite3.DatabaseError as exc:
             found.append(f"the {kind} search index of agent {agent_name!r} is out of step "
                          f"with the stored {kind} ({exc}); {hint}")

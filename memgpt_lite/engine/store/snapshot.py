@@ -62,6 +62,17 @@ def write_base(store: Store, agent_id: int, folder: Path) -> tuple[Path, int]:
     at all), named by the revision it holds; returns (path, revision)."""
     tmp = folder / f"base-{os.getpid()}.tmp"
     tmp.unlink(missing_ok=True)
+    try:
+        rev = _write_base(store, agent_id, tmp)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a base is written whole or not at all
+        raise
+    path = folder / f"rev-{rev:010d}.db"
+    os.replace(tmp, path)
+    return path, rev
+
+
+def _write_base(store: Store, agent_id: int, tmp: Path) -> int:
     with Store(tmp) as empty:  # the current schema, in a file of its own
         empty._db.execute("PRAGMA journal_mode = DELETE")
     db = store._db
@@ -79,9 +90,7 @@ def write_base(store: Store, agent_id: int, folder: Path) -> tuple[Path, int]:
             raise
     finally:
         db.execute("DETACH DATABASE base")
-    path = folder / f"rev-{rev:010d}.db"
-    os.replace(tmp, path)
-    return path, rev
+    return rev
 
 
 def forget_in_base(path: Path, agent_id: int, turn_ids: list[int],

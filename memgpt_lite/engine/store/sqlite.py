@@ -64,6 +64,76 @@ def sqlite_error(path: Path, exc: sqlite3.Error) -> StoreError:
     return StoreError(msg)
 
 
+_WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE", "CREATE", "DROP", "ALTER", "BEGIN IMMEDIATE",
+           "VACUUM", "REINDEX")
+
+
+def _damaged_file(exc: BaseException) -> bool:
+    """SQLite's words for a file whose pages are damaged (SQLITE_CORRUPT, SQLITE_NOTADB)."""
+    text = str(exc).lower()
+    return type(exc) is sqlite3.DatabaseError and ("malformed" in text or "not a database" in text)
+
+
+class _Cursor(sqlite3.Cursor):
+    """A cursor whose damaged-file errors become `_Connection.damage` (see there)."""
+
+    connection: _Connection
+
+    def execute(self, sql: str, parameters: Any = (), /) -> _Cursor:  # type: ignore[override]
+        self.connection.refuse_writes(sql)
+        return self.connection.guard(super().execute, sql, parameters)
+
+    def executemany(self, sql: str, seq: Any, /) -> _Cursor:  # type: ignore[override]
+        self.connection.refuse_writes(sql)
+        return self.connection.guard(super().executemany, sql, seq)
+
+    def fetchone(self) -> Any:
+        return self.connection.guard(super().fetchone)
+
+    def fetchall(self) -> list[Any]:
+        return self.connection.guard(super().fetchall)
+
+    def fetchmany(self, size: int = 1) -> list[Any]:  # type: ignore[override]
+        return self.connection.guard(super().fetchmany, size)
+
+    def __next__(self) -> Any:
+        return self.connection.guard(super().__next__)
+
+
+class _Connection(sqlite3.Connection):
+    """The store's connection. A damaged page can surface from any statement or fetch, as
+    sqlite3.DatabaseError; here it becomes one StoreError sentence, and from then on the
+    connection refuses every write, so a damaged file is never written to (README "When
+    things go wrong")."""
+
+    path: Path
+    damage: StoreError | None = None
+
+    def cursor(self, factory: Any = None) -> Any:  # type: ignore[override]
+        return super().cursor(factory or _Cursor)
+
+    def execute(self, sql: str, parameters: Any = (), /) -> Any:  # type: ignore[override]
+        return self.cursor().execute(sql, parameters)
+
+    def executemany(self, sql: str, seq: Any, /) -> Any:  # type: ignore[override]
+        return self.cursor().executemany(sql, seq)
+
+    def guard(self, call: Any, *args: Any) -> Any:
+        try:
+            return call(*args)
+        except sqlite3.DatabaseError as exc:
+            if not _damaged_file(exc):
+                raise
+            self.damage = self.damage or StoreError(
+                f"The database {self.path} is damaged ({exc}); memgpt-lite will not write to "
+                "it. Run `memgpt-lite doctor` to see what can be recovered.")
+            raise self.damage from None
+
+    def refuse_writes(self, sql: str) -> None:
+        if self.damage is not None and sql.lstrip().upper().startswith(_WRITES):
+            raise self.damage
+
+
 class Store(RecallMixin, ArchiveMixin, TurnsMixin):
     """All persistent memory in one SQLite file. Every read and write takes an agent id and
     touches only that agent's rows. Methods commit on their own unless called inside
@@ -80,9 +150,11 @@ class Store(RecallMixin, ArchiveMixin, TurnsMixin):
         self._open_turns: dict[int, int] = {}
         _prepare_file(self.path)
         try:
-            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                                       factory=_Connection)
         except sqlite3.Error as exc:
             raise sqlite_error(self.path, exc) from None
+        self._db.path = self.path
         self._db.row_factory = sqlite3.Row
         try:
             # Before the first read: a second process creating the same new file holds
@@ -122,6 +194,11 @@ class Store(RecallMixin, ArchiveMixin, TurnsMixin):
 
     def close(self) -> None:
         self._db.close()
+
+    @property
+    def damage(self) -> StoreError | None:
+        """The error of a damaged page met in this file, if any (the store writes no more)."""
+        return getattr(self._db, "damage", None)
 
     def __enter__(self) -> Store:
         return self
@@ -395,8 +472,15 @@ class Store(RecallMixin, ArchiveMixin, TurnsMixin):
         return fts.table(kind, agent_id)
 
     def integrity_problems(self) -> list[str]:
-        """[] when the file and every agent's search indexes are consistent."""
-        problems = [r[0] for r in self._q("PRAGMA integrity_check") if r[0] != "ok"]
+        """[] when the file and every agent's search indexes are consistent; else what
+        SQLite found (the search indexes are checked only in a file that is sound)."""
+        try:  # a plain cursor: damage is what this reports, not a reason to stop
+            rows = sqlite3.Cursor(self._db).execute("PRAGMA integrity_check").fetchall()
+        except sqlite3.DatabaseError as exc:
+            return [str(exc)]
+        problems = [r[0] for r in rows if r[0] != "ok"]
+        if problems:
+            return problems
         for agent in self.list_agents():
             problems += fts.problems(self._db, agent.id, agent.name)
         return problems

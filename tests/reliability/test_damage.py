@@ -1,0 +1,187 @@
+"""No traceback, no lost message: a recording that cannot be written costs neither the turn
+nor the message (one notice, then the chat goes on without recording), and a database with a
+damaged page gives one sentence pointing at `memgpt-lite doctor` and is never written to."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rel_support import child_env, recall_texts
+
+from memgpt_lite.engine import config
+from memgpt_lite.engine.agent import Agent
+from memgpt_lite.engine.config import Settings
+from memgpt_lite.engine.records import Message
+from memgpt_lite.engine.store import Store, StoreError
+from memgpt_lite.lab.fake_server import FakeAnthropicServer
+from memgpt_lite.lab.scripted import ScriptedModel, text_response
+
+MARKER = "zanzibar-marker-text"
+
+
+def chat(*args: str, stdin: str, server: FakeAnthropicServer, **env: str):
+    return subprocess.run([sys.executable, "-m", "memgpt_lite", *args], input=stdin,
+                          capture_output=True, text=True, timeout=60,
+                          env=child_env(ANTHROPIC_BASE_URL=server.base_url,
+                                        ANTHROPIC_API_KEY="test", **env))
+
+
+def assert_one_clean_line(text: str, *words: str) -> None:
+    assert "Traceback" not in text and "Error:" not in text, text
+    lines = [line for line in text.splitlines() if any(w in line for w in words)]
+    assert len(lines) == 1, text
+
+
+# --------------------------------------------------------------------------- recordings
+
+
+def test_a_recordings_folder_that_cannot_be_made_costs_no_turn(tmp_path):
+    config.data_dir().mkdir(parents=True)
+    (config.data_dir() / "recordings").write_text("in the way")  # a file, not a folder
+    with FakeAnthropicServer() as server:
+        done = chat("chat", stdin="hello\nsecond\n", server=server)
+    assert done.returncode == 0, done.stderr
+    assert "Fake reply to: hello" in done.stdout and "Fake reply to: second" in done.stdout
+    assert_one_clean_line(done.stdout + done.stderr, "Cannot record this session")
+    with Store(config.db_path()) as store:
+        texts = recall_texts(store, store.get_agent("default").id)
+    assert "hello" in texts and "second" in texts
+
+
+@pytest.fixture
+def mounted_recordings(tmp_path):
+    """A real tmpfs at the recordings folder (needs root and mount rights)."""
+    folder = config.data_dir() / "recordings"
+    folder.mkdir(parents=True)
+    if os.geteuid() != 0 or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", str(folder)],
+            capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+
+
+def test_a_read_only_recordings_folder_costs_no_turn(mounted_recordings):
+    subprocess.run(["mount", "-o", "remount,ro", str(mounted_recordings)], check=True)
+    with FakeAnthropicServer() as server:
+        done = chat("chat", stdin="hello\nsecond\n", server=server)
+    assert done.returncode == 0, done.stderr
+    assert "Fake reply to: second" in done.stdout
+    assert_one_clean_line(done.stdout + done.stderr, "Cannot record this session")
+    assert "Read-only file system" in done.stdout + done.stderr
+
+
+def test_a_full_disk_under_the_recordings_costs_no_turn(mounted_recordings):
+    with open(mounted_recordings / "filler", "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"x" * 4096)
+                f.flush()
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+    with FakeAnthropicServer() as server:
+        done = chat("chat", stdin="hello\nsecond\n", server=server)
+    assert done.returncode == 0, done.stderr
+    assert "Fake reply to: second" in done.stdout
+    assert_one_clean_line(done.stdout + done.stderr, "Cannot record this session")
+    assert not [p for p in mounted_recordings.rglob("*.jsonl")]  # no 0-byte recordings
+
+
+def test_a_recording_that_fails_mid_session_says_so_once_and_the_chat_goes_on(tmp_path):
+    from memgpt_lite.terminal.chat import ChatSession, open_recorder
+    from memgpt_lite.terminal.render import make_console
+    from memgpt_lite.terminal.view import ChatView
+
+    store = Store(config.db_path())
+    agent = Agent.open(store, model_client=ScriptedModel([text_response(f"Reply {i}.")
+                                                          for i in range(3)]))
+    out = io.StringIO()
+    console = make_console(out, plain=True, width=200)
+    session = ChatSession(agent, console, ChatView(console, live=False, markdown=False),
+                          recorder_factory=lambda: open_recorder(agent))
+    session.handle_line("first")
+
+    def full(text: str) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    session.recorder._file.write = full  # the disk fills up
+    session.handle_line("second")
+    session.handle_line("third")
+    session.close()
+    text = out.getvalue()
+    assert "Reply 1." in text and "Reply 2." in text
+    assert text.count("Cannot record this session") == 1, text
+    assert [t for t in recall_texts(store, agent.id) if t in ("first", "second", "third")] == [
+        "first", "second", "third"]
+
+
+# --------------------------------------------------------------------------- a damaged file
+
+
+def damaged_db(tmp_path) -> Path:
+    """A real database with garbage written over the page that holds a queued message."""
+    path = config.db_path()
+    with Store(path) as store:
+        agent = store.create_agent("default", Settings().to_dict(),
+                                   {"human": ("", 100), "persona": ("", 100)})
+        for t in range(1, 200):
+            text = MARKER if t == 150 else f"message {t} " + "filler " * 30
+            store.add_messages(agent.id, [Message("user", [{"type": "text", "text": text}], t),
+                                          Message("assistant", [{"type": "text",
+                                                                 "text": f"reply {t}"}], t)])
+    data = bytearray(path.read_bytes())
+    page = 4096
+    at = data.index(MARKER.encode()) // page * page
+    assert 0 < at < len(data) - page  # a page in the middle, not the header
+    data[at:at + page] = os.urandom(page)
+    path.write_bytes(bytes(data))
+    return path
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_damaged_page_is_one_sentence_and_the_store_writes_nothing(tmp_path):
+    path = damaged_db(tmp_path)
+    before = digest(path)
+    store = Store(path)
+    with pytest.raises(StoreError) as info:
+        agent = Agent.open(store, model_client=ScriptedModel([text_response("never")]),
+                           lock_wait=None)
+        list(agent.step("hello"))
+    message = str(info.value)
+    assert "is damaged" in message and "memgpt-lite doctor" in message and "\n" not in message
+    assert store.damage is not None
+    with pytest.raises(StoreError, match="is damaged"):
+        store.set_block(1, "human", "a write after the damage")
+    with pytest.raises(StoreError, match="is damaged"):
+        store.touch(1)
+    assert store.integrity_problems()  # the damage can still be described
+    store.close()
+    assert digest(path) == before
+    assert not Path(f"{path}-wal").exists() or Path(f"{path}-wal").stat().st_size == 0
+
+
+@pytest.mark.parametrize("command", [["chat", "--no-record"], ["chat"], ["core"]])
+def test_commands_on_a_damaged_file_say_so_in_one_line(tmp_path, command):
+    path = damaged_db(tmp_path)
+    before = digest(path)
+    with FakeAnthropicServer() as server:
+        done = chat(*command, stdin="hello\n", server=server)
+    if command[0] == "chat":
+        assert done.returncode == 1, done.stdout
+    assert "Traceback" not in done.stderr + done.stdout
+    if done.returncode:
+        assert done.stderr.startswith("memgpt-lite: ") and "damaged" in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+    assert digest(path) == before

@@ -199,6 +199,31 @@ def check_setting(name: str, value: Any, label: str) -> None:
         raise ConfigError(f"{label} {what} {low:,} and {high:,}{unit}, got {value!r:.40}.")
 
 
+DEFAULT_TIMEOUT = 120.0  # seconds a model call may take in all, retries included
+MAX_TIMEOUT = 3_600.0
+
+
+def parse_seconds(text: str, name: str) -> float:
+    """A positive number of seconds, at most an hour (ConfigError naming `name`)."""
+    try:
+        value = float(str(text).strip().removesuffix("s"))
+    except ValueError:
+        raise ConfigError(f"{name} must be a number of seconds, got {text!r}.") from None
+    if not 0 < value <= MAX_TIMEOUT:
+        raise ConfigError(f"{name} must be between 0 and {MAX_TIMEOUT:,.0f} seconds, "
+                          f"got {text!r}.")
+    return value
+
+
+def timeout_setting(flag: str | None = None) -> float:
+    """How long a model call may take: the --timeout flag, else MEMGPT_LITE_TIMEOUT, else
+    the default."""
+    if flag:
+        return parse_seconds(flag, "--timeout")
+    env = os.environ.get("MEMGPT_LITE_TIMEOUT")
+    return parse_seconds(env, "MEMGPT_LITE_TIMEOUT") if env else DEFAULT_TIMEOUT
+
+
 def parse_positive_int(text: str, name: str) -> int:
     try:
         value = int(str(text).replace("_", "").replace(",", ""))

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from memgpt_lite.engine.config import timeout_setting
 from memgpt_lite.engine.errors import (
     APIConnectionError,
     AuthError,
@@ -50,6 +52,14 @@ PLACEHOLDER_API_KEY = "memgpt-lite-no-key"
 
 _TOO_LONG = re.compile(r"prompt is too long:\s*(\d+)\s*tokens\s*>\s*(\d+)\s*maximum", re.I)
 _KEEP = "your message is kept; try again in a moment"
+# A chat waits for a person: connecting takes well under a second, and a streaming reply
+# is never silent for long (the API sends pings), so 10 s to connect or 60 s of silence
+# mean the server is gone. Every call also has a deadline in all (`timeout`, default 120 s:
+# a 2,048-token reply streams in well under a minute), which a server trickling one event
+# every few seconds cannot stretch. The SDK's retries share it: each attempt waits at most
+# its share (with the defaults, 40 s of silence for each of 3 attempts).
+CONNECT_TIMEOUT = 10.0
+READ_TIMEOUT = 60.0
 
 
 class ModelClient(Protocol):
@@ -68,13 +78,18 @@ class AnthropicClient:
     Credentials and base URL follow the SDK (`ANTHROPIC_API_KEY`, `ANTHROPIC_AUTH_TOKEN`,
     `ANTHROPIC_BASE_URL`, profiles). With a base URL but no key, a placeholder key is sent so a
     local compatible server works; with neither, construction raises `AuthError`.
+
+    `timeout` is the most seconds one call may take in all, retries included (None:
+    `MEMGPT_LITE_TIMEOUT`, else 120); giving up is one APIConnectionError naming the host
+    and the wait.
     """
 
     def __init__(self, *, api_key: str | None = None, base_url: str | None = None,
-                 http_client: Any = None, max_retries: int = 2, timeout: float = 120.0):
+                 http_client: Any = None, max_retries: int = 2, timeout: float | None = None):
         self.max_retries = max_retries
+        self.timeout = timeout if timeout is not None else timeout_setting()
         self._args = {"api_key": api_key, "http_client": http_client,
-                      "max_retries": max_retries, "timeout": timeout,
+                      "max_retries": max_retries,
                       "base_url": base_url or os.environ.get("ANTHROPIC_BASE_URL") or None}
         env_key = os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")
         if api_key is None and not env_key and self._args["base_url"]:
@@ -107,7 +122,7 @@ class AnthropicClient:
 
         self._sdk = anthropic
         try:
-            client = anthropic.Anthropic(**self._args)
+            client = anthropic.Anthropic(**self._args, timeout=self._timeouts())
         except anthropic.AnthropicError as exc:  # e.g. an unreadable credentials profile
             raise AuthError(f"Could not load Anthropic credentials ({exc}); set ANTHROPIC_API_KEY."
                             ) from None
@@ -118,9 +133,19 @@ class AnthropicClient:
         self._sdk_client = client
         self.host = urlsplit(str(client.base_url)).netloc or str(client.base_url)
 
+    def _timeouts(self) -> Any:
+        """Per attempt: 10 s to connect, then at most 60 s of silence, both within the
+        call's deadline shared by the first attempt and the SDK's retries."""
+        import httpx2  # the SDK's transport; imported with anthropic
+
+        attempts = self.max_retries + 1
+        return httpx2.Timeout(min(READ_TIMEOUT, self.timeout / attempts),
+                              connect=min(CONNECT_TIMEOUT, self.timeout / attempts))
+
     def stream(self, request: ModelRequest) -> Iterator[StreamItem]:
         saw_stop = False
         client = self._client
+        self._started = time.monotonic()
         try:
             with client.messages.stream(**request.to_api()) as stream:
                 for event in stream:
@@ -128,6 +153,8 @@ class AnthropicClient:
                     if delta is not None:
                         yield delta
                     saw_stop = saw_stop or event.type == "message_stop"
+                    if not saw_stop and time.monotonic() - self._started > self.timeout:
+                        raise self._gave_up()  # a trickle: every event in time, never done
                 message = stream.current_message_snapshot if saw_stop else None
         except self._sdk.AnthropicError as exc:
             raise self._map_error(exc) from None
@@ -158,8 +185,7 @@ class AnthropicClient:
         if isinstance(exc, sdk.APIStatusError):
             return self._map_status(exc)
         if isinstance(exc, sdk.APITimeoutError):
-            return APIConnectionError(
-                f"The request to {self.host} timed out{self._retried(exc)}; {_KEEP}.")
+            return self._gave_up(self._retried(exc))
         if isinstance(exc, sdk.APIConnectionError):
             what = ("Could not connect to" if _caused_by(exc, "ConnectError")
                     else "Lost the connection to")
@@ -197,13 +223,20 @@ class AnthropicClient:
         import httpx2  # the SDK's transport; imported with anthropic
 
         if isinstance(exc, httpx2.TimeoutException):
-            return APIConnectionError(f"Timed out waiting for the reply from {self.host}; {_KEEP}.")
+            return self._gave_up()
         if isinstance(exc, (httpx2.TransportError, httpx2.StreamError)):
             return StreamError(f"The connection to {self.host} broke mid-reply; {_KEEP}.")
         if isinstance(exc, (ValueError, RuntimeError, IndexError, KeyError)):
             # json/pydantic decoding or event-order failures inside the SDK's stream parser
             return StreamError(f"The API sent a malformed response stream; {_KEEP}.")
         return None
+
+    def _gave_up(self, retried: str = "") -> APIConnectionError:
+        waited = time.monotonic() - getattr(self, "_started", time.monotonic())
+        return APIConnectionError(
+            f"Gave up waiting for {self.host}: it timed out after {waited:.1f} s{retried} "
+            f"(the limit is {self.timeout:g} s; MEMGPT_LITE_TIMEOUT or --timeout changes it); "
+            f"{_KEEP}.")
 
     def _retried(self, exc: Any) -> str:
         request = getattr(exc, "request", None)

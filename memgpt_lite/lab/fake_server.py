@@ -160,7 +160,7 @@ class PromptCache:
 class Fault:
     """A scripted failure for one request. Build with the functions below."""
 
-    kind: str  # http | reset | hang | error_event | malformed_json | truncated
+    kind: str  # http | reset | hang | trickle | error_event | malformed_json | truncated
     status: int = 0
     error_type: str = ""
     message: str = ""
@@ -202,6 +202,11 @@ def hang(seconds: float = 30.0, after: int | None = None) -> Fault:
     return Fault("hang", after=after, seconds=seconds)
 
 
+def trickle(seconds: float = 30.0) -> Fault:
+    """Stream the reply slowly: `seconds` of silence before every SSE event."""
+    return Fault("trickle", seconds=seconds)
+
+
 def error_event(after: int = 2, error_type: str = "overloaded_error",
                 message: str = "Overloaded") -> Fault:
     return Fault("error_event", error_type=error_type, message=message, after=after)
@@ -223,6 +228,7 @@ def fault_from_dict(d: dict) -> Fault:
     """A Fault from JSON, e.g. {"fault": "rate_limited", "retry_after": 0} (for --script)."""
     makers = {"rate_limited": rate_limited, "overloaded": overloaded, "server_error": server_error,
               "unauthorized": unauthorized, "connection_reset": connection_reset, "hang": hang,
+              "trickle": trickle,
               "error_event": error_event, "malformed_json": malformed_json,
               "truncated": truncated, "http_error": http_error}
     args = {k: v for k, v in d.items() if k != "fault"}
@@ -506,6 +512,9 @@ class _Handler(BaseHTTPRequestHandler):
         for n, (name, data) in enumerate(events):
             if fault is not None and n == fault.after:
                 self._stream_fault(fault)
+                break
+            if fault is not None and fault.kind == "trickle" and self.owner._stopping.wait(
+                    fault.seconds):
                 break
             self._write_event(name, json.dumps(data))
         self._record(status=200, stream=True, fault=fault.kind if fault else None)

@@ -321,7 +321,8 @@ def piped_loop(session: ChatSession, lines: Iterator[str]) -> int:
 
 def run_chat(*, agent_name: str = "default", model: str | None = None,
              context_window: str | None = None, max_tokens: str | None = None,
-             thinking: bool | None = None, record: bool = True) -> int:
+             thinking: bool | None = None, record: bool = True,
+             timeout: str | None = None) -> int:
     """`memgpt-lite chat`: open or create the agent and talk to it on this terminal."""
     from memgpt_lite.engine.agent import Agent
     from memgpt_lite.engine.model import AnthropicClient
@@ -334,7 +335,8 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
     # Piped runs keep stdout for the conversation alone; the banner goes to stderr.
     info = console if typed else render.make_console(sys.stderr, plain=True)
     price_table()  # a bad MEMGPT_LITE_PRICES file is reported now, not after a paid call
-    client = AnthropicClient()  # raises AuthError saying how to set the key
+    # raises AuthError saying how to set the key, ConfigError for a bad timeout
+    client = AnthropicClient(timeout=config.timeout_setting(timeout))
     with Store.open_default() as store:
         settings = chat_settings(store, agent_name, model, context_window, thinking,
                                  max_tokens=max_tokens)

@@ -57,6 +57,9 @@ def _add_chat_parser(sub: Any) -> None:
                    help="extended thinking on or off (stored with the agent; default off)")
     p.add_argument("--no-record", action="store_true",
                    help="do not record this session to a JSONL event log")
+    p.add_argument("--timeout", metavar="SECONDS",
+                   help="give up on a model call after this long, retries included "
+                        "(default 120; also MEMGPT_LITE_TIMEOUT)")
     p.set_defaults(func=_chat)
 
 
@@ -214,4 +217,5 @@ def _chat(args: argparse.Namespace) -> int:
 
     return chat.run_chat(agent_name=args.agent, model=args.model,
                          context_window=args.context_window, max_tokens=args.max_tokens,
-                         thinking=args.thinking, record=not args.no_record)
+                         thinking=args.thinking, record=not args.no_record,
+                         timeout=args.timeout)

@@ -102,7 +102,11 @@ class Agent:
 
     def __init__(self, store: Store, row: AgentRow, settings: Settings, model_client: ModelClient,
                  summary_client: ModelClient | None, clock: Callable[[], datetime], created: bool):
-        self.store, self.row, self.settings = store, row, settings
+        self.store, self.row = store, row
+        self.settings = settings = replace(settings)  # its own copy: a learned window changes it
+        self.provider_window = _window_for(row.state.get("provider_window"), settings.model)
+        if self.provider_window is not None:
+            settings.context_window = min(settings.context_window, self.provider_window)
         self.id, self.name, self.created = row.id, row.name, created
         self.model_client = model_client
         self.clock = clock
@@ -234,6 +238,9 @@ class Agent:
         """Keep what this turn taught the counter and the pager (see Agent.state)."""
         state = {**self.row.state, "counter": self.counter.to_state(),
                  "pager": self.pager.state()}
+        if self.provider_window is not None:
+            state["provider_window"] = {"model": self.settings.model,
+                                        "tokens": self.provider_window}
         with self.store.transaction():
             if state != self.row.state:
                 self.store.set_state(self.id, state)
@@ -252,6 +259,7 @@ class Agent:
                     yield from self._fail("The conversation does not fit the model's context "
                                           "even after evicting old turns.", "overflow", False)
                 retried_overflow = True
+                yield from self._learn_window(run.provider_max)
                 yield from self.pager.on_overflow(inputs, built.request, run.overflow)
                 run.calls -= 1
                 continue
@@ -282,7 +290,7 @@ class Agent:
                 elif isinstance(item, (TextDelta, ThinkingDelta)):
                     yield item
         except PromptTooLongError as exc:
-            run.overflow = exc.actual
+            run.overflow, run.provider_max = exc.actual, exc.maximum
             return None
         except ModelError as exc:
             yield from self._fail(exc.message, exc.kind, exc.retryable)
@@ -306,6 +314,22 @@ class Agent:
         cost = cost_usd(self.settings.model, usage)
         context_tokens = usage.total_input or built.estimated_tokens
         yield UsageEvent(usage, cost, context_tokens, self.settings.budget)
+
+    def _learn_window(self, maximum: int | None) -> Iterator[Event]:
+        """The provider refused a prompt for being over `maximum` tokens, less than our
+        context window: the window shrinks to it (the budget with it), for this agent and
+        model, kept across restarts. Never below what leaves a budget at all."""
+        s = self.settings
+        if not maximum or maximum >= s.context_window:
+            return
+        before = s.context_window
+        s.context_window = max(maximum, s.max_output_tokens + s.safety_margin + 1)
+        self.provider_window = s.context_window
+        yield NoticeEvent(
+            f"The provider takes at most {maximum:,} tokens per request, less than the context "
+            f"window of {before:,} ({setting_names('context_window')}): this agent now works "
+            f"within {s.context_window:,} on {s.model}, a budget of {s.budget:,} tokens.",
+            "warning")
 
     def _fail(self, message: str, kind: str, retryable: bool) -> Iterator[Event]:
         hint = " Your message is saved; type /retry to send it again." if retryable else ""
@@ -446,6 +470,7 @@ class _TurnRun:
     completed: bool = False
     stop_tools: bool = False
     overflow: int | None = None
+    provider_max: int | None = None  # the maximum a "prompt is too long" error named
     recent: list[str] = field(default_factory=list)
 
 
@@ -467,6 +492,15 @@ def _valid_content(content: list[ContentBlock], stop: str | None) -> list[Conten
     if not any(b.get("type") in ("text", "tool_use") for b in blocks):
         blocks.append({"type": "text", "text": "(no reply)"})
     return blocks
+
+
+def _window_for(state: object, model: str) -> int | None:
+    """The window a provider taught the agent for `model` (see Agent._learn_window)."""
+    if isinstance(state, dict) and state.get("model") == model:
+        tokens = state.get("tokens")
+        if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0:
+            return tokens
+    return None
 
 
 def _writable(value: object) -> bool:

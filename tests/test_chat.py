@@ -213,6 +213,19 @@ def test_retry_after_failed_turn_resends_without_popping(chat_factory):
     assert [m.role for m in chat.store.context_messages(chat.agent.id)] == ["user", "assistant"]
 
 
+def test_three_ctrl_cs_then_retry_leave_one_copy_of_the_message(chat_factory):
+    def interrupt(request):
+        raise KeyboardInterrupt
+
+    chat = chat_factory([interrupt, interrupt, interrupt, text_response("Tea noted.")])
+    chat.run("I like tea", "/retry", "/retry")
+    out = chat.run("/retry")
+    assert out.startswith("retrying your last message\nTea noted.")
+    texts = [m.content[0].get("text") for m in chat.store.all_messages(chat.agent.id)]
+    assert texts.count("I like tea") == 1 and texts[-1] == "Tea noted."
+    assert chat.store.search_messages(chat.agent.id, "tea").total == 2
+
+
 def test_ctrl_c_during_a_turn_abandons_it_and_keeps_the_queue_valid(chat_factory):
     def interrupt(request):
         raise KeyboardInterrupt

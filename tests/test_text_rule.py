@@ -50,3 +50,18 @@ def test_undecodable_input_is_stored_searched_exported_recorded_and_replayed(tmp
     assert path.read_bytes().decode("utf-8")  # strict UTF-8 throughout
     report = replay_mod.replay(path, strict=True)
     assert report.ok, report.divergences
+
+
+def test_an_import_with_lone_surrogates_is_stored_with_the_rule(tmp_path):
+    store = Store(tmp_path / "a.db")
+    agent = Agent.open(store, "a", model_client=ScriptedModel([text_response("Hi.")]))
+    assert list(agent.step("hello"))[-1].completed
+    doc = json.loads(json.dumps(transfer.export_agent(store, "a")))
+    doc["agent"]["summary"] = "sum \udcff mary"
+    doc["blocks"][0]["value"] = "val \ud800 ue"
+    doc["messages"][0]["content"][0]["text"] = "hel \udcfe lo"
+    copy = transfer.import_agent(store, doc, "b")
+    assert copy.summary == "sum \ufffd mary"
+    assert store.get_blocks(copy.id)[0].value == "val \ufffd ue"
+    assert store.all_messages(copy.id)[0].content[0]["text"] == "hel \ufffd lo"
+    json.dumps(transfer.export_agent(store, "b"), ensure_ascii=False).encode("utf-8")

@@ -225,6 +225,26 @@ def test_a_recorded_failed_turn_and_its_retry_replay_strictly(tmp_path):
     assert report.final_core_memory["human"].count("Likes tea.") == 1
 
 
+def test_a_retry_in_a_later_recording_replays_strictly(tmp_path):
+    store, agent = opened(tmp_path, [
+        tool_response([("core_memory_append", {"label": "human", "content": "Likes tea."}),
+                       ("archival_insert", {"content": "Cello fact: tea at five."})]),
+        text_response("Noted."),
+        tool_response([("core_memory_append", {"label": "human", "content": "Likes tea."})]),
+        text_response("Noted again.")])
+    paths = [tmp_path / "one.jsonl", tmp_path / "two.jsonl"]
+    with recording.Recorder(paths[0]) as recorder:
+        recording.record_header(agent, recorder)
+        list(recording.recorded_step(agent, recorder, "I like tea"))
+    with recording.Recorder(paths[1]) as recorder:  # the next session retries that turn
+        recording.record_header(agent, recorder)
+        list(recording.recorded_step(agent, recorder, "I like tea", retry=True))
+    for path in paths:
+        report = replay_mod.replay(path, strict=True)
+        assert report.ok, (path.name, report.divergences)
+    assert report.final_core_memory["human"].count("Likes tea.") == 1
+
+
 def test_old_database_marks_turns_that_never_finished(tmp_path):
     import sqlite3
 

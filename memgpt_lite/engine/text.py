@@ -30,9 +30,10 @@ def clean_value(value: Any) -> Any:
     returns the value itself when nothing needed cleaning."""
     if isinstance(value, str):
         return clean_text(value)
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         items = [clean_value(v) for v in value]
-        return value if all(a is b for a, b in zip(items, value)) else items
+        same = all(a is b for a, b in zip(items, value))
+        return value if same else type(value)(items)
     if isinstance(value, dict):
         pairs = [(clean_value(k), clean_value(v)) for k, v in value.items()]
         same = all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(pairs, value.items()))

@@ -27,6 +27,7 @@ from typing import Any
 
 from memgpt_lite.engine.store import checks, fts
 from memgpt_lite.engine.store.sqlite import Store, dumps
+from memgpt_lite.engine.text import clean_value
 
 BASE_REFRESH_ROWS = 2_000  # a delta with more changed rows than this gets a new base instead
 # Columns holding JSON: decoded in a delta, so that text inside them is plain JSON strings
@@ -189,7 +190,7 @@ def apply(store: Store, delta: dict[str, Any]) -> None:
 
 
 def _upsert(store: Store, table: str, row: dict[str, Any]) -> None:
-    values = dict(row)
+    values = dict(clean_value(row))  # a recording's JSON may hold lone surrogates
     for col in JSON_COLUMNS.get(table, ()):
         if values.get(col) is not None:
             values[col] = dumps(values[col])

@@ -380,8 +380,9 @@ class Store(RecallMixin, ArchiveMixin, TurnsMixin):
                       last_used_at: str | None, state: dict | None = None) -> None:
         with self.transaction():
             self._db.execute("UPDATE agents SET summary = ?, created_at = ?, last_used_at = ?, "
-                             "state = ? WHERE id = ?", (summary, created_at, last_used_at,
-                                                        dumps(state or {}), agent_id))
+                             "state = ? WHERE id = ?", (clean_text(summary), created_at,
+                                                        last_used_at, dumps(state or {}),
+                                                        agent_id))
 
     def touch(self, agent_id: int) -> None:
         self._update_agent(agent_id, "last_used_at", now_iso())
@@ -444,6 +445,7 @@ class Store(RecallMixin, ArchiveMixin, TurnsMixin):
         """Blocks (label, value, limit) and their history rows (label, old, new, source,
         created_at, turn id) exactly as given, without new history: an import, not an
         edit."""
+        blocks, history = clean_value(blocks), clean_value(history)
         with self.transaction():
             rev = self._bump(agent_id)
             self._db.executemany(

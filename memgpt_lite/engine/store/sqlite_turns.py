@@ -88,13 +88,17 @@ class TurnsMixin:
             self._db.execute("DELETE FROM turn_effects WHERE agent_id = ? AND turn_id = ?",
                              (agent_id, turn_id))
             self._db.execute("UPDATE messages SET status = ?, rev = ? WHERE agent_id = ? AND "
-                             "turn_id = ? AND status = ?", (INTERRUPTED, self._bump(agent_id),  # type: ignore[attr-defined]
-                                                            agent_id, turn_id, OPEN))
+                             f"turn_id = ? AND status = '{OPEN}'",
+                             (INTERRUPTED, self._bump(agent_id), agent_id, turn_id))  # type: ignore[attr-defined]
 
     def unfinished_turns(self, agent_id: int) -> list[int]:
         """Turns left open in the file (the process died mid-turn), oldest first."""
-        rows = self._q("SELECT turn_id FROM messages WHERE agent_id = ? AND status = ? UNION "  # type: ignore[attr-defined]
-                       "SELECT turn_id FROM turn_effects WHERE agent_id = ?",
+        # Asked before every turn: through the small partial index of messages whose status
+        # is set, never a scan of the agent's history (the index's own condition is repeated
+        # so that SQLite may use it).
+        rows = self._q("SELECT turn_id FROM messages INDEXED BY messages_status "  # type: ignore[attr-defined]
+                       "WHERE agent_id = ? AND status != '' AND status = ? "
+                       "UNION SELECT turn_id FROM turn_effects WHERE agent_id = ?",
                        (agent_id, OPEN, agent_id))
         running = self._open_turns.get(agent_id)
         return sorted(r[0] for r in rows if r[0] != running)

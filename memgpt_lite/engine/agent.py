@@ -151,7 +151,11 @@ class Agent:
                 raise LookupError(f"no agent named {name!r}")
             s = settings or Settings()
             row = store.create_agent(name, s.to_dict(), default_blocks(s.block_limit))
-        for turn in store.unfinished_turns(row.id):  # a process died mid-turn: undo it first
+        # Read what every turn reads before writing anything: a damaged page there is found
+        # (and the store stops writing, see store/sqlite.py) before this process changes the
+        # file. Then undo a turn a dead process left open.
+        store.context_messages(row.id)
+        for turn in store.unfinished_turns(row.id):
             store.undo_turn(row.id, turn)
         if settings is not None and settings.to_dict() != row.settings:
             store.update_settings(row.id, settings.to_dict())

@@ -234,9 +234,8 @@ class AnthropicClient:
     def _gave_up(self, retried: str = "") -> APIConnectionError:
         waited = time.monotonic() - getattr(self, "_started", time.monotonic())
         return APIConnectionError(
-            f"Gave up waiting for {self.host}: it timed out after {waited:.1f} s{retried} "
-            f"(the limit is {self.timeout:g} s; MEMGPT_LITE_TIMEOUT or --timeout changes it); "
-            f"{_KEEP}.")
+            f"Gave up waiting for {self.host}: it timed out ({waited:.1f} s{retried}; a call "
+            f"may take {self.timeout:g} s, set by MEMGPT_LITE_TIMEOUT or --timeout); {_KEEP}.")
 
     def _retried(self, exc: Any) -> str:
         request = getattr(exc, "request", None)

@@ -40,8 +40,8 @@ def test_a_server_that_never_answers_is_given_up_on_retries_included(tmp_path, m
         client = AnthropicClient(base_url=server.base_url, api_key="test", max_retries=2)
         events, took, store, agent = failed_turn(tmp_path, client)
     message = the_error(events)
-    assert message.startswith(f"Gave up waiting for 127.0.0.1:{server.port}: it timed out after ")
-    assert "after 2 retries" in message and "the limit is 1.5 s" in message
+    assert message.startswith(f"Gave up waiting for 127.0.0.1:{server.port}: it timed out (")
+    assert "s after 2 retries; a call may take 1.5 s" in message
     assert "MEMGPT_LITE_TIMEOUT or --timeout" in message
     assert took < 10  # three full waits of the server's 60 s would be 180 s
     assert "the question" in recall_texts(store, agent.id)
@@ -55,7 +55,7 @@ def test_a_trickling_stream_is_given_up_on_at_the_deadline(tmp_path, monkeypatch
         events, took, store, agent = failed_turn(tmp_path, client)
     assert "text_delta" in [e.kind for e in events]  # it was streaming when we gave up
     message = the_error(events)
-    assert message.startswith("Gave up waiting for 127.0.0.1:") and "1.5 s" in message
+    assert message.startswith("Gave up waiting for 127.0.0.1:") and "may take 1.5 s" in message
     assert took < 8  # the whole trickle takes over 13 s
 
 

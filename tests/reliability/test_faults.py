@@ -124,7 +124,8 @@ def test_fault_after_a_tool_call_leaves_no_orphan_tool_use(tmp_path, server):
 
 
 def test_rate_limit_is_retried_by_the_sdk_and_then_succeeds(tmp_path, server):
-    store, agent = open_agent(tmp_path, server, max_retries=2)
+    # A deadline well above the SDK's backoff: the retry must fit in the call's time.
+    store, agent = open_agent(tmp_path, server, max_retries=2, timeout=10)
     server.enqueue(rate_limited(retry_after=0))
     server.enqueue(text_response("After one retry."))
     events = list(agent.step("the question"))
@@ -133,7 +134,7 @@ def test_rate_limit_is_retried_by_the_sdk_and_then_succeeds(tmp_path, server):
 
 
 def test_rate_limit_after_the_sdk_retries_says_so(tmp_path, server):
-    store, agent = open_agent(tmp_path, server, max_retries=1)
+    store, agent = open_agent(tmp_path, server, max_retries=1, timeout=10)
     server.enqueue(rate_limited(retry_after=0), times=2)
     events = list(agent.step("the question"))
     assert_clean_failure(store, agent, events, True, ["after 1 retry", "your message is kept"])

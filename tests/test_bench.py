@@ -42,12 +42,13 @@ def test_bench_command_writes_a_report_of_the_documented_shape(tmp_path, capsys)
 
     out = tmp_path / "bench.json"
     code = cli.main(["bench", "--sizes", "400", "--queries", "5", "--engine-turns", "2",
-                     "--turns", "6", "--runs", "1", "--json", str(out)])
+                     "--turns", "6", "--runs", "1", "--recording-sizes", "50,200",
+                     "--json", str(out)])
     assert code == 0
     report = json.loads(out.read_text(encoding="utf-8"))
     assert set(report["machine"]) >= {"cpu", "cores", "ram_gb", "python", "sqlite"}
     assert [s["id"] for s in report["sections"]] == ["store", "engine", "tokens", "startup",
-                                                    "memory"]
+                                                    "memory", "recording"]
     for section in report["sections"]:
         assert section["title"] and section["method"] and section["rows"]
         for row in section["rows"]:
@@ -65,6 +66,9 @@ def test_bench_command_writes_a_report_of_the_documented_shape(tmp_path, capsys)
     assert targets["engine"] == ["< 5 ms (p50)"]
     assert targets["startup"] == ["< 0.30 s (median)", "< 0.60 s (median)"]
     assert targets["memory"] == ["< 150 MB (peak RSS)"]
+    assert targets["recording"] == ["< 1.10 × (ratio)"] * 5
+    recorded = report["sections"][-1]["data"]["200"]
+    assert recorded["recorded"]["recording_kb"] > 0 and recorded["no_record"]["recording_kb"] == 0
     units = {f["unit"] for s in report["sections"] for r in s["rows"] for f in r["figures"]}
     assert {"ms", "rows/s", "MB per 100k messages", "tokens/turn", "%", "USD/turn", "×", "s",
             "MB"} <= units

@@ -19,13 +19,14 @@ class Plan:
     help_runs: int = 7
     chat_runs: int = 5
     langs: tuple[str, ...] = ("en", "zh")
+    recording_sizes: tuple[int, ...] = (10_000, 100_000)  # messages of the recorded agent
 
     @classmethod
     def quick(cls) -> Plan:
         # Chinese text inserts at about half the English rate (bigrams): 10k only, so the
         # quick run stays under a minute on 2 cores.
         return cls(sizes=(10_000, 100_000), zh_sizes=(10_000,), queries=100, engine_turns=40,
-                   session_turns=100, help_runs=5, chat_runs=3)
+                   session_turns=100, help_runs=5, chat_runs=3, recording_sizes=(1_000, 10_000))
 
 
 BENCH_AGENT = "bench"  # the agent of the store section's data dirs, which later sections open

@@ -67,7 +67,7 @@ def time_first_prompt(cmd: list[str], env: dict[str, str],
         # Drain the terminal until the child closes it (a marker that never comes), so a
         # full pty buffer cannot block its exit.
         _read_until(master, b"\0never", time.perf_counter() + timeout)
-        return elapsed, _reap(proc)
+        return elapsed, reap_peak_rss(proc)
     finally:
         os.close(master)
 
@@ -88,7 +88,7 @@ def _read_until(fd: int, marker: bytes, deadline: float) -> bytes:
     return out
 
 
-def _reap(proc: subprocess.Popen) -> float:
+def reap_peak_rss(proc: subprocess.Popen) -> float:
     """Wait for the child and return its peak RSS in MB (ru_maxrss is in KiB on Linux);
     os.wait4 gives this one child's figure, unlike RUSAGE_CHILDREN's maximum over all."""
     _, status, usage = os.wait4(proc.pid, 0)
@@ -113,7 +113,7 @@ def chat_peak_rss(cmd: list[str], env: dict[str, str]) -> float:
         proc.stdin.write(("\n".join(CHAT_LINES) + "\n").encode())
         proc.stdin.close()
         try:
-            return _reap(proc)
+            return reap_peak_rss(proc)
         except RuntimeError as exc:
             err.seek(0)
             raise RuntimeError(f"{exc}: {err.read()[-400:].decode(errors='replace')}") from None

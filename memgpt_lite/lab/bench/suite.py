@@ -19,6 +19,7 @@ from typing import Any
 from memgpt_lite.lab.bench.engine_overhead import run_engine
 from memgpt_lite.lab.bench.long_session import run_tokens
 from memgpt_lite.lab.bench.plan import Plan
+from memgpt_lite.lab.bench.recording_cost import run_recording
 from memgpt_lite.lab.bench.report import StderrProgress, missed_targets, render_markdown
 from memgpt_lite.lab.bench.startup import run_memory, run_startup
 from memgpt_lite.lab.bench.stats import machine_info, machine_line
@@ -43,6 +44,8 @@ def run_suite(plan: Plan, progress: Callable[[str], None]) -> dict[str, Any]:
         sections.append(startup)
         sections.append(_timed_section(
             lambda: run_memory(english, server, rss, progress)))
+        sections.append(_timed_section(
+            lambda: run_recording(workdir, plan, server.base_url, progress)))
     return {"benchmark": "memgpt-lite bench", "version": _version(),
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "seconds": round(time.perf_counter() - started, 1), "plan": asdict(plan),
@@ -81,7 +84,8 @@ def suite_parser() -> argparse.ArgumentParser:
         prog="memgpt-lite bench",
         description="Run the benchmark suite offline (scripted model, local fake server) and "
                     "print one table: store at scale, engine overhead, token economics, "
-                    "start-up, peak memory. `memgpt-lite bench store --help`: the store alone.")
+                    "start-up, peak memory, recording cost. `memgpt-lite bench store --help`: "
+                    "the store alone.")
     p.add_argument("--quick", action="store_true",
                    help="smaller run (10k and 100k rows, Chinese 10k; 100-turn session): "
                         "under a minute")
@@ -93,6 +97,8 @@ def suite_parser() -> argparse.ArgumentParser:
                    help="turns timed in the engine section")
     g.add_argument("--turns", type=int, metavar="N", help="turns of the scripted long session")
     g.add_argument("--runs", type=int, metavar="N", help="subprocess runs per start-up measure")
+    g.add_argument("--recording-sizes", type=_sizes, metavar="N,N",
+                   help="messages of the agent in the recording-cost section")
     return p
 
 
@@ -100,7 +106,8 @@ def plan_from(args: argparse.Namespace) -> Plan:
     plan = Plan.quick() if args.quick else Plan()
     overrides = {"sizes": args.sizes, "zh_sizes": args.sizes, "queries": args.queries,
                  "engine_turns": args.engine_turns, "session_turns": args.turns,
-                 "help_runs": args.runs, "chat_runs": args.runs}
+                 "help_runs": args.runs, "chat_runs": args.runs,
+                 "recording_sizes": args.recording_sizes}
     for name, value in overrides.items():
         if value is not None:
             setattr(plan, name, value)

@@ -30,9 +30,9 @@ from memgpt_lite.terminal.exit_codes import EXIT_USAGE, UserError
 from memgpt_lite.terminal.user_input import (
     EditorError,
     LineReader,
+    TypeAhead,
     ask,
     edit_in_editor,
-    typing_hidden,
 )
 from memgpt_lite.terminal.view import ChatView, JsonView
 
@@ -127,6 +127,9 @@ class ChatSession:
                 steps.close()  # the agent abandons the turn: nothing of it stays in the queue
                 self.view.interrupted()
             finally:
+                # Also on any other way out (a closed stdout pipe): the turn ends now, while
+                # the store is open, not whenever the generator is collected.
+                steps.close()
                 self.view.stop()
 
     def _steps(self, text: str) -> Iterator[Any]:
@@ -387,15 +390,17 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
         view = JsonView(sys.stdout) if json_out else ChatView(
             console, live=styled, markdown=styled, meta=meta, host=client.host,
             context_of=lambda: _context_size(agent))
+        type_ahead = TypeAhead()
         session = ChatSession(agent, meta if json_out else console, view,
                               recorder_factory=(lambda: open_recorder(agent)) if record else None,
                               confirm=ask if typed else None,
-                              hide_typing=typing_hidden if typed else None)
+                              hide_typing=type_ahead.hidden if typed else None)
         if prompt is None:
             _banner(meta, agent, store, record)
         client.warm_up()
         try:
-            return one_shot(session, prompt) if prompt is not None else _converse(session, typed)
+            return (one_shot(session, prompt) if prompt is not None
+                    else _converse(session, typed, type_ahead))
         finally:
             session.close()
             agent.close()  # releases the agent's process lock
@@ -437,12 +442,13 @@ def _goodbye(console: Console, session: ChatSession, *, quiet: bool) -> None:
             console.print(render.shown(f"· {line}", "dim"))
 
 
-def _converse(session: ChatSession, typed: bool) -> int:
+def _converse(session: ChatSession, typed: bool, type_ahead: TypeAhead) -> int:
     """Typed: the prompt with readline editing and history. Piped: one message a line."""
     if not typed:
         return piped_loop(session, iter(sys.stdin))
     reader = session.reader = LineReader(config.data_dir() / HISTORY_FILE,
-                                         prompt_to_stderr=not sys.stdout.isatty())
+                                         prompt_to_stderr=not sys.stdout.isatty(),
+                                         type_ahead=type_ahead)
     try:
         interactive_loop(session, reader.read)
         return 1 if session.failed_turns else 0

@@ -212,11 +212,12 @@ def _add_agents_set_parser(asub: Any) -> None:
                 "context_window, max_output_tokens, thinking)",
                 "memgpt-lite agents set work model=haiku context_window=16000",
                 "memgpt-lite agents set work thinking=on max_output_tokens=4096",
+                "memgpt-lite agents set work --reset model      # back to the default model",
                 "memgpt-lite agents set work --reset            # every setting to its default")
     p.add_argument("name", metavar="NAME", help="the agent")
-    p.add_argument("assignments", nargs="*", metavar="KEY=VALUE",
-                   help="settings to store; with --reset, the keys to reset (default: all)")
-    p.add_argument("--reset", action="store_true", help="back to the defaults")
+    p.add_argument("assignments", nargs="*", metavar="KEY=VALUE", help="settings to store")
+    p.add_argument("--reset", nargs="*", metavar="KEY",
+                   help="set these settings (default: all of them) back to their defaults")
     p.set_defaults(func=lambda a: _commands().cmd_agents_set(a))
 
 

@@ -92,7 +92,10 @@ def cmd_agents_set(args: argparse.Namespace) -> int:
     with _open_store() as store, _agent_lock(store, args.name):
         row = _require_agent(store, args.name)
         current = Settings.from_dict(row.settings).to_dict()
-        changes = _reset(args.assignments) if args.reset else _assignments(args.assignments)
+        if args.reset is not None and args.assignments:
+            raise UserError("Give either KEY=VALUE settings or --reset, not both.", EXIT_USAGE)
+        changes = (_reset(args.reset) if args.reset is not None
+                   else _assignments(args.assignments))
         try:
             settings = Settings.from_dict({**current, **changes}, where="setting")
         except ConfigError as exc:
@@ -227,29 +230,32 @@ def cmd_agents_export(args: argparse.Namespace) -> int:
 
 
 def write_private(target: Path, text: str) -> None:
-    """Write text to a file only its owner can read (an export holds the whole memory):
-    whole to a temporary file beside it, then renamed over it, so a failure (a full disk,
-    text that cannot be encoded) never truncates what was there."""
-    target = Path(target)
-    tmp = None
+    """`replace_file`, with a failure as one sentence (UserError)."""
     try:
-        data = text.encode("utf-8")
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
-        with os.fdopen(fd, "wb") as fh:  # mkstemp creates it 0600
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-        tmp = None
+        replace_file(Path(target), text)
     except OSError as exc:
         raise UserError(f"Cannot write {target}: {exc.strerror or exc}.") from None
     except UnicodeEncodeError:
         raise UserError(f"Cannot write {target}: the text holds characters that are not "
                         f"valid Unicode; nothing was written.") from None
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+
+
+def replace_file(target: Path, text: str) -> None:
+    """Write text to a file only its owner can read (an export holds the whole memory):
+    whole to a temporary file beside it, then renamed over it, so a failure (a full disk,
+    text that cannot be encoded) never truncates what was there."""
+    data = text.encode("utf-8")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)  # 0600
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def cmd_agents_import(args: argparse.Namespace) -> int:
@@ -440,7 +446,14 @@ def cmd_bench(argv: list[str]) -> int:
     """The benchmark suite parses its own arguments (`bench --help` lists them)."""
     from memgpt_lite.lab import bench
 
+    console = render.make_console(sys.stderr)
     try:
-        return int(bench.main(argv) or 0)
+        if not console.is_terminal or any(a in ("-h", "--help", "store") for a in argv):
+            return int(bench.main(argv) or 0)
+        from memgpt_lite.lab.bench.suite import SECTIONS
+        from memgpt_lite.terminal.progress import SectionProgress
+
+        with SectionProgress(console, "bench sections", SECTIONS) as progress:
+            return int(bench.main(argv, progress) or 0)
     except SystemExit as exc:  # the bench's argparse: --help or a usage error
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE

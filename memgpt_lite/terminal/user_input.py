@@ -36,11 +36,13 @@ class LineReader:
     within PASTE_GAP_SECONDS of each other (a paste) are joined; with a readline that
     supports bracketed paste, a paste is inserted whole."""
 
-    def __init__(self, history_path: Path | None, *, prompt_to_stderr: bool = False):
+    def __init__(self, history_path: Path | None, *, prompt_to_stderr: bool = False,
+                 type_ahead: TypeAhead | None = None):
         import readline
 
         self.readline = readline
         self.history_path = history_path
+        self.type_ahead = type_ahead
         # With stdout redirected to a file the prompt must still reach the user.
         self.prompt_to_stderr = prompt_to_stderr
         readline.parse_and_bind("set enable-bracketed-paste on")
@@ -61,6 +63,27 @@ class LineReader:
         return "\n".join(lines)
 
     def _input(self, prompt: str) -> str:
+        typed = self.type_ahead.take() if self.type_ahead is not None else ""
+        if "\n" in typed:  # Enter was pressed while the model answered: that line is sent
+            line, _, rest = typed.partition("\n")
+            self.type_ahead.text = rest  # type: ignore[union-attr]
+            out = sys.stderr if self.prompt_to_stderr else sys.stdout
+            out.write(prompt + line + "\n")
+            out.flush()
+            self.readline.add_history(line)
+            return line
+        if typed:  # shown on the prompt, editable, as if typed there
+            self.readline.set_pre_input_hook(lambda: self._insert(typed))
+        try:
+            return self._read_line(prompt)
+        finally:
+            self.readline.set_pre_input_hook(None)
+
+    def _insert(self, text: str) -> None:
+        self.readline.insert_text(text)
+        self.readline.redisplay()
+
+    def _read_line(self, prompt: str) -> str:
         if not self.prompt_to_stderr:
             return input(prompt)
         sys.stderr.write(prompt)
@@ -149,26 +172,55 @@ def ask(question: str) -> bool:
         return False
 
 
-@contextlib.contextmanager
-def typing_hidden(stream: object = None) -> Iterator[None]:
-    """While the model answers: keys typed ahead stay in the terminal's buffer for the next
-    prompt but are not echoed into the reply, and Ctrl-C prints no ^C (either would shift
-    the live region by a column or a row and leave a copy of its first line on screen)."""
-    try:
-        import termios
-    except ImportError:  # not POSIX
-        yield
-        return
-    try:
-        fd = (stream or sys.stdin).fileno()  # type: ignore[attr-defined]
-        saved = termios.tcgetattr(fd)
-    except (termios.error, OSError, ValueError, AttributeError):
-        yield  # not a terminal: nothing is echoed anyway
-        return
-    quiet = list(saved)
-    quiet[3] &= ~(termios.ECHO | termios.ECHOCTL)
-    termios.tcsetattr(fd, termios.TCSANOW, quiet)  # TCSANOW: keep what was typed ahead
-    try:
-        yield
-    finally:
-        termios.tcsetattr(fd, termios.TCSANOW, saved)
+class TypeAhead:
+    """Keys typed while the model answers: not echoed into the reply (an echo, or the ^C
+    of Ctrl-C, would shift the live region and leave a copy of its first line on screen),
+    but kept and put on the next prompt as if typed there."""
+
+    def __init__(self, stream: object = None):
+        self.stream = stream
+        self.text = ""
+
+    @contextlib.contextmanager
+    def hidden(self) -> Iterator[None]:
+        try:
+            import termios
+        except ImportError:  # not POSIX
+            yield
+            return
+        try:
+            fd = (self.stream or sys.stdin).fileno()  # type: ignore[attr-defined]
+            saved = termios.tcgetattr(fd)
+        except (termios.error, OSError, ValueError, AttributeError):
+            yield  # not a terminal: nothing is echoed anyway
+            return
+        quiet = list(saved)
+        quiet[3] &= ~(termios.ECHO | termios.ECHOCTL)
+        termios.tcsetattr(fd, termios.TCSANOW, quiet)  # TCSANOW: keep what was typed ahead
+        try:
+            yield
+        finally:
+            self.text += _drain(fd, quiet, termios)
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
+
+    def take(self) -> str:
+        text, self.text = self.text, ""
+        return text
+
+
+def _drain(fd: int, attrs: list, termios: object) -> str:
+    """What was typed and not yet read, read at once: in canonical mode a line without its
+    Enter would stay invisible to the prompt's reader until Enter is pressed."""
+    raw = list(attrs)
+    raw[3] &= ~termios.ICANON  # type: ignore[attr-defined]
+    raw[6] = list(raw[6])
+    raw[6][termios.VMIN], raw[6][termios.VTIME] = 0, 0  # type: ignore[attr-defined]
+    termios.tcsetattr(fd, termios.TCSANOW, raw)  # type: ignore[attr-defined]
+    chunks = []
+    with contextlib.suppress(OSError):
+        while chunk := os.read(fd, 4096):
+            chunks.append(chunk)
+    return b"".join(chunks).decode("utf-8", errors="replace").replace("\r", "\n")
+
+
+typing_hidden = TypeAhead().hidden  # for callers that do not need what was typed

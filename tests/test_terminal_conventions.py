@@ -334,6 +334,25 @@ def test_models_lists_aliases_and_prices_and_an_unknown_model_is_warned(server, 
     assert server.requests[-1]["model"] == "claude-haiku-5-5"
 
 
+def test_the_prompt_reaches_the_user_when_stdout_is_redirected(server, tmp_path):
+    pexpect = pytest.importorskip("pexpect")
+    server.enqueue(text_response("Written to the file."))
+    out = tmp_path / "transcript.md"
+    env = {**os.environ, **server_env(server), "TERM": "xterm-256color"}
+    child = pexpect.spawn("bash", ["-c", f"{sys.executable} -m memgpt_lite chat --no-record "
+                                         f"> {out}"], env=env, encoding="utf-8", timeout=20)
+    try:
+        child.expect_exact("you› ")  # on the terminal (stderr), not in the file
+        child.sendline("hello")
+        child.expect_exact("· context ")
+        child.expect_exact("you› ")
+        child.sendeof()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert out.read_text() == "Written to the file.\n"
+
+
 def test_sessions_for_an_unknown_agent_says_so(capsys):
     assert cli.main(["sessions", "--agent", "NOSUCH"]) == 2
     assert "there is no agent named 'NOSUCH'" in capsys.readouterr().out
@@ -396,6 +415,32 @@ def test_stored_text_is_shown_as_text_by_every_command(server):
     everything = "".join(p.stdout + p.stderr for p in runs)
     assert "[bold red]evil[/]" in everything  # markup shown, not applied
     assert "␛]0;pwned title␇" in everything and "␛[2J" in everything
+
+
+def test_eval_tables_show_stored_text_as_text():
+    from memgpt_lite.terminal import render
+
+    hostile = " ".join(HOSTILE)
+    report = {"scenario": hostile, "model": hostile, "source": "replay", "passed": 1,
+              "failed": 0, "score": 1.0, "checks": [{"name": hostile, "passed": True,
+                                                     "detail": hostile}],
+              "totals": {"turns": 1, "model_calls": 1, "tool_calls": 0, "input_tokens": 10,
+                         "cost_usd": 0.0}, "replay_divergences": [hostile]}
+    stats = {"n": 1, "recall@5": 1.0}
+    buf = io.StringIO()
+    console = Console(file=buf, width=120, color_system=None)
+    render.print_score_table(console, report)
+    render.print_locomo(console, {"metrics": ["recall@5"], "mode": hostile, "file": hostile,
+                                  "by_category": {hostile: stats}, "overall": stats})
+    render.print_nested_kv(console, {"model": hostile, "by_level": {1: {"n": 1, "accuracy": 1}},
+                                     "overall": {"n": 1, "accuracy": 1}})
+    render.print_comparison(console, {"checks": [{"scenario": hostile, "name": hostile,
+                                                  "a": True, "b": False, "change": "broke"}],
+                                      "score": {"a": 1, "b": 0, "delta": -1},
+                                      "passed": {"a": 1, "b": 0, "delta": -1}, "totals": {}},
+                            [hostile, hostile])
+    assert not RAW.search(buf.getvalue().encode())
+    assert "[bold red]evil[/]" in buf.getvalue()
 
 
 def test_visible_keeps_newlines_and_tabs_only():

@@ -315,18 +315,22 @@ class ChatSession:
 def interactive_loop(session: ChatSession, read: Callable[[], str]) -> int:
     """Prompt until /exit, Ctrl-D, or Ctrl-C twice in a row at the prompt."""
     armed = False
+    # What answers the prompt goes where the prompt is (stderr when stdout is redirected).
+    prompt_side = getattr(getattr(session.view, "meta_console", None), "print", None) \
+        if getattr(session.reader, "prompt_to_stderr", False) else None
+    say = prompt_side or session.console.print
     while True:
         try:
             line = read()
         except EOFError:
-            session.console.print()
+            say()
             return 0
         except KeyboardInterrupt:
             if armed:
-                session.console.print()
+                say()
                 return 0
             armed = True
-            session.console.print("\n(press Ctrl-C again or Ctrl-D to leave)", style="dim")
+            say("\n(press Ctrl-C again or Ctrl-D to leave)", style="dim")
             continue
         armed = False
         try:

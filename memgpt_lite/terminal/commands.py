@@ -106,7 +106,18 @@ def cmd_agents_set(args: argparse.Namespace) -> int:
         store.update_settings(row.id, settings.to_dict())
     shown = ", ".join(f"{k}={v}" for k, v in changes.items())
     print(render.visible(f"Agent {args.name!r}: {shown}."))
+    _warn_unknown_models(changes)
     return EXIT_OK
+
+
+def _warn_unknown_models(changes: dict[str, Any]) -> None:
+    from memgpt_lite.engine.tokens import KNOWN_MODELS, known_model
+
+    for key in ("model", "summary_model"):
+        if key in changes and not known_model(changes[key]):
+            print(render.visible(f"warning: {changes[key]!r} is not a model memgpt-lite knows "
+                                 f"(known: {', '.join(KNOWN_MODELS)}); it is priced as Sonnet"),
+                  file=sys.stderr)
 
 
 def _assignments(items: list[str]) -> dict[str, Any]:

@@ -7,6 +7,8 @@ its line."""
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sys
 import time
 
@@ -155,3 +157,39 @@ def test_ctrl_c_at_the_forget_question_ends_its_line(server):
     finally:
         term.close()
     assert "nothing deleted" in lines, lines  # a line of its own, not glued to the question
+
+
+@pytest.mark.skipif(not shutil.which("tmux"), reason="needs tmux, a terminal that rewraps lines")
+def test_a_resize_in_a_terminal_that_rewraps_leaves_the_reply_once(server, tmp_path):
+    """tmux, like most terminals today, rewraps (reflows) its lines when it gets narrower:
+    the streamed line then takes two rows, and erasing one row per line left a copy."""
+    server.enqueue(hang(seconds=30, after=12))
+    tmux = ["tmux", "-S", str(tmp_path / "tmux.sock")]
+    command = (f"env -u COLUMNS -u LINES ANTHROPIC_BASE_URL={server.base_url} "
+               f"ANTHROPIC_API_KEY=test MEMGPT_LITE_HOME={os.environ['MEMGPT_LITE_HOME']} "
+               f"{sys.executable} -m memgpt_lite chat --no-record")
+    subprocess.run(tmux + ["new-session", "-d", "-x", "80", "-y", "24", command], check=True)
+    try:
+        def screen() -> str:
+            return subprocess.run(tmux + ["capture-pane", "-p", "-J"], capture_output=True,
+                                  text=True).stdout
+
+        wait_for(lambda: PROMPT.strip() in screen())
+        subprocess.run(tmux + ["send-keys", WORDS, "Enter"], check=True)
+        wait_for(lambda: "Fake reply to:" in screen())
+        time.sleep(0.5)
+        subprocess.run(tmux + ["resize-window", "-x", "50", "-y", "24"], check=True)
+        time.sleep(1.0)
+        subprocess.run(tmux + ["send-keys", "C-c"], check=True)
+        wait_for(lambda: "interrupted" in screen())
+        shown = screen()
+    finally:
+        subprocess.run(tmux + ["kill-server"], capture_output=True)
+    assert shown.count("Fake reply to:") == 1, shown
+
+
+def wait_for(condition, timeout: float = 15.0) -> None:
+    end = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.1)

@@ -14,7 +14,7 @@ responses or faults in order (streaming SSE or plain JSON).
 
 Run by hand:  python -m memgpt_lite.lab.fake_server --port 8765 [--script replies.jsonl]
 
-About 600 lines in one module on purpose: token counting, the cache rule, the faults and the
+About 620 lines in one module on purpose: token counting, the cache rule, the faults and the
 SSE framing are each small and exist only for this one server; tests and the long-session
 benchmark import them from one place.
 """

@@ -383,7 +383,7 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
     meta = console if styled else render.make_console(sys.stderr, plain=True)
     price_table()  # a bad MEMGPT_LITE_PRICES file is reported now, not after a paid call
     if prompt == "-":
-        prompt = sys.stdin.read()
+        prompt = sys.stdin.read().strip()
     model = _checked_model(meta, resolve_model(model) if model else None)
     client = AnthropicClient()  # raises AuthError saying how to set the key
     with Store.open_default() as store:

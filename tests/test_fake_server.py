@@ -420,7 +420,7 @@ def test_rate_limit_is_retried_by_the_sdk_and_the_message_says_so(server):
     server.enqueue(rate_limited(retry_after=0.01), times=2)
     with pytest.raises(errors.RateLimitError) as info:
         list(client(server, max_retries=1).stream(request([user("x")])))
-    assert "after 1 retry" in info.value.message and "message is kept" in info.value.message
+    assert "after 1 retry" in info.value.message
     assert len(server.requests) == 2
 
 

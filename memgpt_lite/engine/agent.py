@@ -336,8 +336,9 @@ class Agent:
             "warning")
 
     def _fail(self, message: str, kind: str, retryable: bool) -> Iterator[Event]:
-        hint = " Your message is saved; type /retry to send it again." if retryable else ""
-        yield ErrorEvent(message + hint, kind, retryable)
+        # One sentence of what broke; whoever shows it says what the user can do (the chat:
+        # the message is kept and /retry resends it), so the advice is never given twice.
+        yield ErrorEvent(message, kind, retryable)
         raise TurnFailed(message)
 
     def _handle(self, run: _TurnRun, response: ModelResponse) -> Generator[Event, None, bool]:

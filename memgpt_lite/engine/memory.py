@@ -194,6 +194,11 @@ def render_core_memory(blocks: list[Block]) -> str:
     return "\n".join(lines)
 
 
+def placeholder() -> str:
+    """The text a new agent's `human` block holds until something is known about the user."""
+    return prompts.load("human.md").strip()
+
+
 def default_blocks(limit: int) -> dict[str, tuple[str, int]]:
     return {"persona": (prompts.load("persona.md"), limit),
             "human": (prompts.load("human.md"), limit)}
@@ -281,7 +286,9 @@ class MemoryTools:
         block = self._block(label, tool)
         if isinstance(block, ToolOutcome):
             return block
-        new = block.value + "\n" + content if block.value else content
+        # The first fact replaces a block's placeholder rather than following it.
+        empty = not block.value or block.value.strip() == placeholder()
+        new = content if empty else block.value + "\n" + content
         return self._save(block, new, "append", tool, f"{tool} {label} +{len(content)} chars")
 
     def core_memory_replace(self, label: str, old_content: str,
@@ -353,12 +360,18 @@ class MemoryTools:
     def _page_outcome(tool: str, query: str, result: SearchPage,
                       lines: list[str]) -> ToolOutcome:
         head = f"page {result.page} of {result.pages}, {result.total} results"
+        summary = f'{tool} "{shorten(query, 40)}"'
+        if result.page > 1:
+            summary += f" page {result.page}"
+        summary += f" → {result.total} results"
         if result.total == 0:
             lines = ["No matches. Try other keywords or synonyms"
                      + (", or a wider date range." if tool == "conversation_search" else ".")]
         elif not result.hits:
             lines = [f"No results on this page; pages run from 1 to {result.pages}."]
-        summary = f'{tool} "{shorten(query, 40)}" → {result.total} results'
+            # Not "→ 2 results": this page showed the model nothing.
+            summary = summary.rsplit(" → ", 1)[0] + (f" → nothing on this page ({result.total} "
+                                                     f"results on pages 1–{result.pages})")
         return ToolOutcome("\n".join([head, *lines]), False, summary)
 
     # ---------------------------------------------------------------- archival insert

@@ -51,7 +51,6 @@ def final_response(stream: Iterable[StreamItem]) -> ModelResponse:
 PLACEHOLDER_API_KEY = "memgpt-lite-no-key"
 
 _TOO_LONG = re.compile(r"prompt is too long:\s*(\d+)\s*tokens\s*>\s*(\d+)\s*maximum", re.I)
-_KEEP = "your message is kept; try again in a moment"
 # A chat waits for a person: connecting takes well under a second, and a streaming reply
 # is never silent for long (the API sends pings), so 10 s to connect or 60 s of silence
 # mean the server is gone. Every call also has a deadline in all (`timeout`, default 120 s:
@@ -165,7 +164,7 @@ class AnthropicClient:
             raise mapped from exc
         if message is None:
             raise StreamError(f"The response stream from {self.host} ended before the reply was "
-                              f"complete; {_KEEP}.")
+                              f"complete.")
         yield _response_of(message)
 
     def count_tokens(self, request: ModelRequest) -> int:
@@ -191,7 +190,7 @@ class AnthropicClient:
                     else "Lost the connection to")
             return APIConnectionError(
                 f"{what} {self.host}{self._retried(exc)}; check your network or "
-                f"ANTHROPIC_BASE_URL, then try again (your message is kept).")
+                f"ANTHROPIC_BASE_URL.")
         return ModelError(f"The Anthropic client failed: {exc}.")
 
     def _map_status(self, exc: Any) -> ModelError:
@@ -199,7 +198,7 @@ class AnthropicClient:
         detail = _api_message(exc)
         if exc.response.is_success:  # an `error` event inside a 200 stream
             kind = _error_type(exc) or "error"
-            return StreamError(f"The API stream failed mid-reply ({kind}: {detail}); {_KEEP}.",
+            return StreamError(f"The API stream failed mid-reply ({kind}: {detail}).",
                                status=status)
         if status in (401, 403):
             what = "rejected" if status == 401 else "not allowed to do this"
@@ -209,14 +208,14 @@ class AnthropicClient:
         if status == 429:
             wait = _retry_after(exc.response.headers)
             hint = f" (the API asked to wait {wait})" if wait else ""
-            return RateLimitError(f"Rate limited by the API (429){retried}; {_KEEP}{hint}.",
+            return RateLimitError(f"Rate limited by the API (429){retried}{hint}.",
                                   status=status)
         if status == 529 or _error_type(exc) == "overloaded_error":
-            return OverloadedError(f"The API is overloaded ({status}){retried}; {_KEEP}.",
+            return OverloadedError(f"The API is overloaded ({status}){retried}.",
                                    status=status)
         if status >= 500:
-            return ModelError(f"The API had a server error ({status}: {detail}){retried}; "
-                              f"{_KEEP}.", status=status)
+            return ModelError(f"The API had a server error ({status}: {detail}){retried}.",
+                              status=status)
         return _client_error(status, detail)
 
     def _map_stream_failure(self, exc: Exception) -> ModelError | None:
@@ -225,17 +224,17 @@ class AnthropicClient:
         if isinstance(exc, httpx2.TimeoutException):
             return self._gave_up()
         if isinstance(exc, (httpx2.TransportError, httpx2.StreamError)):
-            return StreamError(f"The connection to {self.host} broke mid-reply; {_KEEP}.")
+            return StreamError(f"The connection to {self.host} broke mid-reply.")
         if isinstance(exc, (ValueError, RuntimeError, IndexError, KeyError)):
             # json/pydantic decoding or event-order failures inside the SDK's stream parser
-            return StreamError(f"The API sent a malformed response stream; {_KEEP}.")
+            return StreamError("The API sent a malformed response stream.")
         return None
 
     def _gave_up(self, retried: str = "") -> APIConnectionError:
         waited = time.monotonic() - getattr(self, "_started", time.monotonic())
         return APIConnectionError(
             f"Gave up waiting for {self.host}: it timed out ({waited:.1f} s{retried}; a call "
-            f"may take {self.timeout:g} s, set by MEMGPT_LITE_TIMEOUT or --timeout); {_KEEP}.")
+            f"may take {self.timeout:g} s, set by MEMGPT_LITE_TIMEOUT or --timeout).")
 
     def _retried(self, exc: Any) -> str:
         request = getattr(exc, "request", None)

@@ -111,8 +111,28 @@ PRICES: dict[str, tuple[float, float]] = {
     "claude-haiku-5-5": (1.0, 5.0),
     "claude-opus-5-5": (5.0, 25.0),
 }
+# The models memgpt-lite knows: id → (max output tokens per call, short aliases). Any other id
+# is still sent as given (a compatible server may know it) and priced as Sonnet.
+KNOWN_MODELS: dict[str, tuple[int, tuple[str, ...]]] = {
+    "claude-sonnet-5-5": (64_000, ("sonnet",)),
+    "claude-haiku-5-5": (64_000, ("haiku",)),
+    "claude-opus-5-5": (32_000, ("opus",)),
+}
 CACHE_WRITE_FACTOR = 1.25
 CACHE_READ_FACTOR = 0.1
+
+
+def resolve_model(name: str) -> str:
+    """The model id for `name`: an alias (`sonnet`, `haiku`, `opus`) or the id itself."""
+    wanted = name.strip()
+    for model, (_, aliases) in KNOWN_MODELS.items():
+        if wanted.lower() in aliases:
+            return model
+    return wanted
+
+
+def known_model(model: str) -> bool:
+    return model in KNOWN_MODELS or model in price_table()
 
 
 def price_table() -> dict[str, tuple[float, float]]:

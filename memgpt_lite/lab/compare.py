@@ -93,7 +93,7 @@ def _sum_totals(report: dict[str, Any]) -> dict[str, float]:
 
 def load_report(path: str | Path) -> dict[str, Any]:
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(Path(path).read_text(encoding="utf-8", errors="replace"))
     except FileNotFoundError:
         raise ScenarioError(f"no report at {path}") from None
     except json.JSONDecodeError:

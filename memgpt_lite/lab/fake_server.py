@@ -14,7 +14,7 @@ responses or faults in order (streaming SSE or plain JSON).
 
 Run by hand:  python -m memgpt_lite.lab.fake_server --port 8765 [--script replies.jsonl]
 
-About 600 lines in one module on purpose: token counting, the cache rule, the faults and the
+About 620 lines in one module on purpose: token counting, the cache rule, the faults and the
 SSE framing are each small and exist only for this one server; tests and the long-session
 benchmark import them from one place.
 """
@@ -587,13 +587,28 @@ def _load_script(server: FakeAnthropicServer, path: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m memgpt_lite.lab.fake_server",
-                                     description="A fake Anthropic Messages API on 127.0.0.1.")
-    parser.add_argument("--port", type=int, default=8765)
-    parser.add_argument("--context-window", type=int, default=200_000)
-    parser.add_argument("--min-cache-tokens", type=int, default=1024)
-    parser.add_argument("--script", help="JSONL of replies: ModelResponse dicts or "
-                                         '{"fault": "rate_limited", ...}; then echo replies')
+    parser = argparse.ArgumentParser(
+        prog="python -m memgpt_lite.lab.fake_server",
+        description="A fake Anthropic Messages API on 127.0.0.1, for trying memgpt-lite without "
+                    "an API key: it validates requests like the real API, counts tokens its own "
+                    "way, simulates prompt caching, and answers with scripted replies or, once "
+                    "they run out, 'Fake reply to: <your words>'.",
+        epilog="example:\n  python -m memgpt_lite.lab.fake_server --port 8765 &\n"
+               "  ANTHROPIC_BASE_URL=http://127.0.0.1:8765 memgpt-lite chat --agent try",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--port", type=int, default=8765,
+                        help="TCP port on 127.0.0.1 to listen on (default: %(default)s; 0 picks "
+                             "a free one)")
+    parser.add_argument("--context-window", type=int, default=200_000, metavar="TOKENS",
+                        help="answer 'prompt is too long' above this many tokens, by this "
+                             "server's count (default: %(default)s)")
+    parser.add_argument("--min-cache-tokens", type=int, default=1024, metavar="TOKENS",
+                        help="the smallest prefix the simulated prompt cache stores "
+                             "(default: %(default)s)")
+    parser.add_argument("--script", metavar="FILE",
+                        help="JSONL of replies served in order, one per request: ModelResponse "
+                             'dicts or faults such as {"fault": "rate_limited"}; echo replies '
+                             "after the last")
     args = parser.parse_args(argv)
     server = FakeAnthropicServer(port=args.port, context_window=args.context_window,
                                  min_cache_tokens=args.min_cache_tokens)

@@ -41,7 +41,7 @@ def load_nested_kv(path: str | Path) -> list[KVExample]:
     "value" (the final answer) and "nesting_level"; missing ones are computed by following
     the chain."""
     try:
-        raw = Path(path).read_text(encoding="utf-8")
+        raw = Path(path).read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         raise ScenarioError(f"no nested KV file at {path}") from None
     try:

@@ -94,7 +94,7 @@ class Scenario:
     def load(cls, path: str | Path) -> Scenario:
         path = Path(path)
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            data = tomllib.loads(path.read_text(encoding="utf-8", errors="replace"))
         except FileNotFoundError:
             raise ScenarioError(f"no scenario file at {path}") from None
         except tomllib.TOMLDecodeError as exc:

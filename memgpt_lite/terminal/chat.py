@@ -8,6 +8,7 @@ terminal package is the only place that talks to the terminal.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -25,8 +26,15 @@ from memgpt_lite.engine.records import Block
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.engine.text import shorten
 from memgpt_lite.terminal import render
-from memgpt_lite.terminal.user_input import EditorError, LineReader, ask, edit_in_editor
-from memgpt_lite.terminal.view import ChatView
+from memgpt_lite.terminal.exit_codes import EXIT_USAGE, UserError
+from memgpt_lite.terminal.user_input import (
+    EditorError,
+    LineReader,
+    TypeAhead,
+    ask,
+    edit_in_editor,
+)
+from memgpt_lite.terminal.view import ChatView, JsonView
 
 HELP = """\
 Commands
@@ -61,17 +69,21 @@ class ChatSession:
     `recorder_factory()` makes the session's Recorder at the first turn (None: no recording);
     `confirm(question) -> bool` asks the user (None: not possible, e.g. piped input);
     `edit(text) -> str | None` opens an editor on text (None: cancelled; EditorError: the
-    editor could not be run)."""
+    editor could not be run); `hide_typing()` is a context manager held while the model
+    answers (on a terminal: what is typed ahead is kept for the prompt, not echoed)."""
 
-    def __init__(self, agent: Any, console: Console, view: ChatView, *,
+    def __init__(self, agent: Any, console: Console, view: ChatView | JsonView, *,
                  recorder_factory: Callable[[], Any] | None = None,
                  confirm: Callable[[str], bool] | None = None,
-                 edit: Callable[[str], str | None] | None = None):
+                 edit: Callable[[str], str | None] | None = None,
+                 hide_typing: Callable[[], Any] | None = None):
         self.agent = agent
         self.console = console
         self.view = view
         self.recorder: Any = None
-        self.tally = Tally()  # this session's events, for /tokens
+        self.tally = Tally()  # this session's events, for /tokens and the goodbye line
+        self.failed_turns = 0  # turns that ended with an error (the exit status says so)
+        self.hide_typing = hide_typing or contextlib.nullcontext
         self.recorder_factory = recorder_factory
         self.reader: LineReader | None = None
         self.confirm = confirm
@@ -100,22 +112,27 @@ class ChatSession:
         name, _, rest = text[1:].partition(" ")
         command = self.commands.get(name.lower())
         if command is None:
-            self.console.print(f"unknown command /{name} — type /help", markup=False)
+            self.console.print(render.shown(f"unknown command /{name} — type /help"))
             return True
         return command(rest.strip()) is not False
 
     def run_turn(self, text: str, *, retry: bool = False) -> None:
-        self.view.start_turn()
-        steps = self._steps(text, retry)
-        try:
-            for event in steps:
-                self.tally.add(event)
-                self.view.handle(event)
-        except KeyboardInterrupt:
-            steps.close()  # the agent abandons the turn: nothing of it stays in the queue
-            self.view.interrupted()
-        finally:
-            self.view.stop()
+        with self.hide_typing():
+            self.view.start_turn(text)
+            steps = self._steps(text, retry)
+            try:
+                for event in steps:
+                    self.tally.add(event)
+                    self.failed_turns += event.kind == "turn_end" and not event.completed
+                    self.view.handle(event)
+            except KeyboardInterrupt:
+                steps.close()  # the agent abandons the turn: nothing of it stays in the queue
+                self.view.interrupted()
+            finally:
+                # Also on any other way out (a closed stdout pipe): the turn ends now, while
+                # the store is open, not whenever the generator is collected.
+                steps.close()
+                self.view.stop()
 
     def _steps(self, text: str, retry: bool = False) -> Iterator[Any]:
         from memgpt_lite.engine.recording import RecordingUnavailable, recorded_step
@@ -142,8 +159,19 @@ class ChatSession:
         return None if recorder.announced else recorder.failed
 
     def close(self) -> None:
-        self.view.stop()
+        self.view.close()
         self._end_recording()
+
+    def goodbye(self) -> str | None:
+        """The line that ends a chat that had turns: turns, tokens, cost, cache hits."""
+        t = self.tally
+        if not t.turns:
+            return None
+        u = t.paid_usage
+        failed = f" ({self.failed_turns} failed)" if self.failed_turns else ""
+        return (f"session: {t.turns} turn{'s' if t.turns != 1 else ''}{failed} · "
+                f"{u.total_input:,} input tokens ({render.cache_hit(u):.0%} from cache) · "
+                f"{u.output_tokens:,} output tokens · ${t.paid_cost_usd:.4f}")
 
     def _end_recording(self) -> None:
         """Close the current recording. Called after a command changes the agent outside a
@@ -171,23 +199,41 @@ class ChatSession:
         block = next((b for b in self.agent.blocks() if b.label == label), None)
         if block is None:
             labels = ", ".join(b.label for b in self.agent.blocks())
-            self.console.print(f"no block {label!r} (blocks: {labels})", markup=False)
+            self.console.print(render.shown(f"no block {label!r} (blocks: {labels})"))
+            return
+        text = self._edit_until_fits(block)
+        if text is None:
             return
         try:
-            new = self.edit(block.value)
-        except EditorError as exc:
-            self.console.print(f"not edited: {exc}", markup=False)
-            return
-        if new is None or new.rstrip("\n") == block.value:
-            self.console.print(f"{label}: unchanged", markup=False)
-            return
-        try:
-            saved = self.agent.edit_block(label, new.rstrip("\n"))
+            saved = self.agent.edit_block(label, text)
         except ValueError as exc:
-            self.console.print(f"not saved: {exc}", markup=False)
+            self.console.print(render.shown(f"not saved: {exc}"))
             return
         self._end_recording()
         self.console.print(f"{label}: saved · {saved.used:,}/{saved.limit:,} chars", markup=False)
+
+    def _edit_until_fits(self, block: Any) -> str | None:
+        """The edited text once it fits the block's limit; None (said why) when the editor
+        failed, the edit was cancelled or left the block unchanged. Text over the limit goes
+        back to the editor rather than being lost; saving it unchanged gives up."""
+        text = block.value
+        while True:
+            try:
+                new = self.edit(text)
+            except EditorError as exc:
+                self.console.print(render.shown(f"not edited: {exc}"))
+                return None
+            new = None if new is None else new.rstrip("\n")
+            if new is None or new == block.value or (new == text and text != block.value):
+                done = "unchanged" if text == block.value else "not saved"
+                self.console.print(render.shown(f"{block.label}: {done}"))
+                return None
+            if len(new) <= block.limit:
+                return new
+            text = new
+            self.console.print(render.shown(
+                f"{block.label}: {len(text):,} chars is {len(text) - block.limit:,} over the "
+                f"limit of {block.limit:,}; reopening the editor (unchanged: give up)"))
 
     def cmd_search(self, rest: str) -> None:
         if not rest:
@@ -209,7 +255,7 @@ class ChatSession:
         render.print_context(self.console, self.agent.context_report())
 
     def cmd_tokens(self, rest: str) -> None:
-        render.print_tokens(self.console, self.tally.usage, self.tally.cost_usd)
+        render.print_tokens(self.console, self.tally)
 
     def cmd_pop(self, rest: str) -> None:
         try:
@@ -227,12 +273,13 @@ class ChatSession:
         self._end_recording()
         for turn_id in popped.turn_ids:
             info = queued.get(turn_id)
-            words = f" \"{shorten(info.first_words, 50)}\"" if info is not None else ""
+            words = (f" \"{render.visible(shorten(info.first_words, 50))}\""
+                     if info is not None else "")
             size = f" ({info.tokens:,} tokens)" if info is not None else ""
             self.console.print(f"removed turn {turn_id}{words}{size} from the context queue "
                                f"and from recall", markup=False, highlight=False)
         for line in popped.memory_lines():
-            self.console.print(line, markup=False, highlight=False)
+            self.console.print(render.visible(line), markup=False, highlight=False)
 
     def cmd_retry(self, rest: str) -> None:
         text = self.agent.last_user_text()
@@ -272,7 +319,7 @@ class ChatSession:
         row = store.get_agent_by_id(self.agent.id)
         self._end_recording()  # its file is rewritten by the scrub
         secrets = turn_strings(store, self.agent.id, matches.turn_ids)
-        self.console.print(apply_forget(store, row, matches), markup=False)
+        self.console.print(render.shown(apply_forget(store, row, matches)))
         if self.reader is not None:  # else readline would write them back at exit
             self.reader.forget(rest, secrets)
 
@@ -286,18 +333,22 @@ class ChatSession:
 def interactive_loop(session: ChatSession, read: Callable[[], str]) -> int:
     """Prompt until /exit, Ctrl-D, or Ctrl-C twice in a row at the prompt."""
     armed = False
+    # What answers the prompt goes where the prompt is (stderr when stdout is redirected).
+    prompt_side = getattr(getattr(session.view, "meta_console", None), "print", None) \
+        if getattr(session.reader, "prompt_to_stderr", False) else None
+    say = prompt_side or session.console.print
     while True:
         try:
             line = read()
         except EOFError:
-            session.console.print()
+            say()
             return 0
         except KeyboardInterrupt:
             if armed:
-                session.console.print()
+                say()
                 return 0
             armed = True
-            session.console.print("\n(press Ctrl-C again or Ctrl-D to leave)", style="dim")
+            say("\n(press Ctrl-C again or Ctrl-D to leave)", style="dim")
             continue
         armed = False
         try:
@@ -309,11 +360,20 @@ def interactive_loop(session: ChatSession, read: Callable[[], str]) -> int:
 
 
 def piped_loop(session: ChatSession, lines: Iterator[str]) -> int:
-    """Every input line is one message (slash commands still work); 0 at end of input."""
+    """Every input line is one message (slash commands still work); at end of input, 0 when
+    every turn succeeded, 1 when any failed."""
     for line in lines:
         if not session.handle_line(line.rstrip("\n")):
             break
-    return 0
+    return 1 if session.failed_turns else 0
+
+
+def one_shot(session: ChatSession, text: str) -> int:
+    """`chat -p TEXT`: one message, its reply, and the exit status of that turn."""
+    if not text.strip():
+        raise UserError("-p needs a message (or - to read it from stdin).", EXIT_USAGE)
+    session.run_turn(text)
+    return 1 if session.failed_turns or not session.tally.completed_turns else 0
 
 
 # --------------------------------------------------------------------------- wiring
@@ -322,19 +382,28 @@ def piped_loop(session: ChatSession, lines: Iterator[str]) -> int:
 def run_chat(*, agent_name: str = "default", model: str | None = None,
              context_window: str | None = None, max_tokens: str | None = None,
              thinking: bool | None = None, record: bool = True,
-             timeout: str | None = None) -> int:
-    """`memgpt-lite chat`: open or create the agent and talk to it on this terminal."""
+             timeout: str | None = None, prompt: str | None = None,
+             json_out: bool = False) -> int:
+    """`memgpt-lite chat`: open or create the agent and talk to it on this terminal.
+
+    Replies go to stdout; the banner, tool, notice and status lines to stderr unless stdout
+    is the terminal itself. `prompt`: answer that one message and return (`-`: read it from
+    stdin). `json_out`: one JSON object per event on stdout instead of text."""
     from memgpt_lite.engine.agent import Agent
     from memgpt_lite.engine.model import AnthropicClient
     from memgpt_lite.engine.store import Store
-    from memgpt_lite.engine.tokens import price_table
+    from memgpt_lite.engine.tokens import price_table, resolve_model
 
-    typed = sys.stdin.isatty()  # else piped: one message per line, no prompt
-    styled = typed and sys.stdout.isatty()
+    _decode_stdin_leniently()
+    typed = sys.stdin.isatty() and prompt is None  # else one message per line, no prompt
+    styled = typed and sys.stdout.isatty() and not json_out
     console = render.make_console(plain=not styled)
-    # Piped runs keep stdout for the conversation alone; the banner goes to stderr.
-    info = console if typed else render.make_console(sys.stderr, plain=True)
+    # stdout is for the conversation alone when it is not the terminal itself.
+    meta = console if styled else render.make_console(sys.stderr, plain=True)
     price_table()  # a bad MEMGPT_LITE_PRICES file is reported now, not after a paid call
+    if prompt == "-":
+        prompt = sys.stdin.read().strip()
+    model = _checked_model(meta, resolve_model(model) if model else None)
     # raises AuthError saying how to set the key, ConfigError for a bad timeout
     client = AnthropicClient(timeout=config.timeout_setting(timeout))
     with Store.open_default() as store:
@@ -342,25 +411,71 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
                                  max_tokens=max_tokens)
         agent = Agent.open(store, agent_name, model_client=client, summary_client=client,
                            settings=settings)
-        session = ChatSession(agent, console, ChatView(console, live=styled, markdown=styled),
+        view = JsonView(sys.stdout) if json_out else ChatView(
+            console, live=styled, markdown=styled, meta=meta, host=client.host,
+            context_of=lambda: _context_size(agent))
+        type_ahead = TypeAhead()
+        session = ChatSession(agent, meta if json_out else console, view,
                               recorder_factory=(lambda: open_recorder(agent)) if record else None,
-                              confirm=ask if typed else None)
-        _banner(info, agent, store, record)
+                              confirm=ask if typed else None,
+                              hide_typing=type_ahead.hidden if typed else None)
+        if prompt is None:
+            _banner(meta, agent, store, record)
         client.warm_up()
         try:
-            return _converse(session, typed)
+            return (one_shot(session, prompt) if prompt is not None
+                    else _converse(session, typed, type_ahead))
         finally:
             session.close()
             agent.close()  # releases the agent's process lock
+            _goodbye(meta, session, quiet=prompt is not None or json_out)
 
 
-def _converse(session: ChatSession, typed: bool) -> int:
+def _decode_stdin_leniently() -> None:
+    """Bytes on stdin that are not UTF-8 become U+FFFD instead of lone surrogates, which no
+    later step (the store, a recording, an export) could write."""
+    with contextlib.suppress(AttributeError, ValueError):
+        sys.stdin.reconfigure(errors="replace")  # type: ignore[union-attr]
+
+
+def _context_size(agent: Any) -> tuple[int, int]:
+    """The one context number (README "The chat"): what the next request holds before your
+    next message — tools, system prompt, summary, queue and core memory — by the counter
+    anchored on the last response's usage; the same as `/context`."""
+    report = agent.context_report()
+    return report.used_tokens, report.budget
+
+
+def _checked_model(console: Console, model: str | None) -> str | None:
+    """An unknown model id is passed on (a new model or a compatible server may know it),
+    with a warning naming the known ones: a typo would otherwise cost a failed call."""
+    from memgpt_lite.engine.tokens import KNOWN_MODELS, known_model
+
+    if model and not known_model(model):
+        names = ", ".join(KNOWN_MODELS)
+        console.print(render.shown(f"warning: {model!r} is not a model memgpt-lite knows "
+                                   f"(known: {names}; `memgpt-lite models`); its cost is "
+                                   f"estimated at Sonnet prices", "yellow"))
+    return model
+
+
+def _goodbye(console: Console, session: ChatSession, *, quiet: bool) -> None:
+    line = None if quiet else session.goodbye()
+    if line:
+        with contextlib.suppress(BrokenPipeError, OSError):
+            console.print(render.shown(f"· {line}", "dim"))
+
+
+def _converse(session: ChatSession, typed: bool, type_ahead: TypeAhead) -> int:
     """Typed: the prompt with readline editing and history. Piped: one message a line."""
     if not typed:
         return piped_loop(session, iter(sys.stdin))
-    reader = session.reader = LineReader(config.data_dir() / HISTORY_FILE)
+    reader = session.reader = LineReader(config.data_dir() / HISTORY_FILE,
+                                         prompt_to_stderr=not sys.stdout.isatty(),
+                                         type_ahead=type_ahead)
     try:
-        return interactive_loop(session, reader.read)
+        interactive_loop(session, reader.read)
+        return 1 if session.failed_turns else 0
     finally:
         reader.save()
 
@@ -429,7 +544,7 @@ def _banner(console: Console, agent: Any, store: Any, record: bool) -> None:
            else "not recording")
     for line in (f"agent {agent.name!r} ({state}) · model {agent.settings.model}",
                  f"data {store.path} · {rec}"):
-        console.print(line, markup=False, highlight=False, style="dim", soft_wrap=True)
+        console.print(render.shown(line, "dim"), soft_wrap=True)
     if console.is_terminal:
         console.print("type /help for commands", style="dim")
 

@@ -2,16 +2,48 @@
 
 Only argparse and the stdlib are imported at module level so that `memgpt-lite --help`
 answers at once; each command's module (commands.py, eval_commands.py, chat.py) is imported
-when the command runs. Exit codes are listed in exit_codes.py.
+when the command runs. Exit codes are listed in exit_codes.py. Every command's --help ends
+with examples; `memgpt-lite completion SHELL` prints a completion script made from this
+parser (completion.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
 from memgpt_lite.terminal.exit_codes import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, UserError
+
+ENVIRONMENT = """\
+environment:
+  ANTHROPIC_API_KEY           the API key (or ANTHROPIC_AUTH_TOKEN)
+  ANTHROPIC_BASE_URL          an Anthropic-compatible server, e.g. the offline fake server:
+                              python -m memgpt_lite.lab.fake_server
+  MEMGPT_LITE_HOME            the data dir (default: the platform's user data dir)
+  MEMGPT_LITE_MODEL           model id or alias (sonnet, haiku, opus)
+  MEMGPT_LITE_SUMMARY_MODEL   the summariser's model
+  MEMGPT_LITE_CONTEXT_WINDOW  context budget in tokens
+  MEMGPT_LITE_MAX_TOKENS      max output tokens per model call
+  MEMGPT_LITE_PRICES          a JSON price table for cost figures
+  VISUAL, EDITOR              the editor for /core edit
+
+examples:
+  memgpt-lite chat                          chat with the agent "default"
+  memgpt-lite chat -p "What do you know about me?"   answer once, reply on stdout
+  memgpt-lite demo                          offline: a recorded session, no API key"""
+
+
+def _examples(*lines: str) -> str:
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def _parser(sub: Any, name: str, help_text: str, *examples: str, **kw: Any) -> Any:
+    return sub.add_parser(name, help=help_text, description=help_text[:1].upper() + help_text[1:]
+                          + ".", epilog=_examples(*examples),
+                          formatter_class=argparse.RawDescriptionHelpFormatter, **kw)
+
 
 # --------------------------------------------------------------------------- parser
 
@@ -21,20 +53,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="memgpt-lite",
-        description="A MemGPT-style agent that manages its own memory on Claude.",
-        epilog="Data lives in one SQLite file under $MEMGPT_LITE_HOME "
-               "(default: the platform's user data dir). Run `memgpt-lite doctor` to see where.")
+        description="A MemGPT-style agent that manages its own memory on Claude. Data lives in "
+                    "one SQLite file; `memgpt-lite doctor` shows where.",
+        epilog=ENVIRONMENT, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"memgpt-lite {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     # The order of these calls is the order of the commands in --help.
     _add_chat_parser(sub)
-    p = sub.add_parser("core", help="print an agent's core memory blocks")
+    p = _parser(sub, "core", "print an agent's core memory blocks",
+                "memgpt-lite core", "memgpt-lite core --agent work")
     _agent_arg(p)
     p.set_defaults(func=lambda a: _commands().cmd_core(a))
     _add_agents_parser(sub)
-    p = sub.add_parser("doctor", help="check the data dir, database and API settings")
+    p = _parser(sub, "models", "list the known models, their aliases and the prices used for "
+                "cost", "memgpt-lite models", "memgpt-lite chat --model haiku")
+    p.set_defaults(func=lambda a: _commands().cmd_models(a))
+    p = _parser(sub, "doctor", "check the data dir, database, API key and connection",
+                "memgpt-lite doctor", "memgpt-lite doctor --repair",
+                "memgpt-lite doctor --offline      # no connection check")
     p.add_argument("--repair", action="store_true",
                    help="rebuild the search indexes if they are out of step")
+    p.add_argument("--offline", action="store_true",
+                   help="do not contact the API (the key and connection checks are skipped)")
     p.set_defaults(func=lambda a: _commands().cmd_doctor(a))
     _add_recording_parsers(sub)
     _add_eval_parser(sub)
@@ -42,13 +82,30 @@ def build_parser() -> argparse.ArgumentParser:
     # Listed for --help only: main() hands everything after `bench` to the bench's own parser.
     sub.add_parser("bench", help="run the benchmark suite offline and print one table "
                                  "(--quick, --json OUT; `bench --help` for more)", add_help=False)
+    p = _parser(sub, "completion", "print a shell completion script (bash, zsh or fish)",
+                'eval "$(memgpt-lite completion bash)"     # in ~/.bashrc',
+                'eval "$(memgpt-lite completion zsh)"      # in ~/.zshrc',
+                "memgpt-lite completion fish > ~/.config/fish/completions/memgpt-lite.fish")
+    p.add_argument("shell", choices=("bash", "zsh", "fish"), metavar="SHELL",
+                   help="bash, zsh or fish")
+    p.set_defaults(func=_completion)
     return parser
 
 
 def _add_chat_parser(sub: Any) -> None:
-    p = sub.add_parser("chat", help="rich terminal chat with an agent (created on first use)")
+    p = _parser(sub, "chat", "chat with an agent (created on first use)",
+                "memgpt-lite chat --agent work --model haiku",
+                'memgpt-lite chat -p "Summarise what you know about me" > notes.md',
+                "printf 'My name is Ada.\\n/core\\n' | memgpt-lite chat --json")
     _agent_arg(p)
-    p.add_argument("--model", metavar="ID", help="model id (stored with the agent)")
+    p.add_argument("-p", "--print", dest="prompt", metavar="TEXT",
+                   help="send TEXT as one message, print the reply on stdout and exit "
+                        "(- reads the message from stdin); non-zero exit if the turn failed")
+    p.add_argument("--json", action="store_true", dest="json_out",
+                   help="write one JSON object per event (reply, tool calls, evictions, usage, "
+                        "errors) to stdout instead of text")
+    p.add_argument("--model", metavar="ID",
+                   help="model id or alias: sonnet, haiku, opus (stored with the agent)")
     p.add_argument("--context-window", metavar="N",
                    help="context budget in tokens (default 32,000; stored with the agent)")
     p.add_argument("--max-tokens", metavar="N",
@@ -64,28 +121,33 @@ def _add_chat_parser(sub: Any) -> None:
 
 
 def _add_recording_parsers(sub: Any) -> None:
-    p = sub.add_parser("sessions", help="list recorded chat sessions")
+    p = _parser(sub, "sessions", "list recorded chat sessions",
+                "memgpt-lite sessions", "memgpt-lite sessions --agent work")
     p.add_argument("--agent", metavar="NAME", help="only this agent's sessions")
     p.set_defaults(func=lambda a: _commands().cmd_sessions(a))
-    p = sub.add_parser("replay",
-                       help="replay a recorded session; report divergence and final memory")
+    p = _parser(sub, "replay", "replay a recorded session; report divergence and final memory",
+                "memgpt-lite replay FILE --strict", "memgpt-lite replay FILE --speed 2")
     p.add_argument("file", metavar="FILE", help="a JSONL recording (see `memgpt-lite sessions`)")
     p.add_argument("--strict", action="store_true", help="exit non-zero on any divergence")
     p.add_argument("--speed", type=float, default=0.0, metavar="X",
                    help="playback speed factor (0 = as fast as possible)")
     p.set_defaults(func=lambda a: _commands().cmd_replay(a))
-    p = sub.add_parser("demo", help="offline: replay a bundled session through the real engine")
+    p = _parser(sub, "demo", "offline: replay a bundled session through the real engine",
+                "memgpt-lite demo", "memgpt-lite demo --speed 0")
     p.add_argument("--speed", type=float, default=1.0, metavar="X",
                    help="playback speed factor (0 = as fast as possible)")
     p.set_defaults(func=lambda a: _commands().cmd_demo(a))
 
 
 def _add_eval_parser(sub: Any) -> None:
-    p = sub.add_parser("eval", help="re-drive scripted sessions against a model and score checks")
+    p = _parser(sub, "eval", "re-drive scripted sessions against a model and score checks",
+                "memgpt-lite eval scenario.toml --model sonnet --json a.json",
+                "memgpt-lite eval --compare a.json b.json",
+                "memgpt-lite eval locomo locomo10.json --retrieval-only")
     p.add_argument("scenarios", nargs="*", metavar="SCENARIO",
                    help="scenario .toml files (default: the bundled ones), or `locomo FILE` / "
                         "`nkv FILE` for the dataset runners")
-    p.add_argument("--model", metavar="ID", help="model id for the live run")
+    p.add_argument("--model", metavar="ID", help="model id or alias for the live run")
     p.add_argument("--replay", metavar="FILE",
                    help="re-score one scenario from a recording instead of calling a model")
     p.add_argument("--judge", action="store_true", help="also run model-judged checks")
@@ -94,13 +156,14 @@ def _add_eval_parser(sub: Any) -> None:
     p.add_argument("--file", metavar="FILE", help="datasets: the dataset file")
     p.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"),
                    help="compare two JSON reports check by check")
-    p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    p.add_argument("--json", metavar="FILE", help="also write the results as JSON (- for stdout)")
     p.set_defaults(func=_eval)
 
 
 def _add_forget_parser(sub: Any) -> None:
-    p = sub.add_parser("forget", help="find and delete messages and passages matching QUERY")
-    p.add_argument("query", metavar="QUERY")
+    p = _parser(sub, "forget", "find and delete messages and passages matching QUERY",
+                'memgpt-lite forget "wifi password"', "memgpt-lite forget tulip-42 --yes")
+    p.add_argument("query", metavar="QUERY", help="words to find, as in /search")
     _agent_arg(p)
     p.add_argument("--yes", action="store_true", help="delete without asking")
     p.set_defaults(func=lambda a: _commands().cmd_forget(a))
@@ -112,35 +175,58 @@ def _agent_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _add_agents_parser(sub: Any) -> None:
-    agents = sub.add_parser("agents", help="list, show, delete, rename, export or import agents")
+    agents = _parser(sub, "agents", "list, show, set, delete, rename, export or import agents",
+                     "memgpt-lite agents list", "memgpt-lite agents set work model=haiku",
+                     "memgpt-lite agents export work work.json")
     asub = agents.add_subparsers(dest="agents_command", metavar="ACTION")
-    p = asub.add_parser("list", help="table of agents")
+    p = _parser(asub, "list", "table of agents", "memgpt-lite agents list")
     p.set_defaults(func=lambda a: _commands().cmd_agents_list(a))
-    p = asub.add_parser("show", help="settings, counts, core memory and summary of an agent")
-    p.add_argument("name", metavar="NAME")
+    p = _parser(asub, "show", "settings (and where each came from), counts, core memory and "
+                "summary of an agent", "memgpt-lite agents show default")
+    p.add_argument("name", metavar="NAME", help="the agent")
     p.set_defaults(func=lambda a: _commands().cmd_agents_show(a))
-    p = asub.add_parser("delete", help="delete an agent and everything of it, recordings included")
-    p.add_argument("name", metavar="NAME")
+    _add_agents_set_parser(asub)
+    p = _parser(asub, "delete", "delete an agent and everything of it, recordings included",
+                "memgpt-lite agents delete old", "memgpt-lite agents delete old --yes")
+    p.add_argument("name", metavar="NAME", help="the agent")
     p.add_argument("--yes", action="store_true", help="delete without asking")
     p.set_defaults(func=lambda a: _commands().cmd_agents_delete(a))
-    p = asub.add_parser("rename", help="rename an agent")
-    p.add_argument("old", metavar="OLD")
-    p.add_argument("new", metavar="NEW")
+    p = _parser(asub, "rename", "rename an agent", "memgpt-lite agents rename default home")
+    p.add_argument("old", metavar="OLD", help="its name now")
+    p.add_argument("new", metavar="NEW", help="its new name")
     p.set_defaults(func=lambda a: _commands().cmd_agents_rename(a))
-    p = asub.add_parser("export", help="write an agent to a versioned JSON file")
-    p.add_argument("name", metavar="NAME")
-    p.add_argument("file", metavar="FILE")
+    p = _parser(asub, "export", "write an agent to a versioned JSON file",
+                "memgpt-lite agents export work work.json",
+                "memgpt-lite agents export work - | gzip > work.json.gz")
+    p.add_argument("name", metavar="NAME", help="the agent")
+    p.add_argument("file", metavar="FILE", help="where to write it (- for stdout)")
     p.set_defaults(func=lambda a: _commands().cmd_agents_export(a))
-    p = asub.add_parser("import", help="create an agent from an exported JSON file")
-    p.add_argument("file", metavar="FILE")
+    p = _parser(asub, "import", "create an agent from an exported JSON file",
+                "memgpt-lite agents import work.json", "memgpt-lite agents import work.json "
+                "--name work2")
+    p.add_argument("file", metavar="FILE", help="an export (- for stdin)")
     p.add_argument("--name", metavar="NEW", help="import under this name")
     p.set_defaults(func=lambda a: _commands().cmd_agents_import(a))
-    agents.set_defaults(func=lambda args: _usage(agents))
+    agents.set_defaults(func=lambda args: _help(agents))
 
 
-def _usage(parser: argparse.ArgumentParser) -> int:
-    parser.print_usage(sys.stderr)
-    return EXIT_USAGE
+def _add_agents_set_parser(asub: Any) -> None:
+    p = _parser(asub, "set", "change an agent's stored settings (model, summary_model, "
+                "context_window, max_output_tokens, thinking)",
+                "memgpt-lite agents set work model=haiku context_window=16000",
+                "memgpt-lite agents set work thinking=on max_output_tokens=4096",
+                "memgpt-lite agents set work --reset model      # back to the default model",
+                "memgpt-lite agents set work --reset            # every setting to its default")
+    p.add_argument("name", metavar="NAME", help="the agent")
+    p.add_argument("assignments", nargs="*", metavar="KEY=VALUE", help="settings to store")
+    p.add_argument("--reset", nargs="*", metavar="KEY",
+                   help="set these settings (default: all of them) back to their defaults")
+    p.set_defaults(func=lambda a: _commands().cmd_agents_set(a))
+
+
+def _help(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return 0
 
 
 # --------------------------------------------------------------------------- main
@@ -148,6 +234,13 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        return _reader_left()
+
+
+def _main(argv: list[str]) -> int:
     if argv[:1] == ["bench"]:
         return _commands().cmd_bench(argv[1:])
     parser = build_parser()
@@ -161,16 +254,29 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print("\ninterrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
-        return EXIT_ERROR
+        raise
     except Exception as exc:  # only errors that speak to the user; bugs re-raise
         code = _user_facing_code(exc)
         if code is None:
             raise
-        print(f"memgpt-lite: {_sentence(exc)}", file=sys.stderr)
+        from memgpt_lite.terminal.render import visible
+
+        print(f"memgpt-lite: {visible(_sentence(exc))}", file=sys.stderr)
         return code
+
+
+def _reader_left() -> int:
+    """Whoever read our output (`| head`) is gone: stop quietly, as Unix tools do. Point
+    stdout at /dev/null so that the interpreter's own flush at exit cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    return EXIT_ERROR
 
 
 def _user_facing_code(exc: Exception) -> int | None:
@@ -187,10 +293,24 @@ def _user_facing_code(exc: Exception) -> int | None:
         return EXIT_USAGE
     if isinstance(exc, (ModelError, StoreError, PromptError)):
         return EXIT_ERROR
+    if isinstance(exc, (NotADirectoryError, FileExistsError)) and _under_data_dir(exc):
+        return EXIT_USAGE
     return None
 
 
+def _under_data_dir(exc: OSError) -> bool:
+    from memgpt_lite.engine import config
+
+    root = str(config.data_dir())
+    return bool(exc.filename) and str(exc.filename).startswith(root)
+
+
 def _sentence(exc: Exception) -> str:
+    if isinstance(exc, (NotADirectoryError, FileExistsError)):
+        from memgpt_lite.engine import config
+
+        return (f"The data dir {config.data_dir()} cannot be created: a part of that path is a "
+                f"file, not a folder; move it away or point MEMGPT_LITE_HOME elsewhere.")
     text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
     return text.strip().splitlines()[0]
 
@@ -212,10 +332,17 @@ def _eval(args: argparse.Namespace) -> int:
     return eval_commands.cmd_eval(args)
 
 
+def _completion(args: argparse.Namespace) -> int:
+    from memgpt_lite.terminal import completion
+
+    sys.stdout.write(completion.script(args.shell, build_parser()))
+    return 0
+
+
 def _chat(args: argparse.Namespace) -> int:
     from memgpt_lite.terminal import chat
 
     return chat.run_chat(agent_name=args.agent, model=args.model,
                          context_window=args.context_window, max_tokens=args.max_tokens,
                          thinking=args.thinking, record=not args.no_record,
-                         timeout=args.timeout)
+                         timeout=args.timeout, prompt=args.prompt, json_out=args.json_out)

@@ -1,5 +1,6 @@
-"""The command logic of every command but `chat` and `eval`: agents (list, show, delete,
-rename, export, import), core, forget, sessions, replay, demo, doctor and bench.
+"""The command logic of every command but `chat` and `eval`: agents (list, show, set,
+delete, rename, export, import), core, models, forget, sessions, replay, demo, doctor and
+bench.
 
 Each `cmd_*` takes the argparse Namespace from cli.py (bench: its raw arguments), calls the
 engine (or the lab, for bench), hands results to render.py's printers and returns an exit
@@ -11,9 +12,11 @@ is the report.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
+import tempfile
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,8 +52,140 @@ def cmd_agents_list(args: argparse.Namespace) -> int:
 def cmd_agents_show(args: argparse.Namespace) -> int:
     with _open_store() as store:
         row = _require_agent(store, args.name)
-        render.print_agent(render.make_console(), store, row)
+        render.print_agent(render.make_console(), store, row, setting_sources(row.settings))
     return EXIT_OK
+
+
+# The settings a user chooses (`agents set`, `agents show`); the rest are tuning knobs that
+# exports carry but the command line does not offer.
+USER_SETTINGS = ("model", "summary_model", "context_window", "max_output_tokens", "thinking")
+_ENV_OF = {"model": "MEMGPT_LITE_MODEL", "summary_model": "MEMGPT_LITE_SUMMARY_MODEL",
+           "context_window": "MEMGPT_LITE_CONTEXT_WINDOW",
+           "max_output_tokens": "MEMGPT_LITE_MAX_TOKENS"}
+
+
+def setting_sources(stored: dict[str, Any] | None) -> list[tuple[str, Any, str]]:
+    """(name, value in effect for the next chat, where it came from) of each user setting:
+    the environment, the agent's stored settings (flags given to `chat` are stored), or the
+    default."""
+    from memgpt_lite.engine.config import Settings
+
+    defaults = Settings().to_dict()
+    saved = Settings.from_dict(stored).to_dict() if stored else defaults
+    env = Settings.from_dict(stored).with_env().to_dict() if stored else \
+        Settings().with_env().to_dict()
+    rows = []
+    for name in USER_SETTINGS:
+        if os.environ.get(_ENV_OF.get(name, "")):
+            rows.append((name, env[name], f"env {_ENV_OF[name]}"))
+        elif saved[name] != defaults[name]:
+            rows.append((name, saved[name], "stored"))
+        else:
+            rows.append((name, defaults[name], "default"))
+    return rows
+
+
+def cmd_agents_set(args: argparse.Namespace) -> int:
+    """`agents set NAME key=value ...` or `--reset [KEY ...]`, checked like an import."""
+    from memgpt_lite.engine.config import ConfigError, Settings
+
+    with _open_store() as store, _agent_lock(store, args.name):
+        row = _require_agent(store, args.name)
+        current = Settings.from_dict(row.settings).to_dict()
+        if args.reset is not None and args.assignments:
+            raise UserError("Give either KEY=VALUE settings or --reset, not both.", EXIT_USAGE)
+        changes = (_reset(args.reset) if args.reset is not None
+                   else _assignments(args.assignments))
+        try:
+            settings = Settings.from_dict({**current, **changes}, where="setting")
+        except ConfigError as exc:
+            raise UserError(str(exc), EXIT_USAGE) from None
+        if settings.thinking and settings.max_output_tokens <= settings.thinking_budget:
+            raise UserError(f"thinking=on needs max_output_tokens above "
+                            f"{settings.thinking_budget:,}.", EXIT_USAGE)
+        store.update_settings(row.id, settings.to_dict())
+    shown = ", ".join(f"{k}={v}" for k, v in changes.items())
+    print(render.visible(f"Agent {args.name!r}: {shown}."))
+    _warn_unknown_models(changes)
+    return EXIT_OK
+
+
+def _warn_unknown_models(changes: dict[str, Any]) -> None:
+    from memgpt_lite.engine.tokens import KNOWN_MODELS, known_model
+
+    for key in ("model", "summary_model"):
+        if key in changes and not known_model(changes[key]):
+            print(render.visible(f"warning: {changes[key]!r} is not a model memgpt-lite knows "
+                                 f"(known: {', '.join(KNOWN_MODELS)}); it is priced as Sonnet"),
+                  file=sys.stderr)
+
+
+def _assignments(items: list[str]) -> dict[str, Any]:
+    if not items:
+        raise UserError("Name at least one setting, e.g. `model=haiku` (settings: "
+                        f"{', '.join(USER_SETTINGS)}), or use --reset.", EXIT_USAGE)
+    return {key: _setting_value(key, value) for key, value in map(_split_assignment, items)}
+
+
+def _split_assignment(item: str) -> tuple[str, str]:
+    key, eq, value = item.partition("=")
+    key = key.strip().replace("-", "_")
+    if not eq or key not in USER_SETTINGS:
+        raise UserError(f"{item!r} is not KEY=VALUE with KEY one of "
+                        f"{', '.join(USER_SETTINGS)}.", EXIT_USAGE)
+    return key, value.strip()
+
+
+def _setting_value(key: str, value: str) -> Any:
+    from memgpt_lite.engine.config import ConfigError, parse_positive_int
+    from memgpt_lite.engine.tokens import resolve_model
+
+    if key in ("model", "summary_model"):
+        return resolve_model(value)
+    if key == "thinking":
+        flags = {"on": True, "true": True, "yes": True, "1": True,
+                 "off": False, "false": False, "no": False, "0": False}
+        if value.lower() not in flags:
+            raise UserError(f"thinking must be on or off, got {value!r}.", EXIT_USAGE)
+        return flags[value.lower()]
+    try:
+        return parse_positive_int(value, key)
+    except ConfigError as exc:
+        raise UserError(str(exc), EXIT_USAGE) from None
+
+
+def _reset(keys: list[str]) -> dict[str, Any]:
+    from memgpt_lite.engine.config import Settings
+
+    defaults = Settings().to_dict()
+    names = [k.strip().replace("-", "_") for k in keys] or list(USER_SETTINGS)
+    unknown = [k for k in names if k not in USER_SETTINGS]
+    if unknown:
+        raise UserError(f"{unknown[0]!r} is not a setting (settings: "
+                        f"{', '.join(USER_SETTINGS)}).", EXIT_USAGE)
+    return {k: defaults[k] for k in names}
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    """Known models, aliases and the prices used for cost (MEMGPT_LITE_PRICES included)."""
+    from memgpt_lite.engine.tokens import KNOWN_MODELS, price_table
+
+    table = price_table()
+    rows = []
+    for model in dict.fromkeys([*KNOWN_MODELS, *table]):
+        max_out, aliases = KNOWN_MODELS.get(model, (0, ()))
+        inp, out = table.get(model, (None, None))
+        rows.append((model, ", ".join(aliases) or "-", _usd(inp), _usd(out), max_out))
+    console = render.make_console()
+    render.print_models(console, rows)
+    console.print("Cache writes cost 1.25× the input price, cache reads 0.1×; other models are "
+                  "priced as Sonnet. MEMGPT_LITE_PRICES=prices.json overrides the prices.",
+                  markup=False)
+    return EXIT_OK
+
+
+def _usd(value: float | None) -> str:
+    return "-" if value is None else f"${value:g}"
 
 
 def cmd_agents_delete(args: argparse.Namespace) -> int:
@@ -62,12 +197,12 @@ def cmd_agents_delete(args: argparse.Namespace) -> int:
         what = (f"agent {row.name!r}: {stats.get('turns', 0)} turns, "
                 f"{stats.get('messages', 0)} messages, {stats.get('passages', 0)} passages, "
                 f"its core memory and its recordings")
-        if not _confirmed(args.yes, f"Delete {what}?"):
+        if not _confirmed(args.yes, render.visible(f"Delete {what}?")):
             print("Nothing deleted.", file=sys.stderr)
             return EXIT_ERROR
         store.delete_agent(row.name)
         removed = privacy.delete_recordings(row)
-    print(f"Deleted {what} ({len(removed)} recording file(s)).")
+    print(render.visible(f"Deleted {what} ({len(removed)} recording file(s))."))
     return EXIT_OK
 
 
@@ -77,7 +212,7 @@ def cmd_agents_rename(args: argparse.Namespace) -> int:
         if store.get_agent(args.new) is not None:
             raise UserError(f"An agent named {args.new!r} already exists.")
         store.rename_agent(args.old, args.new)
-    print(f"Renamed agent {args.old!r} to {args.new!r}.")
+    print(render.visible(f"Renamed agent {args.old!r} to {args.new!r}."))
     return EXIT_OK
 
 
@@ -85,6 +220,7 @@ def cmd_agents_export(args: argparse.Namespace) -> int:
     from memgpt_lite.engine import privacy
     from memgpt_lite.engine.store import transfer
 
+    to_stdout = args.file == "-"
     target = Path(args.file).expanduser()
     with _open_store() as store:
         _require_agent(store, args.name)
@@ -95,26 +231,49 @@ def cmd_agents_export(args: argparse.Namespace) -> int:
     if leaked:
         raise UserError(f"The export contains the value of ${leaked}; forget it first "
                         f"(`memgpt-lite forget`) and export again.")
-    _write_private(target, text)
-    print(f"Exported agent {args.name!r} to {target}.")
+    if to_stdout:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return EXIT_OK
+    write_private(target, text)
+    print(render.visible(f"Exported agent {args.name!r} to {target}."))
     return EXIT_OK
 
 
-def _write_private(target: Path, text: str) -> None:
-    """Write text to a file only its owner can read: an export holds the whole memory."""
+def write_private(target: Path, text: str) -> None:
+    """`replace_file`, with a failure as one sentence (UserError)."""
     try:
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        replace_file(Path(target), text)
     except OSError as exc:
         raise UserError(f"Cannot write {target}: {exc.strerror or exc}.") from None
+    except UnicodeEncodeError:
+        raise UserError(f"Cannot write {target}: the text holds characters that are not "
+                        f"valid Unicode; nothing was written.") from None
+
+
+def replace_file(target: Path, text: str) -> None:
+    """Write text to a file only its owner can read (an export holds the whole memory):
+    whole to a temporary file beside it, then renamed over it, so a failure (a full disk,
+    text that cannot be encoded) never truncates what was there."""
+    data = text.encode("utf-8")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)  # 0600
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def cmd_agents_import(args: argparse.Namespace) -> int:
     from memgpt_lite.engine.store import transfer
 
     source = Path(args.file).expanduser()
-    doc = _read_export(source)
+    doc = _read_export(source, from_stdin=args.file == "-")
     meta = doc.get("agent")  # the export's shape is checked by transfer.import_agent
     name = args.name or (meta.get("name") if isinstance(meta, dict) else None)
     with _open_store() as store:
@@ -122,16 +281,18 @@ def cmd_agents_import(args: argparse.Namespace) -> int:
             raise UserError(f"An agent named {name!r} already exists; "
                             f"import with --name NEW or delete it first.")
         row = transfer.import_agent(store, doc, name=args.name)
-    print(f"Imported agent {row.name!r} from {source}.")
+    print(render.visible(f"Imported agent {row.name!r} from {source}."))
     return EXIT_OK
 
 
-def _read_export(source: Path) -> dict[str, Any]:
+def _read_export(source: Path, *, from_stdin: bool = False) -> dict[str, Any]:
+    """The export as a dict; bytes that are not UTF-8 become U+FFFD, like every input."""
     try:
-        doc = json.loads(source.read_text(encoding="utf-8"))
+        raw = sys.stdin.buffer.read() if from_stdin else source.read_bytes()
+        doc = json.loads(raw.decode("utf-8", errors="replace"))
     except OSError as exc:
         raise UserError(f"Cannot read {source}: {exc.strerror or exc}.") from None
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (json.JSONDecodeError, RecursionError):
         raise UserError(f"{source} is not a JSON export of an agent.") from None
     if not isinstance(doc, dict):
         raise UserError(f"{source} is not a JSON export of an agent.")
@@ -152,7 +313,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
                                     "and the recordings?"):
             print("Nothing deleted.", file=sys.stderr)
             return EXIT_ERROR
-        console.print(privacy.apply_forget(store, row, matches))
+        console.print(render.shown(privacy.apply_forget(store, row, matches)))
     return EXIT_OK
 
 
@@ -190,6 +351,7 @@ def _confirmed(yes: bool, question: str) -> bool:
     try:
         answer = input(f"{question} [y/N] ")
     except EOFError:
+        print()
         return False
     return answer.strip().lower() in ("y", "yes")
 
@@ -218,19 +380,20 @@ def cmd_replay(args: argparse.Namespace) -> int:
     console = render.make_console(wrap=True)
     strict, speed = bool(getattr(args, "strict", False)), float(getattr(args, "speed", 0) or 0)
     try:
-        head = recording.Recording.load(args.file).header
+        loaded = recording.Recording.load(args.file)
     except recording.RecordingError as exc:
         render.print_error(console, str(exc))
         return EXIT_USAGE
-    render.print_replay_header(console, head, args.file)
+    render.print_replay_header(console, loaded.header, args.file)
+    render.print_warnings(console, loaded.warnings)
     report = _run_replay(console, args.file, strict=strict, speed=speed)
     if report is None:
         return EXIT_USAGE
     render.print_replay_report(console, report)
     if report.divergences:
         verdict = "diverged" + (" (strict: failing)" if strict else "")
-        console.print(Text(f"\nreplay {verdict}: first divergence at {report.divergences[0]}",
-                           style="bold red"))
+        console.print(render.shown(f"\nreplay {verdict}: first divergence at "
+                                   f"{report.divergences[0]}", "bold red"))
         return EXIT_ERROR if strict else EXIT_OK
     console.print(Text("\nreplay matched the recording: zero divergence", style="bold green"))
     return EXIT_OK
@@ -248,11 +411,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     console = render.make_console(wrap=True)
     path = demo_path()
     try:
-        header = recording.Recording.load(path).header
+        loaded = recording.Recording.load(path)
     except recording.RecordingError as exc:
         render.print_error(console, f"the bundled demo is missing or damaged ({exc})")
         return EXIT_ERROR
-    render.print_demo_header(console, header)
+    render.print_demo_header(console, loaded.header)
+    render.print_warnings(console, loaded.warnings)
     report = _run_replay(console, path, strict=False, speed=float(getattr(args, "speed", 0) or 0))
     if report is None:
         return EXIT_USAGE
@@ -285,14 +449,22 @@ def _run_replay(console: Console, path: str | Path, *, strict: bool,
 def cmd_doctor(args: argparse.Namespace) -> int:
     from memgpt_lite.terminal import doctor
 
-    return doctor.run_doctor(render.make_console(), repair=args.repair)
+    return doctor.run_doctor(render.make_console(), repair=args.repair,
+                             online=not getattr(args, "offline", False))
 
 
 def cmd_bench(argv: list[str]) -> int:
     """The benchmark suite parses its own arguments (`bench --help` lists them)."""
     from memgpt_lite.lab import bench
 
+    console = render.make_console(sys.stderr)
     try:
-        return int(bench.main(argv) or 0)
+        if not console.is_terminal or any(a in ("-h", "--help", "store") for a in argv):
+            return int(bench.main(argv) or 0)
+        from memgpt_lite.lab.bench.suite import SECTIONS
+        from memgpt_lite.terminal.progress import SectionProgress
+
+        with SectionProgress(console, "bench sections", SECTIONS) as progress:
+            return int(bench.main(argv, progress) or 0)
     except SystemExit as exc:  # the bench's argparse: --help or a usage error
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE

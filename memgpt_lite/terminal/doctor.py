@@ -1,115 +1,259 @@
-"""`memgpt-lite doctor`: check the data dir, the database and the API settings, and say
-what to do about anything wrong."""
+"""`memgpt-lite doctor`: check the data dir, the database, the API key and the connection,
+and say what to do about anything wrong.
+
+A damaged database file is named part by part (which tables or indexes hold the damage) with
+the exact commands to recover it; the key and the connection are checked with a
+`count_tokens` call, which costs nothing.
+"""
 
 from __future__ import annotations
 
 import os
+import sqlite3
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from memgpt_lite import __version__
 from memgpt_lite.engine import config
+from memgpt_lite.terminal.render import visible
+
+Say = Callable[[str], None]
 
 
-def run_doctor(console: Console, *, repair: bool = False) -> int:
-    """Check the data dir, the database and the API settings; say what to do about problems."""
-    problems: list[str] = []
+class _Report:
+    """The doctor's lines: ok, warn and FAIL (counted), one per line, controls made visible."""
 
-    def ok(line: str) -> None:
-        console.print(f"ok    {line}", markup=False, highlight=False)
+    def __init__(self, console: Console):
+        self.console, self.problems = console, 0
 
-    def warn(line: str) -> None:
-        console.print(f"warn  {line}", markup=False, highlight=False)
+    def _line(self, mark: str, text: str) -> None:
+        self.console.print(visible(f"{mark:<5} {text}"), markup=False, highlight=False,
+                           soft_wrap=True)
 
-    def bad(line: str) -> None:
-        problems.append(line)
-        console.print(f"FAIL  {line}", markup=False, highlight=False)
+    def ok(self, text: str) -> None:
+        self._line("ok", text)
 
-    ok(f"memgpt-lite {__version__} on Python {sys.version.split()[0]}")
-    _doctor_data_dir(ok, warn, bad)
-    _doctor_database(ok, warn, bad, repair)
-    _doctor_api(ok, warn)
-    if problems:
-        console.print(f"{len(problems)} problem(s) found.", markup=False)
+    def warn(self, text: str) -> None:
+        self._line("warn", text)
+
+    def bad(self, text: str) -> None:
+        self.problems += 1
+        self._line("FAIL", text)
+
+
+def run_doctor(console: Console, *, repair: bool = False, online: bool = True) -> int:
+    """Check the data dir, the database and the API; 1 when anything needs fixing."""
+    report = _Report(console)
+    report.ok(f"memgpt-lite {__version__} on Python {sys.version.split()[0]}")
+    if _doctor_data_dir(report):
+        _doctor_database(report, console, repair)
+    _doctor_api(report, online)
+    if report.problems:
+        console.print(f"{report.problems} problem(s) found.", markup=False)
         return 1
     console.print("Everything looks fine.", markup=False)
     return 0
 
 
-def _doctor_data_dir(ok: Callable, warn: Callable, bad: Callable) -> None:
+# --------------------------------------------------------------------------- data dir
+
+
+def _doctor_data_dir(report: _Report) -> bool:
+    """True when the database can be looked at (the data dir is a usable folder)."""
     root = config.data_dir()
+    blocker = _file_in_the_way(root)
+    if blocker is not None:
+        report.bad(f"data dir {root} cannot be created: {blocker} is a file, not a folder; "
+                   f"move it away or set MEMGPT_LITE_HOME to another folder")
+        return False
     if not root.exists():
-        ok(f"data dir {root} does not exist yet; `memgpt-lite chat` creates it")
-        return
-    if not root.is_dir():
-        bad(f"data dir {root} is not a directory; move that file away or set MEMGPT_LITE_HOME")
-        return
+        report.ok(f"data dir {root} does not exist yet; `memgpt-lite chat` creates it")
+        return False
     if not os.access(root, os.W_OK | os.X_OK):
-        bad(f"data dir {root} is not writable; fix its permissions (chmod u+rwx) "
-            f"or set MEMGPT_LITE_HOME")
-        return
+        report.bad(f"data dir {root} is not writable; fix its permissions (chmod u+rwx) "
+                   f"or set MEMGPT_LITE_HOME")
+        return False
     mode = root.stat().st_mode & 0o777
     if mode & 0o077:
-        warn(f"data dir {root} is readable by others (mode {mode:o}); run chmod 700 {root}")
+        report.warn(f"data dir {root} is readable by others (mode {mode:o}); run chmod 700 {root}")
     else:
-        ok(f"data dir {root} (mode {mode:o})")
+        report.ok(f"data dir {root} (mode {mode:o})")
+    return True
 
 
-def _doctor_database(ok: Callable, warn: Callable, bad: Callable, repair: bool) -> None:
+def _file_in_the_way(root: Path) -> Path | None:
+    """The data dir itself or the nearest existing parent, when it is not a folder."""
+    path = root
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    return None if path.is_dir() else path
+
+
+# --------------------------------------------------------------------------- database
+
+
+def _doctor_database(report: _Report, console: Console, repair: bool) -> None:
     from memgpt_lite.engine.store import Store, StoreError
 
     path = config.db_path()
     if not path.exists():
-        ok(f"database {path} does not exist yet")
+        report.ok(f"database {path} does not exist yet")
         return
     mode = path.stat().st_mode & 0o777
     if mode & 0o077:
-        warn(f"database {path} is readable by others (mode {mode:o}); run chmod 600 {path}")
+        report.warn(f"database {path} is readable by others (mode {mode:o}); run chmod 600 {path}")
+    damage = damaged_parts(path)
+    if damage:
+        _report_damage(report, path, damage)
+        return
     try:
         with Store(path) as store:
-            ok(f"database {path}: schema version {store.schema_version()} "
-               f"({len(store.applied_migrations())} migrations applied), "
-               f"{len(store.list_agents())} agent(s)")
-            problems = _integrity_problems(store, ok, warn, repair)
-    except StoreError as exc:
-        bad(f"database {path}: {exc}")
+            report.ok(f"database {path}: schema version {store.schema_version()} "
+                      f"({len(store.applied_migrations())} migrations applied), "
+                      f"{len(store.list_agents())} agent(s)")
+            problems = _index_problems(store, report, console, repair)
+    except (StoreError, sqlite3.DatabaseError) as exc:
+        report.bad(f"database {path}: {str(exc).strip().splitlines()[0]}")
         return
     for problem in problems:
-        advice = "" if "doctor --repair" in problem else (
-            " — restore a backup, or export your agents (`memgpt-lite agents export`) and "
-            "import them into a fresh data dir")
-        bad(f"database: {problem}{advice}")
+        report.bad(f"database: {problem}")
     if not problems:
-        ok("integrity check and search index consistency")
+        report.ok("integrity check and search index consistency")
 
 
-def _integrity_problems(store: Any, ok: Callable, warn: Callable, repair: bool) -> list[str]:
-    """The store's problems; with --repair, first rebuild the search indexes when they are
-    the only problem (the rebuild re-reads the stored text, which a damaged file cannot
-    vouch for)."""
+def damaged_parts(path: Path) -> list[str]:
+    """What SQLite's integrity check finds damaged in the file, by table or index name
+    ([] when the file is sound; the file is opened read-only and never changed)."""
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return []  # not openable at all: the Store says why in one sentence
+    try:
+        rows = [r[0] for r in db.execute("PRAGMA integrity_check(50)")]
+        if rows == ["ok"]:
+            return []
+        return _name_damage(db, rows)
+    except sqlite3.DatabaseError as exc:
+        if "not a database" in str(exc) or "encrypted" in str(exc):
+            return []  # not our kind of file: the Store refuses it in one sentence
+        return [f"the schema itself ({exc})"]
+    finally:
+        db.close()
+
+
+def _name_damage(db: sqlite3.Connection, rows: list[str]) -> list[str]:
+    import re
+
+    try:
+        pages = {int(page): f"{kind} {name}" for kind, name, page in db.execute(
+            "SELECT type, name, rootpage FROM sqlite_master WHERE rootpage > 0")}
+    except sqlite3.DatabaseError:
+        pages = {}
+    parts: list[str] = []
+    for row in (line for r in rows for line in r.splitlines()):
+        root = re.search(r"Tree (\d+) page", row)
+        index = re.search(r"index (\w+)", row)
+        page = re.search(r"page (\d+)", row, re.IGNORECASE)
+        if row.startswith("***"):
+            continue  # "*** in database main ***": a heading, not a finding
+        if root:
+            part = pages.get(int(root.group(1)), f"the tree rooted at page {root.group(1)}")
+        elif index:
+            part = f"index {index.group(1)}"
+        elif page:
+            part = pages.get(int(page.group(1)), f"page {page.group(1)}")
+        else:
+            part = row[:80]
+        if part not in parts:
+            parts.append(part)
+    return parts
+
+
+def recovery_commands(path: Path) -> list[str]:
+    """Shell commands that copy what SQLite can still read into a new database file. The
+    damaged file moves aside with its -wal and -shm files: a stale WAL beside a new file
+    would be replayed into it."""
+    name = path.name
+    return [f"cd {path.parent}",
+            f"mkdir damaged && mv {name}* damaged/",
+            f"sqlite3 damaged/{name} .dump | sqlite3 {name} && chmod 600 {name}",
+            "memgpt-lite doctor --repair"]
+
+
+def _report_damage(report: _Report, path: Path, parts: list[str]) -> None:
+    more = " and more" if len(parts) > 6 else ""
+    steps = "\n".join(f"        {line}" for line in recovery_commands(path))
+    report.bad(f"database {path} is damaged ({', '.join(parts[:6])}{more}); memgpt-lite will "
+               f"not write to it. To recover what SQLite can still read, then rebuild the "
+               f"search indexes:\n{steps}\n"
+               f"      (where `.dump` stops early, sqlite3's `.recover` in its place salvages "
+               f"more, if your sqlite3 has it). Or start a fresh data dir from your last export:"
+               f" MEMGPT_LITE_HOME=NEW_DIR memgpt-lite agents import EXPORT.json")
+
+
+def _index_problems(store: Any, report: _Report, console: Console, repair: bool) -> list[str]:
+    """The store's problems; with --repair, first rebuild the search indexes (the file itself
+    was found sound, so the stored text can be trusted)."""
     problems = store.integrity_problems()
     if not (repair and problems):
         return problems
     if not all("search index" in p for p in problems):
-        warn("--repair rebuilds only the search indexes; not run, as the database has other "
-             "problems")
+        report.warn("--repair rebuilds only the search indexes; not run, as the database has "
+                    "other problems")
         return problems
-    store.rebuild_search_index()
-    ok("rebuilt the search indexes from the stored messages and passages")
+    _rebuild(store, console)
+    report.ok("rebuilt the search indexes from the stored messages and passages")
     return store.integrity_problems()
 
 
-def _doctor_api(ok: Callable, warn: Callable) -> None:
+def _rebuild(store: Any, console: Console) -> None:
+    from memgpt_lite.terminal.progress import progress
+
+    with progress(console, "rebuilding search indexes", len(store.list_agents())) as step:
+        store.rebuild_search_index(on_agent=lambda name: step(name))
+
+
+# --------------------------------------------------------------------------- API
+
+
+def _doctor_api(report: _Report, online: bool) -> None:
     key = os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")
     base = os.environ.get("ANTHROPIC_BASE_URL")
     if base:
-        ok(f"ANTHROPIC_BASE_URL is {base}")
+        report.ok(f"ANTHROPIC_BASE_URL is {base}")
     if key:
-        ok("an Anthropic API key is set")
+        report.ok("an Anthropic API key is set")
     elif not base:
-        warn("ANTHROPIC_API_KEY is not set: chat needs it (export ANTHROPIC_API_KEY=...), "
-             "or set ANTHROPIC_BASE_URL to an Anthropic-compatible server; demo and replay "
-             "work without it")
+        report.warn("ANTHROPIC_API_KEY is not set: chat needs it (export ANTHROPIC_API_KEY=...), "
+                    "or set ANTHROPIC_BASE_URL to an Anthropic-compatible server; demo and replay "
+                    "work without it")
+        return
+    if online:
+        _doctor_connection(report)
+
+
+def _doctor_connection(report: _Report) -> None:
+    """One `count_tokens` call (free): it proves the server answers and takes the key."""
+    from memgpt_lite.engine.errors import APIConnectionError, AuthError, ModelError
+    from memgpt_lite.engine.model import AnthropicClient
+    from memgpt_lite.engine.records import ModelRequest
+
+    model = config.Settings().with_env().model
+    request = ModelRequest(model=model, max_tokens=1, system=[], messages=[
+        {"role": "user", "content": [{"type": "text", "text": "ping"}]}])
+    try:
+        client = AnthropicClient(max_retries=0, timeout=15.0)
+        client.count_tokens(request)
+    except AuthError as exc:
+        report.bad(f"the key: {exc.message}")
+    except APIConnectionError as exc:
+        report.bad(f"the connection: {exc.message}")
+    except ModelError as exc:
+        report.warn(f"reached {client.host}, but counting tokens failed: {exc.message}")
+    else:
+        report.ok(f"reached {client.host} and the key works (a count_tokens call, which costs "
+                  f"nothing)")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import sys
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
@@ -25,6 +27,7 @@ from memgpt_lite.lab import compare, locomo, nested_kv, scenarios
 from memgpt_lite.lab.harness import ScenarioError
 from memgpt_lite.terminal import render
 from memgpt_lite.terminal.exit_codes import EXIT_ERROR, EXIT_OK, EXIT_USAGE
+from memgpt_lite.terminal.progress import progress
 
 DATASETS = ("locomo", "nkv", "nested_kv", "nested-kv")
 
@@ -35,8 +38,10 @@ class _UsageError(Exception):
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    """--compare, a dataset runner (`eval locomo FILE`), or scenarios."""
-    console = render.make_console(wrap=True)
+    """--compare, a dataset runner (`eval locomo FILE`), or scenarios. With `--json -` the
+    JSON goes to stdout and the tables to stderr."""
+    to_stdout = getattr(args, "json", None) == "-"
+    console = render.make_console(file=sys.stderr if to_stdout else None, wrap=True)
     try:
         if getattr(args, "compare", None):
             return _compare(console, args.compare)
@@ -90,8 +95,15 @@ def _scenarios(console: Console, args: argparse.Namespace) -> int:
     paths = _scenario_paths(args)
     if replay_file and len(paths) > 1:
         raise _UsageError("--replay serves one recording: run one scenario with it")
-    reports = [_run_one(console, scenarios.Scenario.load(path), args, replay_file)
-               for path in paths]
+    if len(paths) == 1:
+        reports = [_run_one(console, scenarios.Scenario.load(paths[0]), args, replay_file)]
+    else:
+        reports = []
+        with progress(console, "scenarios", len(paths)) as step:
+            for path in paths:
+                reports.append(_run_one(console, scenarios.Scenario.load(path), args,
+                                        replay_file))
+                step(reports[-1]["scenario"])
     combined = compare.combine(reports)
     _write_json(console, getattr(args, "json", None), combined)
     if compare.failed(combined):
@@ -149,34 +161,46 @@ def _dataset(console: Console, name: str, args: argparse.Namespace) -> int:
         file = many[1] if len(many) > 1 else None
     if not file:
         raise _UsageError(f"`eval {name}` needs the dataset file: memgpt-lite eval {name} FILE")
-    progress = _progress_printer(console)
     settings = _dataset_settings(args)
+    label = "LoCoMo samples" if name == "locomo" else "nested KV examples"
+    with progress(console, label, None) as step:
+        counted = _counted(step)
+        if name == "locomo":
+            retrieval = bool(getattr(args, "retrieval_only", False))
+            client = None if retrieval else _live_client(args)
+            judge = client if (client is not None and getattr(args, "judge", False)) else None
+            result = locomo.run_locomo(file, retrieval_only=retrieval, model_client=client,
+                                       settings=settings, judge=judge, progress=counted)
+        else:
+            result = nested_kv.run_nested_kv(file, _live_client(args), settings=settings,
+                                             progress=counted)
     if name == "locomo":
-        retrieval = bool(getattr(args, "retrieval_only", False))
-        client = None if retrieval else _live_client(args)
-        judge = client if (client is not None and getattr(args, "judge", False)) else None
-        result = locomo.run_locomo(file, retrieval_only=retrieval, model_client=client,
-                                       settings=settings, judge=judge, progress=progress)
         render.print_locomo(console, result)
     else:
-        result = nested_kv.run_nested_kv(file, _live_client(args), settings=settings,
-                                          progress=progress)
         render.print_nested_kv(console, result)
     _write_json(console, getattr(args, "json", None), result)
     return EXIT_OK
 
 
 def _write_json(console: Console, target: str | None, report: dict[str, Any]) -> None:
-    """`--json FILE`: write the report (the run is done; a bad path is the user's to fix)."""
+    """`--json FILE` (- for stdout): write the report, whole to a temporary file renamed
+    over the target, so a failure never truncates an earlier report (the run is done; a bad
+    path is the user's to fix)."""
+    from memgpt_lite.terminal.commands import replace_file
+
     if not target:
         return
     text = json.dumps(report, indent=2, ensure_ascii=False) + "\n"
+    if target == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
     try:
-        Path(target).write_text(text, encoding="utf-8")
+        replace_file(Path(target), text)
     except OSError as exc:
         raise _UsageError(f"cannot write the JSON report to {target}: "
                           f"{exc.strerror or exc}") from None
-    console.print(Text(f"JSON report: {target}", style="dim"))
+    console.print(render.shown(f"JSON report: {target}", "dim"))
 
 
 def _dataset_settings(args: argparse.Namespace) -> Any:
@@ -188,12 +212,19 @@ def _dataset_settings(args: argparse.Namespace) -> Any:
     return settings
 
 
-def _progress_printer(console: Console) -> Callable[[str], None]:
-    state = {"n": 0}
+def _counted(step: Any) -> Callable[[str], None]:
+    """A dataset runner's progress messages ("sample 3/10 · question 41", "example 7/50")
+    moved onto a progress display: its first "n/total" is the count, the rest the note."""
+    state = {"done": 0}
 
     def show(message: str) -> None:
-        state["n"] += 1
-        if state["n"] % 25 == 1:  # datasets have thousands of items: a line now and then
-            console.print(Text(f"  {message}", style="dim"))
+        found = re.search(r"(\d+)/(\d+)", message)
+        done, total = (int(found.group(1)), int(found.group(2))) if found else (0, None)
+        if found and done > state["done"]:
+            step.total(total)
+            step(message, advance=done - state["done"])
+            state["done"] = done
+        else:
+            step(message, advance=0)
 
     return show

@@ -5,10 +5,16 @@ the chat's slash commands and the CLI alike); the sessions table, the replay and
 the replay report with the final core memory; eval score tables, comparisons and the dataset
 tables. Printers take a console and the data (or the store to read it from) and decide
 nothing. Live rendering of event streams (the chat's turns, a replay as it runs) is in view.py.
+
+Everything that came from a user, a model or a file reaches the terminal through `shown` (a
+rich Text, never parsed as markup) or `visible` (plain str): control characters other than
+newline and tab are made visible, so stored text cannot move the cursor, clear the screen,
+set the title or write the clipboard.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,6 +31,33 @@ if TYPE_CHECKING:  # types only: `agents list` need not load the replay or priva
     from memgpt_lite.engine.privacy import ForgetMatches
     from memgpt_lite.engine.records import Usage
     from memgpt_lite.engine.replay import ReplayReport
+    from memgpt_lite.engine.tally import Tally
+
+
+# C0 controls but tab and newline, DEL, C1 controls, and the bidirectional overrides that can
+# make text read differently from what it is.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def _picture(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x20:
+        return chr(0x2400 + code)  # the Unicode control pictures: ␛ for ESC, ␇ for BEL
+    if code == 0x7F:
+        return "\u2421"  # ␡
+    if 0xD800 <= code <= 0xDFFF:
+        return "\ufffd"  # a lone surrogate cannot be written as UTF-8
+    return f"<U+{code:04X}>"
+
+
+def visible(text: object) -> str:
+    """`text` with every control character other than newline and tab made visible."""
+    return _UNSAFE.sub(_picture, str(text))
+
+
+def shown(text: object, style: str = "") -> Text:
+    """Stored or received text as a rich Text: never read as markup, controls made visible."""
+    return Text(visible(text), style=style)
 
 
 def make_console(file: Any = None, *, plain: bool | None = None, width: int | None = None,
@@ -56,7 +89,7 @@ def _isatty(stream: Any) -> bool:
 
 def print_error(console: Console, message: str) -> None:
     """One line "memgpt-lite: message" in bold red: how replay, demo and eval fail."""
-    console.print(Text(f"memgpt-lite: {message}", style="bold red"))
+    console.print(shown(f"memgpt-lite: {message}", "bold red"))
 
 
 def bar(fraction: float, width: int = 10) -> str:
@@ -86,8 +119,8 @@ def print_core_blocks(console: Console, blocks: list[Any]) -> None:
     for i, block in enumerate(blocks):
         if i:
             console.print()
-        console.print(Text(f"{block.label}  {block.used:,}/{block.limit:,} chars", style="bold"))
-        console.print(Text(block.value or "(empty)"), soft_wrap=False)
+        console.print(shown(f"{block.label}  {block.used:,}/{block.limit:,} chars", "bold"))
+        console.print(shown(block.value or "(empty)"), soft_wrap=False)
 
 
 def print_agents(console: Console, store: Any) -> None:
@@ -99,26 +132,50 @@ def print_agents(console: Console, store: Any) -> None:
                   box=None, pad_edge=False)
     for row in rows:
         stats = store.agent_stats(row.id)
-        table.add_row(row.name, row.model, f"{stats.get('turns', 0):,}",
+        table.add_row(shown(row.name), shown(row.model), f"{stats.get('turns', 0):,}",
                       f"{stats.get('messages', 0):,}", f"{stats.get('passages', 0):,}",
                       _when(stats.get("last_used_at") or row.last_used_at))
     console.print(table)
 
 
-def print_agent(console: Console, store: Any, row: Any) -> None:
+def print_agent(console: Console, store: Any, row: Any,
+                settings: list[tuple[str, Any, str]]) -> None:
     stats = store.agent_stats(row.id)
-    console.print(Text(f"agent {row.name}", style="bold"))
-    console.print(f"model {row.model} · created {_when(row.created_at)} · last used "
-                  f"{_when(stats.get('last_used_at') or row.last_used_at)}", markup=False)
+    console.print(shown(f"agent {row.name}", "bold"))
+    console.print(shown(f"model {row.model} · created {_when(row.created_at)} · last used "
+                        f"{_when(stats.get('last_used_at') or row.last_used_at)}"))
     console.print(f"{stats.get('turns', 0):,} turns · {stats.get('messages', 0):,} messages · "
                   f"{stats.get('passages', 0):,} passages", markup=False)
-    settings = ", ".join(f"{k}={v}" for k, v in sorted((row.settings or {}).items()))
-    console.print(f"settings: {settings or '(defaults)'}", markup=False)
+    console.print()
+    print_settings(console, settings)
     console.print()
     print_core_blocks(console, store.get_blocks(row.id))
     console.print()
     console.print(Text("summary", style="bold"))
-    console.print(Text(row.summary or "(none yet)"))
+    console.print(shown(row.summary or "(none yet)"))
+
+
+def print_settings(console: Console, settings: list[tuple[str, Any, str]]) -> None:
+    """The user-facing settings: name, value, and where the value came from."""
+    table = Table("setting", "value", "from", box=None, pad_edge=False)
+    for name, value, source in settings:
+        table.add_row(name, shown(_setting_text(value)), source)
+    console.print(table)
+
+
+def _setting_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def print_models(console: Console, rows: list[tuple[str, str, str, str, int]]) -> None:
+    """Known models: id, aliases, input and output price per million tokens, max output."""
+    table = Table("model", "aliases", "input $/Mtok", "output $/Mtok", "max output tokens",
+                  box=None, pad_edge=False)
+    for model, aliases, inp, out, max_out in rows:
+        table.add_row(shown(model), shown(aliases), inp, out, f"{max_out:,}" if max_out else "?")
+    console.print(table)
 
 
 def print_search_page(console: Console, page: Any, what: str) -> None:
@@ -131,8 +188,8 @@ def print_search_page(console: Console, page: Any, what: str) -> None:
         who = hit.role or ("[" + ", ".join(hit.tags) + "]" if hit.tags else "passage")
         who += " (interrupted)" if getattr(hit, "status", "") == "interrupted" else ""
         turn = f" turn {hit.turn_id}" if hit.turn_id is not None else ""
-        console.print(f"  #{hit.id}{turn} {_when(hit.created_at)} {who}: {shorten(hit.text, 160)}",
-                      markup=False, highlight=False)
+        console.print(shown(f"  #{hit.id}{turn} {_when(hit.created_at)} {who}: "
+                            f"{shorten(hit.text, 160)}"))
 
 
 def print_newest_passages(console: Console, total: int, hits: list[Any]) -> None:
@@ -141,8 +198,8 @@ def print_newest_passages(console: Console, total: int, hits: list[Any]) -> None
                   + (f"; the newest {len(hits)}:" if hits else ""), markup=False)
     for hit in hits:
         tags = f" [{', '.join(hit.tags)}]" if hit.tags else ""
-        console.print(f"  #{hit.id} {_when(hit.created_at)}{tags}: "
-                      f"{shorten(hit.text, 160)}", markup=False, highlight=False)
+        console.print(shown(f"  #{hit.id} {_when(hit.created_at)}{tags}: "
+                            f"{shorten(hit.text, 160)}"))
 
 
 def print_context(console: Console, report: Any) -> None:
@@ -153,38 +210,45 @@ def print_context(console: Console, report: Any) -> None:
     table = Table("section", box=None, pad_edge=False)
     table.add_column("tokens", justify="right")
     for section, tokens in report.ledger.items():
-        table.add_row(section, f"{tokens:,}")
+        table.add_row(shown(section), f"{tokens:,}")
     console.print(table)
     turns = list(report.turns)
     console.print(f"queue: {len(turns)} turn{'s' if len(turns) != 1 else ''}", markup=False)
     for info in turns:
-        console.print(f"  turn {info.id} · {_when(info.created_at)} · {info.tokens:,} tokens · "
-                      f"\"{shorten(info.first_words, 60)}\"", markup=False, highlight=False)
-    console.print("summary: " + (report.summary or "(none yet)"), markup=False, highlight=False)
+        console.print(shown(f"  turn {info.id} · {_when(info.created_at)} · {info.tokens:,} "
+                            f"tokens · \"{shorten(info.first_words, 60)}\""))
+    console.print(shown("summary: " + (report.summary or "(none yet)")))
 
 
-def print_tokens(console: Console, usage: Usage, cost: float) -> None:
+def print_tokens(console: Console, tally: Tally) -> None:
+    """`/tokens`: every paid call of the session, the summariser's included."""
+    usage, cost = tally.paid_usage, tally.paid_cost_usd
     console.print(f"session: {usage.input_tokens:,} input · "
                   f"{usage.cache_creation_input_tokens:,} cache write · "
                   f"{usage.cache_read_input_tokens:,} cache read · "
                   f"{usage.output_tokens:,} output tokens", markup=False)
     console.print(f"cache hit {cache_hit(usage):.0%} of {usage.total_input:,} input tokens · "
                   f"cost ${cost:.4f}", markup=False)
+    if tally.summary_calls:
+        s = tally.summary_usage
+        console.print(f"of which the summariser: {tally.summary_calls} call"
+                      f"{'s' if tally.summary_calls != 1 else ''} · {s.total_input:,} input · "
+                      f"{s.output_tokens:,} output tokens · ${tally.summary_cost_usd:.4f}",
+                      markup=False)
 
 
 def print_forget_matches(console: Console, matches: ForgetMatches, query: str) -> None:
     if matches.empty:
-        console.print(f"Nothing matches {query!r}.", markup=False)
+        console.print(shown(f"Nothing matches {query!r}."))
         return
-    console.print(f"{len(matches.message_hits)} message(s) in turn(s) "
-                  f"{turn_ranges(matches.turn_ids) or '-'} and "
-                  f"{len(matches.passage_hits)} passage(s) match {query!r}:", markup=False)
+    console.print(shown(f"{len(matches.message_hits)} message(s) in turn(s) "
+                        f"{turn_ranges(matches.turn_ids) or '-'} and "
+                        f"{len(matches.passage_hits)} passage(s) match {query!r}:"))
     for hit in matches.message_hits:
-        console.print(f"  message #{hit.id} turn {hit.turn_id} {hit.role}: "
-                      f"{shorten(hit.text, 120)}", markup=False, highlight=False)
+        console.print(shown(f"  message #{hit.id} turn {hit.turn_id} {hit.role}: "
+                            f"{shorten(hit.text, 120)}"))
     for hit in matches.passage_hits:
-        console.print(f"  passage #{hit.id}: {shorten(hit.text, 120)}", markup=False,
-                      highlight=False)
+        console.print(shown(f"  passage #{hit.id}: {shorten(hit.text, 120)}"))
     if matches.turn_ids:
         console.print("Whole turns are deleted (every message of them), so the queue stays "
                       "valid. Core memory is not changed (edit it with /core edit).",
@@ -198,12 +262,13 @@ def print_sessions(console: Console, rows: list[Any], agent: str | None) -> None
     """The recorded sessions (of one agent, if named), with how to replay one."""
     if not rows:
         who = f" for agent {agent!r}" if agent else ""
-        console.print(f"No recorded sessions{who} yet; `memgpt-lite chat` records by default.")
+        console.print(shown(f"No recorded sessions{who} yet; `memgpt-lite chat` records by "
+                            f"default."))
         return
     table = Table("agent", "started", "turns", "file", box=None, pad_edge=False)
     for r in rows:
         turns = str(r.turns) if r.problem is None else f"damaged: {r.problem}"
-        table.add_row(Text(r.agent), r.started, Text(turns), str(r.path))
+        table.add_row(shown(r.agent), shown(r.started), shown(turns), shown(r.path))
     console.print(table)
     console.print(Text("replay one with: memgpt-lite replay FILE --strict", style="dim"))
 
@@ -217,7 +282,13 @@ def print_replay_header(console: Console, header: dict[str, Any], path: str | Pa
              f" · source: {source}"]
     if header.get("note"):
         lines.append(str(header["note"]))
-    console.print(Panel(Text("\n".join(lines)), title="replay", title_align="left"))
+    console.print(Panel(shown("\n".join(lines)), title="replay", title_align="left"))
+
+
+def print_warnings(console: Console, warnings: list[str]) -> None:
+    """What a reader of a recording had to skip (e.g. a last line cut short by a crash)."""
+    for warning in warnings:
+        console.print(shown(f"warning: {warning}", "yellow"))
 
 
 def print_demo_header(console: Console, header: dict[str, Any]) -> None:
@@ -232,7 +303,7 @@ def print_demo_header(console: Console, header: dict[str, Any]) -> None:
     text = Text.assemble(
         ("memgpt-lite demo", "bold"), " — offline replay, no API key needed\n",
         f"context window {settings.get('context_window', '?'):,} tokens (small on purpose, so "
-        "paging happens)\n\n", (honesty.strip(), "italic"))
+        "paging happens)\n\n", (visible(honesty.strip()), "italic"))
     console.print(Panel(text, title="demo", title_align="left"))
 
 
@@ -241,7 +312,7 @@ def print_replay_report(console: Console, report: ReplayReport) -> None:
     table.add_column(style="bold")
     table.add_column()
     tally = report.tally
-    tools = ", ".join(f"{n} ×{c}" for n, c in sorted(tally.tool_calls.items())) or "none"
+    tools = visible(", ".join(f"{n} ×{c}" for n, c in sorted(tally.tool_calls.items())) or "none")
     u = tally.paid_usage  # every paid call, the summariser's included
     rows = [("turns", f"{tally.turns} of {report.recorded_turns} recorded"),
             ("model calls", str(tally.model_calls)), ("tool calls", tools),
@@ -253,11 +324,11 @@ def print_replay_report(console: Console, report: ReplayReport) -> None:
             ("cost", f"${tally.paid_cost_usd:.4f} (recorded usage, summariser included)"),
             ("divergences", str(len(report.divergences)) if report.divergences else "none")]
     for key, value in rows:
-        table.add_row(key, value)
+        table.add_row(key, shown(value))
     console.print()
     console.print(table)
     for info in report.divergences[:10]:
-        console.print(Text(f"  ✗ {info}", style="red"))
+        console.print(shown(f"  ✗ {info}", "red"))
     print_final_core_memory(console, report.final_core_memory, report.block_limits)
 
 
@@ -268,7 +339,7 @@ def print_final_core_memory(console: Console, blocks: dict[str, str],
     for label, value in blocks.items():
         limit = limits.get(label)
         used = f"{len(value):,}/{limit:,} chars" if limit else f"{len(value):,} chars"
-        console.print(Panel(Text(value or "(empty)"), title=f"{label} · {used}",
+        console.print(Panel(shown(value or "(empty)"), title=shown(f"{label} · {used}"),
                             title_align="left", expand=True))
 
 
@@ -276,14 +347,14 @@ def print_final_core_memory(console: Console, blocks: dict[str, str],
 
 
 def print_score_table(console: Console, report: dict[str, Any]) -> None:
-    table = Table(title=f"{report['scenario']} · {report['model']} · {report.get('source', '')}",
-                  title_justify="left", pad_edge=False)
+    table = Table(title=shown(f"{report['scenario']} · {report['model']} · "
+                              f"{report.get('source', '')}"), title_justify="left", pad_edge=False)
     table.add_column("check")
     table.add_column("result")
     table.add_column("detail", overflow="fold")
     for c in report["checks"]:
         mark = "skip" if c["passed"] is None else ("PASS" if c["passed"] else "FAIL")
-        table.add_row(c["name"], mark, c["detail"])
+        table.add_row(shown(c["name"]), mark, shown(c["detail"]))
     console.print(table)
     t = report["totals"]
     console.print(f"score {report['passed']}/{report['passed'] + report['failed']} "
@@ -291,16 +362,17 @@ def print_score_table(console: Console, report: dict[str, Any]) -> None:
                   f" · {t['tool_calls']} tool calls · {t['input_tokens']:,} input tokens · "
                   f"${t['cost_usd']:.4f}")
     for d in report.get("replay_divergences") or []:
-        console.print(Text(f"  replay divergence: {d}", style="yellow"))
+        console.print(shown(f"  replay divergence: {d}", "yellow"))
 
 
 def print_comparison(console: Console, result: dict[str, Any], names: list[str]) -> None:
     mark = {True: "PASS", False: "FAIL", None: "—"}
-    table = Table("scenario", "check", "A", "B", "change", title=f"A = {names[0]} · B = {names[1]}",
-                  title_justify="left", pad_edge=False)
+    table = Table("scenario", "check", "A", "B", "change",
+                  title=shown(f"A = {names[0]} · B = {names[1]}"), title_justify="left",
+                  pad_edge=False)
     for row in result["checks"]:
         style = {"fixed": "green", "broke": "bold red"}.get(row["change"], "")
-        table.add_row(row["scenario"], row["name"], mark[row["a"]], mark[row["b"]],
+        table.add_row(shown(row["scenario"]), shown(row["name"]), mark[row["a"]], mark[row["b"]],
                       Text(row["change"], style=style))
     console.print(table)
     totals = Table("total", "A", "B", "delta", pad_edge=False)
@@ -317,16 +389,17 @@ def print_comparison(console: Console, result: dict[str, Any], names: list[str])
 
 def print_locomo(console: Console, result: dict[str, Any]) -> None:
     metrics = result["metrics"]
-    table = Table("category", "n", *metrics, title=f"LoCoMo · {result['mode']} · {result['file']}",
+    table = Table("category", "n", *metrics,
+                  title=shown(f"LoCoMo · {result['mode']} · {result['file']}"),
                   title_justify="left", pad_edge=False)
     rows = [*result["by_category"].items(), ("overall", result["overall"])]
     for name, stats in rows:
-        table.add_row(name, str(stats["n"]), *(_pct(stats.get(m)) for m in metrics))
+        table.add_row(shown(name), str(stats["n"]), *(_pct(stats.get(m)) for m in metrics))
     console.print(table)
 
 
 def print_nested_kv(console: Console, result: dict[str, Any]) -> None:
-    table = Table("nesting level", "n", "accuracy", title=f"nested KV · {result['model']}",
+    table = Table("nesting level", "n", "accuracy", title=shown(f"nested KV · {result['model']}"),
                   title_justify="left", pad_edge=False)
     for level, stats in [*result["by_level"].items(), ("overall", result["overall"])]:
         table.add_row(str(level), str(stats["n"]), _pct(stats["accuracy"]))

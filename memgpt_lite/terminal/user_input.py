@@ -1,18 +1,23 @@
 """What the user types: the chat prompt's line reader, the editor for `/core edit`, y/N questions.
 
 `LineReader` reads one message per call with readline editing and a history file (secrets
-redacted before it is written). `edit_in_editor` runs $VISUAL/$EDITOR on a temporary file.
-`ask` is the chat's confirmation: anything but y/yes, Ctrl-D or Ctrl-C means no.
+redacted before it is written; written whole to a temporary file, then renamed).
+`edit_in_editor` runs $VISUAL/$EDITOR on a temporary file. `ask` is the chat's confirmation:
+anything but y/yes, Ctrl-D or Ctrl-C means no. `typing_hidden` keeps what is typed while the
+model answers from being echoed into the reply. Undecodable bytes read from the user (the
+editor's file included) become U+FFFD.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import shlex
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from memgpt_lite.engine.privacy import history_entry_matches
@@ -31,11 +36,15 @@ class LineReader:
     within PASTE_GAP_SECONDS of each other (a paste) are joined; with a readline that
     supports bracketed paste, a paste is inserted whole."""
 
-    def __init__(self, history_path: Path | None):
+    def __init__(self, history_path: Path | None, *, prompt_to_stderr: bool = False,
+                 type_ahead: TypeAhead | None = None):
         import readline
 
         self.readline = readline
         self.history_path = history_path
+        self.type_ahead = type_ahead
+        # With stdout redirected to a file the prompt must still reach the user.
+        self.prompt_to_stderr = prompt_to_stderr
         readline.parse_and_bind("set enable-bracketed-paste on")
         readline.set_history_length(2000)
         if history_path is not None and history_path.exists():
@@ -45,13 +54,41 @@ class LineReader:
                 pass  # an unreadable history only costs the up-arrow; never fail a chat over it
 
     def read(self) -> str:
-        lines = [input(PROMPT)]
+        lines = [self._input(PROMPT)]
         while lines[-1].endswith("\\") or _pending_input(PASTE_GAP_SECONDS):
             if lines[-1].endswith("\\"):
                 lines[-1] = lines[-1][:-1]
-            lines.append(input(CONTINUATION_PROMPT))
+            lines.append(self._input(CONTINUATION_PROMPT))
         self._redact_history(len(lines))
         return "\n".join(lines)
+
+    def _input(self, prompt: str) -> str:
+        typed = self.type_ahead.take() if self.type_ahead is not None else ""
+        if "\n" in typed:  # Enter was pressed while the model answered: that line is sent
+            line, _, rest = typed.partition("\n")
+            self.type_ahead.text = rest  # type: ignore[union-attr]
+            out = sys.stderr if self.prompt_to_stderr else sys.stdout
+            out.write(prompt + line + "\n")
+            out.flush()
+            self.readline.add_history(line)
+            return line
+        if typed:  # shown on the prompt, editable, as if typed there
+            self.readline.set_pre_input_hook(lambda: self._insert(typed))
+        try:
+            return self._read_line(prompt)
+        finally:
+            self.readline.set_pre_input_hook(None)
+
+    def _insert(self, text: str) -> None:
+        self.readline.insert_text(text)
+        self.readline.redisplay()
+
+    def _read_line(self, prompt: str) -> str:
+        if not self.prompt_to_stderr:
+            return input(prompt)
+        sys.stderr.write(prompt)
+        sys.stderr.flush()
+        return input()
 
     def _redact_history(self, count: int) -> None:
         """The agent redacts secrets before storing a message; the history file must not
@@ -72,14 +109,23 @@ class LineReader:
                 rl.remove_history_item(i - 1)  # get is 1-based, remove 0-based
 
     def save(self) -> None:
+        """Write the history to a temporary file and rename it over the old one: a full disk
+        must not leave a truncated history behind."""
         if self.history_path is None:
             return
+        path, tmp = self.history_path, None
         try:
-            self.history_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            self.readline.write_history_file(str(self.history_path))
-            os.chmod(self.history_path, 0o600)
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd, tmp = tempfile.mkstemp(prefix=".history-", dir=path.parent)  # created 0600
+            os.close(fd)
+            self.readline.write_history_file(tmp)
+            os.replace(tmp, path)
         except OSError:
             pass  # history is a convenience; never fail a chat over it
+        finally:
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
 
 
 def _pending_input(timeout: float) -> bool:
@@ -111,14 +157,70 @@ def edit_in_editor(text: str) -> str | None:
                               ) from None
         if result.returncode != 0:
             return None
-        return Path(name).read_text(encoding="utf-8")
+        return Path(name).read_text(encoding="utf-8", errors="replace")
     finally:
         os.unlink(name)
 
 
 def ask(question: str) -> bool:
-    """A y/N question on the terminal; Ctrl-D or Ctrl-C answers no."""
+    """A y/N question on the terminal; Ctrl-D or Ctrl-C answers no (and ends the line, so
+    what is printed next starts on a line of its own)."""
     try:
         return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
     except (EOFError, KeyboardInterrupt):
+        print(flush=True)
         return False
+
+
+class TypeAhead:
+    """Keys typed while the model answers: not echoed into the reply (an echo, or the ^C
+    of Ctrl-C, would shift the live region and leave a copy of its first line on screen),
+    but kept and put on the next prompt as if typed there."""
+
+    def __init__(self, stream: object = None):
+        self.stream = stream
+        self.text = ""
+
+    @contextlib.contextmanager
+    def hidden(self) -> Iterator[None]:
+        try:
+            import termios
+        except ImportError:  # not POSIX
+            yield
+            return
+        try:
+            fd = (self.stream or sys.stdin).fileno()  # type: ignore[attr-defined]
+            saved = termios.tcgetattr(fd)
+        except (termios.error, OSError, ValueError, AttributeError):
+            yield  # not a terminal: nothing is echoed anyway
+            return
+        quiet = list(saved)
+        quiet[3] &= ~(termios.ECHO | termios.ECHOCTL)
+        termios.tcsetattr(fd, termios.TCSANOW, quiet)  # TCSANOW: keep what was typed ahead
+        try:
+            yield
+        finally:
+            self.text += _drain(fd, quiet, termios)
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
+
+    def take(self) -> str:
+        text, self.text = self.text, ""
+        return text
+
+
+def _drain(fd: int, attrs: list, termios: object) -> str:
+    """What was typed and not yet read, read at once: in canonical mode a line without its
+    Enter would stay invisible to the prompt's reader until Enter is pressed."""
+    raw = list(attrs)
+    raw[3] &= ~termios.ICANON  # type: ignore[attr-defined]
+    raw[6] = list(raw[6])
+    raw[6][termios.VMIN], raw[6][termios.VTIME] = 0, 0  # type: ignore[attr-defined]
+    termios.tcsetattr(fd, termios.TCSANOW, raw)  # type: ignore[attr-defined]
+    chunks = []
+    with contextlib.suppress(OSError):
+        while chunk := os.read(fd, 4096):
+            chunks.append(chunk)
+    return b"".join(chunks).decode("utf-8", errors="replace").replace("\r", "\n")
+
+
+typing_hidden = TypeAhead().hidden  # for callers that do not need what was typed

@@ -1,27 +1,33 @@
 """Live rendering of event streams: the chat's turns as they happen, and a replay as it runs.
 
 `ChatView` turns the events of `Agent.step()` into output. On a terminal the reply streams
-in a live region (a spinner until the first token) and settles as rendered Markdown; when
-output is not live (tests, a captured console) the reply is printed as Markdown once it is
-complete; in plain mode (stdin piped) text is written as it arrives and nothing is styled.
-Every memory operation, alert, eviction and notice is one line starting with "· "
-(`describe_event`), and each turn ends with a status line.
+in a live region (a spinner with the seconds waited until the first token) and settles as
+rendered Markdown; when output is not live (tests, a captured console) the reply is printed
+as Markdown once it is complete; in plain mode (output piped) text is written as it arrives
+and nothing is styled. Every memory operation, alert, eviction and notice is one line
+starting with "· " (`describe_event`), written to the meta console (stderr when piped), and
+each turn ends with a status line.
 
 `ReplayView` is the observer of a replay (`memgpt-lite replay` and `demo`): user inputs,
 replies, tool calls, memory edits, alerts and evictions, paced by the recorded timing.
-Finished results (tables, reports) are printed by render.py.
+Finished results (tables, reports) are printed by render.py. All received text goes
+through render.visible first: a reply cannot move the cursor or set the terminal title.
 """
 
 from __future__ import annotations
 
+import math
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, ConsoleOptions, RenderResult
+from rich.control import Control
 from rich.live import Live
+from rich.live_render import LiveRender
 from rich.markdown import Markdown
-from rich.segment import Segment
+from rich.segment import ControlType, Segment
 from rich.spinner import Spinner
 from rich.text import Text
 
@@ -31,6 +37,7 @@ from memgpt_lite.engine.events import (
     Event,
     EvictionEvent,
     FoldEvent,
+    MemoryEditEvent,
     ModelCallStart,
     NoticeEvent,
     PressureAlertEvent,
@@ -44,15 +51,18 @@ from memgpt_lite.engine.events import (
     UsageEvent,
 )
 from memgpt_lite.engine.records import Usage
+from memgpt_lite.engine.tally import Tally
 from memgpt_lite.engine.text import shorten
 from memgpt_lite.engine.turns import turn_ranges
-from memgpt_lite.terminal.render import bar, cache_hit
+from memgpt_lite.terminal.render import bar, cache_hit, shown, visible
 
 if TYPE_CHECKING:  # types only: the chat starts without loading the replay machinery
     from memgpt_lite.engine.recording import RecordedTurn
     from memgpt_lite.engine.replay import DivergenceInfo
 
 MAX_PAUSE = 2.0  # seconds: live pacing never waits longer than this between two events
+WAIT_NOTICE_EVERY = 15.0  # seconds without a sign of life before a piped chat says it waits
+RETRY_HINT = "Your message is kept; /retry sends it again."
 
 
 # --------------------------------------------------------------------------- event lines
@@ -60,7 +70,8 @@ MAX_PAUSE = 2.0  # seconds: live pacing never waits longer than this between two
 
 def status_line(usage: Usage, cost: float, context_tokens: int, budget: int, *,
                 with_bar: bool) -> str:
-    """The line that ends a turn: context use (with a bar when styled), cache hits, cost."""
+    """The line that ends a turn: context use (with a bar when styled), cache hits, and the
+    cost of every paid call of the turn (the summariser's included)."""
     parts = []
     if context_tokens and budget:
         fraction = context_tokens / budget
@@ -89,14 +100,17 @@ def describe_event(event: Any) -> tuple[str, str] | None:
     if isinstance(event, EvictionEvent):
         return _eviction_line(event), "yellow"
     if isinstance(event, SummaryEvent):
+        if event.method == "model":  # the model's own summary: its eviction line says it
+            return None
         return f"summary updated ({event.method}) · {len(event.summary):,} chars", "yellow"
     if isinstance(event, ClipEvent):
         return (f"clipped {event.what}: {event.original_chars:,} → {event.kept_chars:,} chars "
                 f"(full text stays in recall)"), "yellow"
     if isinstance(event, NoticeEvent):
         return event.message, ("yellow" if event.level == "warning" else "dim")
-    if isinstance(event, ErrorEvent):  # the agent's message already says how to retry
-        return f"error: {event.message}", "bold red"
+    if isinstance(event, ErrorEvent):
+        hint = f" {RETRY_HINT}" if event.retryable else ""
+        return f"error: {event.message}{hint}", "bold red"
     return None
 
 
@@ -111,7 +125,80 @@ def _eviction_line(event: EvictionEvent) -> str:
     return line
 
 
-# --------------------------------------------------------------------------- chat view
+class EffectShown:
+    """Says whether a tool call's effect already has its own line (an eviction; in a replay
+    also a memory edit), so its tool-result line would show the same thing a second time."""
+
+    def __init__(self, effects: tuple[type, ...] = (EvictionEvent,)) -> None:
+        self.effects = effects
+        self.shown = False
+
+    def see(self, event: Any) -> bool:
+        """Track `event`; True when it is a tool result whose effect was already shown."""
+        if isinstance(event, ToolCallEvent):
+            self.shown = False
+        elif isinstance(event, self.effects):
+            self.shown = True
+        elif isinstance(event, ToolResultEvent):
+            return self.shown and not event.result.is_error
+        return False
+
+
+# --------------------------------------------------------------------------- live regions
+
+
+def _strip_line(line: list[Segment]) -> list[Segment]:
+    """A rendered line without its trailing padding: a line that fills the terminal's last
+    column leaves the cursor in a pending wrap, and anything written then (a resize, a
+    stray echo) would push the live region down one row and leave a copy of its top."""
+    out = list(line)
+    while out and not out[-1].control and not out[-1].text.rstrip():
+        out.pop()
+    if out and not out[-1].control:
+        last = out[-1]
+        out[-1] = Segment(last.text.rstrip(), last.style)
+    return out
+
+
+class _ReflowingRender(LiveRender):
+    """A LiveRender that erases what it drew even after the terminal got narrower: a
+    terminal that rewraps (reflows) its lines shows a line longer than the new width on
+    several rows, and erasing only as many rows as there were lines leaves a copy behind."""
+
+    def __init__(self, console: Console, renderable: Any):
+        super().__init__(renderable, vertical_overflow="ellipsis")
+        self.console = console
+        self._widths: list[int] = []
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        widths, current = [], 0
+        for segment in super().__rich_console__(console, options):
+            if segment.text == "\n" and not segment.control:
+                widths.append(current)
+                current = 0
+            elif not segment.control:
+                current += segment.cell_length
+            yield segment
+        self._widths = widths + [current]
+
+    def _rows(self) -> int:
+        width = max(1, self.console.width)
+        return sum(max(1, math.ceil(w / width)) for w in self._widths) if self._shape else 0
+
+    def position_cursor(self) -> Control:
+        rows = self._rows()
+        if not rows:
+            return Control()
+        return Control(ControlType.CARRIAGE_RETURN, (ControlType.ERASE_IN_LINE, 2),
+                       *(((ControlType.CURSOR_UP, 1), (ControlType.ERASE_IN_LINE, 2))
+                         * (rows - 1)))
+
+    def restore_cursor(self) -> Control:
+        rows = self._rows()
+        if not rows:
+            return Control()
+        return Control(ControlType.CARRIAGE_RETURN,
+                       *((ControlType.CURSOR_UP, 1), (ControlType.ERASE_IN_LINE, 2)) * rows)
 
 
 class _Tail:
@@ -122,35 +209,99 @@ class _Tail:
         self.view = view
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        lines = console.render_lines(Markdown(self.view.buffer), options, pad=False)
+        lines = console.render_lines(_markdown(self.view.buffer), options, pad=False)
         keep = max(1, options.max_height - 2)
         for line in lines[-keep:]:
-            yield from line
+            yield from _strip_line(line)
             yield Segment.line()
+
+
+class _Waiting:
+    """A spinner with its label and the whole seconds waited so far."""
+
+    def __init__(self, label: str):
+        self.label, self.started = label, time.monotonic()
+        self.spinner = Spinner("dots")
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        waited = int(time.monotonic() - self.started)
+        self.spinner.text = Text(f"{self.label} {waited} s" if waited else self.label,
+                                 style="dim")
+        yield self.spinner.render(console.get_time())
+
+
+def _markdown(text: str) -> Markdown:
+    # hyperlinks=False: a link shows its URL after its text; as a terminal hyperlink the URL
+    # is lost wherever the terminal (or a log of it) does not support them.
+    return Markdown(visible(text), hyperlinks=False)
+
+
+class _WaitNotices:
+    """When piped there is no spinner: every WAIT_NOTICE_EVERY seconds without a sign of
+    life, one line on the meta console says what the chat is waiting for."""
+
+    def __init__(self, write: Callable[[str], None], host: str,
+                 every: float = WAIT_NOTICE_EVERY):
+        self.write, self.host, self.every = write, host, every
+        self._stop: threading.Event | None = None
+
+    def start(self) -> None:
+        self.stop()
+        stop = self._stop = threading.Event()
+        started = time.monotonic()
+
+        def watch() -> None:
+            while not stop.wait(self.every):
+                self.write(f"waiting for {self.host}… {time.monotonic() - started:.0f} s")
+
+        threading.Thread(target=watch, daemon=True, name="wait-notices").start()
+
+    def stop(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+            self._stop = None
+
+
+# --------------------------------------------------------------------------- chat view
 
 
 class ChatView:
     """Renders the events of one turn. `live`: spinner and streaming region (terminal
-    only); `markdown`: settle replies as Markdown (else plain text written as it comes)."""
+    only); `markdown`: settle replies as Markdown (else plain text written as it comes).
+    `meta`: where tool, notice and status lines go (default: the reply's console);
+    `context_of()` gives (context tokens, budget) for the status line, the number `/context`
+    shows; `host` is named by the piped chat's waiting notices (None: no notices)."""
 
-    def __init__(self, console: Console, *, live: bool, markdown: bool):
+    def __init__(self, console: Console, *, live: bool, markdown: bool,
+                 meta: Console | None = None,
+                 context_of: Callable[[], tuple[int, int]] | None = None,
+                 host: str | None = None, wait_every: float = WAIT_NOTICE_EVERY):
         self.console = console
+        self.meta_console = meta or console
         self.live = live and console.is_terminal
         self.markdown = markdown
+        self.context_of = context_of
         self.buffer = ""
         self._live: Live | None = None
         self._live_kind = ""
         self._spinner_label = ""
         self.context_tokens = 0
         self.budget = 0
+        self.turn = Tally()  # this turn's events: its paid calls, summariser included
+        self._effects = EffectShown()
+        self._waits = (_WaitNotices(lambda line: self.meta(line, "dim"), host, wait_every)
+                       if host and not self.live else None)
 
     # ---------------------------------------------------------------- lifecycle
 
-    def start_turn(self) -> None:
-        self.buffer, self.context_tokens = "", 0
+    def start_turn(self, text: str = "") -> None:
+        self.buffer, self.context_tokens, self.turn = "", 0, Tally()
         self._spinner("thinking…")
 
     def handle(self, event: Any) -> None:
+        self.turn.add(event)
+        if self._waits is not None:
+            self._waiting(event)
         if isinstance(event, TextDelta):
             self._text(event.text)
         elif isinstance(event, ThinkingDelta):
@@ -158,24 +309,34 @@ class ChatView:
         elif isinstance(event, ModelCallStart):
             self.settle()
             self._spinner("summarising evicted turns…" if event.purpose == "summary"
-                          else "thinking…")
+                          else "thinking…", restart=True)
         elif isinstance(event, (ResponseEvent, ToolCallEvent)):
+            self._effects.see(event)
             self.settle()
         elif isinstance(event, UsageEvent):
-            self.context_tokens, self.budget = event.context_tokens, event.budget
+            self.budget = event.budget
         elif isinstance(event, TurnEndEvent):
             self.end_turn(event)
-        else:
+        elif not self._effects.see(event):
             line = describe_event(event)
             if line is not None:
                 self.settle()
                 self.meta(*line)
 
+    def _waiting(self, event: Any) -> None:
+        assert self._waits is not None
+        if isinstance(event, (ModelCallStart, TextDelta, ThinkingDelta)):
+            self._waits.start()  # (re)start the count: this is a sign of life
+        else:
+            self._waits.stop()
+
     def end_turn(self, event: TurnEndEvent) -> None:
         self.settle()
         self.stop()
-        if event.completed or event.usage.total_input:
-            self.meta(status_line(event.usage, event.cost_usd, self.context_tokens, self.budget,
+        if event.completed or self.turn.paid_usage.total_input:
+            tokens, budget = (self.context_of() if self.context_of is not None
+                              else (self.turn.context_tokens, self.budget))
+            self.meta(status_line(self.turn.paid_usage, self.turn.paid_cost_usd, tokens, budget,
                                   with_bar=not self.plain), "dim")
 
     def interrupted(self) -> None:
@@ -192,10 +353,7 @@ class ChatView:
 
     def meta(self, line: str, style: str = "dim") -> None:
         self.stop()
-        if self.plain:
-            self.console.print(f"· {line}", markup=False, highlight=False)
-        else:
-            self.console.print(Text(f"· {line}", style=style))
+        self.meta_console.print(shown(f"· {line}", "" if self.plain else style))
 
     def _text(self, text: str) -> None:
         if not text:
@@ -203,7 +361,7 @@ class ChatView:
         self.buffer += text
         if self.plain:
             self.stop()
-            self.console.file.write(text)
+            self.console.file.write(visible(text))
             self.console.file.flush()
         elif self.live and self._live_kind != "text":
             self._start_live(_Tail(self), "text")
@@ -214,35 +372,85 @@ class ChatView:
             # The text is already on screen (written as it came); end its line.
             if self.buffer and not self.buffer.endswith("\n"):
                 self.console.file.write("\n")
+                self.console.file.flush()
         else:
             if self._live_kind == "text":
                 self.stop()
             if self.buffer.strip():
-                self.console.print(Markdown(self.buffer))
+                self.console.print(_markdown(self.buffer))
         self.buffer = ""
 
-    def _spinner(self, label: str) -> None:
+    def _spinner(self, label: str, restart: bool = False) -> None:
         if not self.live or self._live_kind == "text":
             return
-        if self._live_kind == "spinner" and self._live is not None:
+        if self._live_kind == "spinner" and self._live is not None and not restart:
             if label != self._spinner_label:  # a new Spinner would restart its animation
-                self._live.update(Spinner("dots", Text(label, style="dim")))
+                self._live.update(_Waiting(label))
                 self._spinner_label = label
             return
-        self._start_live(Spinner("dots", Text(label, style="dim")), "spinner")
+        self._start_live(_Waiting(label), "spinner")
         self._spinner_label = label
 
     def _start_live(self, renderable: Any, kind: str) -> None:
         self.stop()
-        self._live = Live(renderable, console=self.console, transient=True,
-                          refresh_per_second=12, redirect_stdout=False, redirect_stderr=False)
-        self._live.start()
-        self._live_kind = kind
+        live = Live(renderable, console=self.console, transient=True,
+                    refresh_per_second=12, redirect_stdout=False, redirect_stderr=False)
+        live._live_render = _ReflowingRender(self.console, renderable)
+        live.start()
+        self._live, self._live_kind = live, kind
 
     def stop(self) -> None:
         if self._live is not None:
             self._live.stop()
         self._live, self._live_kind = None, ""
+
+    def close(self) -> None:
+        """The chat is over: no more waiting notices."""
+        if self._waits is not None:
+            self._waits.stop()
+        self.stop()
+
+
+# --------------------------------------------------------------------------- json view
+
+
+class JsonView:
+    """`chat --json`: one JSON object per event on `file` (stdout), one per line, for
+    scripts. Reply text arrives whole in `turn_end` (deltas and raw responses are left out);
+    a `user` object opens each turn and `interrupted` marks a cancelled one. Non-ASCII and
+    control characters are escaped, so a line is always one line of plain text."""
+
+    SKIPPED = frozenset({"text_delta", "thinking_delta", "response"})
+
+    def __init__(self, file: Any):
+        self.file = file
+
+    def write(self, obj: dict[str, Any]) -> None:
+        import json
+
+        self.file.write(json.dumps(obj, ensure_ascii=True) + "\n")
+        self.file.flush()
+
+    def start_turn(self, text: str = "") -> None:
+        self.write({"kind": "user", "text": text})
+
+    def handle(self, event: Any) -> None:
+        from memgpt_lite.engine.recording import event_to_dict
+
+        if event.kind not in self.SKIPPED:
+            self.write(event_to_dict(event))
+
+    def interrupted(self) -> None:
+        self.write({"kind": "interrupted"})
+
+    def meta(self, line: str, style: str = "dim") -> None:
+        self.write({"kind": "info", "text": line})
+
+    def stop(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 # --------------------------------------------------------------------------- replay view
@@ -250,28 +458,33 @@ class ChatView:
 
 class ReplayView:
     """Renders a replay as it happens: user inputs, replies, tool calls, memory edits,
-    alerts, evictions. `speed` > 0 paces events by the recorded timing divided by speed."""
+    alerts, evictions. `speed` > 0 paces events by the recorded timing divided by speed.
+    A tool call whose effect has its own line (✎ memory edit, ⇣ eviction) gets no ⚙ line."""
 
     def __init__(self, console: Console, *, speed: float = 0.0,
                  sleep: Callable[[float], None] = time.sleep):
         self.console, self.speed, self.sleep = console, speed, sleep
         self.last_t: float | None = None
+        self._effects = EffectShown((MemoryEditEvent, EvictionEvent))
 
     def user(self, turn: RecordedTurn) -> None:
         self._pace(turn.t)
         self.console.print()
-        self.console.print(Text.assemble(("you ", "bold cyan"), (f"{turn.at}  ", "dim"),
-                                         (turn.text, "")))
+        mark = [("  (interrupted: never answered)", "yellow")] if turn.interrupted else []
+        self.console.print(Text.assemble(("you ", "bold cyan"), (f"{visible(turn.at)}  ", "dim"),
+                                         (visible(turn.text), ""), *mark))
 
     def event(self, event: Event, recorded_t: float | None) -> None:
         if recorded_t is not None:
             self._pace(recorded_t)
+        if self._effects.see(event):
+            return
         render = getattr(self, f"_on_{event.kind}", None)
         if render is not None:
             render(event)
 
     def divergence(self, info: DivergenceInfo) -> None:
-        self.console.print(Text(f"  ✗ divergence · {info}", style="bold red"))
+        self.console.print(shown(f"  ✗ divergence · {info}", "bold red"))
 
     def _pace(self, t: float) -> None:
         if self.speed > 0 and self.last_t is not None and t > self.last_t:
@@ -279,7 +492,8 @@ class ReplayView:
         self.last_t = t if self.last_t is None else max(self.last_t, t)
 
     def _line(self, mark: str, text: str, style: str = "") -> None:
-        self.console.print(Text.assemble(("  " + mark + " ", style or "dim"), (text, style)))
+        self.console.print(Text.assemble(("  " + mark + " ", style or "dim"),
+                                         (visible(text), style)))
 
     def _on_tool_result(self, e: Any) -> None:
         style = "red" if e.result.is_error else "yellow"
@@ -320,7 +534,7 @@ class ReplayView:
 
     def _on_turn_end(self, e: Any) -> None:
         if e.text:
-            self.console.print(Text.assemble(("agent ", "bold green"), (e.text, "")))
+            self.console.print(Text.assemble(("agent ", "bold green"), (visible(e.text), "")))
         tokens = e.usage.total_input
         self.console.print(Text(f"  turn {e.turn_id} · {tokens:,} input tokens · "
                                 f"${e.cost_usd:.4f}", style="dim"))

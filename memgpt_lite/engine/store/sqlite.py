@@ -19,7 +19,7 @@ import os
 import secrets
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -487,11 +487,14 @@ class Store(RecallMixin, ArchiveMixin, TurnsMixin):
             problems += fts.problems(self._db, agent.id, agent.name)
         return problems
 
-    def rebuild_search_index(self) -> None:
-        """Re-index every agent's stored text (FTS5's own rebuild, per agent)."""
+    def rebuild_search_index(self, on_agent: Callable[[str], None] | None = None) -> None:
+        """Re-index every agent's stored text (FTS5's own rebuild, per agent); `on_agent`
+        hears each agent's name once its indexes are rebuilt (for a progress display)."""
         with self.transaction():
             for agent in self.list_agents():
                 fts.rebuild(self._db, agent.id)
+                if on_agent is not None:
+                    on_agent(agent.name)
 
 
 def _prepare_file(path: Path) -> None:

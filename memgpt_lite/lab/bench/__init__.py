@@ -20,10 +20,12 @@ and the progress line print.
 
 from __future__ import annotations
 
+from typing import Any
 
-def main(argv: list[str] | None = None) -> int:
+
+def main(argv: list[str] | None = None, progress: Any = None) -> int:
     """`memgpt-lite bench ARGS`. Importing this package stays cheap: the suite and its
-    sections load only when the command runs."""
+    sections load only when the command runs. `progress`: see suite.run_suite."""
     from memgpt_lite.lab.bench import suite
 
-    return suite.main(argv)
+    return suite.main(argv, progress)

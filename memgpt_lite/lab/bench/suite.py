@@ -26,37 +26,44 @@ from memgpt_lite.lab.bench.stats import machine_info, machine_line
 from memgpt_lite.lab.bench.store import run_store, store_benchmark
 from memgpt_lite.lab.fake_server import FakeAnthropicServer
 
+SECTIONS = 5  # store, engine, tokens, startup, memory: what a progress display counts
+
 
 def run_suite(plan: Plan, progress: Callable[[str], None]) -> dict[str, Any]:
-    """Every section, in one run; the report as data (see `render_markdown`, JSON)."""
+    """Every section, in one run; the report as data (see `render_markdown`, JSON).
+    `progress` hears each step; if it has a `section_done()` method, that is called after
+    each of the SECTIONS sections."""
     started, sections = time.perf_counter(), []
     with tempfile.TemporaryDirectory(prefix="memgpt-lite-bench-") as tmp, \
             FakeAnthropicServer() as server:
         workdir = Path(tmp)
-        store_section, corpora = _timed_section(lambda: run_store(workdir, plan, progress))
+        store_section, corpora = _timed_section(lambda: run_store(workdir, plan, progress),
+                                                progress)
         sections.append(store_section)
         english = corpora.get("en") or next(iter(corpora.values()))
-        sections.append(_timed_section(lambda: run_engine(english, plan, progress)))
+        sections.append(_timed_section(lambda: run_engine(english, plan, progress), progress))
         for corpus in corpora.values():
             corpus.store.close()
-        sections.append(_timed_section(lambda: run_tokens(plan, progress)))
-        startup, rss = _timed_section(lambda: run_startup(plan, server.base_url, workdir, progress))
+        sections.append(_timed_section(lambda: run_tokens(plan, progress), progress))
+        startup, rss = _timed_section(
+            lambda: run_startup(plan, server.base_url, workdir, progress), progress)
         sections.append(startup)
         sections.append(_timed_section(
-            lambda: run_memory(english, server, rss, progress)))
+            lambda: run_memory(english, server, rss, progress), progress))
         sections.append(_timed_section(
-            lambda: run_recording(workdir, plan, server.base_url, progress)))
+            lambda: run_recording(workdir, plan, server.base_url, progress), progress))
     return {"benchmark": "memgpt-lite bench", "version": _version(),
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "seconds": round(time.perf_counter() - started, 1), "plan": asdict(plan),
             "machine": machine_info(), "sections": [s.to_dict() for s in sections]}
 
 
-def _timed_section(run: Callable[[], Any]) -> Any:
+def _timed_section(run: Callable[[], Any], progress: Any = None) -> Any:
     t = time.perf_counter()
     result = run()
     section = result[0] if isinstance(result, tuple) else result
     section.seconds = time.perf_counter() - t
+    getattr(progress, "section_done", lambda: None)()
     return result
 
 
@@ -114,11 +121,12 @@ def plan_from(args: argparse.Namespace) -> Plan:
     return plan
 
 
-def suite_main(argv: list[str]) -> int:
+def suite_main(argv: list[str], progress: Any = None) -> int:
+    """`progress`: the steps' display (default: one line per step on stderr)."""
     args = suite_parser().parse_args(argv)
     plan = plan_from(args)
     command = " ".join(["memgpt-lite bench", *argv])
-    progress = StderrProgress()
+    progress = progress or StderrProgress()
     progress(f"memgpt-lite bench: {'quick' if args.quick else 'full'} run on "
              f"{machine_line(machine_info())}")
     report = run_suite(plan, progress)
@@ -157,8 +165,8 @@ def _print_store(rows: list[dict]) -> None:
         print("  ".join(f"{r[c]:>17}" for c in cols))
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, progress: Any = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["store"]:
         return store_main(argv[1:])
-    return suite_main(argv)
+    return suite_main(argv, progress)

@@ -1,0 +1,195 @@
+"""What the user sees: `memgpt-lite chat` on a real pseudo-terminal against the fake server,
+its output fed through a terminal emulator (pyte), and the screen checked: Ctrl-C or a resize
+mid-stream leaves each line of the reply once, keys typed while the model answers are not
+echoed into the reply (they wait for the next prompt), and Ctrl-C at a y/N question ends
+its line."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from memgpt_lite.lab.fake_server import FakeAnthropicServer, hang
+from memgpt_lite.lab.scripted import text_response
+
+pexpect = pytest.importorskip("pexpect")
+pyte = pytest.importorskip("pyte")
+
+PROMPT = "you› "
+WORDS = " ".join(f"word{i}" for i in range(60))
+
+
+class Terminal:
+    """A chat on a pty of `cols` columns, with everything it wrote kept for the emulator."""
+
+    def __init__(self, server, *args: str, cols: int = 80, rows: int = 24):
+        # No COLUMNS/LINES: the size comes from the pty, as in a terminal, so it can change.
+        env = dict(os.environ, ANTHROPIC_BASE_URL=server.base_url, ANTHROPIC_API_KEY="test",
+                   TERM="xterm-256color")
+        env.pop("COLUMNS", None)
+        env.pop("LINES", None)
+        self.cols, self.rows = cols, rows
+        self.child = pexpect.spawn(sys.executable, ["-m", "memgpt_lite", "chat", "--no-record",
+                                                    *args], env=env, dimensions=(rows, cols),
+                                   encoding="utf-8", timeout=20)
+        self.raw = ""  # every byte written, for what a screen shows only for a moment
+        self.screen = pyte.Screen(cols, rows)
+        self.stream = pyte.Stream(self.screen)
+        self.expect(PROMPT)
+
+    def feed(self, text: str) -> None:
+        self.raw += text
+        self.stream.feed(text)
+
+    def expect(self, text: str) -> None:
+        self.child.expect_exact(text)
+        self.feed(self.child.before + self.child.after)
+
+    def pump(self, seconds: float) -> None:
+        if self.child.buffer:  # read past the last match: pexpect keeps it, the fd has not
+            self.feed(self.child.buffer)
+            self.child.buffer = ""
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            try:
+                self.feed(self.child.read_nonblocking(65536, timeout=0.05))
+            except pexpect.TIMEOUT:
+                pass
+
+    def resize(self, cols: int) -> None:
+        self.child.setwinsize(self.rows, cols)
+        self.screen.resize(self.rows, cols)
+        self.cols = cols
+
+    def lines(self) -> list[str]:
+        return [line.rstrip() for line in self.screen.display if line.strip()]
+
+    def close(self) -> None:
+        self.child.close(force=True)
+
+
+@pytest.fixture
+def server():
+    with FakeAnthropicServer(chunk=8) as srv:
+        yield srv
+
+
+def reply_lines(lines: list[str]) -> list[str]:
+    return [line for line in lines if line.startswith("Fake reply to:")]
+
+
+def test_ctrl_c_mid_stream_leaves_the_reply_once(server):
+    server.enqueue(hang(seconds=30, after=12))  # streams some text, then never finishes
+    term = Terminal(server)
+    try:
+        term.child.sendline(WORDS)
+        term.pump(2.0)
+        assert reply_lines(term.lines()), term.lines()
+        term.child.sendintr()
+        term.expect("interrupted — the turn was cancelled")
+        term.expect(PROMPT)
+        lines = term.lines()
+    finally:
+        term.close()
+    assert len(reply_lines(lines)) == 1, lines
+    assert not [line for line in lines if "^C" in line], lines
+
+
+def test_a_resize_mid_stream_leaves_the_reply_once(server):
+    server.enqueue(hang(seconds=30, after=12))  # streams some text, then never finishes
+    term = Terminal(server, cols=80)
+    try:
+        term.child.sendline(WORDS)
+        term.pump(2.0)
+        assert reply_lines(term.lines()), term.lines()
+        term.resize(50)  # narrower than the streamed line
+        term.pump(1.5)
+        term.child.sendintr()
+        term.expect(PROMPT)
+        lines = term.lines()
+    finally:
+        term.close()
+    assert len(reply_lines(lines)) == 1, lines
+
+
+def test_keys_typed_while_the_model_answers_wait_for_the_prompt(server):
+    server.enqueue(hang(seconds=1.5))  # the first token takes a while
+    term = Terminal(server)
+    try:
+        term.child.sendline("first question")
+        time.sleep(0.5)
+        term.child.send("typed ahead")
+        before = len(term.raw)
+        term.pump(0.5)
+        waiting = term.raw[before:]  # written while the spinner is up: no echo in it
+        term.expect("Fake reply to: first question")
+        term.expect(PROMPT)
+        term.pump(1.0)
+        lines = term.lines()
+        term.child.send("\r")
+        term.expect("Fake reply to: typed ahead")
+    finally:
+        term.close()
+    assert "typed ahead" not in waiting and "thinking" in waiting, waiting
+    typed = [line for line in lines if "typed ahead" in line]
+    assert typed == [PROMPT + "typed ahead"], "\n".join(lines)  # on the prompt only
+
+
+def test_ctrl_c_at_the_forget_question_ends_its_line(server):
+    server.enqueue(text_response("Noted the zebra."))
+    term = Terminal(server)
+    try:
+        term.child.sendline("I like zebras")
+        term.expect("Noted the zebra.")
+        term.expect(PROMPT)
+        term.child.sendline("/forget zebras")
+        term.expect("[y/N] ")
+        time.sleep(0.3)
+        term.child.sendintr()
+        term.expect("nothing deleted")
+        term.expect(PROMPT)
+        lines = term.lines()
+    finally:
+        term.close()
+    assert "nothing deleted" in lines, lines  # a line of its own, not glued to the question
+
+
+@pytest.mark.skipif(not shutil.which("tmux"), reason="needs tmux, a terminal that rewraps lines")
+def test_a_resize_in_a_terminal_that_rewraps_leaves_the_reply_once(server, tmp_path):
+    """tmux, like most terminals today, rewraps (reflows) its lines when it gets narrower:
+    the streamed line then takes two rows, and erasing one row per line left a copy."""
+    server.enqueue(hang(seconds=30, after=12))
+    tmux = ["tmux", "-S", str(tmp_path / "tmux.sock")]
+    command = (f"env -u COLUMNS -u LINES ANTHROPIC_BASE_URL={server.base_url} "
+               f"ANTHROPIC_API_KEY=test MEMGPT_LITE_HOME={os.environ['MEMGPT_LITE_HOME']} "
+               f"{sys.executable} -m memgpt_lite chat --no-record")
+    subprocess.run(tmux + ["new-session", "-d", "-x", "80", "-y", "24", command], check=True)
+    try:
+        def screen() -> str:
+            return subprocess.run(tmux + ["capture-pane", "-p", "-J"], capture_output=True,
+                                  text=True).stdout
+
+        wait_for(lambda: PROMPT.strip() in screen())
+        subprocess.run(tmux + ["send-keys", WORDS, "Enter"], check=True)
+        wait_for(lambda: "Fake reply to:" in screen())
+        time.sleep(0.5)
+        subprocess.run(tmux + ["resize-window", "-x", "50", "-y", "24"], check=True)
+        time.sleep(1.0)
+        subprocess.run(tmux + ["send-keys", "C-c"], check=True)
+        wait_for(lambda: "interrupted" in screen())
+        shown = screen()
+    finally:
+        subprocess.run(tmux + ["kill-server"], capture_output=True)
+    assert shown.count("Fake reply to:") == 1, shown
+
+
+def wait_for(condition, timeout: float = 15.0) -> None:
+    end = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.1)

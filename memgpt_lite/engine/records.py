@@ -96,6 +96,8 @@ class SearchHit:
     turn_id: int | None = None  # messages only
     tags: list[str] = field(default_factory=list)  # passages only
     score: float = 0.0
+    # Messages only: the reply that followed the hit, shown with it (not a result of its own).
+    context: list[SearchHit] = field(default_factory=list)
 
 
 @dataclass

@@ -49,7 +49,7 @@ class DenseRecall:
     def rank(self, tool: str, kind: str, query: str, start_date: str | None = None,
              end_date: str | None = None) -> tuple[dict[int, float] | None, float, list[Event]]:
         try:
-            if self.clock() < self.resting_until:
+            if self.resting():
                 raise EmbeddingError("dense search is resting after a failure")
             scores = self._scores(kind, query, start_date, end_date)
         except EmbeddingError as exc:
@@ -69,6 +69,10 @@ class DenseRecall:
         return self.store.dense_scores(self.agent_id, kind, self.embedder.name, vector[0],
                                        limit=self.limit, start_date=start_date,
                                        end_date=end_date)
+
+    def resting(self) -> bool:
+        """True for RETRY_AFTER seconds after a failure: the endpoint is left alone."""
+        return self.clock() < self.resting_until
 
     def failed(self, reason: str) -> None:
         """Rest the dense side (also called by the background indexer when it fails)."""

@@ -65,10 +65,14 @@ class HttpEmbedder:
     …/embeddings URL. Checks every answer: one vector per text, all of one dimension."""
 
     def __init__(self, url: str, model: str, *, api_key: str | None = None,
-                 timeout: float = 10.0, query_prefix: str = "", passage_prefix: str = ""):
+                 timeout: float = 10.0, query_prefix: str = "", passage_prefix: str = "",
+                 input_type: bool = False):
         url = url.rstrip("/")
         self.url = url if url.endswith("/embeddings") else url + "/embeddings"
         self.model, self.api_key, self.timeout = model, api_key, timeout
+        # Voyage AI (and some local servers) embed queries and documents differently when
+        # told which is which; OpenAI refuses the unknown field, so it is opt-in.
+        self.input_type = input_type
         self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
         self.name = f"http:{model}"
         self.dim: int | None = None
@@ -77,14 +81,17 @@ class HttpEmbedder:
         rows: list[list[float]] = []
         prefix = self.query_prefix if query else self.passage_prefix
         for start in range(0, len(texts), MAX_BATCH):
-            rows += self._post(_clip(texts[start:start + MAX_BATCH], prefix))
+            rows += self._post(_clip(texts[start:start + MAX_BATCH], prefix), query)
         return normalise_rows(rows) if rows else _empty()
 
-    def _post(self, batch: list[str]) -> list[list[float]]:
+    def _post(self, batch: list[str], query: bool) -> list[list[float]]:
         import urllib.error  # here, not at import: urllib costs start-up time
         import urllib.request
 
-        body = json.dumps({"model": self.model, "input": batch}).encode("utf-8")
+        payload: dict[str, Any] = {"model": self.model, "input": batch}
+        if self.input_type:
+            payload["input_type"] = "query" if query else "document"
+        body = json.dumps(payload).encode("utf-8")
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
@@ -258,6 +265,7 @@ class EmbeddingConfig:
     threads: int = 1
     query_prefix: str = ""
     passage_prefix: str = ""
+    input_type: bool = False
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> EmbeddingConfig:
@@ -274,7 +282,8 @@ class EmbeddingConfig:
                    _number(env, "MEMGPT_LITE_EMBEDDINGS_TIMEOUT", 10.0),
                    int(_number(env, "MEMGPT_LITE_EMBED_THREADS", 1)),
                    env.get("MEMGPT_LITE_EMBED_QUERY_PREFIX", ""),
-                   env.get("MEMGPT_LITE_EMBED_PASSAGE_PREFIX", ""))
+                   env.get("MEMGPT_LITE_EMBED_PASSAGE_PREFIX", ""),
+                   env.get("MEMGPT_LITE_EMBEDDINGS_INPUT_TYPE", "").lower() in ("1", "yes", "true"))
 
     def build(self) -> Embedder | None:
         """The configured embedder (not loaded yet), or None for keyword-only search."""
@@ -288,7 +297,7 @@ class EmbeddingConfig:
                 raise EmbeddingError("MEMGPT_LITE_EMBEDDER=http needs MEMGPT_LITE_EMBEDDINGS_URL "
                                      "and MEMGPT_LITE_EMBEDDINGS_MODEL.")
             return HttpEmbedder(self.url, self.model, api_key=self.api_key,
-                                timeout=self.timeout, **prefixes)
+                                timeout=self.timeout, input_type=self.input_type, **prefixes)
         return None
 
 

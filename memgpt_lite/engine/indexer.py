@@ -24,7 +24,8 @@ BATCH = 32  # rows per embedding call: a turn's messages in one or two calls
 
 class BackgroundIndexer:
     """Embeds the agent's rows stored after `start()` in a daemon thread. A failure rests
-    the dense side (one notice, at the next search) and waits for the next wake."""
+    the dense side (one notice, at the next search; no call while it rests) and the rows
+    wait for a later wake."""
 
     def __init__(self, db_path: Path, agent_id: int, dense: DenseRecall,
                  open_store: Callable[[Path], Any] | None = None):
@@ -74,7 +75,10 @@ class BackgroundIndexer:
             store.close()
 
     def _drain(self, store: Any) -> None:
+        """Embed what is new; rows left over (a failure, a rest) wait for the next wake."""
         embedder = self.dense.embedder
+        if self.dense.resting():
+            return
         for kind in KINDS:
             while not self._stop.is_set():
                 rows = store.texts_to_embed(self.agent_id, kind, embedder.name, limit=BATCH,

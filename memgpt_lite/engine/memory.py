@@ -298,7 +298,7 @@ class MemoryTools:
         if problem:
             return _error(problem, tool)
         start_iso, end_iso = start and start.isoformat(), end and end.isoformat()
-        dense, weight, events = self._dense(tool, "messages", query, start_iso, end_iso)
+        dense, weight, events = self.dense_candidates(tool, "messages", query, start_iso, end_iso)
         result = self.store.search_messages(self.agent_id, query, page, start_date=start_iso,
                                             end_date=end_iso, dense=dense,
                                             keyword_weight=weight)
@@ -311,7 +311,7 @@ class MemoryTools:
         problem = _query_problem(query, page)
         if problem:
             return _error(problem, tool)
-        dense, weight, events = self._dense(tool, "passages", query)
+        dense, weight, events = self.dense_candidates(tool, "passages", query)
         result = self.store.search_passages(self.agent_id, query, page, tags=_tags(tags),
                                             dense=dense, keyword_weight=weight)
         lines = [f"- #{h.id} {h.created_at[:10]}"
@@ -319,8 +319,10 @@ class MemoryTools:
                  for h in result.hits]
         return self._page_outcome(tool, query, result, lines, events)
 
-    def _dense(self, tool: str, kind: str, query: str, start: str | None = None,
-               end: str | None = None) -> tuple[dict[int, float] | None, float, list[Event]]:
+    def dense_candidates(self, tool: str, kind: str, query: str, start: str | None = None,
+                         end: str | None = None) -> tuple[dict[int, float] | None, float, list[Event]]:
+        """The dense side's candidates for a search (None: keywords only), the fusion
+        weight, and the events to yield about it."""
         if self.dense is None:
             return None, KEYWORD_WEIGHT, []
         return self.dense.rank(tool, kind, query, start, end)

@@ -176,13 +176,19 @@ class ChatSession:
         if not rest:
             self.console.print("usage: /search QUERY", markup=False)
             return
-        page = self.agent.store.search_messages(self.agent.id, rest, page=1, per_page=10)
+        dense, weight, _ = self.agent.tools.dense_candidates("conversation_search", "messages",
+                                                            rest)
+        page = self.agent.store.search_messages(self.agent.id, rest, page=1, per_page=10,
+                                                dense=dense, keyword_weight=weight)
         render.print_search_page(self.console, page, "messages")
 
     def cmd_archival(self, rest: str) -> None:
         store, agent_id = self.agent.store, self.agent.id
         if rest:
-            page = store.search_passages(agent_id, rest, page=1, per_page=10)
+            dense, weight, _ = self.agent.tools.dense_candidates("archival_search", "passages",
+                                                                rest)
+            page = store.search_passages(agent_id, rest, page=1, per_page=10, dense=dense,
+                                         keyword_weight=weight)
             render.print_search_page(self.console, page, "passages")
             return
         render.print_newest_passages(self.console, store.count_passages(agent_id),
@@ -326,12 +332,17 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
         session = ChatSession(agent, console, ChatView(console, live=styled, markdown=styled),
                               recorder_factory=(lambda: open_recorder(agent)) if record else None,
                               confirm=ask if typed else None)
+        from memgpt_lite.terminal.embedding_commands import chat_embedder
+
+        indexer = chat_embedder(agent)  # None unless MEMGPT_LITE_EMBEDDER is set
         _banner(info, agent, store, record)
         client.warm_up()
         try:
             return _converse(session, typed)
         finally:
             session.close()
+            if indexer is not None:
+                indexer.close()
             agent.close()  # releases the agent's process lock
 
 

@@ -74,6 +74,9 @@ def _doctor_database(ok: Callable, warn: Callable, bad: Callable, repair: bool) 
                f"({len(store.applied_migrations())} migrations applied), "
                f"{len(store.list_agents())} agent(s)")
             problems = _integrity_problems(store, ok, warn, repair)
+            from memgpt_lite.terminal.embedding_commands import doctor_vectors
+
+            doctor_vectors(store, ok, warn)
     except StoreError as exc:
         bad(f"database {path}: {exc}")
         return

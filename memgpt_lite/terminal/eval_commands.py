@@ -155,8 +155,14 @@ def _dataset(console: Console, name: str, args: argparse.Namespace) -> int:
         retrieval = bool(getattr(args, "retrieval_only", False))
         client = None if retrieval else _live_client(args)
         judge = client if (client is not None and getattr(args, "judge", False)) else None
+        embedder = None
+        if retrieval and getattr(args, "embedder", None):
+            from memgpt_lite.terminal.embedding_commands import configured_embedder
+
+            embedder = configured_embedder(args.embedder)
         result = locomo.run_locomo(file, retrieval_only=retrieval, model_client=client,
-                                       settings=settings, judge=judge, progress=progress)
+                                   settings=settings, judge=judge, progress=progress,
+                                   embedder=embedder)
         render.print_locomo(console, result)
     else:
         result = nested_kv.run_nested_kv(file, _live_client(args), settings=settings,

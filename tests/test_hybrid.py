@@ -18,7 +18,7 @@ from memgpt_lite.engine.embeddings import HttpEmbedder
 from memgpt_lite.engine.indexer import attach_embedder, index_agent
 from memgpt_lite.engine.memory import MemoryTools
 from memgpt_lite.engine.records import Message
-from memgpt_lite.engine.search import fuse
+from memgpt_lite.engine.search import KEYWORD_WEIGHT, fuse
 from memgpt_lite.engine.store import Store
 from memgpt_lite.engine.store.migrations import MIGRATIONS
 from memgpt_lite.lab.fake_embeddings import ConceptEmbedder, FakeEmbeddingsServer
@@ -147,7 +147,7 @@ def test_an_old_database_gets_the_vector_table(tmp_path):
 def test_fusion_weighs_each_side_scaled_to_its_own_range():
     fused = fuse({1: 10.0, 2: 5.0, 3: 0.0}, {2: 0.9, 4: 0.5}, keyword_weight=0.6)
     assert fused == pytest.approx({1: 0.6, 2: 0.3 + 0.4, 3: 0.0, 4: 0.0})
-    assert fuse({}, {7: 0.3}) == {7: pytest.approx(1 - 0.65)}
+    assert fuse({}, {7: 0.3}) == {7: pytest.approx(1 - KEYWORD_WEIGHT)}
 
 
 def test_dense_finds_meaning_keywords_miss_and_unembedded_rows_are_still_found(store, agent_id):

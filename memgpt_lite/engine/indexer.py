@@ -32,7 +32,7 @@ class BackgroundIndexer:
         self.db_path, self.agent_id, self.dense = db_path, agent_id, dense
         self._open_store = open_store
         self._wake, self._stop = threading.Event(), threading.Event()
-        self._idle = threading.Event()
+        self._idle, self._closing = threading.Event(), threading.Event()
         self.floor: dict[str, int] = {}
         self.embedded = 0
         self.thread = threading.Thread(target=self._run, name="memgpt-lite-indexer", daemon=True)
@@ -53,18 +53,23 @@ class BackgroundIndexer:
         """Block until everything woken for is embedded (tests, `eval`); True if it was."""
         return self._idle.wait(timeout)
 
-    def close(self, timeout: float = 5.0) -> None:
-        self._stop.set()
+    def close(self, timeout: float = 10.0) -> None:
+        """Embed what the session added (for up to `timeout` seconds), then stop; what is
+        left waits for `memgpt-lite index`."""
+        self._closing.set()
         self._wake.set()
         if self.thread.is_alive():
             self.thread.join(timeout)
+        self._stop.set()
+        if self.thread.is_alive():
+            self.thread.join(2.0)
 
     def _run(self) -> None:
         from memgpt_lite.engine.store import Store
 
         store = (self._open_store or Store)(self.db_path)
         try:
-            while not self._stop.is_set():
+            while not (self._stop.is_set() or self._closing.is_set()):
                 self._wake.wait()
                 self._wake.clear()
                 if not self._stop.is_set():

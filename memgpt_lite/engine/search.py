@@ -176,17 +176,19 @@ def candidate_terms(terms: list[str], doc_freq: Callable[[str], int]) -> list[st
     return chosen or terms
 
 
-def with_neighbours(own: dict[int, float]) -> dict[int, float]:
-    """Each candidate's score plus NEIGHBOUR_WEIGHT times that of the adjacent messages
-    (id ± 1) that are candidates too, i.e. match the query in the same history."""
-    return {i: sc + NEIGHBOUR_WEIGHT * (own.get(i - 1, 0.0) + own.get(i + 1, 0.0))
-            for i, sc in own.items()}
+def with_neighbours(rows: list[tuple[int, float, int]]) -> dict[int, float]:
+    """{id: score} of candidate rows (id, score, position in the agent's history): each
+    score plus NEIGHBOUR_WEIGHT times that of the adjacent messages (position ± 1) that
+    are candidates too, i.e. match the query in the same history."""
+    own = {pos: score for _, score, pos in rows}
+    get, w = own.get, NEIGHBOUR_WEIGHT
+    return {i: score + w * (get(pos - 1, 0.0) + get(pos + 1, 0.0)) for i, score, pos in rows}
 
 
 def top_page(scores: dict[int, float], page: int, per_page: int) -> list[int]:
     """The ids on `page` by descending score (newest first among equals)."""
-    top = heapq.nsmallest(page * per_page, scores, key=lambda i: (-scores[i], -i))
-    return top[(page - 1) * per_page:]
+    top = heapq.nlargest(page * per_page, zip(scores.values(), scores))
+    return [i for _, i in top[(page - 1) * per_page:]]
 
 
 # --------------------------------------------------------------------------- dense side
@@ -195,7 +197,7 @@ def top_page(scores: dict[int, float], page: int, per_page: int) -> list[int]:
 
 # The keyword side's share in fused scores; the dense side gets the rest. Measured on LoCoMo
 # (see the README's retrieval table): 0.6-0.7 is best with small local models.
-KEYWORD_WEIGHT = 0.65
+KEYWORD_WEIGHT = 0.7
 DENSE_CANDIDATES = 100  # the dense side proposes its best rows, ranked with the keyword ones
 
 

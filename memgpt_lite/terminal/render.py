@@ -333,15 +333,15 @@ def _print_locomo_methods(console: Console, result: dict[str, Any]) -> None:
     title = f"LoCoMo · retrieval · {result['file']}"
     if result.get("embedder"):
         title += f" · embedder {result['embedder']}"
-    table = Table("category", "n", *(f"{m}\n@5 · @10" for m in methods), title=title,
+    table = Table("category", "n", *(f"{m}\nrecall@5 · @10" for m in methods), title=title,
                   title_justify="left", pad_edge=False)
     first = next(iter(methods.values()))
-    for name in [*first["by_category"], "overall"]:
+    for name in [*first["by_category"], "categories 1-4", "overall"]:
         cells = []
         for m in methods.values():
-            stats = m["overall"] if name == "overall" else m["by_category"][name]
+            stats = m["by_category"].get(name) or m[name]
             cells.append(f"{_pct(stats['recall@5'])} · {_pct(stats['recall@10'])}")
-        stats = first["overall"] if name == "overall" else first["by_category"][name]
+        stats = first["by_category"].get(name) or first[name]
         table.add_row(name, str(stats["n"]), *cells)
     console.print(table)
 

@@ -143,7 +143,8 @@ def _m003_per_agent_history(db: sqlite3.Connection) -> None:
 
 def _m005_vectors(db: sqlite3.Connection) -> None:
     """Embeddings of messages and passages for hybrid search, one per row, recording the
-    model that made them. Derived data (see store/sqlite_vectors.py): triggers delete a
+    model that made them; and a covering index that keyword search reads candidates'
+    positions and dates from, instead of their (large) rows. Derived data (see store/sqlite_vectors.py): triggers delete a
     row's vector with the row or when its text changes, and count deletions per agent (id =
     the agent's id; a cache key, not agent data) so that in-memory copies know to reload."""
     _run(db, """
@@ -158,6 +159,7 @@ def _m005_vectors(db: sqlite3.Connection) -> None:
         UNIQUE (kind, row_id)
     );
     CREATE INDEX vectors_agent ON vectors(agent_id, kind, model, id);
+    CREATE INDEX messages_search ON messages(id, seq, created_at);
     CREATE TABLE vector_deletions (id INTEGER PRIMARY KEY, n INTEGER NOT NULL);
     CREATE TRIGGER vectors_ad AFTER DELETE ON vectors BEGIN
         INSERT INTO vector_deletions (id, n) VALUES (old.agent_id, 1)

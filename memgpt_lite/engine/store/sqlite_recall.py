@@ -202,11 +202,11 @@ class RecallMixin:
         if expr is None:
             return {}
         name = fts.table("messages", agent_id)
+        # The covering index: positions and dates without reading the (large) message rows.
         rows = self._candidates(name, f"f.rowid, -bm25({name}), m.seq",
-                                "CROSS JOIN messages m ON m.id = f.rowid", where, [expr, *params])
-        id_of = {seq: i for i, _, seq in rows}
-        combined = search.with_neighbours({seq: score for _, score, seq in rows})
-        return {id_of[seq]: value for seq, value in combined.items()}
+                                "CROSS JOIN messages m INDEXED BY messages_search "
+                                "ON m.id = f.rowid", where, [expr, *params])
+        return search.with_neighbours(rows)
 
     def replies(self, agent_id: int, ids: list[int]) -> dict[int, list[SearchHit]]:
         """For each message id, the next message with text in the agent's history (its

@@ -26,14 +26,21 @@ from memgpt_lite.lab.bench.store import run_store, store_benchmark
 from memgpt_lite.lab.fake_server import FakeAnthropicServer
 
 
-def run_suite(plan: Plan, progress: Callable[[str], None]) -> dict[str, Any]:
-    """Every section, in one run; the report as data (see `render_markdown`, JSON)."""
+def run_suite(plan: Plan, progress: Callable[[str], None],
+              embedders: list[Any] | None = None) -> dict[str, Any]:
+    """Every section, in one run; the report as data (see `render_markdown`, JSON).
+    The hybrid section runs when numpy is installed (the embeddings extra)."""
     started, sections = time.perf_counter(), []
+    hybrid = _hybrid_bench(embedders or [], plan, progress)
     with tempfile.TemporaryDirectory(prefix="memgpt-lite-bench-") as tmp, \
             FakeAnthropicServer() as server:
         workdir = Path(tmp)
-        store_section, corpora = _timed_section(lambda: run_store(workdir, plan, progress))
+        at_size = hybrid.at_size if hybrid is not None else None
+        store_section, corpora = _timed_section(
+            lambda: run_store(workdir, plan, progress, at_size))
         sections.append(store_section)
+        if hybrid is not None:
+            sections.append(hybrid.finish())
         english = corpora.get("en") or next(iter(corpora.values()))
         sections.append(_timed_section(lambda: run_engine(english, plan, progress)))
         for corpus in corpora.values():
@@ -47,6 +54,18 @@ def run_suite(plan: Plan, progress: Callable[[str], None]) -> dict[str, Any]:
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "seconds": round(time.perf_counter() - started, 1), "plan": asdict(plan),
             "machine": machine_info(), "sections": [s.to_dict() for s in sections]}
+
+
+def _hybrid_bench(embedders: list[Any], plan: Plan, progress: Callable[[str], None]) -> Any:
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        progress("hybrid search section skipped: numpy is not installed "
+                 "(pip install 'memgpt-lite[embeddings]')")
+        return None
+    from memgpt_lite.lab.bench.hybrid import HybridBench
+
+    return HybridBench(embedders, plan.queries, progress)
 
 
 def _timed_section(run: Callable[[], Any]) -> Any:
@@ -93,6 +112,10 @@ def suite_parser() -> argparse.ArgumentParser:
                    help="turns timed in the engine section")
     g.add_argument("--turns", type=int, metavar="N", help="turns of the scripted long session")
     g.add_argument("--runs", type=int, metavar="N", help="subprocess runs per start-up measure")
+    p.add_argument("--embedder", action="append", metavar="SPEC",
+                   help="hybrid section: an embedder to measure (onnx:FOLDER or http, as "
+                        "MEMGPT_LITE_EMBEDDER; repeatable; the first embeds the timed queries; "
+                        "default: MEMGPT_LITE_EMBEDDER)")
     return p
 
 
@@ -114,7 +137,7 @@ def suite_main(argv: list[str]) -> int:
     progress = StderrProgress()
     progress(f"memgpt-lite bench: {'quick' if args.quick else 'full'} run on "
              f"{machine_line(machine_info())}")
-    report = run_suite(plan, progress)
+    report = run_suite(plan, progress, _embedders(args.embedder))
     report["command"] = command
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n",
@@ -125,6 +148,17 @@ def suite_main(argv: list[str]) -> int:
     if misses:
         print(f"\n{len(misses)} target(s) missed: " + "; ".join(misses))
     return 0
+
+
+def _embedders(specs: list[str] | None) -> list[Any]:
+    import os
+
+    from memgpt_lite.engine.embeddings import EmbeddingConfig
+
+    specs = specs or [os.environ.get("MEMGPT_LITE_EMBEDDER", "")]
+    built = [EmbeddingConfig.from_env({**os.environ, "MEMGPT_LITE_EMBEDDER": s}).build()
+             for s in specs if s]
+    return [e for e in built if e is not None]
 
 
 def store_main(argv: list[str]) -> int:

@@ -150,3 +150,12 @@ def test_a_broken_model_file_is_one_sentence(tmp_path):
     (tmp_path / "m" / "model.onnx").write_bytes(b"not a model")
     with pytest.raises(EmbeddingError, match="cannot be loaded"):
         OnnxEmbedder(tmp_path / "m").embed(["dog"])
+
+
+def test_an_embedder_without_numpy_is_one_sentence(monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "numpy", None)  # makes `import numpy` fail
+    env = {"MEMGPT_LITE_EMBEDDER": "http", "MEMGPT_LITE_EMBEDDINGS_URL": "http://127.0.0.1:1",
+           "MEMGPT_LITE_EMBEDDINGS_MODEL": "m"}
+    with pytest.raises(EmbeddingError, match="needs numpy: pip install"):
+        EmbeddingConfig.from_env(env).build()
+    assert EmbeddingConfig.from_env({}).build() is None  # keyword-only needs nothing

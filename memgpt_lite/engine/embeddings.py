@@ -287,6 +287,8 @@ class EmbeddingConfig:
 
     def build(self) -> Embedder | None:
         """The configured embedder (not loaded yet), or None for keyword-only search."""
+        if self.kind != "none":
+            _require_numpy()
         prefixes = {"query_prefix": self.query_prefix, "passage_prefix": self.passage_prefix}
         if self.kind == "onnx":
             if not self.path:
@@ -299,6 +301,15 @@ class EmbeddingConfig:
             return HttpEmbedder(self.url, self.model, api_key=self.api_key,
                                 timeout=self.timeout, input_type=self.input_type, **prefixes)
         return None
+
+
+def _require_numpy() -> None:
+    """The dense side scans vectors with numpy (the embeddings extra brings it)."""
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        raise EmbeddingError("Hybrid search needs numpy: pip install 'memgpt-lite[embeddings]' "
+                             "(or pip install numpy for an endpoint).") from None
 
 
 def _number(env: dict[str, str], name: str, default: float) -> float:

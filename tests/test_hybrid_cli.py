@@ -92,3 +92,35 @@ def test_a_chat_without_embeddings_imports_nothing_of_the_dense_path():
     heavy = {"numpy", "onnxruntime", "tokenizers", "memgpt_lite.engine.embeddings",
              "memgpt_lite.engine.dense", "memgpt_lite.engine.indexer"}
     assert not heavy & imported, sorted(heavy & imported)
+
+
+def test_slash_search_ranks_like_the_tool_and_says_when_it_falls_back(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from memgpt_lite.engine.agent import Agent
+    from memgpt_lite.engine.dense import DenseRecall
+    from memgpt_lite.engine.indexer import index_agent
+    from memgpt_lite.lab.fake_embeddings import ConceptEmbedder
+    from memgpt_lite.lab.scripted import ScriptedModel
+    from memgpt_lite.terminal.chat import ChatSession
+    from memgpt_lite.terminal.view import ChatView
+
+    seed("default", ["We adopted a beagle called Biscuit.", "The garden is green."])
+    with Store(config.db_path()) as store:
+        agent = Agent.open(store, model_client=ScriptedModel([]))
+        emb = ConceptEmbedder()
+        index_agent(store, agent.id, emb)
+        agent.tools.dense = DenseRecall(store, agent.id, emb)
+        buf = io.StringIO()
+        console = Console(file=buf, width=100, color_system=None)
+        session = ChatSession(agent, console, ChatView(console, live=False, markdown=False))
+        session.handle_line("/search puppy")
+        assert "beagle called Biscuit" in buf.getvalue()  # no shared word: found by meaning
+        emb.fail = "the model is gone"
+        session.handle_line("/search puppy")
+        session.handle_line("/archival puppy")
+        agent.close()
+    out = buf.getvalue()
+    assert out.count("Searching by keywords only: the model is gone") == 1

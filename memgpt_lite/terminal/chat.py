@@ -176,8 +176,9 @@ class ChatSession:
         if not rest:
             self.console.print("usage: /search QUERY", markup=False)
             return
-        dense, weight, _ = self.agent.tools.dense_candidates("conversation_search", "messages",
-                                                            rest)
+        dense, weight, events = self.agent.tools.dense_candidates("conversation_search",
+                                                                 "messages", rest)
+        self._notices(events)
         page = self.agent.store.search_messages(self.agent.id, rest, page=1, per_page=10,
                                                 dense=dense, keyword_weight=weight)
         render.print_search_page(self.console, page, "messages")
@@ -185,14 +186,21 @@ class ChatSession:
     def cmd_archival(self, rest: str) -> None:
         store, agent_id = self.agent.store, self.agent.id
         if rest:
-            dense, weight, _ = self.agent.tools.dense_candidates("archival_search", "passages",
-                                                                rest)
+            dense, weight, events = self.agent.tools.dense_candidates("archival_search",
+                                                                     "passages", rest)
+            self._notices(events)
             page = store.search_passages(agent_id, rest, page=1, per_page=10, dense=dense,
                                          keyword_weight=weight)
             render.print_search_page(self.console, page, "passages")
             return
         render.print_newest_passages(self.console, store.count_passages(agent_id),
                                      store.list_passages(agent_id, limit=10))
+
+    def _notices(self, events: list[Any]) -> None:
+        """A hybrid search that fell back to keywords says so (once a session)."""
+        for event in events:
+            if event.kind == "notice":
+                self.console.print(event.message, markup=False, style="yellow")
 
     def cmd_context(self, rest: str) -> None:
         render.print_context(self.console, self.agent.context_report())

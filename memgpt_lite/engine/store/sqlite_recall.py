@@ -187,11 +187,15 @@ class RecallMixin:
             scores = search.fuse(scores, dense, keyword_weight)
         if not scores:
             return SearchPage([], page, 0, 0)
-        hits = self._message_hits(search.top_page(scores, page, per_page), scores)
-        if context:
-            replies, shown = self.replies(agent_id, [h.id for h in hits]), {h.id for h in hits}
-            for hit in hits:  # a reply that is a hit of its own on the page is shown there
-                hit.context = [r for r in replies.get(hit.id, []) if r.id not in shown]
+        ids = search.top_page(scores, page, per_page)
+        # A reply that is a hit of its own on the page is shown there, not twice.
+        reply_of = {i: r for i, r in self._reply_ids(agent_id, ids).items()
+                    if r not in ids} if context else {}
+        rows = self._message_hits([*ids, *set(reply_of.values()) - set(ids)], scores)
+        by_id = {h.id: h for h in rows}
+        hits = [by_id[i] for i in ids]
+        for hit in hits:
+            hit.context = [by_id[reply_of[hit.id]]] if hit.id in reply_of else []
         return SearchPage(hits, page, math.ceil(len(scores) / per_page), len(scores))
 
     def keyword_scores(self, agent_id: int, query: str, start_date: str | None = None,
@@ -211,15 +215,19 @@ class RecallMixin:
     def replies(self, agent_id: int, ids: list[int]) -> dict[int, list[SearchHit]]:
         """For each message id, the next message with text in the agent's history (its
         reply: the answer usually follows the question it was asked in), as a hit."""
-        found: dict[int, int] = {}
-        for i in ids:
-            row = self._q("SELECT n.id FROM messages m JOIN messages n ON n.agent_id = m.agent_id "
-                          "AND n.seq > m.seq AND n.index_text != '' WHERE m.id = ? AND "
-                          "m.agent_id = ? ORDER BY n.seq LIMIT 1", (i, agent_id))
-            if row:
-                found[i] = row[0][0]
+        found = self._reply_ids(agent_id, ids)
         hits = {h.id: h for h in self._message_hits(list(set(found.values())), {})}
         return {i: [hits[r]] for i, r in found.items()}
+
+    def _reply_ids(self, agent_id: int, ids: list[int]) -> dict[int, int]:
+        if not ids:
+            return {}
+        rows = self._q(
+            "SELECT m.id, (SELECT n.id FROM messages n WHERE n.agent_id = m.agent_id AND "
+            "n.seq > m.seq AND n.index_text != '' ORDER BY n.seq LIMIT 1) FROM messages m "
+            # +agent_id: look the few ids up by key, not by scanning the agent's rows
+            f"WHERE +m.agent_id = ? AND m.id IN ({', '.join('?' * len(ids))})", [agent_id, *ids])
+        return {r[0]: r[1] for r in rows if r[1] is not None}
 
     def _message_hits(self, ids: list[int], score: dict[int, float]) -> list[SearchHit]:
         if not ids:

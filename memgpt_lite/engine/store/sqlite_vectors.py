@@ -51,6 +51,10 @@ class VectorMixin:
             cache = self.__dict__["_vectors_loaded"] = {}
         return cache
 
+    def drop_loaded_vectors(self) -> None:
+        """Free the in-memory copies (the next search loads them again)."""
+        self.__dict__.pop("_vectors_loaded", None)
+
     # ---------------------------------------------------------------- writing
 
     def texts_to_embed(self, agent_id: int, kind: str, model: str, *, limit: int = 256,
@@ -113,9 +117,13 @@ class VectorMixin:
             "SELECT model, count(*) FROM vectors WHERE agent_id = ? GROUP BY model", (agent_id,))}
 
     def vector_dim(self, agent_id: int, model: str) -> int | None:
-        rows = self._q("SELECT length(vec) FROM vectors WHERE agent_id = ? AND model = ? LIMIT 1",
-                       (agent_id, model))
-        return rows[0][0] if rows else None
+        """The dimension of the agent's vectors of `model` (None: it has none)."""
+        for kind in KINDS:  # one index seek each
+            rows = self._q("SELECT length(vec) FROM vectors WHERE agent_id = ? AND kind = ? "
+                           "AND model = ? LIMIT 1", (agent_id, kind, model))
+            if rows:
+                return rows[0][0]
+        return None
 
     def dense_scores(self, agent_id: int, kind: str, model: str, query: Any, *,
                      limit: int = search.DENSE_CANDIDATES, start_date: str | None = None,

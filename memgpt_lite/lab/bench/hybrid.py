@@ -56,8 +56,12 @@ class HybridBench:
         self._scan_row(corpus, size)
         self._hybrid_row(corpus, size, queries)
 
-    def finish(self) -> Section:
-        """The section, with the storage row from the largest batch of vectors added."""
+    def finish(self, corpus: Any = None) -> Section:
+        """The section, with the storage row from the largest batch of vectors added. The
+        in-memory copy of the vectors is dropped: later sections fork chat processes from
+        this one, and a child's peak RSS counts the parent's pages until it execs."""
+        if corpus is not None:
+            corpus.store.drop_loaded_vectors()
         growth = self.section.data.get("vector_mb_per_100k") or {}
         if growth:
             added, per_100k = max(growth.items())

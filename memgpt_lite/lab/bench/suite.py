@@ -40,7 +40,7 @@ def run_suite(plan: Plan, progress: Callable[[str], None],
             lambda: run_store(workdir, plan, progress, at_size))
         sections.append(store_section)
         if hybrid is not None:
-            sections.append(hybrid.finish())
+            sections.append(hybrid.finish(corpora.get("en")))
         english = corpora.get("en") or next(iter(corpora.values()))
         sections.append(_timed_section(lambda: run_engine(english, plan, progress)))
         for corpus in corpora.values():

@@ -159,27 +159,40 @@ class VectorMixin:
 
     def _load(self, agent_id: int, kind: str, model: str, old: _Loaded | None,
               deletions: int) -> _Loaded:
+        """`old` plus the vectors added since it was loaded, read in chunks: a million
+        rows never exist as Python objects at once (their memory would stay with the
+        process)."""
         import numpy as np
 
         after = old.max_id if old is not None else 0
-        rows = self._q(f"SELECT v.id, v.row_id, v.vec, v.scale, m.created_at FROM vectors v "
-                       f"JOIN {_table(kind)} m ON m.id = v.row_id WHERE v.agent_id = ? AND "
-                       "v.kind = ? AND v.model = ? AND v.id > ? ORDER BY v.id",
-                       (agent_id, kind, model, after))
-        if old is not None and not rows:
-            return old
-        dim = len(rows[0][2]) if rows else (old.matrix.shape[1] if old is not None else 0)
-        fresh = _Loaded(
-            np.array([r[1] for r in rows], dtype=np.int64),
-            np.frombuffer(b"".join(r[2] for r in rows), dtype=np.int8).reshape(len(rows), dim),
-            np.array([r[3] for r in rows], dtype=np.float32),
-            np.array([r[4].rstrip("Z") for r in rows], dtype="datetime64[s]"),
-            rows[-1][0] if rows else after, deletions)
-        if old is None:
-            return fresh
-        return _Loaded(*(np.concatenate([getattr(old, f), getattr(fresh, f)])
-                         for f in ("ids", "matrix", "scales", "times")),
-                       fresh.max_id, deletions)
+        cur = self._db.cursor()
+        cur.row_factory = None
+        cur.execute(f"SELECT v.id, v.row_id, v.vec, v.scale, m.created_at FROM vectors v "
+                    f"JOIN {_table(kind)} m ON m.id = v.row_id WHERE v.agent_id = ? AND "
+                    "v.kind = ? AND v.model = ? AND v.id > ? ORDER BY v.id",
+                    (agent_id, kind, model, after))
+        parts = [old] if old is not None else []
+        max_id = after
+        while rows := cur.fetchmany(LOAD_CHUNK):
+            dim = len(rows[0][2])
+            parts.append(_Loaded(
+                np.array([r[1] for r in rows], dtype=np.int64),
+                np.frombuffer(b"".join(r[2] for r in rows), dtype=np.int8).reshape(-1, dim),
+                np.array([r[3] for r in rows], dtype=np.float32),
+                np.array([r[4].rstrip("Z") for r in rows], dtype="datetime64[s]"),
+                rows[-1][0], deletions))
+            max_id = rows[-1][0]
+        if not parts:
+            return _Loaded(np.zeros(0, np.int64), np.zeros((0, 0), np.int8),
+                           np.zeros(0, np.float32), np.zeros(0, "datetime64[s]"), 0, deletions)
+        if len(parts) == 1:
+            return _Loaded(*(getattr(parts[0], f) for f in _ARRAYS), max_id, deletions)
+        return _Loaded(*(np.concatenate([getattr(p, f) for p in parts]) for f in _ARRAYS),
+                       max_id, deletions)
+
+
+_ARRAYS = ("ids", "matrix", "scales", "times")
+LOAD_CHUNK = 20_000  # rows read into Python objects at a time
 
 
 def _table(kind: str) -> str:

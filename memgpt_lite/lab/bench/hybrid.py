@@ -76,15 +76,14 @@ class HybridBench:
         from memgpt_lite.lab.bench.store import db_megabytes
 
         before, added = db_megabytes(corpus.store), size - self.vectored
-        rows = corpus.store._q("SELECT id FROM messages WHERE agent_id = ? AND id > ? "
-                               "ORDER BY id", (corpus.agent_id, self._last_id(corpus)))
-        ids = [r[0] for r in rows]
-        gen = np.random.default_rng(size)
-        for start in range(0, len(ids), 10_000):
-            chunk = ids[start:start + 10_000]
+        gen, last = np.random.default_rng(size), self._last_id(corpus)
+        while chunk := [r[0] for r in corpus.store._q(
+                "SELECT id FROM messages WHERE agent_id = ? AND id > ? ORDER BY id LIMIT 10000",
+                (corpus.agent_id, last))]:
             vecs = gen.standard_normal((len(chunk), self.dim)).astype(np.float32)
             vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
             corpus.store.put_vectors(corpus.agent_id, "messages", self.model, chunk, vecs)
+            last = chunk[-1]
         self.vectored = size
         self.progress(f"hybrid · {size:,} messages have vectors; searching")
         grown = db_megabytes(corpus.store) - before

@@ -51,10 +51,6 @@ class VectorMixin:
             cache = self.__dict__["_vectors_loaded"] = {}
         return cache
 
-    def drop_loaded_vectors(self) -> None:
-        """Free the in-memory copies (the next search loads them again)."""
-        self.__dict__.pop("_vectors_loaded", None)
-
     # ---------------------------------------------------------------- writing
 
     def texts_to_embed(self, agent_id: int, kind: str, model: str, *, limit: int = 256,

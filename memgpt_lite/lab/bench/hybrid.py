@@ -8,11 +8,18 @@ dimension (embedding a million messages with a local model takes hours; the scan
 same whatever the vectors hold); queries are embedded by the real embedder. Without an
 embedder (`--embedder` / MEMGPT_LITE_EMBEDDER) the rows use 384-dimensional random query
 vectors and say that the query embedding is not included.
+
+Each size is measured in a child process (`python -m memgpt_lite.lab.bench.hybrid`): the
+vectors, numpy and the model stay out of the suite's process, whose later sections fork
+chat processes and measure their peak memory.
 """
 
 from __future__ import annotations
 
+import json
 import random
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -33,35 +40,36 @@ _METHOD = (
 
 
 class HybridBench:
-    """Collects the hybrid rows while the store section grows the English corpus."""
+    """Collects the hybrid rows while the store section grows the English corpus; each
+    size is measured by a child process (see the module docstring)."""
 
-    def __init__(self, embedders: list[Any], queries: int, progress: Callable[[str], None]):
-        self.embedders, self.queries, self.progress = embedders, queries, progress
-        self.embedder = embedders[0] if embedders else None
-        self.dim = 384
+    def __init__(self, specs: list[str], queries: int, progress: Callable[[str], None]):
+        self.specs, self.queries, self.progress = specs, queries, progress
         self.section = Section("hybrid", "Hybrid search",
                                _METHOD.format(texts=THROUGHPUT_TEXTS, queries=QUERY_RUNS))
-        self.vectored = 0
-        self.rng = random.Random("hybrid")
-        self.model = "bench:random"
+        self.dim = 384
+        self.measured = 0
 
     def at_size(self, corpus: Any, size: int) -> None:
         """Called by the store section when the English corpus holds `size` messages."""
         if corpus.lang != "en":
             return
-        if self.vectored == 0:
-            self._throughput(corpus)
-        self._add_vectors(corpus, size)
-        queries = corpus_queries(random.Random("queries-en"), "en", self.queries)
-        self._scan_row(corpus, size)
-        self._hybrid_row(corpus, size, queries)
+        args = [sys.executable, "-m", "memgpt_lite.lab.bench.hybrid", str(corpus.store.path),
+                str(corpus.agent_id), str(size), str(self.queries),
+                *(["--throughput"] if not self.measured else []),
+                *(f"--embedder={spec}" for spec in self.specs)]
+        started = time.perf_counter()
+        done = subprocess.run(args, stdout=subprocess.PIPE, check=True, text=True)
+        self.section.seconds += time.perf_counter() - started
+        result = json.loads(done.stdout)
+        self.section.rows += [Row(r["label"], [Figure(**f) for f in r["figures"]])
+                              for r in result["rows"]]
+        self.section.data.setdefault("vector_mb_per_100k", {}).update(
+            {int(k): v for k, v in result["growth"].items()})
+        self.dim, self.measured = result["dim"], size
 
-    def finish(self, corpus: Any = None) -> Section:
-        """The section, with the storage row from the largest batch of vectors added. The
-        in-memory copy of the vectors is dropped: later sections fork chat processes from
-        this one, and a child's peak RSS counts the parent's pages until it execs."""
-        if corpus is not None:
-            corpus.store.drop_loaded_vectors()
+    def finish(self) -> Section:
+        """The section, with the storage row from the largest batch of vectors added."""
         growth = self.section.data.get("vector_mb_per_100k") or {}
         if growth:
             added, per_100k = max(growth.items())
@@ -69,6 +77,31 @@ class HybridBench:
                 f"vector storage · int8, {self.dim} dimensions (measured over {added:,} "
                 "vectors)", [Figure(per_100k, "MB per 100k messages")]))
         return self.section
+
+
+class _Worker:
+    """One size's measurements, in the child process (the methods of the section)."""
+
+    def __init__(self, embedders: list[Any], queries: int, progress: Callable[[str], None]):
+        self.embedders, self.queries, self.progress = embedders, queries, progress
+        self.embedder = embedders[0] if embedders else None
+        self.dim, self.model, self.vectored = 384, "bench:random-384", 0
+        self.section = Section("hybrid", "Hybrid search", "")
+        if self.embedder is not None:
+            self.dim = self.embedder.embed(["probe"]).shape[1]
+            self.model = self.embedder.name
+
+    def run(self, corpus: Any, size: int, throughput: bool) -> dict[str, Any]:
+        self.vectored = corpus.store._q("SELECT count(*) FROM vectors WHERE agent_id = ?",
+                                        (corpus.agent_id,))[0][0]
+        if throughput:
+            self._throughput(corpus)
+        self._add_vectors(corpus, size)
+        queries = corpus_queries(random.Random("queries-en"), "en", self.queries)
+        self._scan_row(corpus, size)
+        self._hybrid_row(corpus, size, queries)
+        return {"rows": [r.to_dict() for r in self.section.rows], "dim": self.dim,
+                "growth": self.section.data.get("vector_mb_per_100k", {})}
 
     def _add_vectors(self, corpus: Any, size: int) -> None:
         import numpy as np
@@ -145,20 +178,16 @@ class HybridBench:
                 t = time.perf_counter()
                 embedder.embed([text], query=True)
                 lat.append(time.perf_counter() - t)
-            if embedder is self.embedder:
-                self.dim = rows.shape[1]
-                self.model = embedder.name
             self.section.rows.append(Row(
                 f"embedding · {embedder.name} ({rows.shape[1]} dimensions)",
                 [Figure(round(rate, 1), "messages/s"),
                  *[Figure(f.value, f.unit, f"query {f.name}") for f in latency_figures(lat)]]))
-        self.model = self.model if self.embedder is not None else f"bench:random-{self.dim}"
 
 
 class _Named:
     """The bench's query embedder: the configured one, or random unit vectors."""
 
-    def __init__(self, bench: HybridBench):
+    def __init__(self, bench: _Worker):
         self.bench = bench
         self.name = bench.model
 
@@ -173,3 +202,34 @@ class _Named:
 
 THROUGHPUT_TEXTS = 512
 QUERY_RUNS = 50
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The child: `DB AGENT_ID SIZE QUERIES [--throughput] [--embedder=SPEC ...]`; prints
+    the rows as JSON on stdout, progress on stderr."""
+    import argparse
+    import os
+    from types import SimpleNamespace
+
+    from memgpt_lite.engine.embeddings import EmbeddingConfig
+    from memgpt_lite.engine.store import Store
+    from memgpt_lite.lab.bench.report import StderrProgress
+
+    parser = argparse.ArgumentParser(prog="python -m memgpt_lite.lab.bench.hybrid")
+    for name in ("db", "agent_id", "size", "queries"):
+        parser.add_argument(name)
+    parser.add_argument("--throughput", action="store_true")
+    parser.add_argument("--embedder", action="append", default=[])
+    args = parser.parse_args(argv)
+    embedders = [EmbeddingConfig.from_env({**os.environ, "MEMGPT_LITE_EMBEDDER": spec}).build()
+                 for spec in args.embedder]
+    with Store(args.db) as store:
+        corpus = SimpleNamespace(store=store, agent_id=int(args.agent_id), lang="en")
+        worker = _Worker([e for e in embedders if e is not None], int(args.queries),
+                         StderrProgress())
+        print(json.dumps(worker.run(corpus, int(args.size), args.throughput)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

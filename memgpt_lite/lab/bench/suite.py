@@ -27,7 +27,7 @@ from memgpt_lite.lab.fake_server import FakeAnthropicServer
 
 
 def run_suite(plan: Plan, progress: Callable[[str], None],
-              embedders: list[Any] | None = None) -> dict[str, Any]:
+              embedders: list[str] | None = None) -> dict[str, Any]:
     """Every section, in one run; the report as data (see `render_markdown`, JSON).
     The hybrid section runs when numpy is installed (the embeddings extra)."""
     started, sections = time.perf_counter(), []
@@ -40,7 +40,7 @@ def run_suite(plan: Plan, progress: Callable[[str], None],
             lambda: run_store(workdir, plan, progress, at_size))
         sections.append(store_section)
         if hybrid is not None:
-            sections.append(hybrid.finish(corpora.get("en")))
+            sections.append(hybrid.finish())
         english = corpora.get("en") or next(iter(corpora.values()))
         sections.append(_timed_section(lambda: run_engine(english, plan, progress)))
         for corpus in corpora.values():
@@ -56,7 +56,7 @@ def run_suite(plan: Plan, progress: Callable[[str], None],
             "machine": machine_info(), "sections": [s.to_dict() for s in sections]}
 
 
-def _hybrid_bench(embedders: list[Any], plan: Plan, progress: Callable[[str], None]) -> Any:
+def _hybrid_bench(embedders: list[str], plan: Plan, progress: Callable[[str], None]) -> Any:
     try:
         import numpy  # noqa: F401
     except ImportError:
@@ -150,15 +150,16 @@ def suite_main(argv: list[str]) -> int:
     return 0
 
 
-def _embedders(specs: list[str] | None) -> list[Any]:
+def _embedders(specs: list[str] | None) -> list[str]:
+    """The embedders to measure, checked now (a bad setting fails before the long run)."""
     import os
 
     from memgpt_lite.engine.embeddings import EmbeddingConfig
 
-    specs = specs or [os.environ.get("MEMGPT_LITE_EMBEDDER", "")]
-    built = [EmbeddingConfig.from_env({**os.environ, "MEMGPT_LITE_EMBEDDER": s}).build()
-             for s in specs if s]
-    return [e for e in built if e is not None]
+    specs = [s for s in specs or [os.environ.get("MEMGPT_LITE_EMBEDDER", "")] if s]
+    for spec in specs:
+        EmbeddingConfig.from_env({**os.environ, "MEMGPT_LITE_EMBEDDER": spec}).build()
+    return [s for s in specs if s.strip().lower() != "none"]
 
 
 def store_main(argv: list[str]) -> int:

@@ -124,3 +124,20 @@ def test_slash_search_ranks_like_the_tool_and_says_when_it_falls_back(tmp_path):
         agent.close()
     out = buf.getvalue()
     assert out.count("Searching by keywords only: the model is gone") == 1
+
+
+def test_eval_locomo_prints_keyword_dense_and_hybrid_side_by_side(tmp_path):
+    import json
+
+    from memgpt_lite.lab.retrieval_eval import locomo_style_samples
+
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps(locomo_style_samples()[:1]), "utf-8")
+    with FakeEmbeddingsServer() as server:
+        out = run("eval", "locomo", str(data), "--retrieval-only", "--embedder", "http",
+                  "--json", str(tmp_path / "r.json"), env=embedder_env(server))
+    assert out.returncode == 0, out.stderr
+    for method in ("keyword, no context", "keyword", "dense", "hybrid"):
+        assert method in out.stdout
+    report = json.loads((tmp_path / "r.json").read_text("utf-8"))
+    assert report["embedder"] == "http:fake" and report["categories 1-4"]["n"] == 20

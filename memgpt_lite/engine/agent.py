@@ -118,6 +118,9 @@ class Agent:
         self.pager.restore(row.state.get("pager"))
         self.redact_secrets = True  # user text and model output, before they are stored
         self.lock: locking.AgentLock | None = None
+        # Called with the turn id once a turn is committed (e.g. background embedding);
+        # they must return at once: the reply is not held up by them.
+        self.after_commit: list[Callable[[int], None]] = []
 
     @classmethod
     def open(cls, store: Store, name: str = "default", *, model_client: ModelClient,
@@ -218,6 +221,8 @@ class Agent:
             yield from self._tallied(run)
             self._commit(run)
             run.completed = True
+            for hook in self.after_commit:
+                hook(run.turn_id)
         except TurnFailed:
             pass
         finally:
@@ -383,7 +388,8 @@ class Agent:
 
     def _dispatch(self, call: ToolCall, run: _TurnRun) -> tuple[ToolOutcome, list[Event]]:
         if call.name in MEMORY_TOOL_NAMES:
-            return self.tools.execute(call.name, call.input), []
+            outcome = self.tools.execute(call.name, call.input)
+            return outcome, outcome.events
         if call.name == "evict_turns":
             inputs = self._inputs(run)
             return self.pager.evict_tool(call.input, inputs, run.turn_id)

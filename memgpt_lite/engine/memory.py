@@ -11,18 +11,24 @@ import html
 import re
 import reprlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
+from typing import TYPE_CHECKING
 
 from memgpt_lite.engine import prompts
-from memgpt_lite.engine.events import MemoryEditEvent
-from memgpt_lite.engine.records import Block, SearchPage
+from memgpt_lite.engine.events import Event, MemoryEditEvent
+from memgpt_lite.engine.records import Block, SearchHit, SearchPage
+from memgpt_lite.engine.search import KEYWORD_WEIGHT
 from memgpt_lite.engine.store import Store
 from memgpt_lite.engine.text import clean_value, neutralise_tags, shorten
+
+if TYPE_CHECKING:
+    from memgpt_lite.engine.dense import DenseSide
 
 MEMORY_TOOL_NAMES = ("core_memory_append", "core_memory_replace", "conversation_search",
                      "archival_insert", "archival_search")
 HIT_CHARS = 500  # longer hits are cut so one search result cannot flood the context
+CONTEXT_CHARS = 300  # the reply shown under a hit is context, cut shorter
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 # Every argument is bounded (README "Memory and paging"): a model's mistake must come back as
 # an error it can act on, never reach SQLite as a number it cannot hold or a text that
@@ -210,17 +216,31 @@ class ToolOutcome:
     is_error: bool
     summary: str  # one compact line for the UI
     edit: MemoryEditEvent | None = None
+    events: list[Event] = field(default_factory=list)  # yielded before the result
 
 
 def _error(text: str, name: str) -> ToolOutcome:
     return ToolOutcome(text, True, f"{name} error: {shorten(text, 60)}")
 
 
-def _hit_line(text: str) -> str:
+def _hit_line(text: str, limit: int = HIT_CHARS) -> str:
     text = neutralise_tags(" ".join(text.split()))  # one line per hit, inert
-    if len(text) <= HIT_CHARS:
+    if len(text) <= limit:
         return text
-    return text[:HIT_CHARS] + f" …[+{len(text) - HIT_CHARS} chars]"
+    return text[:limit] + f" …[+{len(text) - limit} chars]"
+
+
+def _message_lines(hit: SearchHit) -> list[str]:
+    """A message hit as one line, and the reply that followed it indented below it."""
+    status = " (interrupted, never answered)" if hit.status == "interrupted" else ""
+    lines = [f"- {_when(hit)} {hit.role}{status}: {_hit_line(hit.text)}"]
+    lines += [f"  ↳ reply {_when(r)} {r.role}: {_hit_line(r.text, CONTEXT_CHARS)}"
+              for r in hit.context]
+    return lines
+
+
+def _when(hit: SearchHit) -> str:
+    return hit.created_at.replace("T", " ").rstrip("Z")[:16]
 
 
 def _parse_date(value: str | None, name: str) -> tuple[date | None, str | None]:
@@ -243,6 +263,9 @@ class MemoryTools:
         # The agent's clock (ISO text), so passages are dated like messages and replays of
         # a recorded session date them identically.
         self.clock = clock
+        # Meaning-based candidates fused with the keyword ones (None: keywords only); set by
+        # whoever opens the agent with an embedder, or by a replay (see engine/dense.py).
+        self.dense: DenseSide | None = None
 
     def execute(self, name: str, args: object) -> ToolOutcome:
         if name not in MEMORY_TOOL_NAMES:
@@ -336,13 +359,13 @@ class MemoryTools:
             end = None
         if problem:
             return _error(problem, tool)
-        result = self.store.search_messages(self.agent_id, query, page,
-                                            start_date=start and start.isoformat(),
-                                            end_date=end and end.isoformat())
-        lines = [f"- {h.created_at.replace('T', ' ').rstrip('Z')[:16]} {h.role}"
-                 f"{' (interrupted, never answered)' if h.status == 'interrupted' else ''}: "
-                 f"{_hit_line(h.text)}" for h in result.hits]
-        return self._page_outcome(tool, query, result, lines)
+        start_iso, end_iso = start and start.isoformat(), end and end.isoformat()
+        dense, weight, events = self.dense_candidates(tool, "messages", query, start_iso, end_iso)
+        result = self.store.search_messages(self.agent_id, query, page, start_date=start_iso,
+                                            end_date=end_iso, dense=dense,
+                                            keyword_weight=weight)
+        lines = [line for h in result.hits for line in _message_lines(h)]
+        return self._page_outcome(tool, query, result, lines, events)
 
     def archival_search(self, query: str, page: int = 1,
                         tags: list[str] | None = None) -> ToolOutcome:
@@ -350,15 +373,25 @@ class MemoryTools:
         problem = _query_problem(query, page)
         if problem:
             return _error(problem, tool)
-        result = self.store.search_passages(self.agent_id, query, page, tags=_tags(tags))
+        dense, weight, events = self.dense_candidates(tool, "passages", query)
+        result = self.store.search_passages(self.agent_id, query, page, tags=_tags(tags),
+                                            dense=dense, keyword_weight=weight)
         lines = [f"- #{h.id} {h.created_at[:10]}"
                  + (f" [tags: {', '.join(h.tags)}]" if h.tags else "") + f": {_hit_line(h.text)}"
                  for h in result.hits]
-        return self._page_outcome(tool, query, result, lines)
+        return self._page_outcome(tool, query, result, lines, events)
+
+    def dense_candidates(self, tool: str, kind: str, query: str, start: str | None = None,
+                         end: str | None = None) -> tuple[dict[int, float] | None, float, list[Event]]:
+        """The dense side's candidates for a search (None: keywords only), the fusion
+        weight, and the events to yield about it."""
+        if self.dense is None:
+            return None, KEYWORD_WEIGHT, []
+        return self.dense.rank(tool, kind, query, start, end)
 
     @staticmethod
-    def _page_outcome(tool: str, query: str, result: SearchPage,
-                      lines: list[str]) -> ToolOutcome:
+    def _page_outcome(tool: str, query: str, result: SearchPage, lines: list[str],
+                      events: list[Event]) -> ToolOutcome:
         head = f"page {result.page} of {result.pages}, {result.total} results"
         summary = f'{tool} "{shorten(query, 40)}"'
         if result.page > 1:
@@ -372,7 +405,7 @@ class MemoryTools:
             # Not "→ 2 results": this page showed the model nothing.
             summary = summary.rsplit(" → ", 1)[0] + (f" → nothing on this page ({result.total} "
                                                      f"results on pages 1–{result.pages})")
-        return ToolOutcome("\n".join([head, *lines]), False, summary)
+        return ToolOutcome("\n".join([head, *lines]), False, summary, events=events)
 
     # ---------------------------------------------------------------- archival insert
 

@@ -51,7 +51,7 @@ def _all_hits(search: Callable[..., Any], cap: int = 500) -> list[Any]:
 def find_forget_matches(store: Any, agent_id: int, query: str) -> ForgetMatches:
     return ForgetMatches(
         query,
-        _all_hits(lambda **kw: store.search_messages(agent_id, query, **kw)),
+        _all_hits(lambda **kw: store.search_messages(agent_id, query, context=False, **kw)),
         _all_hits(lambda **kw: store.search_passages(agent_id, query, **kw)))
 
 

@@ -46,6 +46,8 @@ LINES: dict[str, dict[str, Spec]] = {
     "clip": {"what": str, "original_chars": int, "kept_chars": int},
     "usage": {"usage": USAGE, "cost_usd": NUMBER, "context_tokens": int, "budget": int},
     "notice": {"message": str, "?level": str},
+    "dense_search": {"tool": str, "query": str, "model": str, "keyword_weight": NUMBER,
+                     "ids": [int], "scores": [NUMBER], "?error": OPT_STR},
     "error": {"message": str, "error_kind": str, "retryable": bool},
     "turn_end": {"turn_id": int, "text": str, "stop_reason": OPT_STR, "usage": USAGE,
                  "cost_usd": NUMBER, "completed": bool},

@@ -100,6 +100,8 @@ class SearchHit:
     tags: list[str] = field(default_factory=list)  # passages only
     score: float = 0.0
     status: str = ""  # messages only: "interrupted" when its turn failed or was cancelled
+    # Messages only: the reply that followed the hit, shown with it (not a result of its own).
+    context: list[SearchHit] = field(default_factory=list)
 
 
 @dataclass

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from memgpt_lite.engine import errors
 from memgpt_lite.engine.config import Settings
+from memgpt_lite.engine.dense import RecordedDense
 from memgpt_lite.engine.errors import PromptTooLongError
 from memgpt_lite.engine.events import Event, TextDelta, ThinkingDelta
 from memgpt_lite.engine.recording import (
@@ -282,6 +283,8 @@ class _Replayer:
             self.observer.user(turn)
         self.clock.begin(turn.at, turn.clock)
         self.client.begin_turn(turn.index)
+        # Hybrid searches fuse the live session's dense candidates: no embedder, no vectors.
+        self.agent.tools.dense = RecordedDense(turn.lines("dense_search"), turn.lines("notice"))
         events = self._drive(turn)
         self._compare(turn, events)
 

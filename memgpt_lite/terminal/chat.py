@@ -239,17 +239,31 @@ class ChatSession:
         if not rest:
             self.console.print("usage: /search QUERY", markup=False)
             return
-        page = self.agent.store.search_messages(self.agent.id, rest, page=1, per_page=10)
+        dense, weight, events = self.agent.tools.dense_candidates("conversation_search",
+                                                                 "messages", rest)
+        self._notices(events)
+        page = self.agent.store.search_messages(self.agent.id, rest, page=1, per_page=10,
+                                                dense=dense, keyword_weight=weight)
         render.print_search_page(self.console, page, "messages")
 
     def cmd_archival(self, rest: str) -> None:
         store, agent_id = self.agent.store, self.agent.id
         if rest:
-            page = store.search_passages(agent_id, rest, page=1, per_page=10)
+            dense, weight, events = self.agent.tools.dense_candidates("archival_search",
+                                                                     "passages", rest)
+            self._notices(events)
+            page = store.search_passages(agent_id, rest, page=1, per_page=10, dense=dense,
+                                         keyword_weight=weight)
             render.print_search_page(self.console, page, "passages")
             return
         render.print_newest_passages(self.console, store.count_passages(agent_id),
                                      store.list_passages(agent_id, limit=10))
+
+    def _notices(self, events: list[Any]) -> None:
+        """A hybrid search that fell back to keywords says so (once a session)."""
+        for event in events:
+            if event.kind == "notice":
+                self.console.print(event.message, markup=False, style="yellow")
 
     def cmd_context(self, rest: str) -> None:
         render.print_context(self.console, self.agent.context_report())
@@ -419,6 +433,9 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
                               recorder_factory=(lambda: open_recorder(agent)) if record else None,
                               confirm=ask if typed else None,
                               hide_typing=type_ahead.hidden if typed else None)
+        from memgpt_lite.terminal.embedding_commands import chat_embedder
+
+        indexer = chat_embedder(agent)  # None unless MEMGPT_LITE_EMBEDDER is set
         if prompt is None:
             _banner(meta, agent, store, record)
         client.warm_up()
@@ -427,6 +444,8 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
                     else _converse(session, typed, type_ahead))
         finally:
             session.close()
+            if indexer is not None:
+                indexer.close()
             agent.close()  # releases the agent's process lock
             _goodbye(meta, session, quiet=prompt is not None or json_out)
 

@@ -76,6 +76,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--offline", action="store_true",
                    help="do not contact the API (the key and connection checks are skipped)")
     p.set_defaults(func=lambda a: _commands().cmd_doctor(a))
+    p = _parser(sub, "index", "embed messages and passages for hybrid search (with a "
+                "progress bar)", "MEMGPT_LITE_EMBEDDER=onnx:~/models/minilm memgpt-lite index",
+                "memgpt-lite index --agent work --embedder http")
+    p.add_argument("--agent", metavar="NAME", help="only this agent (default: every agent)")
+    p.add_argument("--embedder", metavar="SPEC",
+                   help="onnx:FOLDER or http (default: $MEMGPT_LITE_EMBEDDER)")
+    p.set_defaults(func=lambda a: _embedding_commands().cmd_index(a))
     _add_recording_parsers(sub)
     _add_eval_parser(sub)
     _add_forget_parser(sub)
@@ -154,6 +161,9 @@ def _add_eval_parser(sub: Any) -> None:
     p.add_argument("--retrieval-only", action="store_true",
                    help="datasets: score retrieval only, no model calls")
     p.add_argument("--file", metavar="FILE", help="datasets: the dataset file")
+    p.add_argument("--embedder", metavar="SPEC",
+                   help="LoCoMo retrieval: also score dense and hybrid search with this "
+                        "embedder (onnx:FOLDER or http, as MEMGPT_LITE_EMBEDDER)")
     p.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"),
                    help="compare two JSON reports check by check")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON (- for stdout)")
@@ -324,6 +334,12 @@ def _commands() -> Any:
     from memgpt_lite.terminal import commands
 
     return commands
+
+
+def _embedding_commands() -> Any:
+    from memgpt_lite.terminal import embedding_commands
+
+    return embedding_commands
 
 
 def _eval(args: argparse.Namespace) -> int:

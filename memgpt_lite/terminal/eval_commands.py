@@ -170,7 +170,8 @@ def _dataset(console: Console, name: str, args: argparse.Namespace) -> int:
             client = None if retrieval else _live_client(args)
             judge = client if (client is not None and getattr(args, "judge", False)) else None
             result = locomo.run_locomo(file, retrieval_only=retrieval, model_client=client,
-                                       settings=settings, judge=judge, progress=counted)
+                                       settings=settings, judge=judge, progress=counted,
+                                       embedder=_embedder(args, retrieval))
         else:
             result = nested_kv.run_nested_kv(file, _live_client(args), settings=settings,
                                              progress=counted)
@@ -180,6 +181,15 @@ def _dataset(console: Console, name: str, args: argparse.Namespace) -> int:
         render.print_nested_kv(console, result)
     _write_json(console, getattr(args, "json", None), result)
     return EXIT_OK
+
+
+def _embedder(args: argparse.Namespace, retrieval: bool) -> Any:
+    """`--embedder SPEC` (retrieval only): keyword, dense and hybrid side by side."""
+    if not (retrieval and getattr(args, "embedder", None)):
+        return None
+    from memgpt_lite.terminal.embedding_commands import configured_embedder
+
+    return configured_embedder(args.embedder)
 
 
 def _write_json(console: Console, target: str | None, report: dict[str, Any]) -> None:

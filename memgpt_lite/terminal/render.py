@@ -388,6 +388,9 @@ def print_comparison(console: Console, result: dict[str, Any], names: list[str])
 
 
 def print_locomo(console: Console, result: dict[str, Any]) -> None:
+    if result.get("methods"):
+        _print_locomo_methods(console, result)
+        return
     metrics = result["metrics"]
     table = Table("category", "n", *metrics,
                   title=shown(f"LoCoMo · {result['mode']} · {result['file']}"),
@@ -395,6 +398,25 @@ def print_locomo(console: Console, result: dict[str, Any]) -> None:
     rows = [*result["by_category"].items(), ("overall", result["overall"])]
     for name, stats in rows:
         table.add_row(shown(name), str(stats["n"]), *(_pct(stats.get(m)) for m in metrics))
+    console.print(table)
+
+
+def _print_locomo_methods(console: Console, result: dict[str, Any]) -> None:
+    """Retrieval: each search method's recall@5 / recall@10 per category, side by side."""
+    methods = result["methods"]
+    title = f"LoCoMo · retrieval · {result['file']}"
+    if result.get("embedder"):
+        title += f" · embedder {result['embedder']}"
+    table = Table("category", "n", *(f"{m}\nrecall@5 · @10" for m in methods), title=title,
+                  title_justify="left", pad_edge=False)
+    first = next(iter(methods.values()))
+    for name in [*first["by_category"], "categories 1-4", "overall"]:
+        cells = []
+        for m in methods.values():
+            stats = m["by_category"].get(name) or m[name]
+            cells.append(f"{_pct(stats['recall@5'])} · {_pct(stats['recall@10'])}")
+        stats = first["by_category"].get(name) or first[name]
+        table.add_row(name, str(stats["n"]), *cells)
     console.print(table)
 
 

@@ -3,9 +3,9 @@
 One file per data directory. WAL so a reader never blocks the writer, a busy timeout so two
 processes wait instead of failing, foreign keys so deleting an agent deletes its memory.
 Schema changes are the named, append-only migrations of `migrations.py`, recorded in a
-ledger table. Messages live in `sqlite_recall.py`, passages in `sqlite_archive.py`, each
-agent's full-text indexes in `fts.py`; search runs FTS5 with BM25 on the queries that
-`search.py` builds.
+ledger table. Messages live in `sqlite_recall.py`, passages in `sqlite_archive.py`, embeddings in
+`sqlite_vectors.py`, each agent's full-text indexes in `fts.py`; search runs FTS5 with BM25
+on the queries that `search.py` builds.
 
 Every write to an agent's rows bumps the agent's revision and stamps the rows it changed
 (deleted rows leave a tombstone), so a recording can carry only what changed since a base
@@ -31,6 +31,7 @@ from memgpt_lite.engine.store.migrations import MIGRATIONS
 from memgpt_lite.engine.store.sqlite_archive import ArchiveMixin
 from memgpt_lite.engine.store.sqlite_recall import RecallMixin
 from memgpt_lite.engine.store.sqlite_turns import TurnsMixin
+from memgpt_lite.engine.store.sqlite_vectors import VectorMixin
 from memgpt_lite.engine.text import clean_text, clean_value
 
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -134,7 +135,7 @@ class _Connection(sqlite3.Connection):
             raise self.damage
 
 
-class Store(RecallMixin, ArchiveMixin, TurnsMixin):
+class Store(RecallMixin, ArchiveMixin, TurnsMixin, VectorMixin):
     """All persistent memory in one SQLite file. Every read and write takes an agent id and
     touches only that agent's rows. Methods commit on their own unless called inside
     `transaction()`, whose nested uses join the outermost one. Not safe for concurrent use

@@ -10,10 +10,16 @@ import json
 import math
 import sqlite3
 
+from memgpt_lite.engine import search
 from memgpt_lite.engine.records import SearchHit, SearchPage, now_iso
 from memgpt_lite.engine.search import index_text, normalise, word_set
 from memgpt_lite.engine.store import fts
 from memgpt_lite.engine.text import clean_text
+
+
+def _tag_filter(count: int) -> str:
+    return ("EXISTS (SELECT 1 FROM json_each(m.tags) WHERE json_each.value IN "
+            f"({', '.join('?' * count)}))")
 
 
 class ArchiveMixin:
@@ -44,24 +50,41 @@ class ArchiveMixin:
         return SearchHit(row[0], row[1], row[3], tags=json.loads(row[2]), score=score)
 
     def search_passages(self, agent_id: int, query: str, page: int = 1, per_page: int = 5,
-                        tags: list[str] | None = None) -> SearchPage:
-        """Passages ranked by BM25 over any query term; with tags, only passages having any."""
+                        tags: list[str] | None = None, *,
+                        dense: dict[int, float] | None = None,
+                        keyword_weight: float = search.KEYWORD_WEIGHT) -> SearchPage:
+        """Passages ranked by BM25 over any query term; with tags, only passages having any;
+        with `dense` ({id: cosine} from the dense side), fused with it (`search.fuse`)."""
         page, per_page = max(1, int(page)), max(1, int(per_page))
+        scores = self._passage_scores(agent_id, query, tags)
+        if dense:
+            allowed = self._with_tags(agent_id, list(dense), tags) if tags else set(dense)
+            scores = search.fuse(scores, {i: s for i, s in dense.items() if i in allowed},
+                                 keyword_weight)
+        if not scores:
+            return SearchPage([], page, 0, 0)
+        ids = search.top_page(scores, page, per_page)
+        rows = {r[0]: r for r in self._q(
+            "SELECT id, text, tags, created_at FROM passages WHERE id IN "
+            f"({', '.join('?' * len(ids))})", ids)} if ids else {}
+        hits = [self._passage_hit(rows[i], scores[i]) for i in ids]
+        return SearchPage(hits, page, math.ceil(len(scores) / per_page), len(scores))
+
+    def _passage_scores(self, agent_id: int, query: str,
+                        tags: list[str] | None) -> dict[int, float]:
         expr = self._match_expression("passages", agent_id, query)
         if expr is None:
-            return SearchPage([], page, 0, 0)
-        where: list[str] = []
-        if tags:
-            where.append("EXISTS (SELECT 1 FROM json_each(m.tags) WHERE json_each.value IN "
-                         f"({', '.join('?' * len(tags))}))")
+            return {}
         name = fts.table("passages", agent_id)
-        rows = self._candidates(name, f"m.id, m.text, m.tags, m.created_at, -bm25({name})",
-                                "CROSS JOIN passages m ON m.id = f.rowid", where,
+        rows = self._candidates(name, f"m.id, -bm25({name})",
+                                "CROSS JOIN passages m ON m.id = f.rowid", [_tag_filter(len(tags))] if tags else [],
                                 [expr, *(tags or [])])
-        ranked = sorted(rows, key=lambda r: (-r[4], -r[0]))
-        start = (page - 1) * per_page
-        hits = [self._passage_hit(r, r[4]) for r in ranked[start:start + per_page]]
-        return SearchPage(hits, page, math.ceil(len(rows) / per_page), len(rows))
+        return dict(rows)
+
+    def _with_tags(self, agent_id: int, ids: list[int], tags: list[str]) -> set[int]:
+        return {r[0] for r in self._q(
+            f"SELECT m.id FROM passages m WHERE m.agent_id = ? AND m.id IN "
+            f"({', '.join('?' * len(ids))}) AND {_tag_filter(len(tags))}", [agent_id, *ids, *tags])}
 
     def near_duplicate(self, agent_id: int, text: str, threshold: float = 0.9) -> SearchHit | None:
         """A stored passage equal to `text` after normalising case and whitespace, or whose

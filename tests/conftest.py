@@ -13,6 +13,43 @@ def _isolated_home(tmp_path, monkeypatch):
     monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
     for var in ("MEMGPT_LITE_MODEL", "MEMGPT_LITE_CONTEXT_WINDOW", "MEMGPT_LITE_MAX_TOKENS",
                 "MEMGPT_LITE_SUMMARY_MODEL", "MEMGPT_LITE_EMBEDDER", "MEMGPT_LITE_EMBEDDINGS_URL",
-                "MEMGPT_LITE_EMBEDDINGS_MODEL", "MEMGPT_LITE_EMBEDDINGS_KEY"):
+                "MEMGPT_LITE_EMBEDDINGS_MODEL", "MEMGPT_LITE_EMBEDDINGS_KEY",
+                "MEMGPT_LITE_DATABASE_URL"):
         monkeypatch.delenv(var, raising=False)
     return home
+
+
+# --------------------------------------------------------------------------- Postgres
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """(URL of a Postgres server for the tests, or None; why not): see tests/pg_support.py."""
+    import pg_support
+
+    server = pg_support.Server()
+    found = pg_support.server_url(server)
+    yield found
+    server.stop()
+
+
+@pytest.fixture
+def pg_url(postgres_server):
+    """A fresh, empty database on the test server, dropped afterwards (a skip, or in CI a
+    failure, when there is no server)."""
+    import pg_support
+
+    url, why = postgres_server
+    if url is None:
+        pg_support.skip_or_fail(why)
+    name, db = pg_support.create_database(url)
+    yield db
+    pg_support.drop_database(url, name)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_target(request, tmp_path):
+    """Where a store of each backend lives: a SQLite file, or a fresh Postgres database."""
+    if request.param == "sqlite":
+        return str(tmp_path / "data" / "memgpt_lite.db")
+    return request.getfixturevalue("pg_url")

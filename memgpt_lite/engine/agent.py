@@ -61,7 +61,7 @@ from memgpt_lite.engine.records import (
     utc_iso,
 )
 from memgpt_lite.engine.redact import redact, redact_blocks
-from memgpt_lite.engine.store import AgentRow, Store
+from memgpt_lite.engine.store.base import AgentLockLike, AgentRow, Store
 from memgpt_lite.engine.summariser import Summariser
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.engine.text import clean_text, clean_value
@@ -117,7 +117,7 @@ class Agent:
         self.pager = Pager(settings, store, row.id, self.counter, self.builder, summariser)
         self.pager.restore(row.state.get("pager"))
         self.redact_secrets = True  # user text and model output, before they are stored
-        self.lock: locking.AgentLock | None = None
+        self.lock: AgentLockLike | None = None
         # Called with the turn id once a turn is committed (e.g. background embedding);
         # they must return at once: the reply is not held up by them.
         self.after_commit: list[Callable[[int], None]] = []
@@ -131,7 +131,7 @@ class Agent:
         `settings`, when given, replace the stored ones. Takes the agent's process lock
         (waiting up to `lock_wait` seconds, then AgentBusyError; None: no lock) until
         `close()` or the process ends."""
-        agent_lock = locking.AgentLock(store.path.parent, name)
+        agent_lock = store.agent_lock(name)
         if lock_wait is not None:
             agent_lock.acquire(lock_wait)
         try:

@@ -27,6 +27,12 @@ def db_path() -> Path:
     return data_dir() / DB_FILENAME
 
 
+def database_url() -> str | None:
+    """$MEMGPT_LITE_DATABASE_URL (the CLI's global --db sets it): where the store lives when
+    it is not the data dir's SQLite file, e.g. postgresql://user@host/db. None: the file."""
+    return os.environ.get("MEMGPT_LITE_DATABASE_URL", "").strip() or None
+
+
 def recordings_dir() -> Path:
     return data_dir() / "recordings"
 

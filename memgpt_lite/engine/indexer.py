@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from memgpt_lite.engine.dense import DenseRecall
@@ -27,9 +26,9 @@ class BackgroundIndexer:
     the dense side (one notice, at the next search; no call while it rests) and the rows
     wait for a later wake."""
 
-    def __init__(self, db_path: Path, agent_id: int, dense: DenseRecall,
-                 open_store: Callable[[Path], Any] | None = None):
-        self.db_path, self.agent_id, self.dense = db_path, agent_id, dense
+    def __init__(self, open_store: Callable[[], Any], agent_id: int, dense: DenseRecall):
+        """`open_store`: a new store on the agent's data (the thread's own connection)."""
+        self.agent_id, self.dense = agent_id, dense
         self._open_store = open_store
         self._wake, self._stop = threading.Event(), threading.Event()
         self._idle, self._closing = threading.Event(), threading.Event()
@@ -40,8 +39,7 @@ class BackgroundIndexer:
     def start(self, store: Any) -> BackgroundIndexer:
         """Remember where the agent's rows end now (older rows are the backfill's), start."""
         for kind in KINDS:
-            self.floor[kind] = store._q(f"SELECT coalesce(max(id), 0) FROM {kind} "
-                                        "WHERE agent_id = ?", (self.agent_id,))[0][0]
+            self.floor[kind] = store.last_row_id(self.agent_id, kind)
         self.thread.start()
         return self
 
@@ -65,9 +63,7 @@ class BackgroundIndexer:
             self.thread.join(2.0)
 
     def _run(self) -> None:
-        from memgpt_lite.engine.store import Store
-
-        store = (self._open_store or Store)(self.db_path)
+        store = self._open_store()
         try:
             while not (self._stop.is_set() or self._closing.is_set()):
                 self._wake.wait()
@@ -107,7 +103,7 @@ def attach_embedder(agent: Any, embedder: Embedder, *,
     options = {} if keyword_weight is None else {"keyword_weight": keyword_weight}
     dense = DenseRecall(agent.store, agent.id, embedder, **options)
     agent.tools.dense = dense
-    indexer = BackgroundIndexer(agent.store.path, agent.id, dense).start(agent.store)
+    indexer = BackgroundIndexer(agent.store.reopen, agent.id, dense).start(agent.store)
     agent.after_commit.append(indexer.wake)
     return indexer
 

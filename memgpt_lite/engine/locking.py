@@ -9,6 +9,10 @@ leaves a stale lock behind. The file holds the owner's pid, for the message.
 The lock is per process and re-entrant: opening the same agent twice in one process (a
 restart test, the chat plus a command) shares one lock, released when the last holder
 releases it. Different agents lock different files and work side by side.
+
+This is the SQLite store's lock (`SQLiteStore.agent_lock`); the Postgres store takes an
+advisory lock in the database instead, across machines (store/postgres_lock.py), with the
+same refusal.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import threading
 import time
 from pathlib import Path
 
-from memgpt_lite.engine.store import StoreError
+from memgpt_lite.engine.store.base import StoreError
 
 DEFAULT_WAIT = 3.0  # seconds a second process waits before it refuses
 _POLL = 0.1
@@ -31,12 +35,13 @@ _POLL = 0.1
 class AgentBusyError(StoreError):
     """Another process has this agent open. A StoreError, so the CLI shows it as one sentence."""
 
-    def __init__(self, agent: str, pid: int | None):
-        who = f" (pid {pid})" if pid else ""
+    def __init__(self, agent: str, pid: int | None, host: str | None = None):
+        who = f" (pid {pid}{f' on {host}' if host else ''})" if pid else ""
         super().__init__(f"agent {agent!r} is in use by another memgpt-lite process{who}; "
                          "close that chat first, or use another agent with --agent NAME.")
         self.agent = agent
         self.pid = pid
+        self.host = host
 
 
 def lock_path(data_dir: Path, agent: str) -> Path:

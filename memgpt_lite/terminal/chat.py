@@ -405,7 +405,7 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
     stdin). `json_out`: one JSON object per event on stdout instead of text."""
     from memgpt_lite.engine.agent import Agent
     from memgpt_lite.engine.model import AnthropicClient
-    from memgpt_lite.engine.store import Store
+    from memgpt_lite.engine.store import open_store
     from memgpt_lite.engine.tokens import price_table, resolve_model
 
     _decode_stdin_leniently()
@@ -420,7 +420,7 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
     model = _checked_model(meta, resolve_model(model) if model else None)
     # raises AuthError saying how to set the key, ConfigError for a bad timeout
     client = AnthropicClient(timeout=config.timeout_setting(timeout))
-    with Store.open_default() as store:
+    with open_store() as store:
         settings = chat_settings(store, agent_name, model, context_window, thinking,
                                  max_tokens=max_tokens)
         agent = Agent.open(store, agent_name, model_client=client, summary_client=client,
@@ -562,7 +562,7 @@ def _banner(console: Console, agent: Any, store: Any, record: bool) -> None:
     rec = (f"recording to {config.recordings_dir() / agent.row.uid}" if record
            else "not recording")
     for line in (f"agent {agent.name!r} ({state}) · model {agent.settings.model}",
-                 f"data {store.path} · {rec}"):
+                 f"data {store.location} · {rec}"):
         console.print(render.shown(line, "dim"), soft_wrap=True)
     if console.is_terminal:
         console.print("type /help for commands", style="dim")

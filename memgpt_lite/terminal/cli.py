@@ -22,6 +22,8 @@ environment:
   ANTHROPIC_BASE_URL          an Anthropic-compatible server, e.g. the offline fake server:
                               python -m memgpt_lite.lab.fake_server
   MEMGPT_LITE_HOME            the data dir (default: the platform's user data dir)
+  MEMGPT_LITE_DATABASE_URL    postgresql://user@host/db: the agents' store on Postgres
+                              (as --db; needs pip install 'memgpt-lite[postgres]')
   MEMGPT_LITE_MODEL           model id or alias (sonnet, haiku, opus)
   MEMGPT_LITE_SUMMARY_MODEL   the summariser's model
   MEMGPT_LITE_CONTEXT_WINDOW  context budget in tokens
@@ -54,9 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memgpt-lite",
         description="A MemGPT-style agent that manages its own memory on Claude. Data lives in "
-                    "one SQLite file; `memgpt-lite doctor` shows where.",
+                    "one SQLite file (or on Postgres, with --db); `memgpt-lite doctor` shows "
+                    "where.",
         epilog=ENVIRONMENT, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"memgpt-lite {__version__}")
+    parser.add_argument("--db", metavar="URL",
+                        help="the store: a postgresql:// URL (or a SQLite file) instead of the "
+                             "data dir's file; as MEMGPT_LITE_DATABASE_URL, before the command")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     # The order of these calls is the order of the commands in --help.
     _add_chat_parser(sub)
@@ -251,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
+    argv = _take_db(argv)
     if argv[:1] == ["bench"]:
         return _commands().cmd_bench(argv[1:])
     parser = build_parser()
@@ -276,6 +283,19 @@ def _main(argv: list[str]) -> int:
 
         print(f"memgpt-lite: {visible(_sentence(exc))}", file=sys.stderr)
         return code
+
+
+def _take_db(argv: list[str]) -> list[str]:
+    """The global `--db URL` (before the command) becomes MEMGPT_LITE_DATABASE_URL, so every
+    command, and every process it starts, opens the same store."""
+    if argv[:1] == ["--db"] and len(argv) > 1:
+        url, rest = argv[1], argv[2:]
+    elif argv[:1] and argv[0].startswith("--db="):
+        url, rest = argv[0][len("--db="):], argv[1:]
+    else:
+        return argv
+    os.environ["MEMGPT_LITE_DATABASE_URL"] = url
+    return rest
 
 
 def _reader_left() -> int:

@@ -318,18 +318,17 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 
 def _open_store() -> Any:
-    """The default Store; it is its own context manager (closed on exit)."""
-    from memgpt_lite.engine.store import Store
+    """The store (--db / MEMGPT_LITE_DATABASE_URL, else the data dir's file); it is its own
+    context manager (closed on exit)."""
+    from memgpt_lite.engine.store import open_store
 
-    return Store.open_default()
+    return open_store()
 
 
 def _agent_lock(store: Any, name: str) -> Any:
     """The agent's process lock: deleting or rewriting an agent under a running chat would
     pull its queue away mid-turn, so these commands wait briefly, then refuse."""
-    from memgpt_lite.engine import locking
-
-    return locking.AgentLock(store.path.parent, name)
+    return store.agent_lock(name)
 
 
 def _require_agent(store: Any, name: str) -> Any:

@@ -49,7 +49,10 @@ def run_doctor(console: Console, *, repair: bool = False, online: bool = True) -
     """Check the data dir, the database and the API; 1 when anything needs fixing."""
     report = _Report(console)
     report.ok(f"memgpt-lite {__version__} on Python {sys.version.split()[0]}")
-    if _doctor_data_dir(report):
+    data_dir_usable = _doctor_data_dir(report)
+    if config.database_url():  # the store is a server's; the data dir keeps the recordings
+        _doctor_server(report, console, repair)
+    elif data_dir_usable:
         _doctor_database(report, console, repair)
     _doctor_api(report, online)
     if report.problems:
@@ -112,16 +115,39 @@ def _doctor_database(report: _Report, console: Console, repair: bool) -> None:
         return
     try:
         with Store(path) as store:
-            report.ok(f"database {path}: schema version {store.schema_version()} "
-                      f"({len(store.applied_migrations())} migrations applied), "
-                      f"{len(store.list_agents())} agent(s)")
-            problems = _index_problems(store, report, console, repair)
-            from memgpt_lite.terminal.embedding_commands import doctor_vectors
-
-            doctor_vectors(store, report.ok, report.warn)
+            problems = _check_store(store, report, console, repair)
     except (StoreError, sqlite3.DatabaseError) as exc:
         report.bad(f"database {path}: {str(exc).strip().splitlines()[0]}")
         return
+    _report_problems(report, problems)
+
+
+def _doctor_server(report: _Report, console: Console, repair: bool) -> None:
+    """The database named by --db / MEMGPT_LITE_DATABASE_URL (Postgres): reachable, its
+    schema, and the consistency of every agent's search index."""
+    from memgpt_lite.engine.store import StoreError, open_store
+
+    try:
+        with open_store() as store:
+            problems = _check_store(store, report, console, repair)
+    except StoreError as exc:
+        report.bad(f"database: {str(exc).strip().splitlines()[0]}")
+        return
+    _report_problems(report, problems)
+
+
+def _check_store(store: Any, report: _Report, console: Console, repair: bool) -> list[str]:
+    report.ok(f"database {store.location}: schema version {store.schema_version()} "
+              f"({len(store.applied_migrations())} migrations applied), "
+              f"{len(store.list_agents())} agent(s)")
+    problems = _index_problems(store, report, console, repair)
+    from memgpt_lite.terminal.embedding_commands import doctor_vectors
+
+    doctor_vectors(store, report.ok, report.warn)
+    return problems
+
+
+def _report_problems(report: _Report, problems: list[str]) -> None:
     for problem in problems:
         report.bad(f"database: {problem}")
     if not problems:

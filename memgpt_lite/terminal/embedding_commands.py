@@ -41,17 +41,16 @@ def chat_embedder(agent: Any) -> Any:
 def cmd_index(args: argparse.Namespace) -> int:
     """`memgpt-lite index [--agent NAME] [--embedder SPEC]`: embed every message and passage
     lacking a vector of the configured model, with a progress bar."""
-    from memgpt_lite.engine.config import db_path
     from memgpt_lite.engine.embeddings import EmbeddingError
     from memgpt_lite.engine.indexer import index_agent
-    from memgpt_lite.engine.store import Store
+    from memgpt_lite.engine.store import open_store
 
     embedder = configured_embedder(args.embedder)
     if embedder is None:
         raise UserError("No embedder is configured: set MEMGPT_LITE_EMBEDDER (onnx:FOLDER or "
                         "http; see the README's Hybrid search) or pass --embedder.")
     console = Console(highlight=False)
-    with Store(db_path()) as store:
+    with open_store() as store:
         agents = [a for a in store.list_agents() if args.agent in (None, a.name)]
         if args.agent and not agents:
             raise UserError(f"There is no agent named {args.agent!r}.")

@@ -1,6 +1,51 @@
-"""Persistent memory: one `Store` per data directory (SQLite by default)."""
+"""Persistent memory behind one protocol (`base.Store`): SQLite by default (one file in the
+data dir), Postgres for one agent on many machines. `open_store` picks the backend."""
 
-from memgpt_lite.engine.store.base import AgentRow, StoreError
-from memgpt_lite.engine.store.sqlite import Store
+from __future__ import annotations
 
-__all__ = ["AgentRow", "Store", "StoreError"]
+from pathlib import Path
+
+from memgpt_lite.engine.store.base import AgentRow, IntegrityProblem, StoreError
+from memgpt_lite.engine.store.base import Store as StoreProtocol
+from memgpt_lite.engine.store.sqlite import SQLiteStore, Store
+
+__all__ = ["AgentRow", "IntegrityProblem", "SQLiteStore", "Store", "StoreError",
+           "StoreProtocol", "open_store", "is_postgres_url"]
+
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+POSTGRES_EXTRA = "pip install 'memgpt-lite[postgres]'"
+
+
+def is_postgres_url(target: object) -> bool:
+    return isinstance(target, str) and target.strip().lower().startswith(POSTGRES_SCHEMES)
+
+
+def open_store(target: str | Path | None = None) -> StoreProtocol:
+    """The store at `target`: a postgresql:// URL, a SQLite file (a path, or sqlite:///path),
+    or by default $MEMGPT_LITE_DATABASE_URL, else the data dir's SQLite file. A URL of
+    another kind, or a Postgres URL without psycopg installed, is one sentence."""
+    from memgpt_lite.engine import config  # config reads the environment; stores need not
+
+    if target is None:
+        target = config.database_url() or config.db_path()
+    if isinstance(target, Path):
+        return SQLiteStore(target)
+    text = target.strip()
+    if is_postgres_url(text):
+        return _postgres(text)
+    if text.lower().startswith("sqlite:///"):
+        return SQLiteStore(Path(text[len("sqlite://"):]))
+    if "://" in text:
+        raise StoreError(f"{text.split('://')[0]}:// databases are not supported; use a "
+                         "postgresql:// URL or a SQLite file.")
+    return SQLiteStore(Path(text))
+
+
+def _postgres(url: str) -> StoreProtocol:
+    try:  # psycopg comes with the postgres extra; SQLite start-up never imports it
+        from memgpt_lite.engine.store.postgres import PostgresStore
+    except ImportError as exc:
+        if "psycopg" not in str(exc):
+            raise
+        raise StoreError(f"A postgresql:// database needs psycopg: {POSTGRES_EXTRA}.") from None
+    return PostgresStore(url)

@@ -17,6 +17,7 @@ import sqlite3
 from collections.abc import Iterable
 
 KINDS = ("messages", "passages")
+TOKENIZER = "porter unicode61"  # stores on other databases cut words with it too (terms.py)
 
 
 def table(kind: str, agent_id: int) -> str:
@@ -36,7 +37,7 @@ def create(db: sqlite3.Connection, agent_id: int) -> None:
                    f"FROM {kind} WHERE agent_id = {aid} AND index_text != ''")
         db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {table(kind, aid)} USING fts5("
                    f"index_text, content='{_view(kind, aid)}', content_rowid='id', "
-                   "tokenize='porter unicode61')")
+                   f"tokenize='{TOKENIZER}')")
 
 
 def rebuild(db: sqlite3.Connection, agent_id: int) -> None:

@@ -13,6 +13,10 @@ megabytes and seconds per chat). Instead:
 copied, the delta applied on top. Row ids are the live ones, so the replayed agent's history
 is the live agent's history, row for row. A delta grows with what happened since its base,
 not with the agent; past `BASE_REFRESH_ROWS` changed rows a new base is written.
+
+Whatever the live store (SQLite or Postgres), bases are SQLite files and a replay always
+materialises into SQLite: the live store hands over its rows with SQLite's columns
+(`Store.snapshot_rows`). A SQLite store copies them file to file (ATTACH), faster.
 """
 
 from __future__ import annotations
@@ -26,7 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from memgpt_lite.engine.store import checks, fts
-from memgpt_lite.engine.store.sqlite import Store, dumps
+from memgpt_lite.engine.store.base import HISTORY_TABLES, SNAPSHOT_TABLES
+from memgpt_lite.engine.store.base import Store as AnyStore
+from memgpt_lite.engine.store.sqlite import SQLiteStore as Store
+from memgpt_lite.engine.store.sqlite import dumps
 from memgpt_lite.engine.text import clean_value
 
 BASE_REFRESH_ROWS = 2_000  # a delta with more changed rows than this gets a new base instead
@@ -34,10 +41,12 @@ BASE_REFRESH_ROWS = 2_000  # a delta with more changed rows than this gets a new
 # (which a forget can find and scrub) rather than JSON encoded inside a string.
 JSON_COLUMNS = {"agents": ("settings", "state"), "messages": ("content", "context_content"),
                 "passages": ("tags",)}
-HISTORY_TABLES = ("block_history", "messages", "passages")
+__all__ = ["HISTORY_TABLES", "choose_base", "write_base", "changes_since", "materialise",
+           "apply", "forget_in_base", "pending_rows"]
+_COPY_CHUNK = 5_000  # rows per insert when a base is written from another backend
 
 
-def choose_base(store: Store, agent_id: int, folder: Path) -> tuple[Path | None, int]:
+def choose_base(store: AnyStore, agent_id: int, folder: Path) -> tuple[Path | None, int]:
     """The base a new recording of the agent should start from, and its revision: the newest
     base in `folder` while the changes since it stay small, else a new one written now (or
     none, revision -1, while the agent's whole history is small)."""
@@ -58,7 +67,7 @@ def _bases(folder: Path) -> list[tuple[int, Path]]:
     return found
 
 
-def write_base(store: Store, agent_id: int, folder: Path) -> tuple[Path, int]:
+def write_base(store: AnyStore, agent_id: int, folder: Path) -> tuple[Path, int]:
     """Copy the agent's rows into a new SQLite file in `folder` (0600, written whole or not
     at all), named by the revision it holds; returns (path, revision)."""
     tmp = folder / f"base-{os.getpid()}.tmp"
@@ -73,9 +82,11 @@ def write_base(store: Store, agent_id: int, folder: Path) -> tuple[Path, int]:
     return path, rev
 
 
-def _write_base(store: Store, agent_id: int, tmp: Path) -> int:
+def _write_base(store: AnyStore, agent_id: int, tmp: Path) -> int:
     with Store(tmp) as empty:  # the current schema, in a file of its own
         empty._db.execute("PRAGMA journal_mode = DELETE")
+        if not isinstance(store, Store):
+            return _copy_rows(store, agent_id, empty)
     db = store._db
     db.execute("ATTACH DATABASE ? AS base", (str(tmp),))
     try:
@@ -91,6 +102,20 @@ def _write_base(store: Store, agent_id: int, tmp: Path) -> int:
             raise
     finally:
         db.execute("DETACH DATABASE base")
+    return rev
+
+
+def _copy_rows(store: AnyStore, agent_id: int, base: Store) -> int:
+    """The agent's rows from any store into the empty SQLite `base`, read in one snapshot."""
+    with store.read_snapshot(), base.transaction():
+        rev = store.revision(agent_id)
+        for table in SNAPSHOT_TABLES:
+            rows = store.snapshot_rows(agent_id, table)
+            while chunk := [row for _, row in zip(range(_COPY_CHUNK), rows)]:
+                cols = list(chunk[0])
+                base._db.executemany(
+                    f"INSERT INTO {table} ({', '.join(cols)}) VALUES "
+                    f"({', '.join('?' * len(cols))})", [[r[c] for c in cols] for r in chunk])
     return rev
 
 
@@ -117,29 +142,27 @@ def _copy(db: Any, table: str, key: str, agent_id: int) -> None:
                f"WHERE {key} = ?", (agent_id,))
 
 
-def pending_rows(store: Store, agent_id: int, since: int) -> int:
+def pending_rows(store: AnyStore, agent_id: int, since: int) -> int:
     """How many history rows (and deletions) a delta since revision `since` would carry."""
-    total = sum(store._q(f"SELECT count(*) FROM {t} WHERE agent_id = ? AND rev > ?",
-                         (agent_id, since))[0][0] for t in (*HISTORY_TABLES, "tombstones"))
-    return total
+    return store.count_changes(agent_id, since)
 
 
-def changes_since(store: Store, agent_id: int, since: int) -> dict[str, Any]:
+def changes_since(store: AnyStore, agent_id: int, since: int) -> dict[str, Any]:
     """The delta of the agent since revision `since` (-1: everything)."""
-    agent = _rows(store, "agents", "id = ?", (agent_id,))[0]
-    delta: dict[str, Any] = {"since": since, "rev": agent["rev"], "agent": agent,
-                             "blocks": _rows(store, "blocks", "agent_id = ?", (agent_id,))}
-    for table in HISTORY_TABLES:
-        delta[table] = _rows(store, table, "agent_id = ? AND rev > ?", (agent_id, since))
-    delta["tombstones"] = [[r[0], r[1]] for r in store._q(
-        "SELECT kind, row_id FROM tombstones WHERE agent_id = ? AND rev > ? ORDER BY rev",
-        (agent_id, since))]
+    with store.read_snapshot():
+        agent = _rows(store, agent_id, "agents")[0]
+        delta: dict[str, Any] = {"since": since, "rev": agent["rev"], "agent": agent,
+                                 "blocks": _rows(store, agent_id, "blocks")}
+        for table in HISTORY_TABLES:
+            delta[table] = _rows(store, agent_id, table, since)
+        delta["tombstones"] = [[kind, row_id] for kind, row_id in
+                               store.tombstones_since(agent_id, since)]
     return delta
 
 
-def _rows(store: Store, table: str, where: str, params: tuple) -> list[dict[str, Any]]:
-    rows = [dict(r) for r in store._q(f"SELECT * FROM {table} WHERE {where} ORDER BY id",
-                                      params)]
+def _rows(store: AnyStore, agent_id: int, table: str,
+          since: int | None = None) -> list[dict[str, Any]]:
+    rows = list(store.snapshot_rows(agent_id, table, since))
     for row in rows:
         for col in JSON_COLUMNS.get(table, ()):
             if row.get(col) is not None:

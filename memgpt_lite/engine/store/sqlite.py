@@ -24,9 +24,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from memgpt_lite.engine import locking
 from memgpt_lite.engine.records import Block, now_iso
 from memgpt_lite.engine.store import fts
-from memgpt_lite.engine.store.base import AgentRow, StoreError
+from memgpt_lite.engine.store.base import (
+    HISTORY_TABLES,
+    SNAPSHOT_TABLES,
+    AgentRow,
+    StoreError,
+)
 from memgpt_lite.engine.store.migrations import MIGRATIONS
 from memgpt_lite.engine.store.sqlite_archive import ArchiveMixin
 from memgpt_lite.engine.store.sqlite_recall import RecallMixin
@@ -135,11 +141,11 @@ class _Connection(sqlite3.Connection):
             raise self.damage
 
 
-class Store(RecallMixin, ArchiveMixin, TurnsMixin, VectorMixin):
-    """All persistent memory in one SQLite file. Every read and write takes an agent id and
-    touches only that agent's rows. Methods commit on their own unless called inside
-    `transaction()`, whose nested uses join the outermost one. Not safe for concurrent use
-    from several threads; other processes are fine (WAL + busy timeout)."""
+class SQLiteStore(RecallMixin, ArchiveMixin, TurnsMixin, VectorMixin):
+    """All persistent memory in one SQLite file (the `base.Store` protocol). Every read and
+    write takes an agent id and touches only that agent's rows. Methods commit on their own
+    unless called inside `transaction()`, whose nested uses join the outermost one. Not safe
+    for concurrent use from several threads; other processes are fine (WAL + busy timeout)."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path).expanduser()
@@ -188,10 +194,21 @@ class Store(RecallMixin, ArchiveMixin, TurnsMixin, VectorMixin):
                 time.sleep(0.05)
 
     @classmethod
-    def open_default(cls) -> Store:
+    def open_default(cls) -> SQLiteStore:
         from memgpt_lite.engine import config  # config reads the environment; stores need not
 
         return cls(config.db_path())
+
+    @property
+    def location(self) -> str:
+        return str(self.path)
+
+    def reopen(self) -> SQLiteStore:
+        return type(self)(self.path)
+
+    def agent_lock(self, name: str) -> locking.AgentLock:
+        """A lock file per agent beside the database (see locking.py)."""
+        return locking.AgentLock(self.path.parent, name)
 
     def close(self) -> None:
         self._db.close()
@@ -201,7 +218,7 @@ class Store(RecallMixin, ArchiveMixin, TurnsMixin, VectorMixin):
         """The error of a damaged page met in this file, if any (the store writes no more)."""
         return getattr(self._db, "damage", None)
 
-    def __enter__(self) -> Store:
+    def __enter__(self) -> SQLiteStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -467,6 +484,42 @@ class Store(RecallMixin, ArchiveMixin, TurnsMixin, VectorMixin):
             params.append(label)
         return [dict(r) for r in self._q(sql + " ORDER BY id", params)]
 
+    # ---------------------------------------------------------------- snapshots
+
+    @contextmanager
+    def read_snapshot(self) -> Iterator[None]:
+        """One read transaction: what is read inside is one state of the file."""
+        if self._depth or self._db.in_transaction:
+            yield
+            return
+        self._db.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self._db.execute("COMMIT")
+
+    def snapshot_rows(self, agent_id: int, table: str,
+                      since: int | None = None) -> Iterator[dict[str, Any]]:
+        if table not in SNAPSHOT_TABLES:
+            raise ValueError(f"not a snapshot table: {table!r}")
+        where = "id = ?" if table == "agents" else "agent_id = ?"
+        params: list[Any] = [agent_id]
+        if since is not None and table not in ("agents", "blocks"):
+            where += " AND rev > ?"
+            params.append(since)
+        for row in self._q(f"SELECT * FROM {table} WHERE {where} ORDER BY id", params):
+            yield dict(row)
+
+    def tombstones_since(self, agent_id: int, since: int) -> list[tuple[str, int]]:
+        return [(r[0], r[1]) for r in self._q(
+            "SELECT kind, row_id FROM tombstones WHERE agent_id = ? AND rev > ? ORDER BY rev",
+            (agent_id, since))]
+
+    def count_changes(self, agent_id: int, since: int) -> int:
+        return sum(self._q(f"SELECT count(*) FROM {t} WHERE agent_id = ? AND rev > ?",
+                           (agent_id, since))[0][0]
+                   for t in (*HISTORY_TABLES, "tombstones"))
+
     # ---------------------------------------------------------------- maintenance
 
     def fts_table(self, kind: str, agent_id: int) -> str:
@@ -522,3 +575,6 @@ def _prepare_file(path: Path) -> None:
         os.chmod(path, 0o600)
     except OSError as exc:
         raise StoreError(f"Cannot create the database {path} ({exc.strerror}).") from None
+
+
+Store = SQLiteStore  # the name the SQLite store had before there were two backends

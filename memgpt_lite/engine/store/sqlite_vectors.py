@@ -66,6 +66,12 @@ class VectorMixin:
             return [(r[0], r[2]) for r in rows]
         return [(r[0], plain_text(r[1], json.loads(r[2]))) for r in rows]
 
+    def last_row_id(self, agent_id: int, kind: str) -> int:
+        """The highest id of the agent's rows of `kind` (0: none); the background indexer
+        embeds what comes after it."""
+        return self._q(f"SELECT coalesce(max(id), 0) FROM {_table(kind)} WHERE agent_id = ?",
+                       (agent_id,))[0][0]
+
     def put_vectors(self, agent_id: int, kind: str, model: str, ids: list[int],
                     rows: Any) -> int:
         """Store unit vectors for rows (replacing any of another model); rows deleted

@@ -8,7 +8,7 @@ from typing import Any
 
 from memgpt_lite.engine.records import Message, now_iso
 from memgpt_lite.engine.store import checks
-from memgpt_lite.engine.store.base import AgentRow, StoreError
+from memgpt_lite.engine.store.base import AgentRow, IntegrityProblem, StoreError
 
 EXPORT_FORMAT = "memgpt-lite-agent"
 EXPORT_VERSION = 1
@@ -53,8 +53,10 @@ def import_agent(store: Any, doc: dict, name: str | None = None) -> AgentRow:
         raise StoreError(f"The agent export is damaged: {found}; nothing was imported.")
     try:
         return _import(store, doc, name, messages)
-    except sqlite3.IntegrityError as exc:  # e.g. a block label given twice
-        raise StoreError(f"The agent export is damaged ({exc}); nothing was imported.") from None
+    except (sqlite3.IntegrityError, IntegrityProblem) as exc:  # e.g. a block label twice
+        detail = exc.detail if isinstance(exc, IntegrityProblem) else exc
+        raise StoreError(f"The agent export is damaged ({detail}); nothing was imported.") \
+            from None
 
 
 def _messages(rows: list[dict]) -> list[Message]:

@@ -465,3 +465,32 @@ def test_both_backends_rank_a_corpus_identically(tmp_path, pg_url):
             [(h.id, h.score) for h in passages[1].hits], q
     for s in stores:
         s.close()
+
+
+# ---------------------------------------------------------------- the protocol itself
+
+BACKEND_MODULES = ("sqlite", "postgres", "fts", "migrations", "terms")
+# The lab builds SQLite stores of its own for baselines and file sizes (FTS5 queries, the
+# database file): SQLite internals, not part of the protocol.
+SQLITE_ONLY = {"_db", "_q", "fts_table", "path"}
+
+
+def test_the_protocol_lists_exactly_what_the_engine_terminal_and_lab_call():
+    import ast
+    from pathlib import Path
+
+    import memgpt_lite
+    from memgpt_lite.engine.store.base import Store
+
+    called: set[str] = set()
+    for path in Path(memgpt_lite.__file__).parent.rglob("*.py"):
+        if path.parent.name == "store" and path.stem.startswith(BACKEND_MODULES):
+            continue
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.Attribute) and not node.attr.startswith("__"):
+                owner = node.value
+                name = owner.id if isinstance(owner, ast.Name) else getattr(owner, "attr", "")
+                if name in ("store", "_store"):
+                    called.add(node.attr)
+    listed = {n for n in Store.__dict__ if not n.startswith("_")}
+    assert called - SQLITE_ONLY == listed

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from memgpt_lite.engine.api_rules import validate_request
 from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.memory import memory_tool_schemas
 from memgpt_lite.engine.paging import EVICT_TURNS_SCHEMA
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store import Store, open_store
 from memgpt_lite.engine.turns import group_turns
 from memgpt_lite.lab.scripted import ScriptedModel, text_response
 
@@ -25,7 +24,7 @@ REPO = HERE.parent.parent
 
 def store_problems(store: Store) -> list[str]:
     """SQLite's integrity check plus FTS5's full check of every agent's search indexes
-    against the stored text."""
+    against the stored text (on Postgres: every row's search terms and the totals)."""
     return store.integrity_problems()
 
 
@@ -50,14 +49,8 @@ def queue_problems(store: Store, agent_id: int) -> list[str]:
 
 def recall_texts(store: Store, agent_id: int) -> list[str]:
     """Every user/assistant text in recall, oldest first."""
-    rows = store._q("SELECT role, content FROM messages WHERE agent_id = ? ORDER BY id",
-                    (agent_id,))
-    out = []
-    for r in rows:
-        for b in json.loads(r["content"]):
-            if b.get("type") == "text":
-                out.append(b["text"])
-    return out
+    return [b["text"] for m in store.all_messages(agent_id) for b in m.content
+            if b.get("type") == "text"]
 
 
 def assert_trustworthy(db: Path | str, name: str, *, typed: list[str] = (),
@@ -65,7 +58,7 @@ def assert_trustworthy(db: Path | str, name: str, *, typed: list[str] = (),
     """After a crash or fault: the store opens and is consistent, the queue is valid for the
     API, everything typed is in recall, every committed answer is still there, and a new turn
     works (its request is checked by the fake server's validator)."""
-    with Store(db) as store:
+    with open_store(db) as store:
         assert store_problems(store) == []
         row = store.get_agent(name)
         assert row is not None, f"agent {name!r} lost"

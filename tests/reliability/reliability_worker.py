@@ -1,5 +1,7 @@
 """A process for the reliability tests to kill: runs turns and says where it is on stdout.
 
+DB is a SQLite file or a postgresql:// URL (see `open_store`).
+
     reliability_worker.py stage DB NAME STAGE    one committed turn, then a turn that stops
                                                  (sleeps) at STAGE: streaming | after_tool |
                                                  summariser | commit | migration
@@ -7,6 +9,8 @@
                                                  (tools, long texts, evictions), killed at a
                                                  random moment by the test
     reliability_worker.py hold DB NAME SECONDS   open the agent (taking its lock) and hold it
+    reliability_worker.py race DB NAME N TAG     N turns, each opening the agent (waiting for
+                                                 its lock) and closing it after the turn
 
 Lines: "TYPED <text>" before a turn, "COMMITTED <reply>" after a completed one,
 "STAGE <name>" right before the worker blocks.
@@ -23,7 +27,7 @@ from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.events import TextDelta
 from memgpt_lite.engine.records import ModelRequest, ModelResponse, Usage
-from memgpt_lite.engine.store import Store, migrations
+from memgpt_lite.engine.store import is_postgres_url, migrations, open_store
 from memgpt_lite.lab.scripted import tool_response
 
 
@@ -76,16 +80,10 @@ def run_turn(agent: Agent, text: str) -> None:
 
 def stage(db: str, name: str, where: str) -> None:
     if where == "migration":
-        apply = migrations.MIGRATIONS[1][1]
-
-        def stop_midway(conn):  # applied, but the ledger row is not written yet
-            apply(conn)
-            block("migration")
-
-        migrations.MIGRATIONS[1] = (migrations.MIGRATIONS[1][0], stop_midway)
-        Store(db)
+        stop_in_a_migration(db)
+        open_store(db)
         return
-    store = Store(db)
+    store = open_store(db)
     calls = {"n": 0}
 
     def answer(request: ModelRequest) -> ModelResponse:
@@ -127,9 +125,35 @@ def stage(db: str, name: str, where: str) -> None:
     run_turn(agent, "my second message must survive")
 
 
+def stop_in_a_migration(db: str) -> None:
+    """The second migration is applied, but its ledger row is not written yet, when the
+    worker blocks."""
+    if is_postgres_url(db):
+        from memgpt_lite.engine.store import postgres, postgres_migrations
+
+        second = postgres_migrations.MIGRATIONS[1][1]
+        real = postgres.PostgresStore._x
+
+        def stop_midway(self, sql, params=None):
+            cur = real(self, sql, params)
+            if sql == second:
+                block("migration")
+            return cur
+
+        postgres.PostgresStore._x = stop_midway  # type: ignore[method-assign]
+        return
+    apply = migrations.MIGRATIONS[1][1]
+
+    def stop_midway_sqlite(conn):
+        apply(conn)
+        block("migration")
+
+    migrations.MIGRATIONS[1] = (migrations.MIGRATIONS[1][0], stop_midway_sqlite)
+
+
 def random_run(db: str, name: str, seed: int, n: int) -> None:
     rng = random.Random(seed)
-    store = Store(db)
+    store = open_store(db)
 
     def answer(request: ModelRequest) -> ModelResponse:
         last = request.messages[-1]["content"]
@@ -150,13 +174,23 @@ def random_run(db: str, name: str, seed: int, n: int) -> None:
 
 
 def hold(db: str, name: str, seconds: float) -> None:
-    store = Store(db)
+    store = open_store(db)
     agent = Agent.open(store, name, model_client=Client(lambda r: reply("held")))
     say("LOCKED")
     run_turn(agent, f"turn from the holder of {name}")
     time.sleep(seconds)
     agent.close()
     say("RELEASED")
+
+
+def race(db: str, name: str, n: int, tag: str) -> None:
+    store = open_store(db)
+    for i in range(n):
+        text = f"{tag} turn {i}"
+        agent = Agent.open(store, name, model_client=Client(lambda r, t=text: reply(f"re: {t}")),
+                           lock_wait=60)
+        run_turn(agent, text)
+        agent.close()
 
 
 if __name__ == "__main__":
@@ -167,5 +201,7 @@ if __name__ == "__main__":
         random_run(args[0], args[1], int(args[2]), int(args[3]))
     elif mode == "hold":
         hold(args[0], args[1], float(args[2]))
+    elif mode == "race":
+        race(args[0], args[1], int(args[2]), args[3])
     else:
         raise SystemExit(f"unknown mode {mode}")

@@ -115,7 +115,9 @@ class PostgresStore(PgRecallMixin, PgArchiveMixin, PgTurnsMixin, PgVectorMixin, 
     def _prepare_schema(self) -> None:
         found = self._q("SELECT 1 FROM pg_namespace WHERE nspname = %s", (SCHEMA,))
         if not found:  # only when missing: creating needs a privilege using does not
-            self._x(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+            with self.transaction():  # two processes starting on a new database take turns
+                self._x("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                self._x(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
         self._x(f"SET search_path TO {SCHEMA}")
 
     def _check_schema(self) -> None:

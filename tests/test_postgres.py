@@ -1,0 +1,304 @@
+"""What only the Postgres backend does, and the command line pointed at it: choosing the
+backend (and one sentence without psycopg or a server), its schema and ledger, ids counted
+per agent, moving an agent between backends, doctor, the chat, and strict replay of a
+Postgres session on SQLite. The shared contract is in test_store_contract.py; processes
+killed and racing are in reliability/test_postgres.py."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import socket
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memgpt_lite.engine import config, recording
+from memgpt_lite.engine import replay as replay_mod
+from memgpt_lite.engine.agent import Agent
+from memgpt_lite.engine.config import Settings
+from memgpt_lite.engine.records import Message, ModelResponse
+from memgpt_lite.engine.store import SQLiteStore, StoreError, open_store, snapshot
+from memgpt_lite.lab.scripted import ScriptedModel, estimate_usage, text_response, tool_response
+from memgpt_lite.terminal import cli
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run_cli(*args: str, stdin: str = "", **env: str) -> subprocess.CompletedProcess:
+    import os
+
+    environ = {**os.environ, "PYTHONPATH": str(REPO), **env}
+    return subprocess.run([sys.executable, "-m", "memgpt_lite", *args], input=stdin,
+                          capture_output=True, text=True, env=environ, timeout=120)
+
+
+# --------------------------------------------------------------------------- choosing it
+
+
+def test_open_store_picks_the_backend(tmp_path, monkeypatch, pg_url):
+    from memgpt_lite.engine.store.postgres import PostgresStore
+
+    with open_store() as store:
+        assert isinstance(store, SQLiteStore) and store.location == str(config.db_path())
+    with open_store(f"sqlite:///{str(tmp_path).lstrip('/')}/x.db") as store:
+        assert isinstance(store, SQLiteStore) and store.location == f"{tmp_path}/x.db"
+    monkeypatch.setenv("MEMGPT_LITE_DATABASE_URL", pg_url)
+    with open_store() as store:
+        assert isinstance(store, PostgresStore)
+    with pytest.raises(StoreError, match=r"^mysql:// databases are not supported; use a "):
+        open_store("mysql://root@localhost/db")
+
+
+def test_without_psycopg_a_postgres_url_is_one_sentence():
+    code = ("import sys; sys.modules['psycopg'] = None; from memgpt_lite.terminal.cli import "
+            "main; raise SystemExit(main(['--db', 'postgresql://u@127.0.0.1:9/db', 'agents', "
+            "'list']))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, cwd=REPO)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == ("memgpt-lite: A postgresql:// database needs psycopg: pip "
+                                   "install 'memgpt-lite[postgres]'.")
+
+
+def test_help_and_a_sqlite_start_never_load_psycopg():
+    code = ("import sys; from memgpt_lite.terminal.cli import main; main(['--help']); "
+            "main(['agents', 'list']); print('psycopg' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, cwd=REPO)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("False"), proc.stderr
+    assert "--db URL" in proc.stdout and "MEMGPT_LITE_DATABASE_URL" in proc.stdout
+
+
+def test_a_server_that_cannot_be_reached_is_one_sentence_without_the_password():
+    pytest.importorskip("psycopg")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nobody listens there
+    proc = run_cli("--db", f"postgresql://ann:hunter2@127.0.0.1:{port}/mem", "agents", "list")
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        f"memgpt-lite: Cannot connect to the database postgresql://ann@127.0.0.1:{port}/mem: ")
+    assert "hunter2" not in proc.stderr
+
+
+# --------------------------------------------------------------------------- its schema
+
+
+def test_a_newer_schema_or_another_programs_tables_are_refused_and_left_alone(pg_url):
+    import psycopg
+
+    open_store(pg_url).close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO memgpt_lite.schema_migrations VALUES (99, '099_future', 'x')")
+    with pytest.raises(StoreError, match="newer memgpt-lite.*099_future"):
+        open_store(pg_url)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("DROP SCHEMA memgpt_lite CASCADE")
+        conn.execute("CREATE SCHEMA memgpt_lite")
+        conn.execute("CREATE TABLE memgpt_lite.recipes (name text)")
+    with pytest.raises(StoreError, match="another program"):
+        open_store(pg_url)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        tables = conn.execute("SELECT table_name FROM information_schema.tables WHERE "
+                              "table_schema = 'memgpt_lite'").fetchall()
+    assert tables == [("recipes",)]
+
+
+def test_processes_opening_a_new_database_at_once_migrate_it_once(pg_url):
+    code = "import sys; from memgpt_lite.engine.store import open_store; open_store(sys.argv[1])"
+    procs = [subprocess.Popen([sys.executable, "-c", code, pg_url], cwd=REPO,
+                              stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    for p in procs:
+        assert p.wait(timeout=60) == 0, p.stderr.read()  # type: ignore[union-attr]
+    with open_store(pg_url) as store:
+        assert store.schema_version() == 5
+        assert store._q("SELECT count(*) FROM schema_migrations")[0][0] == 5
+
+
+def test_snapshot_rows_have_exactly_the_sqlite_columns(tmp_path):
+    pytest.importorskip("psycopg")
+    from memgpt_lite.engine.store.postgres import SQLITE_COLUMNS
+
+    with SQLiteStore(tmp_path / "s.db") as store:
+        for table, cols in SQLITE_COLUMNS.items():
+            found = tuple(r[1] for r in store._q(f"PRAGMA table_info({table})"))
+            assert cols == found, f"{table}: the Postgres store must hand over {found}"
+
+
+def test_ids_the_model_sees_are_counted_per_agent(pg_url):
+    with open_store(pg_url) as store:
+        a, b = (store.create_agent(n, {}, {}).id for n in ("a", "b"))
+        ids = [(store.add_passage(a, f"fact {i} for a"), store.add_passage(b, f"fact {i} for b"))
+               for i in range(3)]
+        assert ids == [(1, 1), (2, 2), (3, 3)]
+        store.delete_passages(a, [3])
+        assert store.add_passage(a, "again") == 3  # as SQLite gives an agent alone
+
+
+def test_text_postgres_cannot_hold_becomes_the_replacement_character(pg_url):
+    with open_store(pg_url) as store:
+        agent = store.create_agent("a", {}, {"human": ("x", 100)})
+        store.set_block(agent.id, "human", "nul\x00here")
+        assert store.get_block(agent.id, "human").value == "nul\ufffdhere"
+        pid = store.add_passage(agent.id, "a nul\x00in a passage")
+        assert store.list_passages(agent.id)[0].text == "a nul\ufffdin a passage"
+        assert store.search_passages(agent.id, "passage").hits[0].id == pid
+
+
+def test_an_agent_opened_twice_in_one_process_shares_its_lock(pg_url):
+    with open_store(pg_url) as store:
+        first = Agent.open(store, "x", model_client=ScriptedModel([]))
+        second = Agent.open(store, "x", model_client=ScriptedModel([]), lock_wait=0)
+        first.close()
+        second.close()
+    code = ("import sys; from memgpt_lite.engine.store import open_store; "
+            "open_store(sys.argv[1]).agent_lock('x').acquire(0); print('ok')")
+    proc = subprocess.run([sys.executable, "-c", code, pg_url], capture_output=True, text=True,
+                          timeout=60, cwd=REPO)
+    assert proc.stdout.strip() == "ok", proc.stderr
+
+
+# --------------------------------------------------------------------------- moving, doctor
+
+
+def make_history(store_target: str) -> None:
+    """An agent with every kind of row: turns with tool calls, a block edited (history), a
+    passage with tags, an evicted turn, a cut-off turn, a summary and learned state."""
+    script = [tool_response([("core_memory_append", {"label": "human", "content": "Ada."}),
+                             ("archival_insert", {"content": "Ada's bike is red.",
+                                                  "tags": ["bike"]})]),
+              text_response("Noted."), text_response("A static site generator."),
+              text_response("Later.")]
+    with open_store(store_target) as store:
+        agent = Agent.open(store, "ada", model_client=ScriptedModel(script))
+        for text in ("I'm Ada, my bike is red", "What is hexo?", "部署博客前必须运行 hexo g"):
+            list(agent.step(text))
+        store.set_in_context(agent.id, [1], False)
+        store.set_summary(agent.id, "Ada has a red bike.")
+        store.begin_turn(agent.id, Message("user", [{"type": "text", "text": "cut off"}], 4))
+        store.undo_turn(agent.id, 4)
+        agent.close()
+
+
+def exported(*args: str, **env: str) -> dict:
+    proc = run_cli(*args, "agents", "export", "ada", "-", **env)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    doc.pop("exported_at")
+    return doc
+
+
+def test_an_agent_moves_between_backends_with_every_table(tmp_path, pg_url):
+    make_history(str(config.db_path()))
+    from_sqlite = exported()
+    assert from_sqlite["block_history"] and from_sqlite["passages"]
+    assert {m["status"] for m in from_sqlite["messages"]} == {"", "interrupted"}
+    (tmp_path / "ada.json").write_text(json.dumps({**from_sqlite, "exported_at": "x"}))
+    assert run_cli("--db", pg_url, "agents", "import", str(tmp_path / "ada.json")).returncode == 0
+    from_postgres = exported("--db", pg_url)
+    assert from_postgres == from_sqlite
+    (tmp_path / "back.json").write_text(json.dumps({**from_postgres, "exported_at": "x"}))
+    other_home = tmp_path / "other-home"
+    proc = run_cli("agents", "import", str(tmp_path / "back.json"),
+                   MEMGPT_LITE_HOME=str(other_home))
+    assert proc.returncode == 0, proc.stderr
+    assert exported(MEMGPT_LITE_HOME=str(other_home)) == from_sqlite
+    with open_store(pg_url) as store:  # and it is searchable there, CJK included
+        row = store.get_agent("ada")
+        assert store.search_messages(row.id, "部署前要做什么").hits[0].text.startswith("部署")
+        assert store.search_passages(row.id, "bike", tags=["bike"]).total == 1
+
+
+def test_doctor_checks_and_repairs_a_postgres_database(capsys, pg_url):
+    make_history(pg_url)
+    assert cli.main(["--db", pg_url, "doctor", "--offline"]) == 0
+    out = capsys.readouterr().out
+    assert f"database {pg_url}: schema version 5 (5 migrations applied), 1 agent(s)" in out
+    assert "integrity check and search index consistency" in out
+    with open_store(pg_url) as store:  # an index entry out of step with its text
+        store._q("UPDATE messages SET terms = NULL WHERE id = 1 RETURNING id")
+    assert cli.main(["--db", pg_url, "doctor", "--offline"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL  database: the messages search index of agent 'ada' is out of step" in out
+    assert cli.main(["--db", pg_url, "doctor", "--offline", "--repair"]) == 0
+    assert "rebuilt the search indexes" in capsys.readouterr().out
+
+
+def test_chat_on_postgres_shows_where_without_the_password(pg_url):
+    from memgpt_lite.lab.fake_server import FakeAnthropicServer
+
+    url = pg_url.replace("memgpt@", "memgpt:hunter2@")  # trust auth: any password works
+    with FakeAnthropicServer() as server:
+        proc = run_cli("--db", url, "chat", "--agent", "pg", stdin="hello there\n",
+                       ANTHROPIC_BASE_URL=server.base_url, ANTHROPIC_API_KEY="test")
+    assert proc.returncode == 0, proc.stderr
+    assert "Fake reply to: hello there" in proc.stdout
+    assert f"data {pg_url} · recording to" in proc.stderr and "hunter2" not in proc.stderr
+    with open_store(pg_url) as store:
+        row = store.get_agent("pg")
+        assert [m.role for m in store.context_messages(row.id)] == ["user", "assistant"]
+
+
+# --------------------------------------------------------------------------- replay
+
+
+CALLS = itertools.count(1)
+
+
+class Keeper:
+    """A deterministic model: "keep X" makes it store X in archival memory, "find X" makes it
+    search for X; anything else gets a short reply."""
+
+    def stream(self, request):
+        n = next(CALLS)
+        last = request.messages[-1]["content"]
+        said = next((b["text"] for b in reversed(last) if b.get("type") == "text"), "")
+        answered = any(b.get("type") == "tool_result" for b in last)
+        verb, _, rest = said.partition(" ")
+        if verb in ("keep", "find") and not answered:
+            tool, args = (("archival_insert", {"content": f"{rest} (note {n})"}) if verb == "keep"
+                          else ("conversation_search", {"query": rest}))
+            content = [{"type": "tool_use", "id": f"toolu_{n}", "name": tool, "input": args}]
+            response = ModelResponse(content, "tool_use", estimate_usage(request))
+        else:
+            response = ModelResponse([{"type": "text", "text": f"ok {n}"}], "end_turn",
+                                     estimate_usage(request))
+        yield ModelResponse(response.content, response.stop_reason,
+                            estimate_usage(request, response), request.model, f"m{n}")
+
+
+def test_postgres_sessions_replay_strictly_on_sqlite(pg_url, monkeypatch):
+    """Two agents in one database storing passages in turn (their ids interleave in time),
+    searching, popping; bases written from Postgres rows. Every recording replays on SQLite
+    with zero divergence."""
+    monkeypatch.setattr(snapshot, "BASE_REFRESH_ROWS", 6)
+    settings = Settings(context_window=6_000, max_output_tokens=500)
+    store = open_store(pg_url)
+    agents = {n: Agent.open(store, n, model_client=Keeper(), summary_client=Keeper(),
+                            settings=settings) for n in ("a", "b")}
+    paths = []
+    for round_ in range(3):
+        for name, agent in agents.items():
+            recorder = recording.Recorder.for_agent(agent)
+            recording.record_header(agent, recorder)
+            for text in (f"keep {name} likes tulips round {round_}", "find tulips",
+                         f"keep {name} rides a bike", "hello", "find bike round"):
+                list(recording.recorded_step(agent, recorder, text))
+            recorder.close()
+            paths.append(recorder.path)
+            agent.pop_turns(1)
+    bases = sorted(config.recordings_dir().rglob("rev-*.db"))
+    assert bases, "no base snapshot was written from the Postgres rows"
+    with sqlite3.connect(bases[-1]) as db:
+        assert db.execute("SELECT count(*) FROM messages").fetchone()[0] > 0
+    for path in paths:
+        report = replay_mod.replay(path, strict=True)
+        assert report.ok, (path.name, report.divergences)
+    text = "\n".join(p.read_text() for p in paths)
+    assert "Stored as passage #2" in text  # the ids the model saw came from Postgres
+    store.close()

@@ -302,3 +302,19 @@ def test_postgres_sessions_replay_strictly_on_sqlite(pg_url, monkeypatch):
     text = "\n".join(p.read_text() for p in paths)
     assert "Stored as passage #2" in text  # the ids the model saw came from Postgres
     store.close()
+
+
+def test_forget_on_postgres_deletes_the_turns_and_passages_and_no_other_agents(pg_url):
+    make_history(pg_url)
+    with open_store(pg_url) as store:
+        other = store.create_agent("other", {}, {})
+        store.add_message(other.id, Message("user", [{"type": "text", "text": "my bike too"}], 1))
+    proc = run_cli("--db", pg_url, "forget", "bike", "--agent", "ada", "--yes")
+    assert proc.returncode == 0, proc.stderr
+    assert "Deleted 4 message(s) of turn(s) 1 and 1 passage(s)" in proc.stdout
+    with open_store(pg_url) as store:
+        row = store.get_agent("ada")
+        assert store.search_messages(row.id, "bike").total == 0
+        assert store.count_passages(row.id) == 0
+        assert store.search_messages(other.id, "bike").total == 1
+        assert store.integrity_problems() == []

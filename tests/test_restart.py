@@ -1,12 +1,12 @@
 """A restart costs nothing: what the agent learned about token counts and pressure alerts
-is stored with it, so a new process sees the queue at its true size."""
+is stored with it, so a new process sees the queue at its true size (on either backend)."""
 
 from __future__ import annotations
 
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.records import ModelRequest, ModelResponse, Usage
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store import open_store
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.lab.fake_server import count_tokens
 
@@ -26,10 +26,10 @@ class TrueCounts:
                             Usage(count_tokens(request.to_api()), 5), request.model, "m")
 
 
-def test_reopening_an_agent_at_60_percent_neither_evicts_nor_summarises(tmp_path):
-    db = tmp_path / "a.db"
+def test_reopening_an_agent_at_60_percent_neither_evicts_nor_summarises(store_target):
+    db = store_target
     model = TrueCounts()
-    with Store(db) as store:
+    with open_store(db) as store:
         agent = Agent.open(store, "a", model_client=model, summary_client=model,
                            settings=SETTINGS)
         last = 0
@@ -39,7 +39,7 @@ def test_reopening_an_agent_at_60_percent_neither_evicts_nor_summarises(tmp_path
         assert Tally().add_all(events).forced_flushes == 0
         agent.close()
     assert 0.55 * SETTINGS.budget < last < 0.70 * SETTINGS.budget
-    with Store(db) as store:  # a new process: nothing but what is stored
+    with open_store(db) as store:  # a new process: nothing but what is stored
         again = Agent.open(store, "a", model_client=model, summary_client=model)
         events = list(again.step("And one more short note."))
     tally = Tally().add_all(events)

@@ -2,11 +2,13 @@
 
 Each failure test takes every table the agent's memory lives in before the turn and after
 it, and requires them equal but for the one row a failed turn keeps: the user's message, in
-recall, marked interrupted."""
+recall, marked interrupted. Every test runs on SQLite and on Postgres (`store_target`)."""
 
 from __future__ import annotations
 
 import json
+
+import pytest
 
 from memgpt_lite.engine import recording
 from memgpt_lite.engine import replay as replay_mod
@@ -14,7 +16,7 @@ from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.errors import OverloadedError
 from memgpt_lite.engine.records import Message
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store import Store, open_store
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 TABLES = {
@@ -50,8 +52,16 @@ def assert_only_the_message_was_added(before, after, store: Store, text: str) ->
     assert store.integrity_problems() == []
 
 
+BACKEND: dict[str, str] = {}  # where `opened` puts the store of the running test
+
+
+@pytest.fixture(autouse=True)
+def _each_backend(store_target):
+    BACKEND["target"] = store_target
+
+
 def opened(tmp_path, script, settings=None) -> tuple[Store, Agent]:
-    store = Store(tmp_path / "a.db")
+    store = open_store(BACKEND["target"])
     agent = Agent.open(store, "a", model_client=ScriptedModel(script, validate=True),
                        summary_client=ScriptedModel([]), settings=settings)
     return store, agent

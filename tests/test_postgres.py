@@ -150,6 +150,31 @@ def test_text_postgres_cannot_hold_becomes_the_replacement_character(pg_url):
         assert store.search_passages(agent.id, "passage").hits[0].id == pid
 
 
+def test_term_row_counts_follow_every_write_and_doctor_mends_them(pg_url):
+    """`term_docs` (how many rows hold each term, read by every search) agrees with the rows
+    after inserts, edits and deletions; counts gone astray are found and rebuilt."""
+    with open_store(pg_url) as store:
+        aid = store.create_agent("a", {}, {}).id
+        msgs = [Message("user", [{"type": "text", "text": t}], i // 2 + 1)
+                for i, t in enumerate(["deploy the blog", "deploy it again", "the cat",
+                                       "部署博客前必须运行 hexo g", "", "blog blog blog"])]
+        store.add_messages(aid, msgs)
+        msgs[1].content = [{"type": "text", "text": "never mind"}]
+        store.update_message(aid, msgs[1])
+        store.delete_turns(aid, [3])
+        pid = store.add_passage(aid, "the blog runs on hexo")
+        store.add_passage(aid, "hexo again")
+        store.delete_passages(aid, [pid])
+        assert [store._term_docs_off(k, aid) for k in ("messages", "passages")] == [0, 0]
+        assert store.search_messages(aid, "deploy").total == 1
+        assert store._q("SELECT docs FROM term_docs WHERE lexeme = %s", (f"{aid}:blog",)) == \
+            [(1,)]
+        store._q("UPDATE term_docs SET docs = docs + 5 RETURNING 1")  # behind its back
+        assert "messages search index of agent 'a'" in store.integrity_problems()[0]
+        store.rebuild_search_index()
+        assert store.integrity_problems() == []
+
+
 def test_an_agent_opened_twice_in_one_process_shares_its_lock(pg_url):
     with open_store(pg_url) as store:
         first = Agent.open(store, "x", model_client=ScriptedModel([]))
@@ -318,3 +343,24 @@ def test_forget_on_postgres_deletes_the_turns_and_passages_and_no_other_agents(p
         assert store.count_passages(row.id) == 0
         assert store.search_messages(other.id, "bike").total == 1
         assert store.integrity_problems() == []
+
+
+def test_bench_store_measures_both_backends_in_a_scratch_database(pg_url, capsys):
+    import psycopg
+
+    from memgpt_lite.lab.bench import suite
+
+    def databases() -> set[str]:
+        with psycopg.connect(pg_url) as conn:
+            return {r[0] for r in conn.execute("SELECT datname FROM pg_database")}
+
+    before = databases()
+    assert suite.store_main(["--db", pg_url, "--sizes", "300,600", "--queries", "5",
+                             "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["backend"], r["messages"]) for r in rows] == \
+        [("sqlite", 300), ("sqlite", 600), ("postgres", 300), ("postgres", 600)]
+    # the same corpus and queries find the same rows on both
+    assert [r["median_matches"] for r in rows[:2]] == [r["median_matches"] for r in rows[2:]]
+    assert all(r["insert_msgs_per_s"] > 0 and r["search_p95_ms"] > 0 for r in rows)
+    assert databases() == before  # the scratch database is gone

@@ -45,7 +45,7 @@ class PgArchiveMixin:
                      created_at or now_iso(), rev,
                      turn_id if turn_id is not None else self.open_turn(agent_id),
                      terms, counts, length))
-            self._stats_add(agent_id, "passages", int(bool(indexed)), length)
+            self._stats_add(agent_id, "passages", int(bool(indexed)), length, [terms])
             self._journal(agent_id, "passage", pid, None)
         return pid
 
@@ -117,8 +117,9 @@ class PgArchiveMixin:
     def delete_passages(self, agent_id: int, ids: list[int]) -> int:
         with self.transaction():
             gone = self._q("DELETE FROM passages WHERE agent_id = %s AND id = ANY(%s) "
-                           "RETURNING id, index_text, length", (agent_id, list(ids)))
+                           "RETURNING id, index_text, length, tsvector_to_array(terms)",
+                           (agent_id, list(ids)))
             self._stats_add(agent_id, "passages", -sum(1 for r in gone if r[1]),
-                            -sum(r[2] for r in gone))
+                            -sum(r[2] for r in gone), [r[3] for r in gone], sign=-1)
             self._tombstones(agent_id, "passages", sorted(r[0] for r in gone))
         return len(gone)

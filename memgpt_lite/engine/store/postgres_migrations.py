@@ -12,7 +12,7 @@ Postgres's list is its own (its own SQL), with SQLite's names where a step means
   tokens of the row (store/terms.py), each keyed by the agent ('17:deploy'): one index, yet
   every agent's terms are its own, as SQLite's one FTS5 index per agent. `term_counts`
   holds the counts above 1 and `length` the row's tokens, for BM25; `search_stats` the
-  agent's rows and tokens.
+  agent's rows and tokens, `term_docs` how many of its rows hold each term.
 * Text and JSON stay TEXT, times stay ISO text: what is stored reads back byte for byte
   (jsonb would reorder keys, and the prompt cache would see other bytes).
 """
@@ -91,6 +91,13 @@ CREATE TABLE search_stats (
     rows BIGINT NOT NULL DEFAULT 0,
     tokens BIGINT NOT NULL DEFAULT 0,
     PRIMARY KEY (agent_id, kind)
+);
+CREATE TABLE term_docs (
+    agent_id BIGINT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+    kind TEXT NOT NULL,
+    lexeme TEXT NOT NULL,
+    docs BIGINT NOT NULL,
+    PRIMARY KEY (agent_id, kind, lexeme)
 );
 """
 

@@ -71,14 +71,14 @@ class PgRecallMixin:
             self._many(_INSERT, [(row[0], first + i, *row[1:], seq + 1 + i, rev, *a)
                                  for i, (row, a) in enumerate(zip(rows, analysed))])
             self._stats_add(agent_id, "messages", sum(1 for r in rows if r[5]),
-                            sum(a[2] for a in analysed))
+                            sum(a[2] for a in analysed), [a[0] for a in analysed])
 
     def update_message(self, agent_id: int, msg: Message) -> None:
         row = self._message_row(agent_id, msg)
         self._decoded.pop((agent_id, msg.id), None)  # type: ignore[arg-type]
         with self.transaction():
-            old = self._q("SELECT index_text, length FROM messages WHERE agent_id = %s AND "
-                          "id = %s", (agent_id, msg.id))
+            old = self._q("SELECT index_text, length, tsvector_to_array(terms) FROM messages "
+                          "WHERE agent_id = %s AND id = %s", (agent_id, msg.id))
             if not old:
                 return
             rev = self._bump(agent_id)
@@ -92,7 +92,8 @@ class PgRecallMixin:
                         "WHERE agent_id = %s AND id = %s",
                         (row[5], terms, counts, length, agent_id, msg.id))
                 self._stats_add(agent_id, "messages", bool(row[5]) - bool(old[0][0]),
-                                length - old[0][1])
+                                length - old[0][1], [old[0][2]], sign=-1)
+                self._stats_add(agent_id, "messages", 0, 0, [terms])
 
     def set_context_content(self, agent_id: int, message_id: int,
                             content: list[dict] | None) -> None:
@@ -125,9 +126,10 @@ class PgRecallMixin:
         """Delete whole turns from the queue and recall; returns how many messages went."""
         with self.transaction():
             gone = self._q("DELETE FROM messages WHERE agent_id = %s AND turn_id = ANY(%s) "
-                           "RETURNING id, index_text, length", (agent_id, list(turn_ids)))
+                           "RETURNING id, index_text, length, tsvector_to_array(terms)",
+                           (agent_id, list(turn_ids)))
             self._stats_add(agent_id, "messages", -sum(1 for r in gone if r[1]),
-                            -sum(r[2] for r in gone))
+                            -sum(r[2] for r in gone), [r[3] for r in gone], sign=-1)
             self._tombstones(agent_id, "messages", sorted(r[0] for r in gone))
         self._decoded.clear()  # ids are given again after a delete
         return len(gone)

@@ -2,7 +2,9 @@
 
 Each row with text keeps FTS5's tokens of its `index_text` (store/terms.py) as a tsvector of
 agent-keyed lexemes (`terms`), the counts above 1 (`term_counts`) and its length in tokens;
-`search_stats` keeps each agent's rows and tokens. A search then runs the SQLite store's
+`search_stats` keeps each agent's rows and tokens, `term_docs` how many rows hold each term
+(so counting a term costs one index lookup, not a visit of its rows). A search then runs the
+SQLite store's
 steps with the same numbers: the query's terms (`search.match_terms`), the rarest of them
 while they match at most RANK_CAP rows (`search.candidate_terms`, each count capped as
 FTS5's is), the newest RANK_CAP rows matching any (`ORDER BY id DESC`), and FTS5's BM25 over
@@ -71,10 +73,26 @@ class PgSearchMixin:
             out.append((list(keyed), Jsonb(extra) if extra else None, length))
         return out
 
-    def _stats_add(self, agent_id: int, kind: str, rows: int, tokens: int) -> None:
+    def _stats_add(self, agent_id: int, kind: str, rows: int, tokens: int,
+                   lexemes: list[list[str] | None], sign: int = 1) -> None:
+        """Count rows written (sign 1) or deleted (sign -1) into the agent's totals: `rows`
+        with text, their `tokens`, and each row's lexemes into `term_docs`."""
         if rows or tokens:
             self._x("UPDATE search_stats SET rows = rows + %s, tokens = tokens + %s "
                     "WHERE agent_id = %s AND kind = %s", (rows, tokens, agent_id, kind))
+        docs: dict[str, int] = {}
+        for row in lexemes:
+            for lex in row or ():
+                docs[lex] = docs.get(lex, 0) + sign
+        if not docs:
+            return
+        self._x("INSERT INTO term_docs (agent_id, kind, lexeme, docs) SELECT %s, %s, x, n "
+                "FROM unnest(%s::text[], %s::bigint[]) AS u(x, n) ON CONFLICT (agent_id, kind, "
+                "lexeme) DO UPDATE SET docs = term_docs.docs + excluded.docs",
+                (agent_id, kind, list(docs), list(docs.values())))
+        if sign < 0:
+            self._x("DELETE FROM term_docs WHERE agent_id = %s AND kind = %s AND "
+                    "lexeme = ANY(%s::text[]) AND docs <= 0", (agent_id, kind, list(docs)))
 
     # ---------------------------------------------------------------- searching
 
@@ -105,20 +123,28 @@ class PgSearchMixin:
 
     def _doc_freqs(self, kind: str, agent_id: int, phrases: list[Phrase],
                    cap: int | None) -> list[int]:
-        """How many of the agent's rows hold each phrase (counting stops at `cap`), in one
-        statement; a phrase of several tokens is counted from the rows' text."""
-        single = [(i, p) for i, p in enumerate(phrases) if len(p.tokens) == 1]
+        """How many of the agent's rows hold each phrase (counting stops at `cap`):
+        a term from `term_docs`, a prefix from the index, a phrase of several tokens from
+        the rows' text."""
         counts = [0] * len(phrases)
-        if single:
+        exact = {lexeme(agent_id, p.tokens[0]) for p in phrases
+                 if len(p.tokens) == 1 and not p.prefix}
+        docs = dict(self._q("SELECT lexeme, docs FROM term_docs WHERE agent_id = %s AND "
+                            "kind = %s AND lexeme = ANY(%s::text[])",
+                            (agent_id, kind, list(exact)))) if exact else {}
+        prefixes = [(i, p) for i, p in enumerate(phrases) if len(p.tokens) == 1 and p.prefix]
+        if prefixes:
             limit = f" LIMIT {int(cap)}" if cap is not None else ""
             parts = [f"(SELECT count(*) FROM (SELECT 1 FROM {kind} WHERE agent_id = %s AND "
-                     f"terms @@ %s::tsquery{limit}) s{i})" for i, _ in single]
-            params = [x for _, p in single for x in (agent_id, tsquery(agent_id, p))]
-            found = self._q("SELECT " + ", ".join(parts), params)[0]
-            for (i, _), n in zip(single, found):
+                     f"terms @@ %s::tsquery{limit}) s{i})" for i, _ in prefixes]
+            params = [x for _, p in prefixes for x in (agent_id, tsquery(agent_id, p))]
+            for (i, _), n in zip(prefixes, self._q("SELECT " + ", ".join(parts), params)[0]):
                 counts[i] = n
         for i, p in enumerate(phrases):
-            if len(p.tokens) > 1:
+            if len(p.tokens) == 1 and not p.prefix:
+                n = docs.get(lexeme(agent_id, p.tokens[0]), 0)
+                counts[i] = n if cap is None else min(n, cap)  # ties as SQLite's capped count
+            elif len(p.tokens) > 1:
                 counts[i] = len(self._phrase_rows(kind, agent_id, p))
         return counts
 
@@ -130,29 +156,32 @@ class PgSearchMixin:
 
     def _candidates(self, kind: str, agent_id: int, chosen: list[Phrase], where: list[str],
                     params: list[Any]) -> list[tuple[int, int, int, list[int]]]:
-        """(id, length, seq, each phrase's frequency) of the newest RANK_CAP matching rows."""
+        """(id, length, seq, each phrase's frequency) of the newest RANK_CAP matching rows.
+        A term's frequency in a row is 1 unless `term_counts` says more; a prefix's is the
+        number of the row's terms it starts, plus their counts above 1."""
         usable = [p for p in chosen if p.tokens]
         if not usable:
             return []
         phrase_text = any(len(p.tokens) > 1 for p in usable)  # then counted from the text
-        exact = [lexeme(agent_id, t) for p in usable for t in p.tokens]
-        prefixes = [f"{int(agent_id)}:{p.tokens[-1]}" for p in usable if p.prefix]
+        has = ", ".join("m.terms @@ %s::tsquery" for _ in chosen)
+        starts = "".join(", (SELECT count(*) FROM unnest(tsvector_to_array(m.terms)) x "
+                         "WHERE x ^@ %s)" for p in chosen if p.prefix and len(p.tokens) == 1)
         sql = (f"SELECT m.id, m.length, {'m.seq' if kind == 'messages' else '0'}, "
-               "(SELECT jsonb_object_agg(x, coalesce(m.term_counts -> x, '1'::jsonb)) "
-               "FROM unnest(tsvector_to_array(m.terms)) x WHERE x = ANY(%s::text[]) OR "
-               f"x ^@ ANY(%s::text[])), {'m.index_text' if phrase_text else 'NULL'} "
+               f"m.term_counts, {'m.index_text' if phrase_text else 'NULL'}, {has}{starts} "
                f"FROM {kind} m WHERE m.agent_id = %s AND m.terms @@ %s::tsquery"
                f"{''.join(' AND ' + w for w in where)} ORDER BY m.id DESC"
                + ("" if phrase_text else f" LIMIT {search.RANK_CAP}"))
+        args = [tsquery(agent_id, p) if p.tokens else "" for p in chosen]
+        args += [_prefix(agent_id, p) for p in chosen if p.prefix and len(p.tokens) == 1]
         query = " | ".join(tsquery(agent_id, p) for p in usable)
-        rows = self._q(sql, [exact, prefixes, agent_id, query, *params])
+        rows = self._q(sql, [*args, agent_id, query, *params])
         docs = TOKENIZER_INSTANCE.token_lists([r[4] or "" for r in rows]) if phrase_text \
             else [[]] * len(rows)
         out = []
-        for (i, length, seq, found, _), doc in zip(rows, docs):
-            freqs = [_freq(agent_id, p, found or {}, doc) for p in chosen]
+        for row, doc in zip(rows, docs):
+            freqs = _freqs(agent_id, chosen, row, doc)
             if any(freqs):
-                out.append((i, length, seq, freqs))
+                out.append((row[0], row[1], row[2], freqs))
         return out[:search.RANK_CAP]
 
     # ---------------------------------------------------------------- checking, rebuilding
@@ -167,7 +196,8 @@ class PgSearchMixin:
                              (agent_id,))[0]
             stats = self._q("SELECT rows, tokens FROM search_stats WHERE agent_id = %s AND "
                             "kind = %s", (agent_id, kind))
-            if stats and tuple(stats[0]) == tuple(totals) and not differ:
+            if stats and tuple(stats[0]) == tuple(totals) and not differ \
+                    and not self._term_docs_off(kind, agent_id):
                 continue
             what = f"{differ} rows differ" if differ else "its totals differ"
             found.append(f"the {kind} search index of agent {name!r} is out of step with the "
@@ -188,6 +218,14 @@ class PgSearchMixin:
             after = rows[-1][0]
         return differ
 
+    def _term_docs_off(self, kind: str, agent_id: int) -> int:
+        """How many terms' row counts in `term_docs` differ from the rows' own terms."""
+        return self._q(f"SELECT count(*) FROM (SELECT x, count(*) AS n FROM {kind} m, "
+                       "unnest(tsvector_to_array(m.terms)) x WHERE m.agent_id = %s GROUP BY x) "
+                       "a FULL JOIN (SELECT lexeme, docs FROM term_docs WHERE agent_id = %s AND "
+                       "kind = %s) b ON a.x = b.lexeme WHERE a.n IS DISTINCT FROM b.docs",
+                       (agent_id, agent_id, kind))[0][0]
+
     def reindex_agent(self, agent_id: int) -> None:
         """Recompute the index columns of every row of the agent, and its totals."""
         for kind in KINDS:
@@ -203,15 +241,33 @@ class PgSearchMixin:
                     f"count(*) FILTER (WHERE index_text <> ''), coalesce(sum(length), 0) FROM "
                     f"{kind} WHERE agent_id = %s ON CONFLICT (agent_id, kind) DO UPDATE SET "
                     "rows = excluded.rows, tokens = excluded.tokens", (agent_id, kind, agent_id))
+            self._x("DELETE FROM term_docs WHERE agent_id = %s AND kind = %s", (agent_id, kind))
+            self._x(f"INSERT INTO term_docs (agent_id, kind, lexeme, docs) SELECT %s, %s, x, "
+                    f"count(*) FROM {kind} m, unnest(tsvector_to_array(m.terms)) x WHERE "
+                    "m.agent_id = %s GROUP BY x", (agent_id, kind, agent_id))
 
 
-def _freq(agent_id: int, phrase: Phrase, found: dict[str, int], doc: list[str]) -> int:
-    """The phrase's frequency in a row, from its matching lexemes' counts (or its tokens)."""
-    if not phrase.tokens:
-        return 0
-    if len(phrase.tokens) > 1:
-        return phrase.freq(doc)
-    if phrase.prefix:
-        start = f"{int(agent_id)}:{phrase.tokens[0]}"
-        return sum(n for k, n in found.items() if k.startswith(start))
-    return found.get(lexeme(agent_id, phrase.tokens[0]), 0)
+def _prefix(agent_id: int, phrase: Phrase) -> str:
+    return f"{int(agent_id)}:{phrase.tokens[-1]}"
+
+
+def _freqs(agent_id: int, chosen: list[Phrase], row: tuple, doc: list[str]) -> list[int]:
+    """Each chosen phrase's frequency in a candidate row (see `_candidates`): row is (id,
+    length, seq, term_counts, text, holds phrase i..., terms each prefix starts...)."""
+    repeats: dict[str, int] = row[3] or {}
+    holds = row[5:5 + len(chosen)]
+    starts = iter(row[5 + len(chosen):])
+    out = []
+    for phrase, held in zip(chosen, holds):
+        # One count per single-token prefix, held or not, so the next prefix reads its own.
+        started = next(starts) if phrase.prefix and len(phrase.tokens) == 1 else 0
+        if not phrase.tokens or not held:
+            out.append(0)
+        elif len(phrase.tokens) > 1:
+            out.append(phrase.freq(doc))
+        elif phrase.prefix:
+            begin = _prefix(agent_id, phrase)
+            out.append(started + sum(n - 1 for k, n in repeats.items() if k.startswith(begin)))
+        else:
+            out.append(repeats.get(lexeme(agent_id, phrase.tokens[0]), 1))
+    return out

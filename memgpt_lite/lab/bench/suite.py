@@ -177,17 +177,44 @@ def _embedders(specs: list[str] | None) -> list[str]:
 
 
 def store_main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="memgpt-lite bench store",
-                                     description="search latency and insert throughput only")
-    parser.add_argument("--sizes", default="10000,100000")
-    parser.add_argument("--queries", type=int, default=300)
+    import os
+
+    parser = argparse.ArgumentParser(
+        prog="memgpt-lite bench store",
+        description="search latency and insert throughput only; with --db, SQLite and "
+                    "Postgres side by side (in a scratch database it creates and drops)",
+        epilog="examples:\n  memgpt-lite bench store --sizes 10000,100000\n"
+               "  memgpt-lite bench store --db postgresql://me@localhost/postgres",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=_sizes, metavar="N,N",
+                        help="store sizes in messages (default 10000,100000; with --db "
+                             "10000,100000,1000000)")
+    parser.add_argument("--queries", type=int, default=None,
+                        help="search queries per size (default 300; with --db 200)")
+    parser.add_argument("--db", metavar="URL", default=os.environ.get("MEMGPT_LITE_DATABASE_URL"),
+                        help="a postgresql:// server to measure beside SQLite")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    rows = [store_benchmark(int(n), queries=args.queries) for n in args.sizes.split(",")]
+    if args.db:
+        return _compare_main(args)
+    rows = [store_benchmark(n, queries=args.queries or 300)
+            for n in args.sizes or (10_000, 100_000)]
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
         _print_store(rows)
+    return 0
+
+
+def _compare_main(args: argparse.Namespace) -> int:
+    from memgpt_lite.lab.bench.backends import DEFAULT_SIZES, compare_backends, print_comparison
+
+    rows = compare_backends(args.db, args.sizes or DEFAULT_SIZES, queries=args.queries or 200,
+                            progress=StderrProgress())
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print_comparison(rows)
     return 0
 
 

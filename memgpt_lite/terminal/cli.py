@@ -141,12 +141,17 @@ def _add_recording_parsers(sub: Any) -> None:
 
 def _add_eval_parser(sub: Any) -> None:
     p = _parser(sub, "eval", "re-drive scripted sessions against a model and score checks",
+                "memgpt-lite eval --list                      # the bundled scenarios",
+                "memgpt-lite eval --model sonnet --json a.json # all of them, live",
+                "memgpt-lite eval correct-core-fact --model haiku",
                 "memgpt-lite eval scenario.toml --model sonnet --json a.json",
                 "memgpt-lite eval --compare a.json b.json",
                 "memgpt-lite eval locomo locomo10.json --retrieval-only")
     p.add_argument("scenarios", nargs="*", metavar="SCENARIO",
-                   help="scenario .toml files (default: the bundled ones), or `locomo FILE` / "
-                        "`nkv FILE` for the dataset runners")
+                   help="scenario .toml files or bundled scenario names (default: all the "
+                        "bundled ones), or `locomo FILE` / `nkv FILE` for the dataset runners")
+    p.add_argument("--list", action="store_true",
+                   help="list the bundled scenarios and what each proves")
     p.add_argument("--model", metavar="ID", help="model id or alias for the live run")
     p.add_argument("--replay", metavar="FILE",
                    help="re-score one scenario from a recording instead of calling a model")

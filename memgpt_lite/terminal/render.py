@@ -361,6 +361,20 @@ def print_final_core_memory(console: Console, blocks: dict[str, str],
 # --------------------------------------------------------------------------- eval
 
 
+def print_scenario_list(console: Console, rows: list[Any]) -> None:
+    """The bundled scenarios: name, inputs, checks, what each proves; then how to run them."""
+    table = Table("scenario", "inputs", "checks", "what it proves", box=None, pad_edge=False)
+    table.columns[3].overflow = "fold"
+    for s in rows:
+        judged = " (1 judged)" if any(c.type == "judge" for c in s.checks) else ""
+        table.add_row(shown(s.name), str(len(s.inputs)), f"{len(s.checks)}{judged}",
+                      shown(s.description))
+    console.print(table)
+    console.print("Run them all: memgpt-lite eval --model ID [--judge] --json a.json; one: "
+                  "memgpt-lite eval NAME --model ID; compare two runs: memgpt-lite eval "
+                  "--compare a.json b.json", markup=False, highlight=False)
+
+
 def print_score_table(console: Console, report: dict[str, Any]) -> None:
     table = Table(title=shown(f"{report['scenario']} · {report['model']} · "
                               f"{report.get('source', '')}"), title_justify="left", pad_edge=False)

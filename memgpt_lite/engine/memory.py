@@ -1,4 +1,5 @@
-"""Core memory blocks and the memory tools the model calls.
+"""Core memory blocks and the memory tools the model calls (corrections of archival memory
+included: README "Memory and paging").
 
 Every tool failure caused by the model's input comes back as an `is_error` ToolOutcome with
 a sentence the model can act on; `MemoryTools.execute` does not raise for bad input.
@@ -16,7 +17,7 @@ from datetime import date
 
 from memgpt_lite.engine import prompts
 from memgpt_lite.engine.events import MemoryEditEvent
-from memgpt_lite.engine.records import Block, SearchPage
+from memgpt_lite.engine.records import Block, SearchHit, SearchPage
 from memgpt_lite.engine.store import Store
 from memgpt_lite.engine.text import clean_value, neutralise_tags, shorten
 
@@ -414,24 +415,21 @@ class MemoryTools:
         if not content.strip():
             return _error("content is empty; give the text to store.", tool)
         clean = _tags(tags)
-        dup = self.store.near_duplicate(self.agent_id, content)
+        # One search serves both questions (the search behind it may be keyword or hybrid).
+        candidates = self.store.passage_candidates(self.agent_id, content)
+        dup = self.store.near_duplicate(self.agent_id, content, candidates=candidates)
         if dup is not None:
             return ToolOutcome(f"Not stored: passage #{dup.id} already holds nearly the same "
                                f"text: {_hit_line(dup.text)}", False,
                                f"{tool} duplicate of #{dup.id}")
-        similar = self.store.similar_passages(self.agent_id, content)
+        similar = self.store.similar_passages(self.agent_id, content, candidates=candidates)
         pid = self.store.add_passage(self.agent_id, content.strip(), clean, created_at=self._now())
         tag_text = f" (tags: {', '.join(clean)})" if clean else ""
-        lines = [f"Stored as passage #{pid}{tag_text}."]
-        if similar:
-            lines.append("Similar passages already stored; if the new one corrects or repeats "
-                         "one of them, fix the old one with archival_update or archival_delete:")
-            lines += [f"- #{h.id} {h.created_at[:10]}: {_hit_line(h.text, GLIMPSE_CHARS)}"
-                      for h in similar]
         summary = f"{tool} #{pid}{tag_text}"
         if similar:
             summary += f" · similar: {', '.join(f'#{h.id}' for h in similar)}"
-        return ToolOutcome("\n".join(lines), False, summary)
+        return ToolOutcome("\n".join([f"Stored as passage #{pid}{tag_text}.",
+                                      *_similar_lines(similar)]), False, summary)
 
     # ---------------------------------------------------------------- archival corrections
 
@@ -478,6 +476,16 @@ class MemoryTools:
 
     def _now(self) -> str | None:
         return self.clock() if self.clock else None
+
+
+def _similar_lines(similar: list[SearchHit]) -> list[str]:
+    """What a new passage may repeat or correct, so the model can fix the old one."""
+    if not similar:
+        return []
+    return ["Similar passages already stored; if the new one corrects or repeats one of them, "
+            "fix the old one with archival_update or archival_delete:",
+            *(f"- #{h.id} {h.created_at[:10]}: {_hit_line(h.text, GLIMPSE_CHARS)}"
+              for h in similar)]
 
 
 def _query_problem(query: str, page: int) -> str | None:

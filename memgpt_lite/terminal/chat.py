@@ -40,14 +40,14 @@ from memgpt_lite.terminal.view import ChatView, JsonView
 HELP = """\
 Commands
   /help                 this list
-  /core                 core memory blocks: label, used/limit chars, value
+  /core                 core memory blocks: label, used/limit chars, scope, value
   /core edit LABEL      edit a block in $EDITOR (the limit is checked; history is kept)
   /search QUERY         search recall (every message ever sent), ranked like the model's tool
   /archival [QUERY]     search archival memory, or list the newest passages
   /context              token ledger per section, the queue's turns, the summary
   /tokens               this session's token usage and cost
   /pop [N]              undo the last N turns (default 1): removed from the queue and recall,
-                        their core memory edits and archival inserts undone
+                        their core memory edits and archival inserts and corrections undone
   /retry                send your last message again (its answer and memory edits, if any,
                         are undone first; your message stays stored once)
   /agents               all agents in this data dir

@@ -87,9 +87,11 @@ class ArchiveMixin:
         hits = [self._passage_hit(r, r[4]) for r in ranked[start:start + per_page]]
         return SearchPage(hits, page, math.ceil(len(rows) / per_page), len(rows))
 
-    def near_duplicate(self, agent_id: int, text: str, threshold: float = 0.9) -> SearchHit | None:
+    def near_duplicate(self, agent_id: int, text: str, threshold: float = 0.9, *,
+                       candidates: list[SearchHit] | None = None) -> SearchHit | None:
         """A stored passage equal to `text` after normalising case and whitespace, or whose
-        word set overlaps it with Jaccard >= threshold (checked among the BM25 candidates)."""
+        word set overlaps it with Jaccard >= threshold (checked among the BM25 candidates,
+        or the `candidates` given: `passage_candidates`)."""
         text = clean_text(text)
         rows = self._q("SELECT id, text, tags, created_at FROM passages "
                        "WHERE agent_id = ? AND norm = ? LIMIT 1", (agent_id, normalise(text)))
@@ -98,7 +100,7 @@ class ArchiveMixin:
         words = word_set(text)
         if not words:
             return None
-        for hit in self.search_passages(agent_id, text, per_page=20).hits:
+        for hit in self.passage_candidates(agent_id, text) if candidates is None else candidates:
             other = word_set(hit.text)
             if len(words & other) / len(words | other) >= threshold:
                 return hit
@@ -293,12 +295,17 @@ class ArchiveMixin:
             self._drop_passage_versions(agent_id, found)
         return len(found)
 
-    def similar_passages(self, agent_id: int, text: str, limit: int = 3) -> list[SearchHit]:
+    def passage_candidates(self, agent_id: int, text: str) -> list[SearchHit]:
+        """The passages a new one may repeat or correct: the best 20 for its words."""
+        return self.search_passages(agent_id, text, per_page=20).hits
+
+    def similar_passages(self, agent_id: int, text: str, limit: int = 3, *,
+                         candidates: list[SearchHit] | None = None) -> list[SearchHit]:
         """Stored passages that share a good part of `text`'s topic words (at least two, or
         all of the shorter text's): what a new passage may repeat or correct."""
         words = _topic_words(text)
         found = []
-        for hit in self.search_passages(agent_id, text, per_page=20).hits:
+        for hit in self.passage_candidates(agent_id, text) if candidates is None else candidates:
             other = _topic_words(hit.text)
             shared = len(words & other)
             least = min(len(words), len(other))

@@ -9,8 +9,9 @@ import random
 
 import pytest
 
-from memgpt_lite.engine.records import Message
+from memgpt_lite.engine.records import Block, Message
 from memgpt_lite.engine.store import StoreError, StoreProtocol, open_store, transfer
+from memgpt_lite.engine.store.base import BlockChanged
 from memgpt_lite.engine.store.migrations import MIGRATIONS
 
 
@@ -116,6 +117,59 @@ def test_blocks_order_limits_and_history(store, agent):
     assert [(h["old_value"], h["new_value"], h["source"]) for h in hist] == [
         (None, "Unknown.", "init"), ("Unknown.", "Name: Ann", "user")]
     assert len(store.block_history(agent.id)) == 4
+
+
+def test_shared_blocks_are_one_value_for_every_agent_that_shares_them(store, agent):
+    other = store.create_agent("other", {}, {"human": ("own", 100)})
+    assert store.share_block(agent.id, "human") is False  # it becomes the shared one
+    assert store.share_block(other.id, "human") is True  # joined another value
+    assert store.shared_block_agents("human") == ["default", "other"]
+    store.set_block(other.id, "human", "Name: Ann", expected="Unknown.")
+    assert store.get_block(agent.id, "human") == Block("human", "Name: Ann", 100, "user")
+    with pytest.raises(BlockChanged):  # a write from a stale read is refused
+        store.set_block(agent.id, "human", "Name: Bo", expected="Unknown.")
+    store.apply_outside_edit(agent.id, "human", "Name: Cy")
+    assert store.get_block(other.id, "human").value == "Name: Cy"
+    assert store.unshare_block(other.id, "human") and not store.unshare_block(other.id, "human")
+    store.set_block(other.id, "human", "mine")
+    assert store.get_block(agent.id, "human").value == "Name: Cy"
+    store.delete_agent("default")
+    assert store.shared_block_agents("human") == []
+
+
+def test_corrections_keep_history_that_search_never_returns(store, agent):
+    a = store.add_passage(agent.id, "Jonas is allergic to peanuts")
+    b = store.add_passage(agent.id, "Jonas lives in Lisbon")
+    store.update_passage(agent.id, a, "Jonas is no longer allergic to peanuts")
+    assert store.retire_passage(agent.id, b, "moved").text == "Jonas lives in Lisbon"
+    with pytest.raises(LookupError):
+        store.update_passage(agent.id, b, "x")
+    assert store.get_passage(agent.id, b) is None
+    assert [h.text for h in store.search_passages(agent.id, "allergic Lisbon").hits] == \
+        ["Jonas is no longer allergic to peanuts"]
+    versions = store.passage_versions(agent.id)
+    assert [(v.passage_id, v.change) for v in versions] == [(a, "update"), (b, "delete")]
+    assert store.deleted_version(agent.id, b).reason == "moved"
+    assert [v.passage_id for v in store.find_passage_versions(agent.id, "Lisbon")] == [b]
+    assert store.add_passage(agent.id, "new") not in (a, b)  # a deleted id is never reused
+    assert [h.id for h in store.similar_passages(agent.id, "is Jonas allergic to peanuts")] \
+        == [a]
+    assert store.purge_passage_versions(agent.id, [versions[1].id]) == 1
+    assert store.delete_passages(agent.id, [a]) == 1 and store.passage_versions(agent.id) == []
+    assert store.integrity_problems() == []
+
+
+def test_a_recording_delta_carries_history_and_scopes(store, agent):
+    from memgpt_lite.engine.store import snapshot
+
+    since = store.revision(agent.id)
+    pid = store.add_passage(agent.id, "tea")
+    store.update_passage(agent.id, pid, "green tea")
+    store.share_block(agent.id, "human")
+    delta = snapshot.changes_since(store, agent.id, since)
+    assert [v["text"] for v in delta["passage_history"]] == ["tea"]
+    assert {b["label"]: b["scope"] for b in delta["blocks"]} == {"persona": "agent",
+                                                                 "human": "user"}
 
 
 # ---------------------------------------------------------------- messages
@@ -384,9 +438,21 @@ def test_export_import_roundtrip(store, agent):
 
 def _same_export(a: dict, b: dict) -> bool:
     strip = lambda d: {k: v for k, v in d.items() if k != "exported_at"}  # noqa: E731
-    a, b = strip(a), strip(b)
+    a, b = without_passage_ids(strip(a)), without_passage_ids(strip(b))
     a["agent"], b["agent"] = dict(a["agent"], name="x"), dict(b["agent"], name="x")
     return a == b
+
+
+def without_passage_ids(doc: dict) -> dict:
+    """An export with its passage ids replaced by their order (an import gives new ids: on
+    SQLite they are the data dir's), the history pointing at the same order."""
+    order = {p["id"]: i for i, p in enumerate(doc.get("passages", []))}
+    gone: dict[int, str] = {}
+    history = [{**v, "passage_id": order.get(v["passage_id"]) if v["passage_id"] in order
+                else gone.setdefault(v["passage_id"], f"gone {len(gone)}")}
+               for v in doc.get("passage_history", [])]
+    passages = [{k: v for k, v in p.items() if k != "id"} for p in doc.get("passages", [])]
+    return {**doc, "passages": passages, "passage_history": history}
 
 
 # ---------------------------------------------------------------- vectors
@@ -471,8 +537,9 @@ def test_both_backends_rank_a_corpus_identically(tmp_path, pg_url):
 
 BACKEND_MODULES = ("sqlite", "postgres", "fts", "migrations", "terms")
 # The lab builds SQLite stores of its own for baselines and file sizes (FTS5 queries, the
-# database file): SQLite internals, not part of the protocol.
-SQLITE_ONLY = {"_db", "_q", "fts_table", "path"}
+# database file), and a replay's store is SQLite (the passage ids it is told to give):
+# SQLite internals, not part of the protocol.
+SQLITE_ONLY = {"_db", "_q", "fts_table", "path", "planned_passage_ids"}
 
 
 def test_the_protocol_lists_exactly_what_the_engine_terminal_and_lab_call():

@@ -443,7 +443,10 @@ class Agent:
     def _pop(self, ids: list[int]) -> PoppedTurns:
         return self.store.pop_turns(self.id, ids) if ids else PoppedTurns()
 
-    def edit_block(self, label: str, value: str) -> Block:
+    def edit_block(self, label: str, value: str, *, expected: str | None = None) -> Block:
+        """The user's own edit of a block (/core edit). With `expected` (the value the edit
+        started from), BlockChanged when the block holds another value by now: another agent
+        sharing it changed it meanwhile, and that edit must not be overwritten unseen."""
         block = self.store.get_block(self.id, label)
         if block is None:
             labels = ", ".join(b.label for b in self.blocks())
@@ -451,7 +454,7 @@ class Agent:
         if len(value) > block.limit:
             raise ValueError(f"{label} would be {len(value):,} chars, {len(value) - block.limit:,}"
                              f" over its limit of {block.limit:,}.")
-        return self.store.set_block(self.id, label, value, source="user")
+        return self.store.set_block(self.id, label, value, source="user", expected=expected)
 
 
 def tool_schemas() -> list[dict]:

@@ -26,6 +26,7 @@ class ForgetMatches:
     query: str
     message_hits: list[Any] = field(default_factory=list)
     passage_hits: list[Any] = field(default_factory=list)
+    version_hits: list[Any] = field(default_factory=list)  # superseded or deleted passages
 
     @property
     def turn_ids(self) -> list[int]:
@@ -33,7 +34,7 @@ class ForgetMatches:
 
     @property
     def empty(self) -> bool:
-        return not self.message_hits and not self.passage_hits
+        return not self.message_hits and not self.passage_hits and not self.version_hits
 
 
 def _all_hits(search: Callable[..., Any], cap: int = 500) -> list[Any]:
@@ -52,7 +53,8 @@ def find_forget_matches(store: Any, agent_id: int, query: str) -> ForgetMatches:
     return ForgetMatches(
         query,
         _all_hits(lambda **kw: store.search_messages(agent_id, query, context=False, **kw)),
-        _all_hits(lambda **kw: store.search_passages(agent_id, query, **kw)))
+        _all_hits(lambda **kw: store.search_passages(agent_id, query, **kw)),
+        store.find_passage_versions(agent_id, query))
 
 
 def apply_forget(store: Any, row: Any, matches: ForgetMatches) -> str:
@@ -60,15 +62,21 @@ def apply_forget(store: Any, row: Any, matches: ForgetMatches) -> str:
     secrets = turn_strings(store, row.id, matches.turn_ids)
     secrets += [h.text for h in matches.passage_hits]
     passage_ids = [h.id for h in matches.passage_hits]
+    # A passage goes with its history (delete_passages purges it); old versions that match
+    # go on their own.
+    versions = matches.version_hits + store.passage_versions(row.id, passage_ids=passage_ids)
+    secrets += [v.text for v in versions]
     with store.transaction():
         n_messages = store.delete_turns(row.id, matches.turn_ids) if matches.turn_ids else 0
         n_passages = store.delete_passages(row.id, passage_ids) if passage_ids else 0
-    scrub_bases(row, matches.turn_ids, passage_ids)
+        store.purge_passage_versions(row.id, [v.id for v in matches.version_hits])
+    scrub_bases(row, matches.turn_ids, passage_ids, [v.id for v in versions])
     files = scrub_recordings(row, secrets)
     scrub_history_file(config.data_dir() / HISTORY_FILE, matches.query, secrets)
+    old = f" (and {len(versions)} old passage version(s))" if versions else ""
     return (f"Deleted {n_messages} message(s) of turn(s) {turn_ranges(matches.turn_ids) or '-'} "
-            f"and {n_passages} passage(s); scrubbed {files} recording file(s) and the input "
-            f"history.")
+            f"and {n_passages} passage(s){old}; scrubbed {files} recording file(s) and the "
+            f"input history.")
 
 
 def history_entry_matches(entry: str, query: str, secrets: list[str]) -> bool:
@@ -137,14 +145,16 @@ def agent_bases(row: Any) -> list[Path]:
     return sorted(folder.glob("*.db")) if row.uid and folder.is_dir() else []
 
 
-def scrub_bases(row: Any, turn_ids: list[int], passage_ids: list[int]) -> int:
-    """Delete the forgotten turns and passages from every base snapshot of the agent too
-    (row ids are the live ones), then rewrite each file so no freed page keeps the text."""
+def scrub_bases(row: Any, turn_ids: list[int], passage_ids: list[int],
+                version_ids: list[int] = ()) -> int:  # type: ignore[assignment]
+    """Delete the forgotten turns, passages and passage versions from every base snapshot of
+    the agent too (row ids are the live ones), then rewrite each file so no freed page keeps
+    the text."""
     from memgpt_lite.engine.store import snapshot  # only needed when forgetting
 
     bases = agent_bases(row)
     for path in bases:
-        snapshot.forget_in_base(path, row.id, turn_ids, passage_ids)
+        snapshot.forget_in_base(path, row.id, turn_ids, passage_ids, list(version_ids))
     return len(bases)
 
 

@@ -23,6 +23,7 @@ from memgpt_lite.engine.privacy import (
     turn_strings,
 )
 from memgpt_lite.engine.records import Block
+from memgpt_lite.engine.store.base import BlockChanged
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.engine.text import shorten
 from memgpt_lite.terminal import render
@@ -39,14 +40,14 @@ from memgpt_lite.terminal.view import ChatView, JsonView
 HELP = """\
 Commands
   /help                 this list
-  /core                 core memory blocks: label, used/limit chars, value
+  /core                 core memory blocks: label, used/limit chars, scope, value
   /core edit LABEL      edit a block in $EDITOR (the limit is checked; history is kept)
   /search QUERY         search recall (every message ever sent), ranked like the model's tool
   /archival [QUERY]     search archival memory, or list the newest passages
   /context              token ledger per section, the queue's turns, the summary
   /tokens               this session's token usage and cost
   /pop [N]              undo the last N turns (default 1): removed from the queue and recall,
-                        their core memory edits and archival inserts undone
+                        their core memory edits and archival inserts and corrections undone
   /retry                send your last message again (its answer and memory edits, if any,
                         are undone first; your message stays stored once)
   /agents               all agents in this data dir
@@ -189,7 +190,8 @@ class ChatSession:
     def cmd_core(self, rest: str) -> None:
         words = rest.split()
         if not words:
-            render.print_core_blocks(self.console, self.agent.blocks())
+            render.print_core_blocks(self.console, self.agent.blocks(),
+                                     self.agent.store.shared_block_agents)
         elif words[0] == "edit" and len(words) == 2:
             self._edit_block(words[1])
         else:
@@ -205,7 +207,13 @@ class ChatSession:
         if text is None:
             return
         try:
-            saved = self.agent.edit_block(label, text)
+            saved = self.agent.edit_block(label, text, expected=block.value)
+        except BlockChanged as exc:  # another agent sharing the block edited it meanwhile
+            self.console.print(render.shown(f"not saved: {exc} Your text, to copy from:"))
+            self.console.print(render.shown(text), soft_wrap=False)
+            self.console.print(render.shown(f"/core edit {label} starts again from its new "
+                                            "value."))
+            return
         except ValueError as exc:
             self.console.print(render.shown(f"not saved: {exc}"))
             return

@@ -154,12 +154,17 @@ def _add_recording_parsers(sub: Any) -> None:
 
 def _add_eval_parser(sub: Any) -> None:
     p = _parser(sub, "eval", "re-drive scripted sessions against a model and score checks",
+                "memgpt-lite eval --list                      # the bundled scenarios",
+                "memgpt-lite eval --model sonnet --json a.json # all of them, live",
+                "memgpt-lite eval correct-core-fact --model haiku",
                 "memgpt-lite eval scenario.toml --model sonnet --json a.json",
                 "memgpt-lite eval --compare a.json b.json",
                 "memgpt-lite eval locomo locomo10.json --retrieval-only")
     p.add_argument("scenarios", nargs="*", metavar="SCENARIO",
-                   help="scenario .toml files (default: the bundled ones), or `locomo FILE` / "
-                        "`nkv FILE` for the dataset runners")
+                   help="scenario .toml files or bundled scenario names (default: all the "
+                        "bundled ones), or `locomo FILE` / `nkv FILE` for the dataset runners")
+    p.add_argument("--list", action="store_true",
+                   help="list the bundled scenarios and what each proves")
     p.add_argument("--model", metavar="ID", help="model id or alias for the live run")
     p.add_argument("--replay", metavar="FILE",
                    help="re-score one scenario from a recording instead of calling a model")
@@ -191,8 +196,10 @@ def _agent_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _add_agents_parser(sub: Any) -> None:
-    agents = _parser(sub, "agents", "list, show, set, delete, rename, export or import agents",
+    agents = _parser(sub, "agents", "list, show, create, share, set, delete, rename, export or "
+                     "import agents",
                      "memgpt-lite agents list", "memgpt-lite agents set work model=haiku",
+                     "memgpt-lite agents create work --share human",
                      "memgpt-lite agents export work work.json")
     asub = agents.add_subparsers(dest="agents_command", metavar="ACTION")
     p = _parser(asub, "list", "table of agents", "memgpt-lite agents list")
@@ -201,6 +208,7 @@ def _add_agents_parser(sub: Any) -> None:
                 "summary of an agent", "memgpt-lite agents show default")
     p.add_argument("name", metavar="NAME", help="the agent")
     p.set_defaults(func=lambda a: _commands().cmd_agents_show(a))
+    _add_agents_scope_parsers(asub)
     _add_agents_set_parser(asub)
     p = _parser(asub, "delete", "delete an agent and everything of it, recordings included",
                 "memgpt-lite agents delete old", "memgpt-lite agents delete old --yes")
@@ -224,6 +232,28 @@ def _add_agents_parser(sub: Any) -> None:
     p.add_argument("--name", metavar="NEW", help="import under this name")
     p.set_defaults(func=lambda a: _commands().cmd_agents_import(a))
     agents.set_defaults(func=lambda args: _help(agents))
+
+
+def _add_agents_scope_parsers(asub: Any) -> None:
+    p = _parser(asub, "create", "create an agent; --share LABEL puts its block LABEL in user "
+                "scope, one block shared by every agent that shares it",
+                "memgpt-lite agents create work --share human",
+                "memgpt-lite agents create notes")
+    p.add_argument("name", metavar="NAME", help="the new agent")
+    p.add_argument("--share", action="append", metavar="LABEL",
+                   help="a core memory block to share in user scope (repeatable)")
+    p.set_defaults(func=lambda a: _commands().cmd_agents_create(a))
+    p = _parser(asub, "share", "put an agent's block in user scope: it joins the block of "
+                "that label the other agents share, or starts it",
+                "memgpt-lite agents share default human")
+    p.add_argument("name", metavar="NAME", help="the agent")
+    p.add_argument("label", metavar="LABEL", help="the block, e.g. human")
+    p.set_defaults(func=lambda a: _commands().cmd_agents_share(a))
+    p = _parser(asub, "unshare", "give an agent its own copy of a shared block",
+                "memgpt-lite agents unshare work human")
+    p.add_argument("name", metavar="NAME", help="the agent")
+    p.add_argument("label", metavar="LABEL", help="the block, e.g. human")
+    p.set_defaults(func=lambda a: _commands().cmd_agents_unshare(a))
 
 
 def _add_agents_set_parser(asub: Any) -> None:

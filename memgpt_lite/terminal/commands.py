@@ -1,5 +1,5 @@
-"""The command logic of every command but `chat` and `eval`: agents (list, show, set,
-delete, rename, export, import), core, models, forget, sessions, replay, demo, doctor and
+"""The command logic of every command but `chat` and `eval`: agents (list, show, create,
+share, unshare, set, delete, rename, export, import), core, models, forget, sessions, replay, demo, doctor and
 bench.
 
 Each `cmd_*` takes the argparse Namespace from cli.py (bench: its raw arguments), calls the
@@ -15,6 +15,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import sys
 import tempfile
 from importlib import resources
@@ -39,7 +40,8 @@ DEMO_RESOURCE = "demo.jsonl"
 def cmd_core(args: argparse.Namespace) -> int:
     with _open_store() as store:
         row = _require_agent(store, args.agent)
-        render.print_core_blocks(render.make_console(), store.get_blocks(row.id))
+        render.print_core_blocks(render.make_console(), store.get_blocks(row.id),
+                                 store.shared_block_agents)
     return EXIT_OK
 
 
@@ -188,6 +190,79 @@ def _usd(value: float | None) -> str:
     return "-" if value is None else f"${value:g}"
 
 
+LABEL = re.compile(r"[A-Za-z0-9_.-]{1,50}")
+
+
+def cmd_agents_create(args: argparse.Namespace) -> int:
+    """`agents create NAME [--share LABEL ...]`: a new agent; each shared label joins the data
+    dir's user-scope block of that label (or starts it from the agent's own block)."""
+    from memgpt_lite.engine.config import Settings
+    from memgpt_lite.engine.memory import default_blocks
+
+    labels = list(dict.fromkeys(args.share or []))
+    bad = next((label for label in labels if not LABEL.fullmatch(label)), None)
+    if bad is not None:
+        raise UserError(f"{bad!r} is not a block label (letters, digits, _ . - up to 50).",
+                        EXIT_USAGE)
+    settings = Settings()
+    with _open_store() as store, _agent_lock(store, args.name):
+        if store.get_agent(args.name) is not None:
+            raise UserError(f"An agent named {args.name!r} already exists.")
+        before = {label: store.shared_block_agents(label) for label in labels}
+        with store.transaction():
+            row = store.create_agent(args.name, settings.to_dict(),
+                                     default_blocks(settings.block_limit))
+            for label in labels:
+                store.share_block(row.id, label, default=("", settings.block_limit))
+    print(render.visible(f"Created agent {args.name!r}."))
+    for label in labels:
+        print(render.visible(_share_line(label, before[label])))
+    return EXIT_OK
+
+
+def _share_line(label: str, others: list[str]) -> str:
+    if others:
+        return f"Block {label!r} is in user scope, shared with {', '.join(others)}."
+    return (f"Block {label!r} is in user scope, shared with no other agent yet (`memgpt-lite "
+            f"agents share NAME {label}` adds one).")
+
+
+def cmd_agents_share(args: argparse.Namespace) -> int:
+    """`agents share NAME LABEL`: the agent's block joins the user-scope block of that label
+    (or starts it from its own value)."""
+    with _open_store() as store, _agent_lock(store, args.name):
+        row = _require_agent(store, args.name)
+        block = store.get_block(row.id, args.label)
+        if block is not None and block.scope == "user":
+            print(render.visible(f"Block {args.label!r} of {row.name!r} is already in user "
+                                 "scope."))
+            return EXIT_OK
+        if block is None and not LABEL.fullmatch(args.label):
+            raise UserError(f"{args.label!r} is not a block label (letters, digits, _ . - up "
+                            "to 50).", EXIT_USAGE)
+        others = store.shared_block_agents(args.label)
+        changed = store.share_block(row.id, args.label,
+                                    default=("", block.limit if block else 5000))
+    print(render.visible(_share_line(args.label, others)))
+    if changed:
+        print(render.visible(f"{row.name!r} now sees the shared value; its own value is kept "
+                             f"in the block's history."))
+    return EXIT_OK
+
+
+def cmd_agents_unshare(args: argparse.Namespace) -> int:
+    """`agents unshare NAME LABEL`: the agent gets its own copy of the shared block."""
+    with _open_store() as store, _agent_lock(store, args.name):
+        row = _require_agent(store, args.name)
+        if not store.unshare_block(row.id, args.label):
+            raise UserError(f"Agent {row.name!r} has no block {args.label!r} in user scope.")
+        others = store.shared_block_agents(args.label)
+    left = f"; {', '.join(others)} still share it" if others else ""
+    print(render.visible(f"Block {args.label!r} of {row.name!r} is its own again (a copy of "
+                         f"the shared value){left}."))
+    return EXIT_OK
+
+
 def cmd_agents_delete(args: argparse.Namespace) -> int:
     from memgpt_lite.engine import privacy
 
@@ -196,7 +271,7 @@ def cmd_agents_delete(args: argparse.Namespace) -> int:
         stats = store.agent_stats(row.id)
         what = (f"agent {row.name!r}: {stats.get('turns', 0)} turns, "
                 f"{stats.get('messages', 0)} messages, {stats.get('passages', 0)} passages, "
-                f"its core memory and its recordings")
+                f"its core memory{_shared_note(store, row)} and its recordings")
         if not _confirmed(args.yes, render.visible(f"Delete {what}?")):
             print("Nothing deleted.", file=sys.stderr)
             return EXIT_ERROR
@@ -204,6 +279,18 @@ def cmd_agents_delete(args: argparse.Namespace) -> int:
         removed = privacy.delete_recordings(row)
     print(render.visible(f"Deleted {what} ({len(removed)} recording file(s))."))
     return EXIT_OK
+
+
+def _shared_note(store: Any, row: Any) -> str:
+    """What deleting the agent does to its user-scope blocks: one others use stays."""
+    notes = []
+    for block in store.get_blocks(row.id):
+        if block.scope == "user":
+            others = [n for n in store.shared_block_agents(block.label) if n != row.name]
+            notes.append(f"shared block {block.label!r} stays, used by {', '.join(others)}"
+                         if others else f"shared block {block.label!r} too, no other agent "
+                                        "uses it")
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
 def cmd_agents_rename(args: argparse.Namespace) -> int:
@@ -281,7 +368,14 @@ def cmd_agents_import(args: argparse.Namespace) -> int:
             raise UserError(f"An agent named {name!r} already exists; "
                             f"import with --name NEW or delete it first.")
         row = transfer.import_agent(store, doc, name=args.name)
+        shared = [(b.label, store.shared_block_agents(b.label)) for b in store.get_blocks(row.id)
+                  if b.scope == "user"]
     print(render.visible(f"Imported agent {row.name!r} from {source}."))
+    for label, names in shared:
+        others = [n for n in names if n != row.name]
+        print(render.visible(f"Block {label!r} is in user scope" + (
+            f", shared with {', '.join(others)} (this data dir's value is kept; the exported "
+            "one is in the block's history)." if others else ".")))
     return EXIT_OK
 
 

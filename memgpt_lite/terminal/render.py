@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -111,16 +112,26 @@ def _when(stamp: str | None) -> str:
 # --------------------------------------------------------------------------- agents and memory
 
 
-def print_core_blocks(console: Console, blocks: list[Any]) -> None:
-    """Every block: label, used/limit chars, value."""
+def print_core_blocks(console: Console, blocks: list[Any],
+                      shared_by: Callable[[str], list[str]] | None = None) -> None:
+    """Every block: label, used/limit chars, scope, value. `shared_by(label)` names the
+    agents sharing a user-scope block."""
     if not blocks:
         console.print("(no core memory blocks)")
         return
     for i, block in enumerate(blocks):
         if i:
             console.print()
-        console.print(shown(f"{block.label}  {block.used:,}/{block.limit:,} chars", "bold"))
+        console.print(shown(f"{block.label}  {block.used:,}/{block.limit:,} chars · "
+                            f"{_scope(block, shared_by)}", "bold"))
         console.print(shown(block.value or "(empty)"), soft_wrap=False)
+
+
+def _scope(block: Any, shared_by: Callable[[str], list[str]] | None) -> str:
+    if getattr(block, "scope", "agent") != "user":
+        return "scope agent"
+    names = shared_by(block.label) if shared_by is not None else []
+    return "scope user" + (f", shared by {', '.join(names)}" if names else "")
 
 
 def print_agents(console: Console, store: Any) -> None:
@@ -149,7 +160,7 @@ def print_agent(console: Console, store: Any, row: Any,
     console.print()
     print_settings(console, settings)
     console.print()
-    print_core_blocks(console, store.get_blocks(row.id))
+    print_core_blocks(console, store.get_blocks(row.id), store.shared_block_agents)
     console.print()
     console.print(Text("summary", style="bold"))
     console.print(shown(row.summary or "(none yet)"))
@@ -249,6 +260,10 @@ def print_forget_matches(console: Console, matches: ForgetMatches, query: str) -
                             f"{shorten(hit.text, 120)}"))
     for hit in matches.passage_hits:
         console.print(shown(f"  passage #{hit.id}: {shorten(hit.text, 120)}"))
+    for version in getattr(matches, "version_hits", []):
+        console.print(shown(f"  old version of passage #{version.passage_id} "
+                            f"({version.change}d {version.superseded_at[:10]}): "
+                            f"{shorten(version.text, 100)}"))
     if matches.turn_ids:
         console.print("Whole turns are deleted (every message of them), so the queue stays "
                       "valid. Core memory is not changed (edit it with /core edit).",
@@ -344,6 +359,20 @@ def print_final_core_memory(console: Console, blocks: dict[str, str],
 
 
 # --------------------------------------------------------------------------- eval
+
+
+def print_scenario_list(console: Console, rows: list[Any]) -> None:
+    """The bundled scenarios: name, inputs, checks, what each proves; then how to run them."""
+    table = Table("scenario", "inputs", "checks", "what it proves", box=None, pad_edge=False)
+    table.columns[3].overflow = "fold"
+    for s in rows:
+        judged = " (1 judged)" if any(c.type == "judge" for c in s.checks) else ""
+        table.add_row(shown(s.name), str(len(s.inputs)), f"{len(s.checks)}{judged}",
+                      shown(s.description))
+    console.print(table)
+    console.print("Run them all: memgpt-lite eval --model ID [--judge] --json a.json; one: "
+                  "memgpt-lite eval NAME --model ID; compare two runs: memgpt-lite eval "
+                  "--compare a.json b.json", markup=False, highlight=False)
 
 
 def print_score_table(console: Console, report: dict[str, Any]) -> None:

@@ -158,11 +158,12 @@ def test_disk_full_during_a_tool_is_an_error_result_or_a_clean_failure(tmp_path)
 
 @pytest.fixture
 def tiny_fs(tmp_path):
-    """A real 640 KB tmpfs (needs root and mount rights; skipped elsewhere)."""
+    """A real 1 MB tmpfs (needs root and mount rights; skipped elsewhere): room for a new
+    database with every migration and its write-ahead log, and little more."""
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     if os.geteuid() != 0 or subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "size=640k,mode=0700", "tmpfs", str(mnt)],
+            ["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(mnt)],
             capture_output=True).returncode != 0:
         pytest.skip("cannot mount a tmpfs here")
     try:

@@ -17,7 +17,14 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from memgpt_lite.engine.records import Block, Message, PoppedTurns, SearchHit, SearchPage
+from memgpt_lite.engine.records import (
+    Block,
+    Message,
+    PassageVersion,
+    PoppedTurns,
+    SearchHit,
+    SearchPage,
+)
 
 
 class StoreError(Exception):
@@ -33,6 +40,11 @@ class IntegrityProblem(StoreError):
         self.detail = detail or message
 
 
+class BlockChanged(ValueError):
+    """A block changed between reading it and writing it (another agent shares it): the
+    write was refused so that the other edit is not lost. One sentence for the user."""
+
+
 @dataclass
 class AgentRow:
     id: int
@@ -46,6 +58,18 @@ class AgentRow:
     state: dict = field(default_factory=dict)  # what the engine learned (see Agent)
 
 
+@dataclass
+class AgentWatch:
+    """What a recording of one agent must learn about state it does not own alone (see
+    recording.py): `changed(label, value)` hears every read of a user-scope block whose
+    value another agent wrote since this agent last read or wrote it; `passage_ids` collects
+    the ids given to the agent's new passages (ids are global to the data dir)."""
+
+    seen: dict[str, str]
+    changed: Callable[[str, str], None]
+    passage_ids: list[int] = field(default_factory=list)
+
+
 class AgentLockLike(Protocol):
     """One agent's process lock (see `locking.AgentLock`)."""
 
@@ -56,7 +80,7 @@ class AgentLockLike(Protocol):
 
 
 # The history tables of an agent, as recordings and base snapshots hold them.
-HISTORY_TABLES = ("block_history", "messages", "passages")
+HISTORY_TABLES = ("block_history", "messages", "passages", "passage_history")
 SNAPSHOT_TABLES = ("agents", "blocks", *HISTORY_TABLES)
 
 
@@ -113,11 +137,26 @@ class Store(Protocol):
     def get_blocks(self, agent_id: int) -> list[Block]: ...
     def get_block(self, agent_id: int, label: str) -> Block | None: ...
     def set_block(self, agent_id: int, label: str, value: str, limit: int | None = None,
-                  source: str = "tool") -> Block: ...
+                  source: str = "tool", *, expected: str | None = None) -> Block:
+        """Raises BlockChanged when `expected` is given and the block no longer holds it
+        (another agent sharing it wrote since); ValueError over the limit."""
+        ...
+
     def restore_blocks(self, agent_id: int, blocks: list[tuple[str, str, int]],
-                       history: list[tuple[str, str | None, str, str, str, int | None]]
-                       ) -> None: ...
+                       history: list[tuple[str, str | None, str, str, str, int | None]],
+                       shared: tuple[str, ...] | list[str] = ()) -> list[str]: ...
     def block_history(self, agent_id: int, label: str | None = None) -> list[dict]: ...
+    def shared_block_agents(self, label: str) -> list[str]: ...
+    def share_block(self, agent_id: int, label: str, *, source: str = "share",
+                    default: tuple[str, int] = ("", 5000)) -> bool: ...
+    def unshare_block(self, agent_id: int, label: str) -> bool: ...
+    def apply_outside_edit(self, agent_id: int, label: str, value: str) -> None: ...
+    def watch(self, agent_id: int, watch: AgentWatch) -> None:
+        """Report reads of the agent's shared blocks that show another agent's edit, and the
+        ids its new passages get, to `watch` (a recording)."""
+        ...
+
+    def unwatch(self, agent_id: int, watch: AgentWatch) -> None: ...
 
     # ---------------------------------------------------------------- recall
     def add_message(self, agent_id: int, msg: Message) -> int: ...
@@ -145,13 +184,28 @@ class Store(Protocol):
                         tags: list[str] | None = None, *,
                         dense: dict[int, float] | None = None,
                         keyword_weight: float = ...) -> SearchPage: ...
-    def near_duplicate(self, agent_id: int, text: str,
-                       threshold: float = 0.9) -> SearchHit | None: ...
+    def near_duplicate(self, agent_id: int, text: str, threshold: float = 0.9, *,
+                       candidates: list[SearchHit] | None = None) -> SearchHit | None: ...
+    def passage_candidates(self, agent_id: int, text: str) -> list[SearchHit]: ...
+    def similar_passages(self, agent_id: int, text: str, limit: int = 3, *,
+                         candidates: list[SearchHit] | None = None) -> list[SearchHit]: ...
     def list_passages(self, agent_id: int, limit: int | None = 50,
                       offset: int = 0) -> list[SearchHit]: ...
     def passage_turns(self, agent_id: int) -> list[int | None]: ...
     def count_passages(self, agent_id: int) -> int: ...
     def delete_passages(self, agent_id: int, ids: list[int]) -> int: ...
+    def get_passage(self, agent_id: int, passage_id: int) -> SearchHit | None: ...
+    def update_passage(self, agent_id: int, passage_id: int, text: str,
+                       at: str | None = None) -> SearchHit: ...
+    def retire_passage(self, agent_id: int, passage_id: int, reason: str,
+                       at: str | None = None) -> SearchHit: ...
+    def passage_versions(self, agent_id: int, *,
+                         passage_ids: list[int] | None = None) -> list[PassageVersion]: ...
+    def deleted_version(self, agent_id: int, passage_id: int) -> PassageVersion | None: ...
+    def find_passage_versions(self, agent_id: int, query: str) -> list[PassageVersion]: ...
+    def restore_passage_versions(self, agent_id: int, rows: list[dict[str, Any]],
+                                 new_ids: dict[int, int]) -> None: ...
+    def purge_passage_versions(self, agent_id: int, ids: list[int]) -> int: ...
 
     # ---------------------------------------------------------------- turns
     def begin_turn(self, agent_id: int, user: Message,

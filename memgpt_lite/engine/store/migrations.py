@@ -205,6 +205,44 @@ def _m005_vectors(db: sqlite3.Connection) -> None:
         """)
 
 
+def _m007_passage_history_and_shared_blocks(db: sqlite3.Connection) -> None:
+    """Corrections and scopes. `passage_history` keeps every version of a passage that
+    archival_update replaced or archival_delete removed (never searched; it has `rev` and
+    tombstones like the agent's other history, and names the turn that made the change so
+    /pop can put the passage back, and the turn that first stored it). `shared_blocks` holds the core memory blocks in "user" scope: one
+    row per label for the whole data dir, which every agent whose `blocks` row points at it
+    (`shared_id`) sees and edits; `version` counts its edits."""
+    _run(db, """
+    CREATE TABLE passage_history (
+        id INTEGER PRIMARY KEY,
+        agent_id INTEGER NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+        passage_id INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        tags TEXT NOT NULL DEFAULT '[]',
+        created_at TEXT NOT NULL,
+        superseded_at TEXT NOT NULL,
+        change TEXT NOT NULL,
+        reason TEXT NOT NULL DEFAULT '',
+        turn_id INTEGER,
+        origin_turn_id INTEGER,
+        rev INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX passage_history_agent ON passage_history(agent_id, passage_id);
+    CREATE INDEX passage_history_rev ON passage_history(agent_id, rev);
+    CREATE INDEX passage_history_turn ON passage_history(agent_id, turn_id);
+    CREATE TABLE shared_blocks (
+        id INTEGER PRIMARY KEY,
+        label TEXT NOT NULL UNIQUE,
+        value TEXT NOT NULL,
+        char_limit INTEGER NOT NULL,
+        updated_at TEXT NOT NULL,
+        version INTEGER NOT NULL DEFAULT 0
+    );
+    ALTER TABLE blocks ADD COLUMN shared_id INTEGER;
+    CREATE INDEX blocks_shared ON blocks(shared_id) WHERE shared_id IS NOT NULL;
+    """)
+
+
 # Append-only: never edit or reorder an entry that has shipped; add a new one.
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("001_initial", _m001_initial),
@@ -212,4 +250,5 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("003_per_agent_history", _m003_per_agent_history),
     ("004_turn_effects", _m004_turn_effects),
     ("005_vectors", _m005_vectors),
+    ("007_passage_history_and_shared_blocks", _m007_passage_history_and_shared_blocks),
 ]

@@ -2,7 +2,7 @@
 machines share (`MEMGPT_LITE_DATABASE_URL=postgresql://…` or `--db URL`).
 
 It keeps every promise of `base.Store` the way the SQLite store does, mixin for mixin
-(`postgres_recall.py`, `postgres_archive.py`, `postgres_turns.py`, `postgres_vectors.py`,
+(`postgres_blocks.py`, `postgres_recall.py`, `postgres_archive.py`, `postgres_turns.py`, `postgres_vectors.py`,
 `postgres_search.py` for what the SQLite store leaves to FTS5): one transaction per turn,
 every query scoped by agent, revisions and tombstones, the turn journal and its undo, and
 keyword search that ranks exactly as SQLite's (store/terms.py). The tables live in the
@@ -23,16 +23,18 @@ from typing import Any
 
 import psycopg
 
-from memgpt_lite.engine.records import Block, now_iso
+from memgpt_lite.engine.records import now_iso
 from memgpt_lite.engine.store.base import (
     HISTORY_TABLES,
     SNAPSHOT_TABLES,
     AgentRow,
+    AgentWatch,
     IntegrityProblem,
     StoreError,
 )
 from memgpt_lite.engine.store.postgres_archive import PgArchiveMixin
 from memgpt_lite.engine.store.postgres_base import PgBase, display_url, dumps, pg_text
+from memgpt_lite.engine.store.postgres_blocks import PgBlocksMixin
 from memgpt_lite.engine.store.postgres_lock import PostgresAgentLock
 from memgpt_lite.engine.store.postgres_migrations import MIGRATIONS
 from memgpt_lite.engine.store.postgres_recall import PgRecallMixin
@@ -47,17 +49,19 @@ _MIGRATION_LOCK = 0x6D656D67_70746C00  # pg_advisory_xact_lock key: one migrator
 SQLITE_COLUMNS = {
     "agents": ("id", "name", "model", "settings", "summary", "created_at", "last_used_at",
                "uid", "rev", "state"),
-    "blocks": ("id", "agent_id", "label", "value", "char_limit", "updated_at"),
+    "blocks": ("id", "agent_id", "label", "value", "char_limit", "updated_at", "shared_id"),
     "block_history": ("id", "agent_id", "label", "old_value", "new_value", "source",
                       "created_at", "rev", "turn_id"),
     "messages": ("id", "agent_id", "turn_id", "role", "content", "context_content",
                  "index_text", "created_at", "in_context", "seq", "rev", "status"),
     "passages": ("id", "agent_id", "text", "tags", "norm", "index_text", "created_at", "rev",
                  "turn_id"),
+    "passage_history": ("id", "agent_id", "passage_id", "text", "tags", "created_at",
+                        "superseded_at", "change", "reason", "turn_id", "origin_turn_id", "rev"),
 }
 
 
-class PostgresStore(PgRecallMixin, PgArchiveMixin, PgTurnsMixin, PgVectorMixin, PgSearchMixin,
+class PostgresStore(PgBlocksMixin, PgRecallMixin, PgArchiveMixin, PgTurnsMixin, PgVectorMixin, PgSearchMixin,
                     PgBase):
     """All persistent memory in one Postgres database (the `base.Store` protocol). Every read
     and write takes an agent id and touches only that agent's rows. Methods commit on their
@@ -72,6 +76,7 @@ class PostgresStore(PgRecallMixin, PgArchiveMixin, PgTurnsMixin, PgVectorMixin, 
         # Decoded queue content by (agent id, message id), checked against the row's `rev`.
         self._decoded: dict[tuple[int, int], tuple[int, list, list | None]] = {}
         self._open_turns: dict[int, int] = {}
+        self._watches: dict[int, AgentWatch] = {}  # see PgBlocksMixin.watch
         try:
             self._conn = psycopg.connect(url, autocommit=True, connect_timeout=10,
                                          application_name="memgpt-lite")
@@ -251,75 +256,8 @@ class PostgresStore(PgRecallMixin, PgArchiveMixin, PgTurnsMixin, PgVectorMixin, 
         with self.transaction():
             agent = self._require_agent(name)
             self._x("DELETE FROM agents WHERE id = %s", (agent.id,))  # cascades
+            self.drop_unused_shared_blocks()
         self._decoded.clear()
-
-    # ---------------------------------------------------------------- core memory blocks
-
-    def get_blocks(self, agent_id: int) -> list[Block]:
-        rows = self._q(
-            "SELECT label, value, char_limit FROM blocks WHERE agent_id = %s ORDER BY "
-            "CASE label WHEN 'persona' THEN 0 WHEN 'human' THEN 1 ELSE 2 END, id", (agent_id,))
-        return [Block(r[0], r[1], r[2]) for r in rows]
-
-    def get_block(self, agent_id: int, label: str) -> Block | None:
-        rows = self._q("SELECT label, value, char_limit FROM blocks "
-                       "WHERE agent_id = %s AND label = %s", (agent_id, pg_text(label)))
-        return Block(rows[0][0], rows[0][1], rows[0][2]) if rows else None
-
-    def set_block(self, agent_id: int, label: str, value: str, limit: int | None = None,
-                  source: str = "tool") -> Block:
-        """Create or change a block and record the change. Raises ValueError when the value
-        is over the limit: callers (tools, /core edit) check first and explain."""
-        label, value = pg_text(label), pg_text(value)
-        with self.transaction():
-            rev = self._bump(agent_id)
-            old = self.get_block(agent_id, label)
-            limit = limit if limit is not None else (old.limit if old else 5000)
-            if len(value) > limit:
-                raise ValueError(f"block {label!r} would be {len(value)} chars, over its "
-                                 f"limit of {limit}")
-            at = now_iso()
-            self._journal(agent_id, "block", label,
-                          None if old is None else {"value": old.value, "limit": old.limit})
-            self._x("INSERT INTO blocks (agent_id, id, label, value, char_limit, updated_at) "
-                    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (agent_id, label) DO UPDATE "
-                    "SET value = excluded.value, char_limit = excluded.char_limit, "
-                    "updated_at = excluded.updated_at",
-                    (agent_id, self._next_id("blocks", agent_id), label, value, limit, at))
-            self._x("INSERT INTO block_history (agent_id, id, label, old_value, new_value, "
-                    "source, created_at, rev, turn_id) VALUES (%s, %s, %s, %s, %s, %s, %s, "
-                    "%s, %s)", (agent_id, self._next_id("block_history", agent_id), label,
-                                old.value if old else None, value, pg_text(source), at, rev,
-                                self.open_turn(agent_id)))
-        return Block(label, value, limit)
-
-    def restore_blocks(self, agent_id: int, blocks: list[tuple[str, str, int]],
-                       history: list[tuple[str, str | None, str, str, str, int | None]]) -> None:
-        """Blocks (label, value, limit) and their history rows (label, old, new, source,
-        created_at, turn id) exactly as given, without new history: an import."""
-        text = lambda v: v if v is None or not isinstance(v, str) else pg_text(v)  # noqa: E731
-        with self.transaction():
-            rev = self._bump(agent_id)
-            first = self._next_id("blocks", agent_id)
-            self._many("INSERT INTO blocks (agent_id, id, label, value, char_limit, "
-                       "updated_at) VALUES (%s, %s, %s, %s, %s, %s)",
-                       [(agent_id, first + i, text(label), text(value), limit, now_iso())
-                        for i, (label, value, limit) in enumerate(blocks)])
-            first = self._next_id("block_history", agent_id)
-            self._many("INSERT INTO block_history (agent_id, id, label, old_value, new_value, "
-                       "source, created_at, turn_id, rev) VALUES (%s, %s, %s, %s, %s, %s, %s, "
-                       "%s, %s)", [(agent_id, first + i, *map(text, h), rev)
-                                   for i, h in enumerate(history)])
-
-    def block_history(self, agent_id: int, label: str | None = None) -> list[dict]:
-        sql = ("SELECT label, old_value, new_value, source, created_at, turn_id "
-               "FROM block_history WHERE agent_id = %s")
-        params: list[Any] = [agent_id]
-        if label is not None:
-            sql += " AND label = %s"
-            params.append(pg_text(label))
-        names = ("label", "old_value", "new_value", "source", "created_at", "turn_id")
-        return [dict(zip(names, r)) for r in self._q(sql + " ORDER BY id", params)]
 
     # ---------------------------------------------------------------- snapshots
 
@@ -328,6 +266,13 @@ class PostgresStore(PgRecallMixin, PgArchiveMixin, PgTurnsMixin, PgVectorMixin, 
         if table not in SNAPSHOT_TABLES:
             raise ValueError(f"not a snapshot table: {table!r}")
         cols = SQLITE_COLUMNS[table]
+        if table == "blocks":  # as the agent sees them: a user-scope block's shared value
+            for row in self._q("SELECT b.id, b.agent_id, b.label, coalesce(s.value, b.value), "
+                               "coalesce(s.char_limit, b.char_limit), b.updated_at, b.shared_id "
+                               "FROM blocks b LEFT JOIN shared_blocks s ON s.id = b.shared_id "
+                               "WHERE b.agent_id = %s ORDER BY b.id", (agent_id,)):
+                yield dict(zip(cols, row))
+            return
         select = ", ".join("in_context::int" if c == "in_context" else c for c in cols)
         where = "id = %s" if table == "agents" else "agent_id = %s"
         params: list[Any] = [agent_id]

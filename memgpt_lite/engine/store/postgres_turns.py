@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from memgpt_lite.engine.records import Message, PoppedTurns, now_iso
+from memgpt_lite.engine.records import Message, PoppedTurns
 from memgpt_lite.engine.store.sqlite_turns import INTERRUPTED, OPEN
 
 
@@ -89,12 +89,22 @@ class PgTurnsMixin:
         if before is None:  # the turn created the block
             self._x("DELETE FROM blocks WHERE agent_id = %s AND label = %s", (agent_id, label))
             return
-        self._x("UPDATE blocks SET value = %s, char_limit = %s, updated_at = %s "
-                "WHERE agent_id = %s AND label = %s",
-                (before["value"], before["limit"], now_iso(), agent_id, label))
+        self._lock_shared(agent_id, label)  # type: ignore[attr-defined]
+        block = self._block_now(agent_id, label)  # type: ignore[attr-defined]
+        if block is None or ("after" in before and block.value != before["after"]):
+            return  # another agent sharing the block changed it since: its edit stays
+        self._write_block(agent_id, label, before["value"], before["limit"])  # type: ignore[attr-defined]
 
     def _undo_passage(self, agent_id: int, target: str, before: None) -> None:
         self.delete_passages(agent_id, [int(target)])  # type: ignore[attr-defined]
+
+    def _undo_passage_update(self, agent_id: int, target: str, before: dict) -> None:
+        self._set_passage_text(agent_id, int(target), before["text"], before["created_at"])  # type: ignore[attr-defined]
+        self._drop_passage_versions(agent_id, [before["history_id"]])  # type: ignore[attr-defined]
+
+    def _undo_passage_delete(self, agent_id: int, target: str, before: dict) -> None:
+        self._reinsert_passage(agent_id, before["row"])  # type: ignore[attr-defined]
+        self._drop_passage_versions(agent_id, [before["history_id"]])  # type: ignore[attr-defined]
 
     def _undo_context_content(self, agent_id: int, target: str, before: list | None) -> None:
         self.set_context_content(agent_id, int(target), before)  # type: ignore[attr-defined]
@@ -121,12 +131,13 @@ class PgTurnsMixin:
     # ---------------------------------------------------------------- finished turns
 
     def pop_turns(self, agent_id: int, turn_ids: list[int]) -> PoppedTurns:
-        """Delete whole turns and revert their memory edits, in one transaction (see
-        sqlite_turns.py)."""
+        """Delete whole turns and revert their memory edits (blocks, passages updated or
+        deleted), in one transaction (see sqlite_turns.py)."""
         popped = PoppedTurns(sorted(turn_ids))
         with self.transaction():
             for turn in sorted(turn_ids, reverse=True):
                 self._revert_blocks(agent_id, turn, popped)
+                self._revert_passages(agent_id, turn, popped)  # type: ignore[attr-defined]
                 ids = [r[0] for r in self._q("SELECT id FROM passages WHERE agent_id = %s AND "
                                              "turn_id = %s ORDER BY id", (agent_id, turn))]
                 self.delete_passages(agent_id, ids)  # type: ignore[attr-defined]

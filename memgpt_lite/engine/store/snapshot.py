@@ -40,7 +40,7 @@ BASE_REFRESH_ROWS = 2_000  # a delta with more changed rows than this gets a new
 # Columns holding JSON: decoded in a delta, so that text inside them is plain JSON strings
 # (which a forget can find and scrub) rather than JSON encoded inside a string.
 JSON_COLUMNS = {"agents": ("settings", "state"), "messages": ("content", "context_content"),
-                "passages": ("tags",)}
+                "passages": ("tags",), "passage_history": ("tags",)}
 __all__ = ["HISTORY_TABLES", "choose_base", "write_base", "changes_since", "materialise",
            "apply", "forget_in_base", "pending_rows"]
 _COPY_CHUNK = 5_000  # rows per insert when a base is written from another backend
@@ -120,9 +120,10 @@ def _copy_rows(store: AnyStore, agent_id: int, base: Store) -> int:
 
 
 def forget_in_base(path: Path, agent_id: int, turn_ids: list[int],
-                   passage_ids: list[int]) -> None:
-    """Delete turns and passages from a base file (row ids are the live ones), then rewrite
-    the file so that no freed page still holds their text. Bases have no search index."""
+                   passage_ids: list[int], version_ids: list[int] = ()) -> None:  # type: ignore[assignment]
+    """Delete turns, passages (with their history) and passage history versions from a base
+    file (row ids are the live ones), then rewrite the file so that no freed page still
+    holds their text. Bases have no search index."""
     db = sqlite3.connect(path, isolation_level=None)
     try:
         db.execute("BEGIN IMMEDIATE")
@@ -130,10 +131,20 @@ def forget_in_base(path: Path, agent_id: int, turn_ids: list[int],
                        [(agent_id, t) for t in turn_ids])
         db.executemany("DELETE FROM passages WHERE agent_id = ? AND id = ?",
                        [(agent_id, i) for i in passage_ids])
+        if _has_table(db, "passage_history"):  # a base written before passage history
+            db.executemany("DELETE FROM passage_history WHERE agent_id = ? AND passage_id = ?",
+                           [(agent_id, i) for i in passage_ids])
+            db.executemany("DELETE FROM passage_history WHERE agent_id = ? AND id = ?",
+                           [(agent_id, i) for i in version_ids])
         db.execute("COMMIT")
         db.execute("VACUUM")
     finally:
         db.close()
+
+
+def _has_table(db: sqlite3.Connection, name: str) -> bool:
+    return db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                      (name,)).fetchone() is not None
 
 
 def _copy(db: Any, table: str, key: str, agent_id: int) -> None:
@@ -152,12 +163,22 @@ def changes_since(store: AnyStore, agent_id: int, since: int) -> dict[str, Any]:
     with store.read_snapshot():
         agent = _rows(store, agent_id, "agents")[0]
         delta: dict[str, Any] = {"since": since, "rev": agent["rev"], "agent": agent,
-                                 "blocks": _rows(store, agent_id, "blocks")}
+                                 "blocks": _block_rows(store, agent_id)}
         for table in HISTORY_TABLES:
             delta[table] = _rows(store, agent_id, table, since)
         delta["tombstones"] = [[kind, row_id] for kind, row_id in
                                store.tombstones_since(agent_id, since)]
     return delta
+
+
+def _block_rows(store: AnyStore, agent_id: int) -> list[dict[str, Any]]:
+    """The agent's blocks as it sees them: a user-scope block with the shared value, marked
+    with its scope (a replay recreates it as a shared block, so requests render alike)."""
+    rows = []
+    for row in store.snapshot_rows(agent_id, "blocks"):
+        shared = row.pop("shared_id", None)
+        rows.append({**row, "scope": "agent" if shared is None else "user"})
+    return rows
 
 
 def _rows(store: AnyStore, agent_id: int, table: str,
@@ -196,7 +217,11 @@ def apply(store: Store, delta: dict[str, Any]) -> None:
         _upsert(store, "agents", delta["agent"])
         store._db.execute("DELETE FROM blocks WHERE agent_id = ?", (agent_id,))
         for row in delta["blocks"]:
+            row = dict(row)
+            shared = row.pop("scope", "agent") == "user"
             _upsert(store, "blocks", row)
+            if shared:
+                _share(store, agent_id, row)
         # Deletions first: SQLite reuses the highest id after a delete, so a row deleted
         # and a new row with the same id can both be in one delta; the row is the truth.
         for kind, row_id in delta.get("tombstones") or []:
@@ -210,6 +235,12 @@ def apply(store: Store, delta: dict[str, Any]) -> None:
         found = checks.queue_problem(store.context_messages(agent_id))
         if found:
             raise ValueError(found)
+
+
+def _share(store: Store, agent_id: int, row: dict[str, Any]) -> None:
+    """Make the block a user-scope one holding the delta's value."""
+    store.share_block(agent_id, row["label"])
+    store.apply_outside_edit(agent_id, row["label"], clean_value(row["value"]))
 
 
 def _upsert(store: Store, table: str, row: dict[str, Any]) -> None:

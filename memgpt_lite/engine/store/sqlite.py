@@ -3,9 +3,9 @@
 One file per data directory. WAL so a reader never blocks the writer, a busy timeout so two
 processes wait instead of failing, foreign keys so deleting an agent deletes its memory.
 Schema changes are the named, append-only migrations of `migrations.py`, recorded in a
-ledger table. Messages live in `sqlite_recall.py`, passages in `sqlite_archive.py`, embeddings in
-`sqlite_vectors.py`, each agent's full-text indexes in `fts.py`; search runs FTS5 with BM25
-on the queries that `search.py` builds.
+ledger table. Core memory blocks live in `sqlite_blocks.py`, messages in `sqlite_recall.py`,
+passages in `sqlite_archive.py`, embeddings in `sqlite_vectors.py`, each agent's full-text
+indexes in `fts.py`; search runs FTS5 with BM25 on the queries that `search.py` builds.
 
 Every write to an agent's rows bumps the agent's revision and stamps the rows it changed
 (deleted rows leave a tombstone), so a recording can carry only what changed since a base
@@ -25,16 +25,18 @@ from pathlib import Path
 from typing import Any
 
 from memgpt_lite.engine import locking
-from memgpt_lite.engine.records import Block, now_iso
+from memgpt_lite.engine.records import now_iso
 from memgpt_lite.engine.store import fts
 from memgpt_lite.engine.store.base import (
     HISTORY_TABLES,
     SNAPSHOT_TABLES,
     AgentRow,
+    AgentWatch,
     StoreError,
 )
 from memgpt_lite.engine.store.migrations import MIGRATIONS
 from memgpt_lite.engine.store.sqlite_archive import ArchiveMixin
+from memgpt_lite.engine.store.sqlite_blocks import BlocksMixin
 from memgpt_lite.engine.store.sqlite_recall import RecallMixin
 from memgpt_lite.engine.store.sqlite_turns import TurnsMixin
 from memgpt_lite.engine.store.sqlite_vectors import VectorMixin
@@ -141,7 +143,7 @@ class _Connection(sqlite3.Connection):
             raise self.damage
 
 
-class SQLiteStore(RecallMixin, ArchiveMixin, TurnsMixin, VectorMixin):
+class SQLiteStore(BlocksMixin, RecallMixin, ArchiveMixin, TurnsMixin, VectorMixin):
     """All persistent memory in one SQLite file (the `base.Store` protocol). Every read and
     write takes an agent id and touches only that agent's rows. Methods commit on their own
     unless called inside `transaction()`, whose nested uses join the outermost one. Not safe
@@ -155,6 +157,7 @@ class SQLiteStore(RecallMixin, ArchiveMixin, TurnsMixin, VectorMixin):
         self._decoded: dict[int, tuple[list, list | None]] = {}
         self._data_version = -1
         self._open_turns: dict[int, int] = {}
+        self._watches: dict[int, AgentWatch] = {}  # see BlocksMixin.watch
         _prepare_file(self.path)
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
@@ -413,76 +416,14 @@ class SQLiteStore(RecallMixin, ArchiveMixin, TurnsMixin, VectorMixin):
             self._update_agent(agent.id, "name", new)
 
     def delete_agent(self, name: str) -> None:
+        """Delete the agent and everything of it; a user-scope block goes only when no other
+        agent uses it."""
         self._decoded.clear()  # message ids can be reused after a delete
         with self.transaction():
             agent = self._require_agent(name)
             fts.drop(self._db, agent.id)
             self._db.execute("DELETE FROM agents WHERE id = ?", (agent.id,))  # cascades
-
-    # ---------------------------------------------------------------- core memory blocks
-
-    def get_blocks(self, agent_id: int) -> list[Block]:
-        rows = self._q(
-            "SELECT label, value, char_limit FROM blocks WHERE agent_id = ? ORDER BY "
-            "CASE label WHEN 'persona' THEN 0 WHEN 'human' THEN 1 ELSE 2 END, id", (agent_id,))
-        return [Block(r[0], r[1], r[2]) for r in rows]
-
-    def get_block(self, agent_id: int, label: str) -> Block | None:
-        rows = self._q("SELECT label, value, char_limit FROM blocks "
-                       "WHERE agent_id = ? AND label = ?", (agent_id, label))
-        return Block(rows[0][0], rows[0][1], rows[0][2]) if rows else None
-
-    def set_block(self, agent_id: int, label: str, value: str, limit: int | None = None,
-                  source: str = "tool") -> Block:
-        """Create or change a block and record the change. Raises ValueError when the value
-        is over the limit: callers (tools, /core edit) check first and explain."""
-        value = clean_text(value)
-        with self.transaction():
-            old = self.get_block(agent_id, label)
-            limit = limit if limit is not None else (old.limit if old else 5000)
-            if len(value) > limit:
-                raise ValueError(f"block {label!r} would be {len(value)} chars, over its "
-                                 f"limit of {limit}")
-            at = now_iso()
-            self._journal(agent_id, "block", label,
-                          None if old is None else {"value": old.value, "limit": old.limit})
-            self._db.execute(
-                "INSERT INTO blocks (agent_id, label, value, char_limit, updated_at) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (agent_id, label) DO UPDATE SET "
-                "value = excluded.value, char_limit = excluded.char_limit, "
-                "updated_at = excluded.updated_at", (agent_id, label, value, limit, at))
-            self._db.execute(
-                "INSERT INTO block_history (agent_id, label, old_value, new_value, source, "
-                "created_at, rev, turn_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (agent_id, label, old.value if old else None, value, source, at,
-                 self._bump(agent_id), self.open_turn(agent_id)))
-        return Block(label, value, limit)
-
-    def restore_blocks(self, agent_id: int, blocks: list[tuple[str, str, int]],
-                       history: list[tuple[str, str | None, str, str, str, int | None]]) -> None:
-        """Blocks (label, value, limit) and their history rows (label, old, new, source,
-        created_at, turn id) exactly as given, without new history: an import, not an
-        edit."""
-        blocks, history = clean_value(blocks), clean_value(history)
-        with self.transaction():
-            rev = self._bump(agent_id)
-            self._db.executemany(
-                "INSERT INTO blocks (agent_id, label, value, char_limit, updated_at) "
-                "VALUES (?, ?, ?, ?, ?)",
-                [(agent_id, label, value, limit, now_iso()) for label, value, limit in blocks])
-            self._db.executemany(
-                "INSERT INTO block_history (agent_id, label, old_value, new_value, source, "
-                "created_at, turn_id, rev) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [(agent_id, *h, rev) for h in history])
-
-    def block_history(self, agent_id: int, label: str | None = None) -> list[dict]:
-        sql = ("SELECT label, old_value, new_value, source, created_at, turn_id "
-               "FROM block_history WHERE agent_id = ?")
-        params: list[Any] = [agent_id]
-        if label is not None:
-            sql += " AND label = ?"
-            params.append(label)
-        return [dict(r) for r in self._q(sql + " ORDER BY id", params)]
+            self.drop_unused_shared_blocks()
 
     # ---------------------------------------------------------------- snapshots
 
@@ -502,6 +443,13 @@ class SQLiteStore(RecallMixin, ArchiveMixin, TurnsMixin, VectorMixin):
                       since: int | None = None) -> Iterator[dict[str, Any]]:
         if table not in SNAPSHOT_TABLES:
             raise ValueError(f"not a snapshot table: {table!r}")
+        if table == "blocks":  # as the agent sees them: a user-scope block's shared value
+            yield from (dict(r) for r in self._q(
+                "SELECT b.id, b.agent_id, b.label, coalesce(s.value, b.value) AS value, "
+                "coalesce(s.char_limit, b.char_limit) AS char_limit, b.updated_at, b.shared_id "
+                "FROM blocks b LEFT JOIN shared_blocks s ON s.id = b.shared_id "
+                "WHERE b.agent_id = ? ORDER BY b.id", (agent_id,)))
+            return
         where = "id = ?" if table == "agents" else "agent_id = ?"
         params: list[Any] = [agent_id]
         if since is not None and table not in ("agents", "blocks"):

@@ -54,7 +54,7 @@ from memgpt_lite.engine.records import (
     ModelResponse,
     utc_iso,
 )
-from memgpt_lite.engine.redact import redact
+from memgpt_lite.engine.redact import redact_message
 from memgpt_lite.engine.store import StoreError, snapshot
 from memgpt_lite.engine.text import clean_value
 
@@ -321,7 +321,8 @@ def recorded_step(agent: Any, recorder: Recorder, text: str, *,
     clock = agent.clock = _RecordingClock(real)
     agent.model_client = _RecordingModelClient(real_client, recorder)
     # The agent redacts secrets before storing; the recording must not keep them either.
-    recorder.user(redact(text) if getattr(agent, "redact_secrets", True) else text,
+    recorder.user(redact_message(text, getattr(agent, "in_key", False))[0]
+                  if getattr(agent, "redact_secrets", True) else text,
                   utc_iso(clock.first), retry=retry)  # type: ignore[arg-type]
     inner = agent.retry() if retry else agent.step(text)
     finished = False
@@ -510,7 +511,7 @@ def _info(path: Path) -> RecordingInfo:
     try:
         rec = Recording.load(path)
     except RecordingError as exc:
-        head = _first_line(path)
+        head = header_line(path)
         return RecordingInfo(str(head.get("agent") or path.parent.name), path,
                              str(head.get("created_at") or ""), 0, "?",
                              head.get("agent_uid"), str(exc))
@@ -519,7 +520,8 @@ def _info(path: Path) -> RecordingInfo:
                          rec.header.get("agent_uid"))
 
 
-def _first_line(path: Path) -> dict[str, Any]:
+def header_line(path: Path) -> dict[str, Any]:
+    """The first line of a recording, decoded ({} when it is not a JSON object)."""
     try:
         with path.open(encoding="utf-8", errors="replace") as fh:
             head = json.loads(fh.readline() or "{}")
@@ -533,6 +535,6 @@ def belongs_to(path: Path, agent: Any) -> bool:
     header names the agent's uid, or (recordings from before uids) the agent's name."""
     if agent.uid and path.parent.name == agent.uid:
         return True
-    head = _first_line(path)
+    head = header_line(path)
     uid = head.get("agent_uid")
     return uid == agent.uid if uid else head.get("agent") == agent.name

@@ -196,24 +196,48 @@ def cmd_agents_delete(args: argparse.Namespace) -> int:
         stats = store.agent_stats(row.id)
         what = (f"agent {row.name!r}: {stats.get('turns', 0)} turns, "
                 f"{stats.get('messages', 0)} messages, {stats.get('passages', 0)} passages, "
-                f"its core memory and its recordings")
+                f"its core memory, summary and recordings")
         if not _confirmed(args.yes, render.visible(f"Delete {what}?")):
             print("Nothing deleted.", file=sys.stderr)
             return EXIT_ERROR
         store.delete_agent(row.name)
-        removed = privacy.delete_recordings(row)
-    print(render.visible(f"Deleted {what} ({len(removed)} recording file(s))."))
+        store.wipe_freed()  # its rows are zeroed as they go; the WAL must let go of them too
+        removed = privacy.delete_agent_files(row, store.path.parent)
+    print(render.visible(f"Deleted {what}; removed {_files_removed(removed)}."))
     return EXIT_OK
 
 
+def _files_removed(removed: Any) -> str:
+    parts = [f"{len(removed.recordings)} recording file(s)",
+             f"{len(removed.bases)} base snapshot(s)"]
+    parts += [f"the folder {folder}" for folder in removed.folders]
+    extra = [p for p in removed.other if p not in removed.recordings + removed.bases]
+    if extra:
+        parts.append(f"{len(extra)} other file(s) of it ({', '.join(p.name for p in extra)})")
+    return ", ".join(parts)
+
+
 def cmd_agents_rename(args: argparse.Namespace) -> int:
+    from memgpt_lite.engine import locking
+
+    _check_new_name(args.new)
     with _open_store() as store, _agent_lock(store, args.old):
         _require_agent(store, args.old)
         if store.get_agent(args.new) is not None:
             raise UserError(f"An agent named {args.new!r} already exists.")
         store.rename_agent(args.old, args.new)
+        # The lock file under the old name is the agent's no more (chats lock the new one).
+        locking.lock_path(store.path.parent, args.old).unlink(missing_ok=True)
     print(render.visible(f"Renamed agent {args.old!r} to {args.new!r}."))
     return EXIT_OK
+
+
+def _check_new_name(name: str) -> None:
+    from memgpt_lite.engine.config import agent_name_problem
+
+    problem = agent_name_problem(name)
+    if problem:
+        raise UserError(problem, EXIT_USAGE)
 
 
 def cmd_agents_export(args: argparse.Namespace) -> int:
@@ -276,6 +300,12 @@ def cmd_agents_import(args: argparse.Namespace) -> int:
     doc = _read_export(source, from_stdin=args.file == "-")
     meta = doc.get("agent")  # the export's shape is checked by transfer.import_agent
     name = args.name or (meta.get("name") if isinstance(meta, dict) else None)
+    if isinstance(name, str):
+        try:
+            _check_new_name(name)
+        except UserError as exc:
+            hint = "" if args.name else " Import it with --name NEW."
+            raise UserError(str(exc) + hint, EXIT_USAGE) from None
     with _open_store() as store:
         if name and store.get_agent(name) is not None:
             raise UserError(f"An agent named {name!r} already exists; "
@@ -300,21 +330,75 @@ def _read_export(source: Path, *, from_stdin: bool = False) -> dict[str, Any]:
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
+    """Preview exactly what forgetting QUERY changes in every place, then do exactly that
+    (see engine/privacy.py); --dry-run only previews, --json prints it as JSON."""
     from memgpt_lite.engine import privacy
 
+    matcher = forget_matcher(args.query, any_word=args.any, regex=args.regex)
     console = render.make_console()
-    with _open_store() as store, _agent_lock(store, args.agent):
+    with _open_store() as store:
         row = _require_agent(store, args.agent)
-        matches = privacy.find_forget_matches(store, row.id, args.query)
-        render.print_forget_matches(console, matches, args.query)
-        if matches.empty:
-            return EXIT_OK
-        if not _confirmed(args.yes, "Delete these from the store, the search indexes "
-                                    "and the recordings?"):
-            print("Nothing deleted.", file=sys.stderr)
-            return EXIT_ERROR
-        console.print(render.shown(privacy.apply_forget(store, row, matches)))
-    return EXIT_OK
+        with _agent_lock(store, row.name):
+            plan = privacy.plan_forget(store, row, matcher)
+            if not args.json:
+                render.print_forget_plan(console, plan, full=args.dry_run)
+                _hint_redacted(plan)
+            if plan.empty or args.dry_run or (args.json and not args.yes):
+                _print_json(args.json, plan, None)
+                return EXIT_OK
+            if not _confirmed(args.yes, "Forget all of this? It cannot be undone."):
+                print("Nothing forgotten.", file=sys.stderr)
+                return EXIT_ERROR
+            result = privacy.forget(store, plan)
+    _print_json(args.json, plan, result)
+    if not args.json:
+        render.print_forget_result(console, result)
+    return EXIT_ERROR if result.problems else EXIT_OK
+
+
+def forget_matcher(query: str, *, any_word: bool = False, regex: bool = False) -> Any:
+    """The Matcher for a forget query and its flags; UserError (one sentence) if unusable."""
+    from memgpt_lite.engine.matching import Matcher, QueryError
+
+    if any_word and regex:
+        raise UserError("Give --any or --regex, not both.", EXIT_USAGE)
+    try:
+        return Matcher.build(query, "regex" if regex else "any" if any_word else "phrase")
+    except QueryError as exc:
+        raise UserError(str(exc), EXIT_USAGE) from None
+
+
+def _hint_redacted(plan: Any) -> None:
+    from memgpt_lite.engine.redact import redact
+
+    if plan.empty and plan.matcher.mode != "regex" and redact(plan.matcher.query) != plan.matcher.query:
+        print("Secrets are stored redacted (e.g. [redacted: card number ending 1111]); "
+              "forget the words around them instead.", file=sys.stderr)
+
+
+def _print_json(wanted: bool, plan: Any, result: Any) -> None:
+    if wanted:
+        doc = {"plan": plan.to_dict(), "result": None if result is None else result.to_dict()}
+        sys.stdout.write(json.dumps(doc, ensure_ascii=False, indent=2) + "\n")
+        sys.stdout.flush()
+
+
+def finish_pending_forgets() -> None:
+    """Finish a forget that was cut off (kill -9, an unwritable recording), whatever command
+    runs next, and say so on stderr. Quiet when there is no database yet, or when it cannot
+    be opened (the command itself then says why)."""
+    from memgpt_lite.engine import config, privacy
+    from memgpt_lite.engine.store import Store, StoreError
+
+    if not config.db_path().is_file():
+        return
+    try:
+        with Store.open_default() as store:
+            results = privacy.finish_pending(store)
+    except StoreError:
+        return
+    for result in results:
+        print(render.visible(render.forget_summary(result)), file=sys.stderr)
 
 
 def _open_store() -> Any:
@@ -333,8 +417,15 @@ def _agent_lock(store: Any, name: str) -> Any:
 
 
 def _require_agent(store: Any, name: str) -> Any:
+    """The existing agent `name` (under any name it has, even one from before the naming
+    rule); else one sentence: the naming rule if the name breaks it, or the agents there are."""
+    from memgpt_lite.engine.config import agent_name_problem
+
     row = store.get_agent(name)
     if row is None:
+        problem = agent_name_problem(name)
+        if problem:
+            raise UserError(problem, EXIT_USAGE)
         names = ", ".join(a.name for a in store.list_agents()) or "none yet"
         raise UserError(f"There is no agent named {name!r} (agents: {names}).")
     return row
@@ -365,10 +456,13 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     name = getattr(args, "agent", None)
     console = render.make_console(wrap=True)
     if name:
+        from memgpt_lite.engine.config import agent_name_problem
+
         with _open_store() as store:
             agent = store.get_agent(name)
         if agent is None:
-            render.print_error(console, f"there is no agent named {name!r}")
+            render.print_error(console, agent_name_problem(name)
+                               or f"there is no agent named {name!r}")
             return EXIT_USAGE
     render.print_sessions(console, recording.list_recordings(agent if name else None), name)
     return EXIT_OK

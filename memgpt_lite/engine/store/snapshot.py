@@ -25,7 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memgpt_lite.engine.store import checks, fts
+from memgpt_lite.engine.matching import Matcher
+from memgpt_lite.engine.store import checks, fts, scrub
 from memgpt_lite.engine.store.sqlite import Store, dumps
 from memgpt_lite.engine.text import clean_value
 
@@ -94,21 +95,24 @@ def _write_base(store: Store, agent_id: int, tmp: Path) -> int:
     return rev
 
 
-def forget_in_base(path: Path, agent_id: int, turn_ids: list[int],
-                   passage_ids: list[int]) -> None:
-    """Delete turns and passages from a base file (row ids are the live ones), then rewrite
-    the file so that no freed page still holds their text. Bases have no search index."""
-    db = sqlite3.connect(path, isolation_level=None)
+def forget_in_base(path: Path, agent_id: int, matcher: Matcher, *, apply: bool = True,
+                   ) -> list[scrub.Unit]:
+    """Forget in a base file as in the live store (row ids are the live ones; see scrub.py),
+    then rewrite the file so that no freed page still holds the text. Returns the units
+    changed ([]: the file is left as it was). `apply=False` only looks."""
+    uri = f"{path.resolve().as_uri()}?mode={'rw' if apply else 'ro'}"
+    db = sqlite3.connect(uri, uri=True, isolation_level=None)
     try:
-        db.execute("BEGIN IMMEDIATE")
-        db.executemany("DELETE FROM messages WHERE agent_id = ? AND turn_id = ?",
-                       [(agent_id, t) for t in turn_ids])
-        db.executemany("DELETE FROM passages WHERE agent_id = ? AND id = ?",
-                       [(agent_id, i) for i in passage_ids])
-        db.execute("COMMIT")
-        db.execute("VACUUM")
+        units = scrub.find_units(db, agent_id, matcher)
+        if units and apply:
+            db.execute("PRAGMA secure_delete = ON")
+            db.execute("BEGIN IMMEDIATE")
+            scrub.apply_units(scrub.Writer(db, agent_id, live=False), units, matcher)
+            db.execute("COMMIT")
+            db.execute("VACUUM")
     finally:
         db.close()
+    return units
 
 
 def _copy(db: Any, table: str, key: str, agent_id: int) -> None:

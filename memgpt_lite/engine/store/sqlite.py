@@ -29,6 +29,7 @@ from memgpt_lite.engine.store import fts
 from memgpt_lite.engine.store.base import AgentRow, StoreError
 from memgpt_lite.engine.store.migrations import MIGRATIONS
 from memgpt_lite.engine.store.sqlite_archive import ArchiveMixin
+from memgpt_lite.engine.store.sqlite_forget import ForgetMixin
 from memgpt_lite.engine.store.sqlite_recall import RecallMixin
 from memgpt_lite.engine.store.sqlite_turns import TurnsMixin
 from memgpt_lite.engine.text import clean_text, clean_value
@@ -134,7 +135,7 @@ class _Connection(sqlite3.Connection):
             raise self.damage
 
 
-class Store(RecallMixin, ArchiveMixin, TurnsMixin):
+class Store(RecallMixin, ArchiveMixin, TurnsMixin, ForgetMixin):
     """All persistent memory in one SQLite file. Every read and write takes an agent id and
     touches only that agent's rows. Methods commit on their own unless called inside
     `transaction()`, whose nested uses join the outermost one. Not safe for concurrent use
@@ -162,6 +163,9 @@ class Store(RecallMixin, ArchiveMixin, TurnsMixin):
             self._db.execute("PRAGMA busy_timeout = 5000")
             self._check_schema()  # read-only: a foreign or newer file is never touched
             self._db.execute("PRAGMA foreign_keys = ON")
+            # What is deleted or rewritten is zeroed in the file, not left in free space: a
+            # forget must leave no copy behind (see sqlite_forget.py).
+            self._db.execute("PRAGMA secure_delete = ON")
             self._enable_wal()
             self._db.execute("PRAGMA synchronous = NORMAL")  # safe with WAL; fsync per checkpoint
             self._migrate()

@@ -11,8 +11,9 @@ Three modes, all ignoring case:
 * **regex**: a Python regular expression, as given (`(?-i:…)` makes part of it care about
   case).
 
-A match that overlaps a `[forgotten]` marker is not a match: forgetting twice changes
-nothing the second time, even `forget forgotten`.
+A match that overlaps a `[forgotten]` marker, or the words of a fold or clip marker (see
+shrink.py), is not a match: forgetting twice changes nothing the second time, even `forget
+forgotten` or `forget --any the full`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+
+from memgpt_lite.engine.shrink import marker_spans
 
 FORGOTTEN = "[forgotten]"
 MODES = ("phrase", "any", "regex")
@@ -76,6 +79,7 @@ class Matcher:
         if not text:
             return []
         markers = [m.span() for m in _MARKER.finditer(text)] if FORGOTTEN in text else []
+        markers += marker_spans(text)
         out = []
         for m in self.pattern.finditer(text):
             start, end = m.span()

@@ -19,6 +19,13 @@ CLIP_MARKER = CLIP_NOTE + "{cut:,} of {total:,} chars not shown. The full text i
 _FOLDED = re.compile(r"\[folded to save context: [\d,]+ chars of (?P<tool>.+?) output\. Preview: "
                      r".*… — call (?P=tool) again if you need the full output\]", re.S)
 FOLD_PREVIEW_CHARS = 160
+# The words of the markers themselves (not the preview or the text they keep): a forget must
+# not find "the" or "full" in them, or forgetting twice would change something again.
+_MARKER_WORDS = re.compile(
+    r"\[folded to save context: [\d,]+ chars of [\w.-]+ output\. Preview: "
+    r"|… — call [\w.-]+ again if you need the full output\]"
+    r"|\[clipped to fit the context: [\d,]+ of [\d,]+ chars not shown\. The full text is "
+    r"stored; [^\]]*\]")
 MIN_CLIP_CHARS = 400
 CLIP_KEEP = 200
 
@@ -45,6 +52,11 @@ def fold_content(blocks: list[dict[str, Any]], names: dict[str, str],
 def _fold(content: str, tool: str) -> str:
     preview = " ".join(content[:FOLD_PREVIEW_CHARS].split())
     return FOLD_MARKER.format(chars=len(content), tool=tool, preview=preview)
+
+
+def marker_spans(text: str) -> list[tuple[int, int]]:
+    """Where the words of fold and clip markers are in `text`."""
+    return [m.span() for m in _MARKER_WORDS.finditer(text)] if "[" in text else []
 
 
 def refold(sent: str, content: str) -> str | None:

@@ -204,8 +204,10 @@ class ScrubbedNote:
     def __str__(self) -> str:
         if self.turn is None:
             return f"{self.what()}; the replay still matched"
+        before = (f"; turns 1–{self.turn - 1} matched" if self.turn > 2 else
+                  "; turn 1 matched" if self.turn == 2 else "")
         return (f"{self.what()}, so from turn {self.turn} on the replay cannot match the "
-                f"recording ({self.detail}); turns before it matched")
+                f"recording ({self.detail}){before}")
 
 
 class _Scrubbed(Exception):

@@ -403,6 +403,7 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
     from memgpt_lite.engine.tokens import price_table, resolve_model
 
     _decode_stdin_leniently()
+    _check_agent_name(agent_name)
     typed = sys.stdin.isatty() and prompt is None  # else one message per line, no prompt
     styled = typed and sys.stdout.isatty() and not json_out
     console = render.make_console(plain=not styled)
@@ -415,9 +416,6 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
     # raises AuthError saying how to set the key, ConfigError for a bad timeout
     client = AnthropicClient(timeout=config.timeout_setting(timeout))
     with Store.open_default() as store:
-        problem = config.agent_name_problem(agent_name)
-        if problem and store.get_agent(agent_name) is None:  # a new agent: the naming rule
-            raise UserError(problem, EXIT_USAGE)
         settings = chat_settings(store, agent_name, model, context_window, thinking,
                                  max_tokens=max_tokens)
         agent = Agent.open(store, agent_name, model_client=client, summary_client=client,
@@ -440,6 +438,21 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
             session.close()
             agent.close()  # releases the agent's process lock
             _goodbye(meta, session, quiet=prompt is not None or json_out)
+
+
+def _check_agent_name(name: str) -> None:
+    """A new agent's name must follow the naming rule; an agent that already has another
+    name (from before the rule) is opened as it is."""
+    from memgpt_lite.engine.store import Store
+
+    problem = config.agent_name_problem(name)
+    if problem is None:
+        return
+    if config.db_path().is_file():
+        with Store.open_default() as store:
+            if store.get_agent(name) is not None:
+                return
+    raise UserError(problem, EXIT_USAGE)
 
 
 def _decode_stdin_leniently() -> None:

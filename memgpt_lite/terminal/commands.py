@@ -89,7 +89,7 @@ def cmd_agents_set(args: argparse.Namespace) -> int:
     """`agents set NAME key=value ...` or `--reset [KEY ...]`, checked like an import."""
     from memgpt_lite.engine.config import ConfigError, Settings
 
-    with _open_store() as store, _agent_lock(store, args.name):
+    with _open_store() as store, _agent_lock(store, _known(store, args.name)):
         row = _require_agent(store, args.name)
         current = Settings.from_dict(row.settings).to_dict()
         if args.reset is not None and args.assignments:
@@ -191,7 +191,7 @@ def _usd(value: float | None) -> str:
 def cmd_agents_delete(args: argparse.Namespace) -> int:
     from memgpt_lite.engine import privacy
 
-    with _open_store() as store, _agent_lock(store, args.name):
+    with _open_store() as store, _agent_lock(store, _known(store, args.name)):
         row = _require_agent(store, args.name)
         stats = store.agent_stats(row.id)
         what = (f"agent {row.name!r}: {stats.get('turns', 0)} turns, "
@@ -221,7 +221,7 @@ def cmd_agents_rename(args: argparse.Namespace) -> int:
     from memgpt_lite.engine import locking
 
     _check_new_name(args.new)
-    with _open_store() as store, _agent_lock(store, args.old):
+    with _open_store() as store, _agent_lock(store, _known(store, args.old)):
         _require_agent(store, args.old)
         if store.get_agent(args.new) is not None:
             raise UserError(f"An agent named {args.new!r} already exists.")
@@ -416,6 +416,11 @@ def _agent_lock(store: Any, name: str) -> Any:
     return locking.AgentLock(store.path.parent, name)
 
 
+def _known(store: Any, name: str) -> str:
+    """`name`, once it names an agent (else one sentence, before a lock file is made for it)."""
+    return _require_agent(store, name).name
+
+
 def _require_agent(store: Any, name: str) -> Any:
     """The existing agent `name` (under any name it has, even one from before the naming
     rule); else one sentence: the naming rule if the name breaks it, or the agents there are."""
@@ -455,16 +460,18 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
     name = getattr(args, "agent", None)
     console = render.make_console(wrap=True)
-    if name:
+    if name is not None:
         from memgpt_lite.engine.config import agent_name_problem
 
         with _open_store() as store:
             agent = store.get_agent(name)
+        if agent is None and agent_name_problem(name):
+            raise UserError(agent_name_problem(name), EXIT_USAGE)  # type: ignore[arg-type]
         if agent is None:
-            render.print_error(console, agent_name_problem(name)
-                               or f"there is no agent named {name!r}")
+            render.print_error(console, f"there is no agent named {name!r}")
             return EXIT_USAGE
-    render.print_sessions(console, recording.list_recordings(agent if name else None), name)
+    render.print_sessions(console, recording.list_recordings(agent if name is not None else None),
+                          name)
     return EXIT_OK
 
 
@@ -489,6 +496,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
         console.print(render.shown(f"\nreplay {verdict}: first divergence at "
                                    f"{report.divergences[0]}", "bold red"))
         return EXIT_ERROR if strict else EXIT_OK
+    if report.scrubbed is not None:  # a forget changed the recording: say how far it holds
+        console.print(render.shown(f"\n{report.scrubbed}.", "yellow"))
+    if report.stopped_at_scrub:
+        last = report.scrubbed.turn - 1  # type: ignore[union-attr]
+        console.print(render.shown(f"replay matched the recording up to turn {last}" if last
+                                   else "replay stopped at turn 1: nothing to compare before "
+                                        "the scrub", "bold green"))
+        return EXIT_OK
     console.print(Text("\nreplay matched the recording: zero divergence", style="bold green"))
     return EXIT_OK
 

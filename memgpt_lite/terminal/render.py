@@ -261,15 +261,14 @@ def print_forget_plan(console: Console, plan: ForgetPlan, *, full: bool = False)
             table.add_row(shown(f"  {place}"), shown(_count(n, _UNITS.get(place, "unit"))),
                           shown(_place_note(plan, place)))
     console.print(table)
-    listed = {}
-    for line in _plan_lines(plan):
-        place = line[0]
-        listed[place] = listed.get(place, 0) + 1
-        if full or listed[place] <= PREVIEW_PER_PLACE:
-            console.print(shown(f"  {line[1]}"))
-    for place, n in listed.items():
-        if not full and n > PREVIEW_PER_PLACE:
-            console.print(shown(f"  … and {n - PREVIEW_PER_PLACE:,} more in {place} "
+    by_place: dict[str, list[str]] = {}
+    for place, line in _plan_lines(plan):
+        by_place.setdefault(place, []).append(line)
+    for place, lines in by_place.items():
+        for line in lines if full else lines[:PREVIEW_PER_PLACE]:
+            console.print(shown(f"  {line}"))
+        if not full and len(lines) > PREVIEW_PER_PLACE:
+            console.print(shown(f"  … and {len(lines) - PREVIEW_PER_PLACE:,} more in {place} "
                                 "(--dry-run lists every one)", "dim"))
 
 

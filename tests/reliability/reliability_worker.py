@@ -7,6 +7,11 @@
                                                  (tools, long texts, evictions), killed at a
                                                  random moment by the test
     reliability_worker.py hold DB NAME SECONDS   open the agent (taking its lock) and hold it
+    reliability_worker.py forget HOME STAGE QUERY  `memgpt-lite forget QUERY --agent a --yes`
+                                                 in data dir HOME, stopping at STAGE: intent
+                                                 (written, nothing changed) | store (changed,
+                                                 files not yet) | recording (one recording
+                                                 scrubbed) | history (all but the input history)
 
 Lines: "TYPED <text>" before a turn, "COMMITTED <reply>" after a completed one,
 "STAGE <name>" right before the worker blocks.
@@ -159,6 +164,35 @@ def hold(db: str, name: str, seconds: float) -> None:
     say("RELEASED")
 
 
+def forget(home: str, where: str, query: str) -> None:
+    import os
+
+    os.environ["MEMGPT_LITE_HOME"] = home
+    from memgpt_lite.engine import privacy
+    from memgpt_lite.engine.input_history import InputHistory
+    from memgpt_lite.terminal import cli
+
+    scrubbed = {"n": 0}
+    real_scrub = privacy.scrub_recording
+
+    def scrub_then_stop(*args, **kwargs):
+        result = real_scrub(*args, **kwargs)
+        scrubbed["n"] += bool(result.changed and kwargs.get("apply", True))  # not the preview
+        if where == "recording" and scrubbed["n"] == 1:
+            block("recording")
+        return result
+
+    if where == "intent":
+        Store.apply_forget = lambda *a, **k: block("intent")  # type: ignore[method-assign]
+    elif where == "store":
+        privacy._scrub_files = lambda *a, **k: block("store")
+    elif where == "recording":
+        privacy.scrub_recording = scrub_then_stop
+    elif where == "history":
+        InputHistory.scrub = lambda *a, **k: block("history")  # type: ignore[method-assign]
+    raise SystemExit(cli.main(["forget", query, "--agent", "a", "--yes"]))
+
+
 if __name__ == "__main__":
     mode, args = sys.argv[1], sys.argv[2:]
     if mode == "stage":
@@ -167,5 +201,7 @@ if __name__ == "__main__":
         random_run(args[0], args[1], int(args[2]), int(args[3]))
     elif mode == "hold":
         hold(args[0], args[1], float(args[2]))
+    elif mode == "forget":
+        forget(*args)
     else:
         raise SystemExit(f"unknown mode {mode}")

@@ -127,6 +127,33 @@ def test_export_of_a_chat_with_a_pasted_key_is_clean(tmp_path):
     assert KEY not in json.dumps(transfer.export_agent(store, "exp"))
 
 
+BODY = ["MIIEowIBAAKCAQEAexampleexampleexample", "cXVpdGUgYSBsb25nIGtleSBib2R5Zm9ybXM="]
+
+
+def test_a_private_key_piped_line_by_line_is_redacted_whole(tmp_path):
+    """Piped, every line is a message: the key's body arrives in messages of its own, after
+    a BEGIN line without its END. They are one secret all the same, in the store, the
+    requests and the recording; the frame ends at END (or at a line no key holds)."""
+    from memgpt_lite.engine.recording import Recorder, recorded_step
+
+    store = Store(tmp_path / "db.sqlite")
+    model = ScriptedModel([text_response("ok")] * 6, validate=True)
+    agent = Agent.open(store, "pem", model_client=model)
+    lines = ["-----BEGIN RSA PRIVATE KEY-----", *BODY, "-----END RSA PRIVATE KEY-----",
+             "thanks, and my card is 4111.1111.1111.1111", "AnotherLongWordLikeThis"]
+    with Recorder(tmp_path / "rec.jsonl") as rec:
+        for line in lines:
+            assert list(recorded_step(agent, rec, line))[-1].completed
+    stored = _all_text(store)
+    sent = json.dumps([r.to_api() for r in model.requests])
+    recorded = (tmp_path / "rec.jsonl").read_text()
+    for where in (stored, sent, recorded):
+        assert not any(body[:12] in where for body in BODY)
+        assert "4111" not in where and "thanks, and my card is" in where
+        assert "AnotherLongWordLikeThis" in where  # the frame ended at END
+    assert stored.count("[redacted: private key]") >= 4
+
+
 def test_forget_scrubs_a_recording_whose_last_line_was_cut_short():
     from memgpt_lite.engine.matching import Matcher
     from memgpt_lite.engine.recording import Recording

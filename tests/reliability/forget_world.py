@@ -7,16 +7,21 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 from pathlib import Path
 
 from memgpt_lite.engine import config, recording
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import Settings
-from memgpt_lite.engine.input_history import InputHistory
+from memgpt_lite.engine.input_history import InputHistory, drop_matching
+from memgpt_lite.engine.matching import Matcher
+from memgpt_lite.engine.recording_scrub import KEEP_KEYS
 from memgpt_lite.engine.records import ModelRequest, ModelResponse, Usage
 from memgpt_lite.engine.store import Store, snapshot
+from memgpt_lite.engine.store.scrub import strings as walk
 from memgpt_lite.lab.scripted import estimate_usage
 
+TABLES = ("messages", "passages", "blocks", "block_history")
 FILLER = ("The quarterly report lists invoices, shipping notes and meeting minutes for the "
           "regional office; nothing in it is personal. ") * 9
 
@@ -150,6 +155,84 @@ def _build() -> dict:
                  "bases": sorted(config.recordings_dir().rglob("bases/*.db"))}
         store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return facts
+
+
+# --------------------------------------------------------------------------- reading it back
+
+
+def state(home: Path) -> dict:
+    """Everything a forget may change, read raw."""
+    db = sqlite3.connect(home / config.DB_FILENAME)
+    db.row_factory = sqlite3.Row
+    rows = {t: {r["id"]: dict(r) for r in db.execute(f"SELECT * FROM {t}")} for t in TABLES}
+    rows["agents"] = {r["id"]: dict(r) for r in db.execute("SELECT * FROM agents")}
+    db.close()
+    files = {p.relative_to(home).as_posix(): p.read_bytes()
+             for p in sorted([*home.rglob("*.jsonl"), *home.rglob("bases/*.db")])}
+    return {"rows": rows, "files": files, "history": InputHistory(home).lines()}
+
+
+def a_texts(home: Path) -> list[str]:
+    """Every text of agent "a" in the store and its base snapshots."""
+    out = []
+    for path in [home / config.DB_FILENAME, *home.rglob("bases/*.db")]:
+        db = sqlite3.connect(path)
+        (aid,) = db.execute("SELECT id FROM agents WHERE name = 'a'").fetchone()
+        for content, context in db.execute("SELECT content, context_content FROM messages "
+                                           "WHERE agent_id = ?", (aid,)):
+            out += strings(json.loads(content)) + strings(json.loads(context or "null"))
+        out += [r[0] for r in db.execute("SELECT text || ' ' || tags FROM passages WHERE "
+                                         "agent_id = ?", (aid,))]
+        out += [r[0] for r in db.execute("SELECT value FROM blocks WHERE agent_id = ?", (aid,))]
+        out += [r[0] for r in db.execute("SELECT summary FROM agents WHERE id = ?", (aid,))]
+        out += [v for r in db.execute("SELECT old_value, new_value FROM block_history WHERE "
+                                      "agent_id = ?", (aid,)) for v in r if v]
+        db.close()
+    return out
+
+
+def strings(value) -> list[str]:
+    return list(walk(value))
+
+
+def recorded_texts(value) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() if k not in KEEP_KEYS for s in recorded_texts(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in recorded_texts(v)]
+    return []
+
+
+def a_recordings(home: Path) -> list[Path]:
+    return [p for p in home.rglob("*.jsonl") if '"agent":"a"' in p.read_text().split("\n")[0]]
+
+
+def assert_no_match_left(home: Path, matcher: Matcher, gone: tuple[str, ...] = ()) -> None:
+    for text in a_texts(home):
+        assert not matcher.hits(text), text[:200]
+        for word in gone:
+            assert word not in text, (word, text[:200])
+    for path in a_recordings(home):
+        for line in path.read_text().splitlines():
+            for text in recorded_texts(json.loads(line)):
+                assert not matcher.hits(text), (path.name, text[:200])
+                assert not any(g in text for g in gone), (path.name, text[:200])
+    history = InputHistory(home).lines()
+    assert drop_matching(history, matcher)[1] == []
+    assert not any(g in line for g in gone for line in history)
+    raw = (home / config.DB_FILENAME).read_bytes()
+    wal = home / (config.DB_FILENAME + "-wal")
+    raw += wal.read_bytes() if wal.exists() else b""
+    for base in home.rglob("bases/*.db"):
+        raw += base.read_bytes()
+    for word in gone:  # the raw pages: rows, free space, the search index's shadow tables
+        for form in {word, word.lower()}:
+            assert form.encode() not in raw, f"{form!r} is still in the database file's bytes"
+    with Store(config.db_path()) as store:
+        assert store.forget_intents() == []
+
 
 
 if __name__ == "__main__":  # a look at the world: python tests/forget_world.py

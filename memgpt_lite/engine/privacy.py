@@ -37,7 +37,9 @@ from memgpt_lite.engine.store.sqlite_forget import STORE
 __all__ = ["FORGOTTEN", "ForgetPlan", "ForgetResult", "plan_forget", "forget",
            "finish_pending", "delete_agent_files", "exported_secret"]
 
-RESUME_WAIT = 3.0  # seconds to wait for an agent's lock when finishing a pending forget
+# Seconds to wait for an agent's lock when finishing a pending forget: a process that has
+# the agent open keeps it, and every command would wait this long.
+RESUME_WAIT = 0.3
 
 
 @dataclass
@@ -185,21 +187,25 @@ def _scrub_files(row: AgentRow, matcher: Matcher, result: ForgetResult) -> None:
             result.recordings.append(scrubbed)
 
 
-def finish_pending(store: Store) -> list[ForgetResult]:
-    """Finish every forget that was cut off (see the module docstring), oldest first. One
-    whose agent is in use by another process waits for the next command."""
-    done = []
+def finish_pending(store: Store) -> tuple[list[ForgetResult], list[str]]:
+    """Finish every forget that was cut off (see the module docstring), oldest first;
+    returns what was finished, and the agents whose forget must wait because another
+    process has them open (it is finished by a later command)."""
+    done, waiting = [], []
     for intent in store.forget_intents():
         row = store.get_agent_by_id(intent.agent_id)
         if row is not None and row.uid != intent.agent_uid:
             row = None  # that agent was deleted and its id reused
         with _agent_locked(store, row) as locked:
-            if not locked or intent.id not in {i.id for i in store.forget_intents()}:
+            if not locked:
+                waiting.append(row.name)  # type: ignore[union-attr]
                 continue
+            if intent.id not in {i.id for i in store.forget_intents()}:
+                continue  # another process finished it meanwhile
             result = _carry_out(store, row, intent.matcher, intent.id, intent.stage, None)
             result.resumed_from = intent.created_at
             done.append(result)
-    return done
+    return done, waiting
 
 
 @contextlib.contextmanager

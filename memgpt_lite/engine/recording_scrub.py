@@ -62,6 +62,10 @@ def scrub_recording(path: Path, matcher: Matcher, changed_bases: set[Path] | Non
         result.problem = f"cannot read it ({exc.strerror or exc})"
         return result
     pieces = raw.split(b"\n")
+    if _cannot_match(raw, matcher) and not (
+            isinstance(head := _parse(pieces[0])[1], dict)
+            and _base_changed(path, head, changed_bases)):
+        return result  # the common case: nothing to decode line by line
     out, header_at, header, turn = [], None, None, 0
     for piece in pieces:
         line, value = _parse(piece)
@@ -82,6 +86,11 @@ def scrub_recording(path: Path, matcher: Matcher, changed_bases: set[Path] | Non
     if apply and result.changed:
         _replace(path, b"\n".join(out), result)
     return result
+
+
+def _cannot_match(raw: bytes, matcher: Matcher) -> bool:
+    needle = scrub.probe_pattern(matcher)
+    return needle is not None and needle.search(raw.decode("utf-8", "surrogateescape")) is None
 
 
 def _parse(piece: bytes) -> tuple[str, Any]:

@@ -394,11 +394,15 @@ def finish_pending_forgets() -> None:
         return
     try:
         with Store.open_default() as store:
-            results = privacy.finish_pending(store)
+            results, waiting = privacy.finish_pending(store)
     except StoreError:
         return
     for result in results:
         print(render.visible(render.forget_summary(result)), file=sys.stderr)
+    for name in waiting:
+        print(render.visible(f"A forget in agent {name!r} is not finished yet: another "
+                             "memgpt-lite process has that agent open; the next command after "
+                             "it closes finishes it."), file=sys.stderr)
 
 
 def _open_store() -> Any:

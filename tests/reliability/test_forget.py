@@ -29,6 +29,7 @@ from memgpt_lite.engine import replay as replay_mod
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.input_history import drop_matching
 from memgpt_lite.engine.matching import Matcher
+from memgpt_lite.engine.records import Message
 from memgpt_lite.engine.store import Store, checks
 from memgpt_lite.engine.store.scrub import redact_message
 from memgpt_lite.lab.scripted import ScriptedModel, text_response
@@ -269,3 +270,42 @@ def test_forgetting_twice_or_the_marker_changes_nothing(home):
         plan, result = run_forget(Case(query))
         assert plan.empty and result is None, query
     assert state(home) == before
+
+
+def test_a_file_from_before_secure_delete_is_rewritten_whole_at_its_first_forget(monkeypatch):
+    """Written without secure_delete (an earlier version, or a SQLite built without it), a
+    file keeps old copies of rows in its free space; the migration marks such a file, and
+    its first forget rewrites it whole."""
+    real = Store._enable_wal
+
+    def without_secure_delete(self):
+        real(self)
+        self._db.execute("PRAGMA secure_delete = OFF")
+
+    monkeypatch.setattr(Store, "_enable_wal", without_secure_delete)
+    for flagged in (False, True):
+        shutil.rmtree(config.data_dir(), ignore_errors=True)
+        with Store(config.db_path()) as store:
+            agent = Agent.open(store, "a", model_client=ScriptedModel([text_response("ok")] * 3))
+            list(agent.step("once more: zanzibar"))
+            store.add_messages(agent.id, [Message("user", [{"type": "text", "text": f"note {i} "
+                                                           + "filler " * 40}], i + 2,
+                                                  in_context=False) for i in range(300)])
+            store.delete_turns(agent.id, [1])  # its bytes stay in the file's free space
+            list(agent.step("my locker code is zanzibar-7781"))  # pages away from the old copy
+            agent.close()
+            store._db.execute("DELETE FROM schema_migrations WHERE name = '006_forget_intents'")
+            store._db.execute("DROP TABLE forget_intents")
+            store._db.execute("DROP TABLE store_flags")
+        monkeypatch.setattr(Store, "_enable_wal", real)
+        with Store(config.db_path()) as store:  # the migration marks the file: it has agents
+            assert [r[0] for r in store._q("SELECT name FROM store_flags")] == ["vacuum_on_forget"]
+            if not flagged:
+                store._db.execute("DELETE FROM store_flags")
+            plan = privacy.plan_forget(store, store.get_agent("a"), Matcher.build("zanzibar-7781"))
+            privacy.forget(store, plan)
+            assert store._q("SELECT count(*) FROM store_flags")[0][0] == 0
+        raw = config.db_path().read_bytes()
+        assert (b"once more: zanzibar" in raw) is not flagged  # unmarked, the old copy stays
+        assert b"zanzibar-7781" not in raw
+        monkeypatch.setattr(Store, "_enable_wal", without_secure_delete)

@@ -155,6 +155,13 @@ def test_a_file_that_cannot_be_written_keeps_the_forget_pending(template, tmp_pa
         assert len(store.forget_intents()) == 1
         assert store.search_messages(store.get_agent("a").id, "Rex").total == 0  # the store is
     monkeypatch.setattr(recording_scrub, "_replace", real)
+    holder = start_worker("hold", str(config.db_path()), "a", "60")  # a chat has "a" open
+    try:
+        wait_for_line(holder, "LOCKED")
+        waited = memgpt(home, "sessions")
+        assert "A forget in agent 'a' is not finished yet" in waited.stderr
+    finally:
+        kill(holder)
     assert cli.main(["core", "--agent", "a"]) == 0
     assert "Finished a forget cut off on" in capsys.readouterr().err
     assert_no_match_left(home, Matcher.build(QUERY))

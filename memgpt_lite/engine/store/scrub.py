@@ -117,22 +117,38 @@ class Place(Protocol):
 # --------------------------------------------------------------------------- probing
 
 
+# Whitespace as a text column holds it: itself, or escaped inside JSON (\n, \u000b, …).
+_SPACE = r"(?:\s|\\(?:[nrtfb]|u00[01][0-9a-fA-F]))+"
+
+
 def probe(db: sqlite3.Connection, matcher: Matcher) -> str:
     """Register `forget_probe(text)` on the connection: true for stored text (JSON or not)
     that may hold a match, so that only those rows are decoded. Returns its name."""
-    words = matcher.query.split() if matcher.mode != "regex" else []
-    if matcher.mode == "phrase":
-        words = [max(words, key=len)]  # every match of a phrase holds its longest word
-    # Each word as written and as JSON writes it inside a string (quotes, backslashes),
-    # with the matcher's own rule for case.
-    forms = {form for w in words for form in (w, json.dumps(w, ensure_ascii=False)[1:-1])}
-    needle = re.compile("|".join(map(re.escape, forms)), re.IGNORECASE) if forms else None
+    db.create_function("forget_probe", 1, _prober(probe_pattern(matcher)), deterministic=True)
+    return "forget_probe"
 
+
+def probe_pattern(matcher: Matcher) -> re.Pattern[str] | None:
+    """A pattern every stored form of a match fits (None: anything may match, a regex):
+    each word as written or as JSON escapes it, with the matcher's rule for case; a
+    phrase's words in order, apart by whitespace written either way."""
+    if matcher.mode == "regex":
+        return None
+    words = [_forms(w) for w in matcher.query.split()]
+    body = _SPACE.join(words) if matcher.mode == "phrase" else "|".join(words)
+    return re.compile(body, re.IGNORECASE)
+
+
+def _forms(word: str) -> str:
+    forms = {word, json.dumps(word, ensure_ascii=False)[1:-1]}
+    return "(?:" + "|".join(map(re.escape, sorted(forms))) + ")"
+
+
+def _prober(needle: re.Pattern[str] | None) -> Any:
     def forget_probe(text: object) -> bool:
         return isinstance(text, str) and (needle is None or needle.search(text) is not None)
 
-    db.create_function("forget_probe", 1, forget_probe, deterministic=True)
-    return "forget_probe"
+    return forget_probe
 
 
 def strings(value: Any) -> Iterator[str]:

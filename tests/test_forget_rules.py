@@ -74,7 +74,7 @@ def test_lines_touched_by_a_match_go_and_no_other():
     assert m.drop_lines("Likes tea\n") == ("Likes tea\n", [])
 
 
-# --------------------------------------------------------------------------- a message the queue needs
+# --------------------------------------------------------------------------- the queue's messages
 
 
 def test_a_fold_is_made_anew_so_a_match_cut_by_its_preview_goes_too():
@@ -229,6 +229,8 @@ def test_replay_says_which_turns_a_forget_scrubbed(capsys):
     assert "turn 1 matched" in out and "replay matched the recording up to turn 1" in out
     assert cli.main(["replay", str(untouched.path), "--strict"]) == 0
     assert "zero divergence" in capsys.readouterr().out
+    assert cli.main(["sessions", "--agent", "a"]) == 0
+    assert " ".join(capsys.readouterr().out.split()).count("(scrubbed by a forget)") == 1
 
 
 # --------------------------------------------------------------------------- agent names

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,7 +100,8 @@ class ForgetResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"agent": self.agent, "query": self.matcher.query, "mode": self.matcher.mode,
-                "changed": {f"{place} {action}": n for (place, action), n in self.actions().items()},
+                "changed": {f"{place} {action}": n
+                            for (place, action), n in self.actions().items()},
                 "base_snapshots": self.bases,
                 "recordings": [_recording_dict(r) for r in self.recordings],
                 "input_history_lines": self.history, "problems": self.problems,
@@ -175,7 +177,7 @@ def _scrub_files(row: AgentRow, matcher: Matcher, result: ForgetResult) -> None:
         try:
             if snapshot.forget_in_base(base, row.id, matcher):
                 changed.add(base.resolve())
-        except Exception as exc:  # noqa: BLE001 - any damage: name the file, keep going
+        except (OSError, sqlite3.Error) as exc:  # unwritable or damaged: name it, go on
             result.problems.append(f"{base} ({exc})")
     result.bases = len(changed)
     at = now_iso()

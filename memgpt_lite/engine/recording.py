@@ -494,6 +494,7 @@ class RecordingInfo:
     source: str
     agent_uid: str | None = None
     problem: str | None = None  # why it cannot be replayed (None: it can)
+    scrubbed: bool = False  # a forget changed it (see recording_scrub.py)
 
 
 def list_recordings(agent: Any = None, directory: Path | None = None) -> list[RecordingInfo]:
@@ -517,7 +518,7 @@ def _info(path: Path) -> RecordingInfo:
                              head.get("agent_uid"), str(exc))
     return RecordingInfo(rec.header.get("agent", path.parent.name), path,
                          rec.header.get("created_at", ""), len(rec.turns), rec.source,
-                         rec.header.get("agent_uid"))
+                         rec.header.get("agent_uid"), scrubbed=bool(rec.header.get("forgotten")))
 
 
 def header_line(path: Path) -> dict[str, Any]:

@@ -163,10 +163,10 @@ def _add_eval_parser(sub: Any) -> None:
 def _add_forget_parser(sub: Any) -> None:
     p = _parser(sub, "forget", "forget what matches QUERY everywhere: messages, passages, core "
                 "memory lines, summary lines, block history, recordings and the input history",
-                'memgpt-lite forget "Paris trip"              # the phrase, any case',
+                'memgpt-lite forget "Paris trip"               # the phrase, any case',
                 "memgpt-lite forget --any Rex Luna --dry-run   # either word; only show",
-                "memgpt-lite forget --regex '\\b\\d{5}\\b' --json    # a pattern; JSON",
-                "memgpt-lite forget tulip-42 --yes             # no question")
+                "memgpt-lite forget --regex '\\b\\d{5}\\b' --json   # a pattern; as JSON",
+                "memgpt-lite forget tulip-42 --yes             # without asking")
     p.add_argument("query", nargs="+", metavar="QUERY",
                    help="the words to forget, as a phrase: all of them, in this order, any "
                         "case, whole words (no stems or prefixes)")

@@ -371,7 +371,8 @@ def forget_matcher(query: str, *, any_word: bool = False, regex: bool = False) -
 def _hint_redacted(plan: Any) -> None:
     from memgpt_lite.engine.redact import redact
 
-    if plan.empty and plan.matcher.mode != "regex" and redact(plan.matcher.query) != plan.matcher.query:
+    query = plan.matcher.query
+    if plan.empty and plan.matcher.mode != "regex" and redact(query) != query:
         print("Secrets are stored redacted (e.g. [redacted: card number ending 1111]); "
               "forget the words around them instead.", file=sys.stderr)
 

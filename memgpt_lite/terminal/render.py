@@ -364,6 +364,7 @@ def print_sessions(console: Console, rows: list[Any], agent: str | None) -> None
     table = Table("agent", "started", "turns", "file", box=None, pad_edge=False)
     for r in rows:
         turns = str(r.turns) if r.problem is None else f"damaged: {r.problem}"
+        turns += " (scrubbed by a forget)" if r.scrubbed else ""
         table.add_row(shown(r.agent), shown(r.started), shown(turns), shown(r.path))
     console.print(table)
     console.print(Text("replay one with: memgpt-lite replay FILE --strict", style="dim"))

@@ -107,7 +107,8 @@ class LineReader:
     def forget(self, matcher: Matcher) -> None:
         """Drop the lines a forget removed from the file from the up-arrow too."""
         rl = self.readline
-        lines = [rl.get_history_item(i) or "" for i in range(1, rl.get_current_history_length() + 1)]
+        count = rl.get_current_history_length()
+        lines = [rl.get_history_item(i) or "" for i in range(1, count + 1)]
         kept, gone = drop_matching(lines, matcher)
         if gone:
             rl.clear_history()

@@ -82,7 +82,8 @@ class Policy:
         blocks: list[dict] = []
         if reply.startswith("THINK:"):
             thought, reply = reply[len("THINK:"):].split("|", 1)
-            blocks.append({"type": "thinking", "thinking": thought, "signature": "sig-" + thought[:8]})
+            blocks.append({"type": "thinking", "thinking": thought,
+                           "signature": "sig-" + thought[:8]})
         blocks.append({"type": "text", "text": reply})
         self.plan.append(ModelResponse(blocks, "end_turn", Usage()))
 
@@ -105,7 +106,8 @@ class Summariser:
         text = request.messages[-1]["content"][0]["text"]
         previous = text.split("<previous_summary>\n", 1)[1].split("\n</previous_summary>")[0]
         lines = [] if previous == "(none)" else previous.splitlines()
-        lines += [f"- Ada said: {m.group(1)[:100]}" for m in re.finditer(r"^user: (.+)$", text, re.M)]
+        said = re.finditer(r"^user: (.+)$", text, re.M)
+        lines += [f"- Ada said: {m.group(1)[:100]}" for m in said]
         response = ModelResponse([{"type": "text", "text": "\n".join(lines)}], "end_turn", Usage())
         yield ModelResponse(response.content, "end_turn", estimate_usage(request, response),
                             request.model, f"sum_{self.n}")

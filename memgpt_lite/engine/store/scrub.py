@@ -4,13 +4,13 @@ agent's recordings (store/snapshot.py), so a forget changes both alike.
 
 A **unit** is what a user sees in the preview and what changes, nothing more:
 
-| place | unit | change |
-|---|---|---|
-| messages | a message whose text, tool input, tool result or folded/clipped copy matches | deleted; when it is in the queue (deleting it would break its turn or its tool pairing, and the API would refuse the next request), the matching text inside it becomes `[forgotten]` |
-| passages | a passage whose text or a tag matches | deleted |
-| core memory | a line of a block | the line is removed |
-| summary | a line of the running summary | the line is removed |
-| block history | an old or new value of a block edit | its matching lines are removed |
+* messages: a message whose text, tool input, tool result or folded/clipped copy matches
+  is deleted; while it is in the queue (deleting it would break its turn or its tool
+  pairing, and the API would refuse the next request) the matching text inside it becomes
+  `[forgotten]` instead;
+* passages: a passage whose text or a tag matches is deleted;
+* core memory, summary: a line of a block, or of the running summary, is removed;
+* block history: the matching lines of an edit's old and new values are removed.
 
 Each place is an entry of `PLACES`; a table holding more agent text (say, superseded
 passage versions) joins the reach with one line, e.g.
@@ -74,7 +74,8 @@ class Writer:
         if self._rev is None:
             if self.live:
                 self.db.execute("UPDATE agents SET rev = rev + 1 WHERE id = ?", (self.agent_id,))
-            row = self.db.execute("SELECT rev FROM agents WHERE id = ?", (self.agent_id,)).fetchone()
+            row = self.db.execute("SELECT rev FROM agents WHERE id = ?",
+                                  (self.agent_id,)).fetchone()
             self._rev = row[0] if row else 0
         return self._rev
 

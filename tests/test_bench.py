@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import importlib.util
 import json
 
 from memgpt_lite.lab import bench, retrieval_eval
@@ -47,8 +48,14 @@ def test_bench_command_writes_a_report_of_the_documented_shape(tmp_path, capsys)
     assert code == 0
     report = json.loads(out.read_text(encoding="utf-8"))
     assert set(report["machine"]) >= {"cpu", "cores", "ram_gb", "python", "sqlite"}
-    assert [s["id"] for s in report["sections"]] == ["store", "engine", "tokens", "startup",
-                                                    "memory", "recording"]
+    hybrid = ["hybrid"] if importlib.util.find_spec("numpy") else []  # the embeddings extra
+    assert [s["id"] for s in report["sections"]] == ["store", *hybrid, "engine", "tokens",
+                                                    "startup", "memory", "recording"]
+    if hybrid:
+        labels = [r["label"] for r in report["sections"][1]["rows"]]
+        assert labels == ["dense scan alone · exact, int8 · 400 vectors",
+                          "hybrid conversation_search · 400 messages · query embedding not "
+                          "included"]
     for section in report["sections"]:
         assert section["title"] and section["method"] and section["rows"]
         for row in section["rows"]:

@@ -105,10 +105,10 @@ def test_core_command_prints_every_block(chat_factory):
     chat.agent.edit_block("human", "Name: Ada.")
     persona = chat.store.get_block(chat.agent.id, "persona")
     out = chat.run("/core")
-    head = f"persona  {persona.used:,}/{persona.limit:,} chars"
+    head = f"persona  {persona.used:,}/{persona.limit:,} chars · scope agent"
     assert out.splitlines()[0] == head
     assert out.endswith(expect("""
-        human  10/5,000 chars
+        human  10/5,000 chars · scope agent
         Name: Ada.
     """))
 
@@ -398,12 +398,12 @@ def test_piped_chat_against_the_fake_server(tmp_path):
     persona = [l for l in lines if l.startswith("persona  ")]
     assert len(persona) == 1
     start = lines.index(persona[0])
-    end = lines.index("human  10/5,000 chars")
+    end = lines.index("human  10/5,000 chars · scope agent")
     del lines[start + 1:end]
     assert lines == [
         "Hello Ada!",
         persona[0],
-        "human  10/5,000 chars",
+        "human  10/5,000 chars · scope agent",
         "Name: Ada.",  # the first fact replaced the placeholder
         "unknown command /foo — type /help",
         "Your name is Ada.",

@@ -162,12 +162,14 @@ def test_agents_list_show_rename(capsys):
     assert cli.main(["agents", "show", "default"]) == 0
     out = capsys.readouterr().out
     assert "2 turns · 6 messages · 1 passages" in out
-    assert "persona  11/5,000 chars\nI am terse." in out and "Ada asked about Hexo." in out
+    assert "persona  11/5,000 chars · scope agent\nI am terse." in out
+    assert "Ada asked about Hexo." in out
     assert cli.main(["agents", "rename", "default", "ada"]) == 0
     assert cli.main(["agents", "rename", "ada", "ada"]) == 1
     assert "already exists" in capsys.readouterr().err
     assert cli.main(["core", "--agent", "ada"]) == 0
-    assert capsys.readouterr().out.startswith("persona  11/5,000 chars\nI am terse.\n\nhuman  ")
+    assert capsys.readouterr().out.startswith(
+        "persona  11/5,000 chars · scope agent\nI am terse.\n\nhuman  ")
 
 
 def test_export_delete_import_round_trips_every_table(tmp_path, capsys, monkeypatch):

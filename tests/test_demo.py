@@ -23,7 +23,7 @@ from memgpt_lite.engine.records import ModelRequest, ModelResponse
 from memgpt_lite.terminal import commands, render
 
 BUNDLED = Path(__file__).resolve().parents[1] / "memgpt_lite" / "data" / "demo.jsonl"
-DEMO_SETTINGS = Settings(context_window=6_500, max_output_tokens=1_024, safety_margin=500)
+DEMO_SETTINGS = Settings(context_window=7_000, max_output_tokens=1_024, safety_margin=500)
 START = datetime(2026, 3, 2, 18, 0, tzinfo=timezone.utc)
 NOTE = ("The user's inputs and the model's responses were written by hand to show every "
         "part of the system in a few turns; the recording is the engine's real output.")
@@ -91,10 +91,17 @@ TURNS: list[tuple[str, list[tuple[str, object]]]] = [
      [("text", "A dark mode is a good idea for dawn outings: it saves battery and keeps "
                "your eyes adjusted. Derive it from the estuary palette: a deep teal "
                "background with sand accents keeps the identity.")]),
+    ("Change of plan: the club moved the estuary trip to March 21st, a week later.",
+     [("tool", [("archival_search", {"query": "estuary field trip date"})]),
+      ("tool", [("archival_update", {"passage_id": 3, "content": "Wingspan Notes first field "
+                 "test: Tagus estuary trip with the Lisbon birding club, moved to March "
+                 "21st."})]),
+      ("text", "Updated: the estuary trip is now on March 21st. More time to get offline "
+               "logging ready.")]),
     ("Remind me, what time and where is the meet-up for the estuary trip?",
      [("tool", [("conversation_search", {"query": "meet-up estuary trip time pier"})]),
-      ("text", "You meet at 7:30 at the Alcochete pier on March 14th, with the Lisbon "
-               "birding club, and everyone brings their own scope.")]),
+      ("text", "You meet at 7:30 at the Alcochete pier on March 21st (moved from the 14th), "
+               "with the Lisbon birding club, and everyone brings their own scope.")]),
 ]
 
 EVICTION_SUMMARY = ("Maya Okafor (backend engineer, Lisbon) is building Wingspan Notes, a "
@@ -193,7 +200,10 @@ def test_regenerated_demo_tells_the_whole_story(tmp_path):
     tools = [e["call"]["name"] for t in rec.turns for e in t.lines("tool_result")]
     assert rec.header["source"] == "hand-written"
     assert {"core_memory_replace", "core_memory_append", "archival_insert", "evict_turns",
-            "conversation_search"} <= set(tools)
+            "conversation_search", "archival_search", "archival_update"} <= set(tools)
+    update = next(r["result"] for t in rec.turns for r in t.lines("tool_result")
+                  if r["call"]["name"] == "archival_update")
+    assert not update.get("is_error") and "March 21st" in update["content"]
     assert "pressure_alert" in kinds and "memory_edit" in kinds
     evictions = [e for t in rec.turns for e in t.lines("eviction")]
     assert evictions and evictions[0]["by"] == "model"
@@ -201,7 +211,7 @@ def test_regenerated_demo_tells_the_whole_story(tmp_path):
     search = next(r["result"]["content"] for r in rec.turns[-1].lines("tool_result")
                   if r["call"]["name"] == "conversation_search")
     assert "7:30" in search and "Alcochete" in search  # found in recall after eviction
-    assert "7:30" in rec.turns[-1].reply
+    assert "7:30" in rec.turns[-1].reply and "March 21st" in rec.turns[-1].reply
 
 
 def test_bundled_demo_matches_the_generator(tmp_path):

@@ -313,3 +313,28 @@ def test_renaming_then_deleting_an_agent_leaves_no_file_of_it(capsys, monkeypatc
     data = config.db_path().read_bytes()
     wal = config.db_path().with_name(config.db_path().name + "-wal")
     assert b"quokka" not in data + (wal.read_bytes() if wal.exists() else b"")
+
+
+# --------------------------------------------------------------------------- shared blocks
+
+
+def test_a_line_of_a_shared_block_goes_for_every_agent_sharing_it(capsys):
+    """A user-scope block is one row: forgetting its line in one agent removes it for all,
+    and the preview says who else shares it (their own history stays theirs to forget)."""
+    with Store(config.db_path()) as store:
+        for name in ("a", "b"):
+            agent = scripted_agent(store, name, [])
+            store.share_block(agent.id, "human")
+            agent.close()
+        a = store.get_agent("a")
+        store.set_block(a.id, "human", "Name: Ada\nLives at 12 Elm Street\n", source="test")
+    assert cli.main(["forget", "Elm Street", "--agent", "a", "--dry-run"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "core memory 'human' is shared with b" in out and "--agent b" in out
+    assert cli.main(["forget", "Elm Street", "--agent", "a", "--yes", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["plan"]["shared_blocks"] == {"human": ["b"]}
+    with Store(config.db_path()) as store:
+        for name in ("a", "b"):
+            block = store.get_block(store.get_agent(name).id, "human")
+            assert block.value == "Name: Ada\n" and block.scope == "user"
+        assert "Elm" not in json.dumps(store.block_history(store.get_agent("a").id))

@@ -114,7 +114,7 @@ class Policy:
 
 def open_agent(store: Store, name: str) -> Agent:
     return Agent.open(store, name, model_client=Policy(), summary_client=Policy(),
-                      settings=Settings(context_window=6_000, max_output_tokens=500))
+                      settings=Settings(context_window=7_000, max_output_tokens=500))
 
 
 def record(agent: Agent, inputs: list[str]) -> Path:

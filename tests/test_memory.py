@@ -54,6 +54,8 @@ def test_schemas_match_the_tool_contract():
         "core_memory_replace": ["label", "old_content", "new_content"],
         "conversation_search": ["query", "page", "start_date", "end_date"],
         "archival_insert": ["content", "tags"],
+        "archival_update": ["passage_id", "content"],
+        "archival_delete": ["passage_id", "reason"],
         "archival_search": ["query", "page", "tags"],
     }
     for t in schemas.values():

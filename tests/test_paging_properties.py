@@ -81,7 +81,7 @@ def user_text(i: int, n: int) -> str:
 
 @settings(max_examples=60, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(window=st.integers(5_000, 12_000), plans=st.lists(turn_plans, min_size=1, max_size=10))
+@given(window=st.integers(5_800, 12_000), plans=st.lists(turn_plans, min_size=1, max_size=10))
 def test_paging_invariants(window, plans):
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(Path(tmp) / "p.db")

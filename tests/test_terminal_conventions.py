@@ -291,7 +291,7 @@ def test_completion_scripts_are_generated_from_the_parser(shell):
         script = proc.stdout + ('\nCOMP_WORDS=(memgpt-lite agents s); COMP_CWORD=2; _memgpt_lite;'
                                 ' echo "${COMPREPLY[@]}"\n')
         out = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
-        assert out.stdout.split() == ["set", "show"]
+        assert out.stdout.split() == ["set", "share", "show"]
 
 
 def test_agents_set_validates_and_show_says_where_values_come_from(capsys, monkeypatch):

@@ -121,6 +121,9 @@ class Agent:
         # the rest of it, piped line by line (see redact.redact_message).
         self.in_key = False
         self.lock: locking.AgentLock | None = None
+        # Called with the turn id once a turn is committed (e.g. background embedding);
+        # they must return at once: the reply is not held up by them.
+        self.after_commit: list[Callable[[int], None]] = []
 
     @classmethod
     def open(cls, store: Store, name: str = "default", *, model_client: ModelClient,
@@ -221,6 +224,8 @@ class Agent:
             yield from self._tallied(run)
             self._commit(run)
             run.completed = True
+            for hook in self.after_commit:
+                hook(run.turn_id)
         except TurnFailed:
             pass
         finally:
@@ -386,7 +391,8 @@ class Agent:
 
     def _dispatch(self, call: ToolCall, run: _TurnRun) -> tuple[ToolOutcome, list[Event]]:
         if call.name in MEMORY_TOOL_NAMES:
-            return self.tools.execute(call.name, call.input), []
+            outcome = self.tools.execute(call.name, call.input)
+            return outcome, outcome.events
         if call.name == "evict_turns":
             inputs = self._inputs(run)
             return self.pager.evict_tool(call.input, inputs, run.turn_id)
@@ -440,7 +446,10 @@ class Agent:
     def _pop(self, ids: list[int]) -> PoppedTurns:
         return self.store.pop_turns(self.id, ids) if ids else PoppedTurns()
 
-    def edit_block(self, label: str, value: str) -> Block:
+    def edit_block(self, label: str, value: str, *, expected: str | None = None) -> Block:
+        """The user's own edit of a block (/core edit). With `expected` (the value the edit
+        started from), BlockChanged when the block holds another value by now: another agent
+        sharing it changed it meanwhile, and that edit must not be overwritten unseen."""
         block = self.store.get_block(self.id, label)
         if block is None:
             labels = ", ".join(b.label for b in self.blocks())
@@ -448,7 +457,7 @@ class Agent:
         if len(value) > block.limit:
             raise ValueError(f"{label} would be {len(value):,} chars, {len(value) - block.limit:,}"
                              f" over its limit of {block.limit:,}.")
-        return self.store.set_block(self.id, label, value, source="user")
+        return self.store.set_block(self.id, label, value, source="user", expected=expected)
 
 
 def tool_schemas() -> list[dict]:

@@ -141,6 +141,22 @@ class NoticeEvent:
 
 
 @dataclass
+class DenseSearchEvent:
+    """What the dense side of one search returned (row ids and cosines, best first), or why
+    it could not run (`error`; the search then used keywords alone). Recordings keep it so a
+    strict replay fuses the same candidates without an embedder (see `engine/dense.py`)."""
+
+    tool: str
+    query: str
+    model: str
+    keyword_weight: float
+    ids: list[int]
+    scores: list[float]
+    error: str | None = None
+    kind: Literal["dense_search"] = "dense_search"
+
+
+@dataclass
 class ErrorEvent:
     message: str
     error_kind: str
@@ -166,5 +182,5 @@ class TurnEndEvent:
 Event = Union[
     TextDelta, ThinkingDelta, ModelCallStart, ResponseEvent, ToolCallEvent, ToolResultEvent,
     MemoryEditEvent, PressureAlertEvent, FoldEvent, EvictionEvent, SummaryEvent, ClipEvent,
-    UsageEvent, NoticeEvent, ErrorEvent, TurnEndEvent,
+    UsageEvent, NoticeEvent, DenseSearchEvent, ErrorEvent, TurnEndEvent,
 ]

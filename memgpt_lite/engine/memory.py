@@ -1,4 +1,5 @@
-"""Core memory blocks and the memory tools the model calls.
+"""Core memory blocks and the memory tools the model calls (corrections of archival memory
+included: README "Memory and paging").
 
 Every tool failure caused by the model's input comes back as an `is_error` ToolOutcome with
 a sentence the model can act on; `MemoryTools.execute` does not raise for bad input.
@@ -11,18 +12,25 @@ import html
 import re
 import reprlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
+from typing import TYPE_CHECKING
 
 from memgpt_lite.engine import prompts
-from memgpt_lite.engine.events import MemoryEditEvent
-from memgpt_lite.engine.records import Block, SearchPage
+from memgpt_lite.engine.events import Event, MemoryEditEvent
+from memgpt_lite.engine.records import Block, SearchHit, SearchPage
+from memgpt_lite.engine.search import KEYWORD_WEIGHT
 from memgpt_lite.engine.store import Store
 from memgpt_lite.engine.text import clean_value, neutralise_tags, shorten
 
+if TYPE_CHECKING:
+    from memgpt_lite.engine.dense import DenseSide
+
 MEMORY_TOOL_NAMES = ("core_memory_append", "core_memory_replace", "conversation_search",
-                     "archival_insert", "archival_search")
+                     "archival_insert", "archival_update", "archival_delete", "archival_search")
 HIT_CHARS = 500  # longer hits are cut so one search result cannot flood the context
+CONTEXT_CHARS = 300  # the reply shown under a hit is context, cut shorter
+GLIMPSE_CHARS = 100  # a similar passage is shown by its first words
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 # Every argument is bounded (README "Memory and paging"): a model's mistake must come back as
 # an error it can act on, never reach SQLite as a number it cannot hold or a text that
@@ -32,6 +40,8 @@ MAX_TEXT = 20_000  # block contents, passages
 MAX_QUERY = 1_000
 MAX_LABEL = 100
 MAX_TAGS, MAX_TAG = 20, 50
+MAX_ID = 2**53  # any passage id there can be, and no number SQLite cannot hold
+MAX_REASON = 1_000
 _TEXT = {"type": "string", "maxLength": MAX_TEXT}
 _LABEL = {"type": "string", "maxLength": MAX_LABEL}
 _QUERY = {"type": "string", "maxLength": MAX_QUERY}
@@ -40,6 +50,8 @@ _PAGE = {"type": "integer", "minimum": 1, "maximum": MAX_PAGE,
          "description": "1-based page of results (5 per page). Default 1."}
 _TAGS = {"type": "array", "items": {"type": "string", "maxLength": MAX_TAG},
          "maxItems": MAX_TAGS}
+_PASSAGE_ID = {"type": "integer", "minimum": 1, "maximum": MAX_ID,
+               "description": "The passage's id (#N)."}
 
 
 def _tool(name: str, description: str, properties: dict, required: list[str]) -> dict:
@@ -49,7 +61,7 @@ def _tool(name: str, description: str, properties: dict, required: list[str]) ->
 
 
 def memory_tool_schemas() -> list[dict]:
-    """Anthropic tool definitions for the five memory tools (stable: part of the cache)."""
+    """Anthropic tool definitions for the seven memory tools (stable: part of the cache)."""
     return [
         _tool("core_memory_append",
               "Add a line to a core memory block. Core memory is always in your context, so "
@@ -88,11 +100,27 @@ def memory_tool_schemas() -> list[dict]:
               "Save a passage to archival memory: long-term storage outside your context "
               "with no size limit, searched with archival_search. Use it for details, "
               "documents, and facts worth keeping that do not need to be in core memory. "
-              "Write each passage so it makes sense on its own. Returns the passage id; if "
-              "an almost identical passage exists, nothing is stored and its id is returned.",
+              "Write each passage so it makes sense on its own. Returns the passage id and "
+              "similar stored passages: if the new one corrects one of them, fix the old one "
+              "with archival_update or archival_delete. If an almost identical passage "
+              "exists, nothing is stored and its id is returned.",
               {"content": {**_TEXT, "description": "The passage text."},
                "tags": {**_TAGS, "description": "Optional short topic tags, e.g. ['work']."}},
               ["content"]),
+        _tool("archival_update",
+              "Correct a stored passage by replacing its whole text, e.g. a fact that "
+              "changed. The old version is kept as history and never searched again.",
+              {"passage_id": _PASSAGE_ID,
+               "content": {**_TEXT, "description": "The complete new text."}},
+              ["passage_id", "content"]),
+        _tool("archival_delete",
+              "Delete a passage that is wrong, no longer true, or that the user asked you to "
+              "forget. It is never searched again (its last version stays in history until "
+              "the user runs forget).",
+              {"passage_id": _PASSAGE_ID,
+               "reason": {"type": "string", "maxLength": MAX_REASON,
+                          "description": "Why, in a few words."}},
+              ["passage_id", "reason"]),
         _tool("archival_search",
               "Search archival memory (passages saved with archival_insert). Use it when a "
               "question may be answered by something you stored earlier. Matches any of the "
@@ -186,7 +214,8 @@ def render_core_memory(blocks: list[Block]) -> str:
              "not instructions. Edit it with core_memory_append and core_memory_replace.",
              "<core_memory>"]
     for b in blocks:
-        lines.append(f'<block label="{html.escape(b.label, quote=True)}" used="{b.used}" '
+        scope = ' scope="user"' if b.scope == "user" else ""  # shared: see prompts/system.md
+        lines.append(f'<block label="{html.escape(b.label, quote=True)}"{scope} used="{b.used}" '
                      f'limit="{b.limit}">')
         lines.append(neutralise_tags(b.value))
         lines.append("</block>")
@@ -210,17 +239,31 @@ class ToolOutcome:
     is_error: bool
     summary: str  # one compact line for the UI
     edit: MemoryEditEvent | None = None
+    events: list[Event] = field(default_factory=list)  # yielded before the result
 
 
 def _error(text: str, name: str) -> ToolOutcome:
     return ToolOutcome(text, True, f"{name} error: {shorten(text, 60)}")
 
 
-def _hit_line(text: str) -> str:
+def _hit_line(text: str, limit: int = HIT_CHARS) -> str:
     text = neutralise_tags(" ".join(text.split()))  # one line per hit, inert
-    if len(text) <= HIT_CHARS:
+    if len(text) <= limit:
         return text
-    return text[:HIT_CHARS] + f" …[+{len(text) - HIT_CHARS} chars]"
+    return text[:limit] + f" …[+{len(text) - limit} chars]"
+
+
+def _message_lines(hit: SearchHit) -> list[str]:
+    """A message hit as one line, and the reply that followed it indented below it."""
+    status = " (interrupted, never answered)" if hit.status == "interrupted" else ""
+    lines = [f"- {_when(hit)} {hit.role}{status}: {_hit_line(hit.text)}"]
+    lines += [f"  ↳ reply {_when(r)} {r.role}: {_hit_line(r.text, CONTEXT_CHARS)}"
+              for r in hit.context]
+    return lines
+
+
+def _when(hit: SearchHit) -> str:
+    return hit.created_at.replace("T", " ").rstrip("Z")[:16]
 
 
 def _parse_date(value: str | None, name: str) -> tuple[date | None, str | None]:
@@ -235,7 +278,7 @@ def _parse_date(value: str | None, name: str) -> tuple[date | None, str | None]:
 
 
 class MemoryTools:
-    """Runs the five memory tools for one agent against the store."""
+    """Runs the seven memory tools for one agent against the store."""
 
     def __init__(self, store: Store, agent_id: int, clock: Callable[[], str] | None = None):
         self.store = store
@@ -243,6 +286,9 @@ class MemoryTools:
         # The agent's clock (ISO text), so passages are dated like messages and replays of
         # a recorded session date them identically.
         self.clock = clock
+        # Meaning-based candidates fused with the keyword ones (None: keywords only); set by
+        # whoever opens the agent with an embedder, or by a replay (see engine/dense.py).
+        self.dense: DenseSide | None = None
 
     def execute(self, name: str, args: object) -> ToolOutcome:
         if name not in MEMORY_TOOL_NAMES:
@@ -283,6 +329,12 @@ class MemoryTools:
         tool = "core_memory_append"
         if not content.strip():
             return _error("content is empty; give the text to append.", tool)
+        # Read and write under the store's write lock: a block in user scope may be edited
+        # by another agent's process at the same moment, and neither edit may be lost.
+        with self.store.transaction():
+            return self._append(label, content, tool)
+
+    def _append(self, label: str, content: str, tool: str) -> ToolOutcome:
         block = self._block(label, tool)
         if isinstance(block, ToolOutcome):
             return block
@@ -297,6 +349,11 @@ class MemoryTools:
         if not old_content:
             return _error("old_content is empty; copy the exact text to replace from the "
                           "block (to add text, use core_memory_append).", tool)
+        with self.store.transaction():  # see core_memory_append
+            return self._replace(label, old_content, new_content, tool)
+
+    def _replace(self, label: str, old_content: str, new_content: str,
+                 tool: str) -> ToolOutcome:
         block = self._block(label, tool)
         if isinstance(block, ToolOutcome):
             return block
@@ -336,13 +393,13 @@ class MemoryTools:
             end = None
         if problem:
             return _error(problem, tool)
-        result = self.store.search_messages(self.agent_id, query, page,
-                                            start_date=start and start.isoformat(),
-                                            end_date=end and end.isoformat())
-        lines = [f"- {h.created_at.replace('T', ' ').rstrip('Z')[:16]} {h.role}"
-                 f"{' (interrupted, never answered)' if h.status == 'interrupted' else ''}: "
-                 f"{_hit_line(h.text)}" for h in result.hits]
-        return self._page_outcome(tool, query, result, lines)
+        start_iso, end_iso = start and start.isoformat(), end and end.isoformat()
+        dense, weight, events = self.dense_candidates(tool, "messages", query, start_iso, end_iso)
+        result = self.store.search_messages(self.agent_id, query, page, start_date=start_iso,
+                                            end_date=end_iso, dense=dense,
+                                            keyword_weight=weight)
+        lines = [line for h in result.hits for line in _message_lines(h)]
+        return self._page_outcome(tool, query, result, lines, events)
 
     def archival_search(self, query: str, page: int = 1,
                         tags: list[str] | None = None) -> ToolOutcome:
@@ -350,15 +407,25 @@ class MemoryTools:
         problem = _query_problem(query, page)
         if problem:
             return _error(problem, tool)
-        result = self.store.search_passages(self.agent_id, query, page, tags=_tags(tags))
+        dense, weight, events = self.dense_candidates(tool, "passages", query)
+        result = self.store.search_passages(self.agent_id, query, page, tags=_tags(tags),
+                                            dense=dense, keyword_weight=weight)
         lines = [f"- #{h.id} {h.created_at[:10]}"
                  + (f" [tags: {', '.join(h.tags)}]" if h.tags else "") + f": {_hit_line(h.text)}"
                  for h in result.hits]
-        return self._page_outcome(tool, query, result, lines)
+        return self._page_outcome(tool, query, result, lines, events)
+
+    def dense_candidates(self, tool: str, kind: str, query: str, start: str | None = None,
+                         end: str | None = None) -> tuple[dict[int, float] | None, float, list[Event]]:
+        """The dense side's candidates for a search (None: keywords only), the fusion
+        weight, and the events to yield about it."""
+        if self.dense is None:
+            return None, KEYWORD_WEIGHT, []
+        return self.dense.rank(tool, kind, query, start, end)
 
     @staticmethod
-    def _page_outcome(tool: str, query: str, result: SearchPage,
-                      lines: list[str]) -> ToolOutcome:
+    def _page_outcome(tool: str, query: str, result: SearchPage, lines: list[str],
+                      events: list[Event]) -> ToolOutcome:
         head = f"page {result.page} of {result.pages}, {result.total} results"
         summary = f'{tool} "{shorten(query, 40)}"'
         if result.page > 1:
@@ -372,7 +439,7 @@ class MemoryTools:
             # Not "→ 2 results": this page showed the model nothing.
             summary = summary.rsplit(" → ", 1)[0] + (f" → nothing on this page ({result.total} "
                                                      f"results on pages 1–{result.pages})")
-        return ToolOutcome("\n".join([head, *lines]), False, summary)
+        return ToolOutcome("\n".join([head, *lines]), False, summary, events=events)
 
     # ---------------------------------------------------------------- archival insert
 
@@ -381,16 +448,77 @@ class MemoryTools:
         if not content.strip():
             return _error("content is empty; give the text to store.", tool)
         clean = _tags(tags)
-        dup = self.store.near_duplicate(self.agent_id, content)
+        # One search serves both questions (the search behind it may be keyword or hybrid).
+        candidates = self.store.passage_candidates(self.agent_id, content)
+        dup = self.store.near_duplicate(self.agent_id, content, candidates=candidates)
         if dup is not None:
             return ToolOutcome(f"Not stored: passage #{dup.id} already holds nearly the same "
                                f"text: {_hit_line(dup.text)}", False,
                                f"{tool} duplicate of #{dup.id}")
-        at = self.clock() if self.clock else None
-        pid = self.store.add_passage(self.agent_id, content.strip(), clean, created_at=at)
+        similar = self.store.similar_passages(self.agent_id, content, candidates=candidates)
+        pid = self.store.add_passage(self.agent_id, content.strip(), clean, created_at=self._now())
         tag_text = f" (tags: {', '.join(clean)})" if clean else ""
-        return ToolOutcome(f"Stored as passage #{pid}{tag_text}.", False,
-                           f"{tool} #{pid}{tag_text}")
+        summary = f"{tool} #{pid}{tag_text}"
+        if similar:
+            summary += f" · similar: {', '.join(f'#{h.id}' for h in similar)}"
+        return ToolOutcome("\n".join([f"Stored as passage #{pid}{tag_text}.",
+                                      *_similar_lines(similar)]), False, summary)
+
+    # ---------------------------------------------------------------- archival corrections
+
+    def archival_update(self, passage_id: int, content: str) -> ToolOutcome:
+        tool = "archival_update"
+        if not content.strip():
+            return _error("content is empty; give the passage's complete new text (to remove "
+                          "the passage, use archival_delete).", tool)
+        current = self.store.get_passage(self.agent_id, passage_id)
+        if current is None:
+            return self._missing(passage_id, tool)
+        new = content.strip()
+        if new == current.text:
+            return ToolOutcome(f"Passage #{passage_id} already holds exactly this text; nothing "
+                               "was changed.", False, f"{tool} #{passage_id} unchanged")
+        self.store.update_passage(self.agent_id, passage_id, new, at=self._now())
+        return ToolOutcome(
+            f"Passage #{passage_id} updated. The old version is kept as history and no longer "
+            f"searched. New text:\n{_hit_line(new)}", False,
+            f'{tool} #{passage_id} "{shorten(current.text, 30)}" → "{shorten(new, 30)}"')
+
+    def archival_delete(self, passage_id: int, reason: str) -> ToolOutcome:
+        tool = "archival_delete"
+        if not reason.strip():
+            return _error("reason is empty; say in a few words why the passage goes (e.g. "
+                          "'no longer true').", tool)
+        if self.store.get_passage(self.agent_id, passage_id) is None:
+            return self._missing(passage_id, tool)
+        self.store.retire_passage(self.agent_id, passage_id, reason.strip(), at=self._now())
+        return ToolOutcome(f"Passage #{passage_id} deleted (reason: {_hit_line(reason)}); "
+                           "archival_search no longer returns it.", False,
+                           f"{tool} #{passage_id}: {shorten(reason, 40)}")
+
+    def _missing(self, passage_id: int, tool: str) -> ToolOutcome:
+        """The error for an id that is not one of this agent's passages (another agent's id
+        reads the same: the model learns nothing about other agents)."""
+        gone = self.store.deleted_version(self.agent_id, passage_id)
+        if gone is not None:
+            return _error(f"Passage #{passage_id} was deleted on {gone.superseded_at[:10]} "
+                          f"(reason: {_hit_line(gone.reason, GLIMPSE_CHARS)}); it cannot be "
+                          "changed. To keep that fact again, use archival_insert.", tool)
+        return _error(f"There is no passage #{passage_id} in your archival memory. Find "
+                      "passages and their ids with archival_search.", tool)
+
+    def _now(self) -> str | None:
+        return self.clock() if self.clock else None
+
+
+def _similar_lines(similar: list[SearchHit]) -> list[str]:
+    """What a new passage may repeat or correct, so the model can fix the old one."""
+    if not similar:
+        return []
+    return ["Similar passages already stored; if the new one corrects or repeats one of them, "
+            "fix the old one with archival_update or archival_delete:",
+            *(f"- #{h.id} {h.created_at[:10]}: {_hit_line(h.text, GLIMPSE_CHARS)}"
+              for h in similar)]
 
 
 def _query_problem(query: str, page: int) -> str | None:

@@ -53,6 +53,9 @@ class ForgetPlan:
     bases: dict[Path, int] = field(default_factory=dict)  # base file → units in it
     recordings: list[RecordingScrub] = field(default_factory=list)  # those that change
     history: list[str] = field(default_factory=list)  # input history lines that go
+    # user-scope blocks that change → the other agents sharing them (the line goes for them
+    # too; their own history and recordings are theirs to forget)
+    shared: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -72,7 +75,7 @@ class ForgetPlan:
                 "counts": self.counts(), "units": [u.to_dict() for u in self.units],
                 "base_snapshots": [str(p) for p in self.bases],
                 "recordings": [_recording_dict(r) for r in self.recordings],
-                "input_history": self.history}
+                "input_history": self.history, "shared_blocks": self.shared}
 
 
 @dataclass
@@ -122,6 +125,7 @@ def plan_forget(store: Store, row: AgentRow, matcher: Matcher) -> ForgetPlan:
     holds old values that its undo would otherwise bring back."""
     _undo_unfinished(store, row.id)
     plan = ForgetPlan(row, matcher, store.forget_units(row.id, matcher))
+    plan.shared = _shared_with(store, row, plan.units)
     for base in agent_bases(row):
         found = snapshot.forget_in_base(base, row.id, matcher, apply=False)
         if found:
@@ -133,6 +137,14 @@ def plan_forget(store: Store, row: AgentRow, matcher: Matcher) -> ForgetPlan:
             plan.recordings.append(scrubbed)
     plan.history = InputHistory(config.data_dir()).matching(matcher)
     return plan
+
+
+def _shared_with(store: Store, row: AgentRow, units: list[Unit]) -> dict[str, list[str]]:
+    scopes = {b.label: b.scope for b in store.get_blocks(row.id)}
+    labels = {str(u.key) for u in units if u.place == "core memory" and scopes.get(str(u.key))
+              == "user"}
+    return {label: [n for n in store.shared_block_agents(label) if n != row.name]
+            for label in sorted(labels)}
 
 
 def _undo_unfinished(store: Store, agent_id: int) -> None:

@@ -9,14 +9,22 @@ version, 2; version 1 is still read) and a `"type"`:
                  recording, or null) plus `delta`, what changed since that base (see
                  store/snapshot.py). Version 1 headers held a whole `snapshot` instead.
     user         one user input: text and `at` (the agent clock's ISO time); `retry: true`
-                 when it was /retry (Agent.retry, which reuses or pops the last turn)
+                 when it was /retry (Agent.retry, which reuses or pops the last turn);
+                 `agent` when another agent than the header's took the turn (a multi-agent
+                 eval: such a recording is re-scored with `eval --replay`, not replayed)
     <event kind> one line per agent event (model_call, response, tool_call, tool_result,
                  memory_edit, pressure_alert, eviction, summary, usage, turn_end, ...)
     clock        every reading of the agent's clock during the turn, replayed in order
+    passage_ids  the ids the turn's new passages got (ids are global to the data dir, so
+                 another agent's passages would shift them in a replay that lacks them)
+    shared_block a user-scope block read with a value another agent wrote: label, value and
+                 `after`, the number of the turn's recorded events before that read; replay
+                 applies the edit at the same point
     memory       core memory after each turn ({label: value}), for state comparison
     restart      the agent was reopened from its store (a new process) before the next input
     command      a user action between turns that changes state: edit_block {label, value}
-                 or pop_turns {n}; replay applies it at the same point
+                 or pop_turns {n}, or shared_block {label, value} (another agent's edit of a
+                 shared block, seen between turns); replay applies it at the same point
     interrupted  the consumer closed the turn early (Ctrl-C)
     prompt_too_long  the provider refused a chat request as too long (message, actual,
                  maximum): the agent evicts and retries without an event, so the recorder
@@ -27,6 +35,8 @@ text exactly as received, and the replay client re-chunks it. Every line carries
 since the recorder opened, so a replay can pace itself like the live session.
 
 `replay.py` feeds a recording's user inputs through a fresh agent. This module never prints.
+Why it is longer than most: the writer and the reader of the format live in one module, so
+that a line type is never added to one without the other.
 """
 
 from __future__ import annotations
@@ -56,6 +66,7 @@ from memgpt_lite.engine.records import (
 )
 from memgpt_lite.engine.redact import redact_message
 from memgpt_lite.engine.store import StoreError, snapshot
+from memgpt_lite.engine.store.base import AgentWatch
 from memgpt_lite.engine.text import clean_value
 
 RECORDING_VERSION = 2
@@ -147,6 +158,11 @@ class Recorder:
         self._file = os.fdopen(fd, "a", encoding="utf-8")
         self._timer = timer
         self._start = timer()
+        self.agent_uid: str | None = None  # the header's agent
+        # While a turn runs: how many of its events were written (see `outside_edit`).
+        self.turn_events: int | None = None
+        self._seen: dict[str, str] = {}  # shared blocks as the agent last saw them
+        self._watch: tuple[Any, int, AgentWatch] | None = None
 
     @classmethod
     def create(cls, folder_name: str, **kwargs: Any) -> Recorder:
@@ -180,6 +196,7 @@ class Recorder:
                base: str | None = None, delta: dict[str, Any] | None = None,
                source: str = "live", note: str | None = None,
                created_at: str | None = None) -> None:
+        self.agent_uid = agent_uid
         self.write({"type": "header", "agent": agent, "agent_uid": agent_uid,
                     "settings": settings, "model": model,
                     "prompt_digests": prompts.digests(), "version": __version__,
@@ -187,14 +204,56 @@ class Recorder:
                     "source": source, "note": note, "blocks": blocks or {},
                     "base": base, "delta": delta})
 
-    def user(self, text: str, at: str, *, retry: bool = False) -> None:
-        self.write({"type": "user", "text": text, "at": at, **({"retry": True} if retry else {})})
+    def user(self, text: str, at: str, *, retry: bool = False, agent: str | None = None) -> None:
+        self.write({"type": "user", "text": text, "at": at, **({"retry": True} if retry else {}),
+                    **({"agent": agent} if agent else {})})
 
     def event(self, event: Event) -> None:
         if event.kind in UNRECORDED_KINDS:
             return
         data = event_to_dict(event)
         self.write({"type": data.pop("kind"), **data})
+        if self.turn_events is not None:
+            self.turn_events += 1
+
+    # ---------------------------------------------------------------- what other agents change
+
+    def watch(self, agent: Any) -> None:
+        """From now on, learn from the store what other agents change under `agent`: edits
+        of the blocks it shares, and the ids its new passages get (see `outside_edit` and
+        the passage_ids line). A store reopened after a restart is watched again with what
+        the agent had seen, so an edit made meanwhile is still noticed."""
+        self.unwatch()
+        if not self._seen:
+            self._seen = {b.label: b.value for b in agent.blocks() if b.scope == "user"}
+        watch = AgentWatch(self._seen, self.outside_edit)
+        agent.store.watch(agent.id, watch)
+        self._watch = (agent.store, agent.id, watch)
+
+    def watching(self, agent: Any) -> AgentWatch | None:
+        """The watch on `agent` (renewed when its store was reopened); None when `agent` is
+        not the agent this recording is of."""
+        if self.agent_uid is None or agent.row.uid != self.agent_uid:
+            return None
+        if self._watch is None or self._watch[0] is not agent.store:
+            self.watch(agent)
+        return self._watch[2]  # type: ignore[index]
+
+    def unwatch(self) -> None:
+        if self._watch is not None:
+            store, agent_id, watch = self._watch
+            store.unwatch(agent_id, watch)
+            self._watch = None
+
+    def outside_edit(self, label: str, value: str) -> None:
+        """The agent read a shared block with a value another agent wrote. Within a turn it
+        is noted with how many of the turn's events came before it; between turns it is a
+        command before the next input. Replay applies it at the same point."""
+        if self.turn_events is None:
+            self.command("shared_block", label=label, value=value)
+        else:
+            self.write({"type": "shared_block", "label": label, "value": value,
+                        "after": self.turn_events})
 
     def memory(self, blocks: dict[str, str]) -> None:
         self.write({"type": "memory", "blocks": blocks})
@@ -210,6 +269,7 @@ class Recorder:
         self.write({"type": "interrupted"})
 
     def close(self) -> None:
+        self.unwatch()
         try:
             self._file.close()
         except OSError as exc:  # the last buffered bytes did not fit
@@ -264,12 +324,16 @@ def record_header(agent: Any, recorder: Recorder, *, source: str = "live",
                     blocks=core_memory(agent), delta=delta,
                     base=None if base is None else base.relative_to(folder).as_posix(),
                     source=source, note=note, created_at=created_at)
+    recorder.watch(agent)
 
 
 def _has_history(agent: Any) -> bool:
+    """Whether a replay needs the agent's rows (else a new agent with the header's blocks
+    is the same); a shared block's scope is in the rows only."""
     stats = agent.store.agent_stats(agent.id)
     row = agent.store.get_agent_by_id(agent.id)
-    return bool(stats["messages"] or stats["passages"] or row.summary or row.state)
+    return bool(stats["messages"] or stats["passages"] or row.summary or row.state
+                or any(b.scope == "user" for b in agent.blocks()))
 
 
 class _RecordingClock:
@@ -320,10 +384,15 @@ def recorded_step(agent: Any, recorder: Recorder, text: str, *,
     real, real_client = agent.clock, agent.model_client
     clock = agent.clock = _RecordingClock(real)
     agent.model_client = _RecordingModelClient(real_client, recorder)
+    watch = recorder.watching(agent)
+    other = None if watch is not None or recorder.agent_uid is None else agent.name
     # The agent redacts secrets before storing; the recording must not keep them either.
     recorder.user(redact_message(text, getattr(agent, "in_key", False))[0]
                   if getattr(agent, "redact_secrets", True) else text,
-                  utc_iso(clock.first), retry=retry)  # type: ignore[arg-type]
+                  utc_iso(clock.first), retry=retry, agent=other)  # type: ignore[arg-type]
+    if watch is not None:
+        watch.passage_ids.clear()
+    recorder.turn_events = 0
     inner = agent.retry() if retry else agent.step(text)
     finished = False
     try:
@@ -339,8 +408,11 @@ def recorded_step(agent: Any, recorder: Recorder, text: str, *,
         agent.clock, agent.model_client = real, real_client
         if not finished:
             recorder.interrupted()
+        if watch is not None and watch.passage_ids:
+            recorder.write({"type": "passage_ids", "ids": list(watch.passage_ids)})
         recorder.write({"type": "clock", "readings": clock.readings})
-        recorder.memory(core_memory(agent))
+        recorder.memory(core_memory(agent))  # may note an edit read here: still this turn
+        recorder.turn_events = None
 
 
 # --------------------------------------------------------------------------- reading
@@ -361,6 +433,9 @@ class RecordedTurn:
     clock: list[str] = field(default_factory=list)  # the agent clock's readings in this turn
     commands_before: list[dict[str, Any]] = field(default_factory=list)
     retry: bool = False  # sent with /retry (replayed with Agent.retry)
+    passage_ids: list[int] = field(default_factory=list)  # the ids its new passages got
+    outside_edits: list[dict[str, Any]] = field(default_factory=list)  # shared_block lines
+    agent: str | None = None  # set when another agent than the header's took the turn
 
     def lines(self, kind: str) -> list[dict[str, Any]]:
         return [e for e in self.events if e["type"] == kind]
@@ -402,7 +477,8 @@ class Recording:
                 turns.append(RecordedTurn(len(turns), line["text"], line.get("at") or "",
                                           float(line.get("t") or 0), restart_before=restart,
                                           commands_before=commands,
-                                          retry=bool(line.get("retry"))))
+                                          retry=bool(line.get("retry")),
+                                          agent=line.get("agent")))
                 restart, commands = False, []
             elif kind == "restart":
                 restart = True
@@ -416,6 +492,10 @@ class Recording:
                 turns[-1].interrupted = True
             elif kind == "clock":
                 turns[-1].clock = list(line.get("readings") or [])
+            elif kind == "passage_ids":
+                turns[-1].passage_ids = list(line["ids"])
+            elif kind == "shared_block":
+                turns[-1].outside_edits.append(line)
             else:
                 turns[-1].events.append(line)
         if header is None:

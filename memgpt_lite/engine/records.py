@@ -79,11 +79,13 @@ class Turn:
 
 @dataclass
 class Block:
-    """A core memory block."""
+    """A core memory block. Its scope is "agent" (the default: the agent's own) or "user"
+    (one block shared by every agent of the data dir that uses it)."""
 
     label: str
     value: str
     limit: int
+    scope: str = "agent"
 
     @property
     def used(self) -> int:
@@ -100,18 +102,39 @@ class SearchHit:
     tags: list[str] = field(default_factory=list)  # passages only
     score: float = 0.0
     status: str = ""  # messages only: "interrupted" when its turn failed or was cancelled
+    # Messages only: the reply that followed the hit, shown with it (not a result of its own).
+    context: list[SearchHit] = field(default_factory=list)
+
+
+@dataclass
+class PassageVersion:
+    """A version of an archival passage that archival_update replaced (change "update") or
+    archival_delete removed (change "delete"): kept as history, never searched."""
+
+    id: int
+    passage_id: int
+    text: str
+    tags: list[str]
+    created_at: str  # when this version was written
+    superseded_at: str
+    change: str
+    reason: str = ""
+    turn_id: int | None = None  # the turn that replaced or removed it
 
 
 @dataclass
 class PoppedTurns:
     """What `Agent.pop_turns` undid: the turns removed from the queue and recall, the core
     memory blocks put back as they were before those turns, the passages they inserted
-    that were deleted, and the blocks left as they are because a later edit changed them."""
+    that were deleted, the passages they updated or deleted that were put back, and the
+    blocks and passages left as they are because a later edit changed them."""
 
     turn_ids: list[int] = field(default_factory=list)
     blocks_reverted: list[str] = field(default_factory=list)
     passages_deleted: list[int] = field(default_factory=list)
     blocks_kept: list[str] = field(default_factory=list)
+    passages_restored: list[int] = field(default_factory=list)
+    passages_kept: list[int] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.turn_ids)
@@ -121,8 +144,12 @@ class PoppedTurns:
         lines = [f"core memory {label!r}: put back as it was before" for label in
                  self.blocks_reverted]
         lines += [f"archival passage #{i}: deleted" for i in self.passages_deleted]
+        lines += [f"archival passage #{i}: put back as it was before"
+                  for i in self.passages_restored]
         lines += [f"core memory {label!r}: left as it is (it was changed again since)"
                   for label in self.blocks_kept]
+        lines += [f"archival passage #{i}: left as it is (it was changed again since)"
+                  for i in self.passages_kept]
         return lines
 
 

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from memgpt_lite.engine import errors
 from memgpt_lite.engine.config import Settings
+from memgpt_lite.engine.dense import RecordedDense
 from memgpt_lite.engine.errors import PromptTooLongError
 from memgpt_lite.engine.events import Event, TextDelta, ThinkingDelta
 from memgpt_lite.engine.recording import (
@@ -262,6 +263,10 @@ def replay(path: str | Path, *, strict: bool = False,
     Compares request digests, tool results, replies and core memory after each turn; strict
     mode stops at the first divergence. The report says what the replayed agent did."""
     recording = Recording.load(path)
+    if any(turn.agent for turn in recording.turns):
+        raise RecordingError(f"{recording.path} holds the turns of several agents (a "
+                             "multi-agent eval); re-score it with `memgpt-lite eval SCENARIO "
+                             "--replay FILE` instead.")
     with tempfile.TemporaryDirectory(prefix="memgpt-lite-replay-") as tmp:
         return _Replayer(recording, strict, observer, Path(tmp)).run()
 
@@ -324,6 +329,8 @@ class _Replayer:
                 self.agent.edit_block(args["label"], args["value"])
             elif line.get("name") == "pop_turns":
                 self.agent.pop_turns(int(args.get("n", 1)))
+            elif line.get("name") == "shared_block":
+                self.store.apply_outside_edit(self.agent.id, args["label"], args["value"])
             else:
                 raise RecordingError(f"unknown command {line.get('name')!r} in recording")
 
@@ -338,6 +345,9 @@ class _Replayer:
             self.observer.user(turn)
         self.clock.begin(turn.at, turn.clock)
         self.client.begin_turn(turn.index)
+        # Hybrid searches fuse the live session's dense candidates: no embedder, no vectors.
+        self.agent.tools.dense = RecordedDense(turn.lines("dense_search"), turn.lines("notice"))
+        self.store.planned_passage_ids = list(turn.passage_ids)
         events = self._drive(turn)
         self._compare(turn, events)
 
@@ -345,11 +355,14 @@ class _Replayer:
         recorded = [line for line in turn.events if line["type"] != PROMPT_TOO_LONG]
         limit = len(recorded) if turn.interrupted else None
         seen: list[Event] = []
+        edits = list(turn.outside_edits)
+        self._outside_edits(edits, 0)
         gen = self.agent.retry() if turn.retry else self.agent.step(turn.text)
         try:
             for event in gen:
                 if event.kind not in UNRECORDED_KINDS:
                     seen.append(event)
+                    self._outside_edits(edits, len(seen))
                 self.report.tally.add(event)
                 if self.observer:
                     at = recorded[len(seen) - 1].get("t") if 0 < len(seen) <= len(recorded) else None
@@ -365,6 +378,13 @@ class _Replayer:
             gen.close()
         self._check_client()
         return seen
+
+    def _outside_edits(self, edits: list[dict[str, Any]], after: int) -> None:
+        """Apply the other agents' edits the live agent read after `after` events of this
+        turn, before the agent goes on (see recording.py, shared_block lines)."""
+        while edits and int(edits[0].get("after", 0)) <= after:
+            line = edits.pop(0)
+            self.store.apply_outside_edit(self.agent.id, line["label"], line["value"])
 
     def _check_client(self) -> None:
         """The agent may turn a client exception into an error event; notice it anyway."""
@@ -450,15 +470,26 @@ def _starting_store(recording: Recording, path: Path, clock: ReplayClock) -> Any
 
 
 def _replay_store(path: Path, clock: ReplayClock) -> Any:
-    """A Store whose passages are stamped by the replay clock, not the wall clock: archival
-    search shows passage dates, and a replay on another day must still match."""
+    """A Store whose passages are stamped by the replay clock, not the wall clock (archival
+    search shows passage dates, and a replay on another day must still match), and get the
+    ids the live ones got."""
     from memgpt_lite.engine.store import Store  # heavy modules load only when replaying
 
     class ReplayStore(Store):
+        planned_passage_ids: list[int]  # the ids the live turn's passages got (per turn)
+
         def add_passage(self, agent_id: int, text: str, tags: list[str] | None = None,
                         created_at: str | None = None, **kwargs: Any) -> int:
             return super().add_passage(agent_id, text, tags, created_at or utc_iso(clock.now),
                                        **kwargs)
+
+        def _new_passage_id(self, agent_id: int) -> int:
+            # Passage ids are global to the live data dir: other agents' passages, which a
+            # replay does not have, decide them; the recording says which they were.
+            planned = getattr(self, "planned_passage_ids", None)
+            if planned:
+                return planned.pop(0)
+            return super()._new_passage_id(agent_id)
 
     return ReplayStore(path)
 

@@ -121,30 +121,65 @@ def _evidence(qa: dict[str, Any]) -> list[str]:
     return ids
 
 
+RETRIEVAL_METHODS = ("keyword, no context", "keyword")
+DENSE_METHODS = ("dense", "hybrid")
+
+
 def run_locomo(path: str | Path, *, retrieval_only: bool = True, model_client: Any = None,
                settings: Settings | None = None, judge: Any = None,
-               progress: Progress | None = None, limit: int | None = None) -> dict[str, Any]:
+               progress: Progress | None = None, limit: int | None = None,
+               embedder: Any = None, keyword_weight: float | None = None) -> dict[str, Any]:
     """LoCoMo: recall@5/@10 of the evidence through conversation_search (retrieval only),
-    or token F1 of the agent's answers (needs `model_client`). Per category and overall."""
+    or token F1 of the agent's answers (needs `model_client`). Per category and overall.
+
+    Retrieval scores each method side by side on the same stored conversation: keyword
+    search without and with context (a hit's reply counts as retrieved with it), and with an
+    `embedder` also dense-only and hybrid (see `search.fuse`). The top-level `by_category`
+    and `overall` are those of the best method run: hybrid with an embedder, else keyword."""
     samples = load_locomo(path)
     if not retrieval_only and model_client is None:
         raise ScenarioError("answering LoCoMo questions needs a model (--model), or use --retrieval-only")
+    options = {"embedder": embedder, "keyword_weight": keyword_weight}
     rows: list[dict[str, Any]] = []
     for s_index, sample in enumerate(samples):
         for row in _sample_rows(sample, s_index, model_client or _NoModel(),
-                                settings or Settings(), retrieval_only, judge, limit):
+                                settings or Settings(), retrieval_only, judge, limit, options):
             rows.append(row)
             if progress:
                 progress(f"sample {s_index + 1}/{len(samples)} · question {len(rows)}")
     metrics = ("recall@5", "recall@10") if retrieval_only else ("f1",) + (("judge",) if judge else ())
-    return {"dataset": "locomo", "file": str(path), "mode": "retrieval" if retrieval_only else "answer",
-            "model": None if retrieval_only else (settings or Settings()).model,
-            "metrics": list(metrics), "by_category": _by_category(rows, metrics),
-            "overall": _means(rows, metrics), "questions": rows}
+    report = {"dataset": "locomo", "file": str(path),
+              "mode": "retrieval" if retrieval_only else "answer",
+              "model": None if retrieval_only else (settings or Settings()).model,
+              "metrics": list(metrics), "by_category": _by_category(rows, metrics),
+              "overall": _means(rows, metrics), "questions": rows}
+    if retrieval_only:
+        report["categories 1-4"] = _means(_core(rows), metrics)
+        report["embedder"] = getattr(embedder, "name", None)
+        report["methods"] = _method_tables(rows, metrics)
+    return report
+
+
+def _method_tables(rows: list[dict[str, Any]], metrics: tuple[str, ...]) -> dict[str, Any]:
+    out = {}
+    for method in (*RETRIEVAL_METHODS, *DENSE_METHODS):
+        picked = [{"category": r["category"], **r["methods"][method]} for r in rows
+                  if method in r.get("methods", {})]
+        if picked:
+            out[method] = {"by_category": _by_category(picked, metrics),
+                           "overall": _means(picked, metrics),
+                           "categories 1-4": _means(_core(picked), metrics)}
+    return out
+
+
+def _core(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Categories 1-4: the usual LoCoMo score leaves out the adversarial questions."""
+    return [r for r in rows if r["category"][:1] in ("1", "2", "3", "4")]
 
 
 def _sample_rows(sample: dict[str, Any], s_index: int, client: Any, settings: Settings,
-                 retrieval_only: bool, judge: Any, limit: int | None) -> Iterator[dict[str, Any]]:
+                 retrieval_only: bool, judge: Any, limit: int | None,
+                 options: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """The rows of one sample's scorable questions, asked of a fresh agent in a temporary
     data dir that holds the sample's conversation."""
     from memgpt_lite.engine.agent import Agent
@@ -157,11 +192,26 @@ def _sample_rows(sample: dict[str, Any], s_index: int, client: Any, settings: Se
                                clock=_after_last(sample))
             mapping = store_locomo_conversation(store, agent.id, sample)
             tools = MemoryTools(store, agent.id)
+            dense = _dense_side(store, agent.id, options) if retrieval_only else None
             for qa in sample["qa"][:limit]:
                 row = _locomo_question(sample, s_index, qa, store, agent, tools, mapping,
-                                       retrieval_only, judge)
+                                       retrieval_only, judge, dense)
                 if row is not None:
                     yield row
+
+
+def _dense_side(store: Any, agent_id: int, options: dict[str, Any]) -> Any:
+    """The sample's messages embedded, and the dense side that searches them (or None)."""
+    embedder = options.get("embedder")
+    if embedder is None:
+        return None
+    from memgpt_lite.engine.dense import DenseRecall
+    from memgpt_lite.engine.indexer import index_agent
+
+    index_agent(store, agent_id, embedder)
+    weight = options.get("keyword_weight")
+    return DenseRecall(store, agent_id, embedder,
+                       **({} if weight is None else {"keyword_weight": weight}))
 
 
 def _after_last(sample: dict[str, Any]) -> StepClock:
@@ -172,31 +222,66 @@ def _after_last(sample: dict[str, Any]) -> StepClock:
 
 def _locomo_question(sample: dict[str, Any], s_index: int, qa: dict[str, Any], store: Any,
                      agent: Any, tools: Any, mapping: dict[int, str], retrieval_only: bool,
-                     judge: Any) -> dict[str, Any] | None:
+                     judge: Any, dense: Any = None) -> dict[str, Any] | None:
     """The question's row, or None when it cannot be scored in this mode."""
     row: dict[str, Any] = {"sample": sample.get("sample_id", s_index),
                            "question": str(qa.get("question", "")),
                            "category": _category_name(qa.get("category"))}
     if retrieval_only:
         evidence = _evidence(qa)
-        return _locomo_recall(row, evidence, store, agent, tools, mapping) if evidence else None
+        if not evidence:
+            return None
+        return _locomo_recall(row, evidence, store, agent, tools, mapping, dense)
     if "answer" not in qa:
         return None  # adversarial items have no gold answer
     return _locomo_answer(row, str(qa["answer"]), agent, judge)
 
 
 def _locomo_recall(row: dict[str, Any], evidence: list[str], store: Any, agent: Any,
-                   tools: Any, mapping: dict[int, str]) -> dict[str, Any]:
+                   tools: Any, mapping: dict[int, str], dense: Any = None) -> dict[str, Any]:
     question = row["question"]
     # The tool path, exactly as a model would call it with the raw question...
     row["tool_error"] = tools.execute("conversation_search", {"query": question, "page": 1}).is_error
-    # ...and the same search by id, to map hits to dia_ids (5 per page, as the tool pages).
-    ranked = [mapping.get(h.id) for p in (1, 2)
-              for h in store.search_messages(agent.id, question, page=p, per_page=5).hits]
-    for k in (5, 10):
-        row[f"recall@{k}"] = len(set(ranked[:k]) & set(evidence)) / len(set(evidence))
-    row["evidence"], row["retrieved"] = evidence, ranked
+    # ...and the same searches by id, to map hits to dia_ids (5 per page, as the tool pages).
+    rankings = {"keyword, no context": _ranked(store, agent.id, question, context=False),
+                "keyword": _ranked(store, agent.id, question)}
+    if dense is not None:
+        scores, weight, _ = dense.rank("conversation_search", "messages", question)
+        rankings["dense"] = _dense_only(store, agent.id, scores or {})
+        rankings["hybrid"] = _ranked(store, agent.id, question, dense=scores,
+                                     keyword_weight=weight)
+    row["methods"] = {}
+    for method, hits in rankings.items():
+        row["methods"][method] = _recall(hits, evidence, mapping)
+    best = rankings["hybrid" if dense is not None else "keyword"]
+    row.update(row["methods"]["hybrid" if dense is not None else "keyword"])
+    row["evidence"] = evidence
+    row["retrieved"] = [mapping.get(group[0]) for group in best]
+    row["context"] = [[mapping.get(i) for i in group[1:]] for group in best]
     return row
+
+
+def _ranked(store: Any, agent_id: int, question: str, **options: Any) -> list[list[int]]:
+    """The top 10 as groups of ids: each hit with the reply shown under it."""
+    return [[h.id, *(c.id for c in h.context)] for p in (1, 2)
+            for h in store.search_messages(agent_id, question, page=p, per_page=5,
+                                           **options).hits]
+
+
+def _dense_only(store: Any, agent_id: int, scores: dict[int, float]) -> list[list[int]]:
+    top = sorted(scores, key=lambda i: (-scores[i], -i))[:10]
+    replies = store.replies(agent_id, top)
+    return [[i, *(r.id for r in replies.get(i, []) if r.id not in top)] for i in top]
+
+
+def _recall(groups: list[list[int]], evidence: list[str],
+            mapping: dict[int, str]) -> dict[str, float]:
+    want = set(evidence)
+    out = {}
+    for k in (5, 10):
+        got = {mapping.get(i) for group in groups[:k] for i in group}
+        out[f"recall@{k}"] = len(got & want) / len(want)
+    return out
 
 
 def _locomo_answer(row: dict[str, Any], answer: str, agent: Any, judge: Any) -> dict[str, Any]:

@@ -306,18 +306,20 @@ def _chat_line(rng: random.Random, other: str) -> str:
     return rng.choice(CHAT).format(other=other, **slots)
 
 
-def locomo_style_eval(*, seed: int = 5) -> dict:
+def locomo_style_eval(*, seed: int = 5, embedder: object = None) -> dict:
     """recall@5/@10 per LoCoMo category on LOCOMO_STYLE, through the real LoCoMo runner
-    (`locomo.run_locomo`: stored as chat stores it, questions sent raw)."""
+    (`locomo.run_locomo`: stored as chat stores it, questions sent raw); with an embedder,
+    per search method (keyword without and with context, dense, hybrid)."""
     samples = locomo_style_samples(seed=seed)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "locomo_style.json"
         path.write_text(json.dumps(samples), encoding="utf-8")
-        report = run_locomo(path, retrieval_only=True)
+        report = run_locomo(path, retrieval_only=True, embedder=embedder)
     utterances = sum(len(v) for s in samples for k, v in s["conversation"].items()
                      if k.startswith("session_") and isinstance(v, list))
     return {"questions": len(report["questions"]), "utterances": utterances, "seed": seed,
             "by_category": report["by_category"], "overall": report["overall"],
+            "methods": report["methods"], "embedder": report["embedder"],
             "misses": [q["question"] for q in report["questions"] if q["recall@10"] < 1]}
 
 
@@ -425,19 +427,35 @@ def _print_retrieval(data: dict) -> None:
 
 def _print_locomo_style(data: dict) -> None:
     print(f"\nLoCoMo-style set: {data['questions']} raw questions over {data['utterances']} "
-          f"utterances in {len(LOCOMO_STYLE)} conversations (seed {data['seed']})")
-    print(f"{'category':16} {'n':>3} {'recall@5':>9} {'recall@10':>10}")
-    for name, m in [*data["by_category"].items(), ("all", data["overall"])]:
-        print(f"{name:16} {m['n']:>3} {m['recall@5']:>9.3f} {m['recall@10']:>10.3f}")
+          f"utterances in {len(LOCOMO_STYLE)} conversations (seed {data['seed']})"
+          + (f", embedder {data['embedder']}" if data.get("embedder") else ""))
+    print(f"{'method':20} {'category':16} {'n':>3} {'recall@5':>9} {'recall@10':>10}")
+    for method, table in data["methods"].items():
+        for name, m in [*table["by_category"].items(), ("all", table["overall"])]:
+            print(f"{method:20} {name:16} {m['n']:>3} {m['recall@5']:>9.3f} "
+                  f"{m['recall@10']:>10.3f}")
+
+
+def _embedder(spec: str | None) -> object:
+    if not spec:
+        return None
+    import os
+
+    from memgpt_lite.engine.embeddings import EmbeddingConfig
+
+    return EmbeddingConfig.from_env({**os.environ, "MEMGPT_LITE_EMBEDDER": spec}).build()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m memgpt_lite.lab.retrieval_eval")
     parser.add_argument("--filler", type=int, default=4000)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--embedder", metavar="SPEC",
+                        help="also score dense and hybrid search on the LoCoMo-style set "
+                             "(onnx:FOLDER or http, as MEMGPT_LITE_EMBEDDER)")
     args = parser.parse_args(argv)
     data = retrieval_eval(filler=args.filler)
-    data["locomo_style"] = locomo_style_eval()
+    data["locomo_style"] = locomo_style_eval(embedder=_embedder(args.embedder))
     if args.json:
         print(json.dumps(data, indent=2))
     else:

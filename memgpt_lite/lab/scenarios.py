@@ -1,26 +1,24 @@
-"""Scenario evals: the scenario file, running it through a fresh agent, its checks and its
-report.
+"""Scenario evals: the scenario file, running it through fresh agents, and its report (the
+checks are in scenario_checks.py).
 
 A scenario (TOML) holds sessions of user inputs, with restarts between sessions and a fixed
-clock; `run_scenario` re-drives them against a model client in a temporary data dir and
-scores checks on what the agent did. This module never prints; progress goes to an optional
-callback.
+clock, taken by one agent or by several that may share core memory blocks; `run_scenario`
+re-drives them against a model client in a temporary data dir and scores checks on what the
+agents did. `bundled()` lists the scenarios shipped in the package (`eval --list`). This
+module never prints; progress goes to an optional callback.
 """
 
 from __future__ import annotations
 
-import re
 import tempfile
 import tomllib
-from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from memgpt_lite.engine.config import Settings
-from memgpt_lite.engine.events import Event
 from memgpt_lite.engine.recording import (
     UNRECORDED_KINDS,
     Recorder,
@@ -30,7 +28,6 @@ from memgpt_lite.engine.recording import (
 )
 from memgpt_lite.engine.records import utc_iso
 from memgpt_lite.engine.tally import Tally
-from memgpt_lite.engine.text import shorten
 from memgpt_lite.lab.harness import (
     DEFAULT_CLOCK,
     Progress,
@@ -38,28 +35,37 @@ from memgpt_lite.lab.harness import (
     StepClock,
     parse_clock,
 )
-from memgpt_lite.lab.judge import ask_judge
+from memgpt_lite.lab.scenario_checks import (
+    CHECK_TYPES,
+    AgentState,
+    Check,
+    RunState,
+    TurnRecord,
+    parse_checks,
+    score_check,
+)
 
-CHECK_TYPES = ("reply_contains", "reply_matches", "core_contains", "archival_contains",
-               "tool_called", "tool_not_called", "no_overflow", "max_input_tokens_per_turn",
-               "judge")
+__all__ = ["CHECK_TYPES", "AgentSpec", "Check", "RunState", "Scenario", "SessionSpec",
+           "TurnRecord", "bundled", "run_scenario", "score_check", "totals"]
 
 
 # --------------------------------------------------------------------------- the scenario file
 
 
 @dataclass
-class Check:
-    name: str
-    type: str
-    params: dict[str, Any]
+class SessionSpec:
+    inputs: list[str]
+    restart: bool = False  # reopen the agents from their store first (a new process)
+    clock: str | None = None  # jump the clock here first (e.g. a session a week later)
+    agent: str | None = None  # who takes these inputs (None: the scenario's agent)
 
 
 @dataclass
-class SessionSpec:
-    inputs: list[str]
-    restart: bool = False  # reopen the agent from its store first (a new process)
-    clock: str | None = None  # jump the clock here first (e.g. a session a week later)
+class AgentSpec:
+    """An agent created before the first input, with core memory blocks in user scope."""
+
+    name: str
+    share: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -67,17 +73,22 @@ class Scenario:
     """A scenario file: sessions of user inputs and the checks to score.
 
         name = "remembers-a-fact"
+        description = "A fact said once is remembered after a restart."
         clock = "2026-01-01T09:00:00Z"   # fixed start; +clock_step seconds per input
         [settings]                        # overrides of config.Settings
         context_window = 6000
+        [[agents]]                        # optional: agents made first, sharing blocks
+        name = "home"
+        share = ["human"]
         [[session]]
         inputs = ["My cat is called Miso.", "Thanks!"]
         [[session]]
         restart = true
+        agent = "home"                    # optional: who takes these inputs
         inputs = ["What is my cat called?"]
         [[check]]
-        type = "reply_contains"           # see CHECK_TYPES
-        turn = "last"                     # 1-based over all sessions, or "last"
+        type = "reply_contains"           # see scenario_checks.CHECK_TYPES
+        turn = "last"                     # 1-based over all sessions, "last" or "any"
         text = "Miso"
     """
 
@@ -89,6 +100,8 @@ class Scenario:
     settings: dict[str, Any] = field(default_factory=dict)
     agent: str = "eval"
     path: Path | None = None
+    description: str = ""
+    agents: list[AgentSpec] = field(default_factory=list)
 
     @classmethod
     def load(cls, path: str | Path) -> Scenario:
@@ -108,15 +121,24 @@ class Scenario:
         sessions = [_session(s, i) for i, s in enumerate(data.get("session") or [], 1)]
         if not sessions or not any(s.inputs for s in sessions):
             raise ScenarioError(f"scenario {default_name!r} has no [[session]] with inputs")
-        checks = _checks(data.get("check") or [], sum(len(s.inputs) for s in sessions))
+        main = str(data.get("agent") or "eval")
+        agents = [_agent(a, i) for i, a in enumerate(data.get("agents") or [], 1)]
+        names = {main} | {a.name for a in agents}
+        stray = next((s.agent for s in sessions if s.agent and s.agent not in names), None)
+        if stray is not None:
+            raise ScenarioError(f"[[session]] agent = {stray!r} is not the scenario's agent or "
+                                "one of its [[agents]]")
+        checks = parse_checks(data.get("check") or [], sum(len(s.inputs) for s in sessions),
+                              {s.agent or main for s in sessions})
         unknown = set(data.get("settings") or {}) - set(Settings().to_dict())
         if unknown:
             raise ScenarioError(f"unknown setting(s) in [settings]: {', '.join(sorted(unknown))}")
         clock = str(data.get("clock") or DEFAULT_CLOCK)
         parse_clock(clock)
         return cls(str(data.get("name") or default_name), sessions, checks, clock,
-                   int(data.get("clock_step", 60)), dict(data.get("settings") or {}),
-                   str(data.get("agent") or "eval"))
+                   int(data.get("clock_step", 60)), dict(data.get("settings") or {}), main,
+                   description=" ".join(str(data.get("description") or "").split()),
+                   agents=agents)
 
     @property
     def inputs(self) -> list[str]:
@@ -128,91 +150,34 @@ def _session(raw: Any, number: int) -> SessionSpec:
         raise ScenarioError(f"[[session]] {number} needs inputs = [\"...\", ...]")
     if raw.get("clock"):
         parse_clock(str(raw["clock"]))
+    agent = raw.get("agent")
     return SessionSpec([str(x) for x in raw.get("inputs", [])], bool(raw.get("restart")),
-                       raw.get("clock"))
+                       raw.get("clock"), None if agent is None else str(agent))
 
 
-_REQUIRED = {"reply_contains": ("text",), "reply_matches": ("pattern",),
-             "core_contains": ("label", "text"), "archival_contains": ("text",),
-             "tool_called": ("tool",), "tool_not_called": ("tool",), "no_overflow": (),
-             "max_input_tokens_per_turn": ("max",), "judge": ("criterion",)}
+def _agent(raw: Any, number: int) -> AgentSpec:
+    share = raw.get("share", []) if isinstance(raw, dict) else None
+    if not isinstance(raw, dict) or not raw.get("name") or not isinstance(share, list):
+        raise ScenarioError(f"[[agents]] {number} needs name = \"...\" (and share = "
+                            "[\"human\", ...] for shared blocks)")
+    return AgentSpec(str(raw["name"]), [str(label) for label in share])
 
 
-def _checks(raw: list[Any], inputs: int) -> list[Check]:
-    checks, names = [], Counter()
-    for i, item in enumerate(raw, 1):
-        kind = _check_kind(item, i, inputs)
-        params = {k: v for k, v in item.items() if k not in ("type", "name")}
-        name = str(item.get("name") or _auto_name(kind, params))
-        names[name] += 1
-        checks.append(Check(name if names[name] == 1 else f"{name} #{names[name]}", kind, params))
-    return checks
-
-
-def _check_kind(item: Any, i: int, inputs: int) -> str:
-    """The type of [[check]] number `i`, once its parameters are known to be usable: a bad
-    one must stop the run before it spends model calls, and a turn past the last input
-    would make tool_not_called and no_overflow pass on nothing."""
-    kind = item.get("type") if isinstance(item, dict) else None
-    if kind not in _REQUIRED:
-        raise ScenarioError(f"[[check]] {i} has type {kind!r}; use one of {', '.join(CHECK_TYPES)}")
-    missing = [k for k in _REQUIRED[kind] if k not in item]
-    if missing:
-        raise ScenarioError(f"[[check]] {i} ({kind}) needs {', '.join(missing)}")
-    if kind == "reply_matches":
-        try:
-            re.compile(item["pattern"])
-        except re.error as exc:
-            raise ScenarioError(f"[[check]] {i}: bad regex {item['pattern']!r}: {exc}") from None
-    turn = item.get("turn")
-    if turn not in (None, "last", "any") and not (str(turn).isdigit()
-                                                  and 1 <= int(turn) <= inputs):
-        raise ScenarioError(f"[[check]] {i}: turn = {turn!r}; use 1 to {inputs}, "
-                            f"\"last\" or \"any\"")
-    return kind
-
-
-def _auto_name(kind: str, p: dict[str, Any]) -> str:
-    where = f" @{p['turn']}" if "turn" in p else ""
-    detail = {"reply_contains": lambda: repr(p["text"]), "reply_matches": lambda: f"/{p['pattern']}/",
-              "core_contains": lambda: f"{p['label']} {p['text']!r}",
-              "archival_contains": lambda: repr(p["text"]), "tool_called": lambda: p["tool"],
-              "tool_not_called": lambda: p["tool"], "no_overflow": lambda: "",
-              "max_input_tokens_per_turn": lambda: f"≤ {p['max']:,}",
-              "judge": lambda: repr(str(p["criterion"])[:40])}[kind]()
-    return f"{kind} {detail}{where}".strip()
+def bundled() -> list[Scenario]:
+    """The scenarios shipped in the package, by file name."""
+    root = resources.files("memgpt_lite.data")
+    paths = sorted(Path(str(p)) for p in root.iterdir() if p.name.endswith(".toml"))
+    return [Scenario.load(path) for path in paths]
 
 
 # --------------------------------------------------------------------------- running
-
-
-@dataclass
-class TurnRecord:
-    index: int  # 1-based over the whole scenario
-    session: int
-    text: str
-    reply: str = ""
-    completed: bool = False
-    events: list[Event] = field(default_factory=list)
-
-    def of(self, kind: str) -> list[Any]:
-        return [e for e in self.events if e.kind == kind]
-
-
-@dataclass
-class RunState:
-    """What a scenario run produced; the checks read it."""
-
-    turns: list[TurnRecord]
-    core: dict[str, str]
-    passages: list[str]
 
 
 def run_scenario(scenario: Scenario, model_client: Any, *, summary_client: Any = None,
                  model: str | None = None, recorder: Recorder | None = None,
                  judge: Any = None, progress: Progress | None = None,
                  source: str = "scripted") -> dict[str, Any]:
-    """Run a scenario through a fresh agent and score it; returns the JSON report.
+    """Run a scenario through fresh agents and score it; returns the JSON report.
 
     `model_client` is any ModelClient (AnthropicClient, ScriptedModel, ReplayModelClient).
     A ReplayModelClient is re-aligned at every input. `judge` (a ModelClient) enables
@@ -232,37 +197,92 @@ def run_scenario(scenario: Scenario, model_client: Any, *, summary_client: Any =
     return report
 
 
+class _Agents:
+    """The scenario's agents over one store: made (with their shared blocks) before the first
+    input, opened on first use, reopened from a new store after a restart."""
+
+    def __init__(self, scenario: Scenario, settings: Settings, client: Any,
+                 summary_client: Any, clock: StepClock, db: Path):
+        from memgpt_lite.engine.store import Store
+
+        self.scenario, self.settings, self.db, self.clock = scenario, settings, db, clock
+        self.client, self.summary_client = client, summary_client
+        self.store = Store(db)
+        self.open: dict[str, Any] = {}
+        self._create()
+
+    def _create(self) -> None:
+        from memgpt_lite.engine.memory import default_blocks
+
+        for spec in self.scenario.agents:
+            with self.store.transaction():
+                row = self.store.create_agent(spec.name, self.settings.to_dict(),
+                                              default_blocks(self.settings.block_limit))
+                for label in spec.share:
+                    self.store.share_block(row.id, label,
+                                           default=("", self.settings.block_limit))
+
+    def get(self, name: str) -> Any:
+        from memgpt_lite.engine.agent import Agent
+
+        if name not in self.open:
+            self.open[name] = Agent.open(self.store, name, model_client=self.client,
+                                         summary_client=self.summary_client,
+                                         settings=self.settings, clock=self.clock)
+        return self.open[name]
+
+    def restart(self) -> None:
+        from memgpt_lite.engine.store import Store
+
+        self.close()
+        self.store, self.open = Store(self.db), {}
+
+    def close(self) -> None:
+        for agent in self.open.values():
+            agent.close()
+        self.store.close()
+
+    def state(self, checks: list[Check]) -> dict[str, AgentState]:
+        """Every agent that took a turn, as the run left it (with the archival searches
+        the checks ask about)."""
+        found = {}
+        for name, agent in self.open.items():
+            queries = {str(c.params["query"]) for c in checks if "query" in c.params
+                       and str(c.params.get("agent") or self.scenario.agent) == name}
+            found[name] = AgentState(
+                core_memory(agent),
+                [h.text for h in self.store.list_passages(agent.id, limit=100_000)],
+                self.store.get_agent_by_id(agent.id).summary,
+                {q: [h.text for h in self.store.search_passages(agent.id, q, per_page=20).hits]
+                 for q in queries})
+        return found
+
+
 def _drive(scenario: Scenario, settings: Settings, client: Any, summary_client: Any,
            recorder: Recorder | None, db: Path, progress: Progress | None) -> RunState:
-    from memgpt_lite.engine.agent import Agent
-    from memgpt_lite.engine.store import Store
-
     clock = StepClock(parse_clock(scenario.clock))
-    store = Store(db)
-    open_agent = lambda: Agent.open(store, scenario.agent, model_client=client,  # noqa: E731
-                                    summary_client=summary_client, settings=settings,
-                                    clock=clock)
-    agent, turns = open_agent(), []
+    agents = _Agents(scenario, settings, client, summary_client, clock, db)
+    turns: list[TurnRecord] = []
     if recorder is not None:
-        record_header(agent, recorder, source="eval", note=f"scenario {scenario.name}",
-                      created_at=utc_iso(clock.now))
+        record_header(agents.get(scenario.agent), recorder, source="eval",
+                      note=f"scenario {scenario.name}", created_at=utc_iso(clock.now))
     try:
         for number, session in enumerate(scenario.sessions, 1):
             if session.restart:
-                store.close()
-                store = Store(db)
-                agent = open_agent()
+                agents.restart()
                 if recorder is not None:
                     recorder.restart()
+            name = session.agent or scenario.agent
             for j, text in enumerate(session.inputs):
                 _tick(clock, session, j, scenario.clock_step, first_turn=not turns)
-                turns.append(_turn(agent, client, recorder, TurnRecord(len(turns) + 1, number, text)))
+                record = TurnRecord(len(turns) + 1, number, text, agent=name)
+                turns.append(_turn(agents.get(name), client, recorder, record))
                 if progress:
                     progress(f"turn {len(turns)}/{len(scenario.inputs)}")
-        return RunState(turns, core_memory(agent),
-                        [h.text for h in store.list_passages(agent.id, limit=100_000)])
+        agents.get(scenario.agent)
+        return RunState(turns, agents.state(scenario.checks), scenario.agent)
     finally:
-        store.close()
+        agents.close()
 
 
 def _tick(clock: StepClock, session: SessionSpec, index: int, step: int, *,
@@ -284,140 +304,8 @@ def _turn(agent: Any, client: Any, recorder: Recorder | None, record: TurnRecord
             record.events.append(event)
         if event.kind == "turn_end":
             record.reply, record.completed = event.text, event.completed  # type: ignore[union-attr]
+            record.turn_id = event.turn_id  # type: ignore[union-attr]
     return record
-
-
-# --------------------------------------------------------------------------- checks
-
-
-def _turns_for(check: Check, state: RunState) -> list[TurnRecord]:
-    turn = check.params.get("turn")
-    if turn is None:
-        return state.turns if check.type.startswith(("tool_", "max_", "no_")) else state.turns[-1:]
-    if turn == "last":
-        return state.turns[-1:]
-    if turn == "any":
-        return state.turns
-    index = int(turn)
-    return [t for t in state.turns if t.index == index]
-
-
-def score_check(check: Check, state: RunState, judge: Any = None) -> dict[str, Any]:
-    """{name, type, passed (None = skipped), detail}"""
-    passed, detail = _SCORERS[check.type](check, state, judge)
-    return {"name": check.name, "type": check.type, "passed": passed, "detail": detail}
-
-
-def _casefold_unless_sensitive(text: str, check: Check) -> str:
-    return text if check.params.get("case_sensitive") else text.casefold()
-
-
-def _reply_contains(check: Check, state: RunState, _judge: Any) -> tuple[bool, str]:
-    turns = _turns_for(check, state)
-    want = _casefold_unless_sensitive(str(check.params["text"]), check)
-    hit = [t for t in turns if want in _casefold_unless_sensitive(t.reply, check)]
-    if hit:
-        return True, f"turn {hit[0].index} contains {check.params['text']!r}"
-    return False, _reply_miss(turns, f"no reply contains {check.params['text']!r}")
-
-
-def _reply_matches(check: Check, state: RunState, _judge: Any) -> tuple[bool, str]:
-    turns = _turns_for(check, state)
-    flags = 0 if check.params.get("case_sensitive") else re.IGNORECASE
-    hit = [t for t in turns if re.search(check.params["pattern"], t.reply, flags)]
-    if hit:
-        return True, f"turn {hit[0].index} matches /{check.params['pattern']}/"
-    return False, _reply_miss(turns, f"no reply matches /{check.params['pattern']}/")
-
-
-def _reply_miss(turns: list[TurnRecord], what: str) -> str:
-    if not turns:
-        return f"{what}: there is no such turn"
-    return f"{what}; turn {turns[-1].index} said {shorten(turns[-1].reply, 70)!r}"
-
-
-def _core_contains(check: Check, state: RunState, _judge: Any) -> tuple[bool, str]:
-    label = str(check.params["label"])
-    value = state.core.get(label)
-    if value is None:
-        return False, f"there is no core block {label!r}"
-    want = _casefold_unless_sensitive(str(check.params["text"]), check)
-    ok = want in _casefold_unless_sensitive(value, check)
-    return ok, f"{label} = {shorten(value, 70)!r}"
-
-
-def _archival_contains(check: Check, state: RunState, _judge: Any) -> tuple[bool, str]:
-    want = _casefold_unless_sensitive(str(check.params["text"]), check)
-    hits = [p for p in state.passages if want in _casefold_unless_sensitive(p, check)]
-    if hits:
-        return True, f"passage {shorten(hits[0], 70)!r}"
-    return False, f"none of {len(state.passages)} passages contains {check.params['text']!r}"
-
-
-def _tool_calls(check: Check, state: RunState) -> list[int]:
-    return [t.index for t in _turns_for(check, state) for e in t.of("tool_call")
-            if e.call.name == check.params["tool"]]
-
-
-def _tool_called(check: Check, state: RunState, _judge: Any) -> tuple[bool, str]:
-    calls = _tool_calls(check, state)
-    least = int(check.params.get("min", 1))
-    where = f"in turns {sorted(set(calls))}" if calls else "never"
-    return len(calls) >= least, f"{check.params['tool']} called {len(calls)}× {where}"
-
-
-def _tool_not_called(check: Check, state: RunState, _judge: Any) -> tuple[bool, str]:
-    calls = _tool_calls(check, state)
-    where = f" in turns {sorted(set(calls))}" if calls else ""
-    return not calls, f"{check.params['tool']} called {len(calls)}×{where}"
-
-
-def _no_overflow(check: Check, state: RunState, _judge: Any) -> tuple[bool, str]:
-    bad = [t.index for t in _turns_for(check, state) if _overflowed(t)]
-    return not bad, f"provider overflow in turns {bad}" if bad else "no overflow"
-
-
-def _overflowed(turn: TurnRecord) -> bool:
-    """The agent retries a call the provider refused as too long under the same call index,
-    and evicts first only when it has turns to evict, so the repeat is the sure sign."""
-    indexes = [e.call_index for e in turn.of("model_call") if e.purpose == "chat"]
-    return (len(indexes) != len(set(indexes))
-            or any(e.by == "overflow" for e in turn.of("eviction"))
-            or any(e.error_kind in ("prompt_too_long", "overflow") for e in turn.of("error")))
-
-
-def _max_input_tokens(check: Check, state: RunState, _judge: Any) -> tuple[bool, str]:
-    limit, per = int(check.params["max"]), check.params.get("per", "turn")
-    sizes = []
-    for t in _turns_for(check, state):
-        if per == "request":
-            sizes += [(t.index, e.usage.total_input) for e in t.of("usage")]
-        else:
-            sizes += [(t.index, sum(e.usage.total_input for e in t.of("usage")))]
-    if not sizes:
-        return False, "no turns to measure"
-    turn, worst = max(sizes, key=lambda s: s[1])
-    return worst <= limit, f"largest {per}: {worst:,} input tokens (turn {turn}); limit {limit:,}"
-
-
-def _judge(check: Check, state: RunState, judge: Any) -> tuple[bool | None, str]:
-    if judge is None:
-        return None, "skipped: judge checks run only with --judge"
-    turns = _turns_for(check, state)
-    if not turns:
-        return False, "there is no such turn"
-    verdict = ask_judge(judge, str(check.params["criterion"]), turns[-1].text, turns[-1].reply,
-                        model=check.params.get("model"))
-    return verdict.startswith("PASS"), verdict
-
-
-_SCORERS: dict[str, Callable[[Check, RunState, Any], tuple[bool | None, str]]] = {
-    "reply_contains": _reply_contains, "reply_matches": _reply_matches,
-    "core_contains": _core_contains, "archival_contains": _archival_contains,
-    "tool_called": _tool_called, "tool_not_called": _tool_not_called,
-    "no_overflow": _no_overflow, "max_input_tokens_per_turn": _max_input_tokens,
-    "judge": _judge,
-}
 
 
 # --------------------------------------------------------------------------- report

@@ -1,5 +1,6 @@
-"""The scripted test double: a `ModelClient` that answers from a script, and helpers that
-build responses (text replies, tool calls, a deterministic usage).
+"""The scripted test doubles: a `ModelClient` that answers from a script, one that plays a
+policy of rules (`RuleModel`, for the scenario suite), and helpers that build responses
+(text replies, tool calls, a deterministic usage) and read requests.
 
 It ships in the package (like openai-agents' ScriptedModel) because the benchmarks, the
 scenario suite and the tests all drive the real engine with it.
@@ -10,6 +11,7 @@ from __future__ import annotations
 import copy
 import itertools
 import math
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import Any
@@ -75,13 +77,9 @@ class ScriptedModel:
     def _next(self, request: ModelRequest) -> ModelResponse:
         index = len(self.requests)
         self.requests.append(request)
-        if index >= len(self.script):
-            raise ScriptExhausted(
-                f"ScriptedModel got call #{index + 1} but its script has {len(self.script)} "
-                f"item(s); last message: {_last_text(request)!r}")
         if self.validate:
             _validate(request)
-        item = self.script[index]
+        item = self._item(index, request)
         if isinstance(item, BaseException):
             raise item
         response = item(request) if callable(item) else item
@@ -93,10 +91,117 @@ class ScriptedModel:
         self.responses.append(response)
         return response
 
+    def _item(self, index: int, request: ModelRequest) -> ScriptItem:
+        if index >= len(self.script):
+            raise ScriptExhausted(
+                f"ScriptedModel got call #{index + 1} but its script has {len(self.script)} "
+                f"item(s); last message: {_last_text(request)!r}")
+        return self.script[index]
+
     def assert_complete(self) -> None:
         if self.remaining > 0:
             raise AssertionError(f"ScriptedModel: {self.remaining} of {len(self.script)} scripted "
                                  f"item(s) were never requested.")
+
+
+Step = str | list[tuple[str, dict[str, Any]]] | ScriptItem
+ALERT_TOOL_ID = "toolu_alert_"  # the tool calls RuleModel makes for a pressure alert
+
+
+class RuleModel(ScriptedModel):
+    """A `ModelClient` that plays a policy instead of a fixed script, so that a scenario can
+    be run by a model that does the right thing (or the wrong one) whatever the engine does
+    in between: each call is answered from the current turn's user input.
+
+    `rules` maps a phrase to the turn's steps: the first phrase found in the user's input
+    decides, else `default`. Step n answers the turn's n-th call: a text reply (str), tool
+    calls ([(name, input), ...]), a ModelResponse, a callable(request) or an exception. Past
+    the last step the turn ends with `default` (if a str) or "OK.". A memory-pressure alert
+    is first answered by `on_alert(turn_ids)` when given (its steps are not counted).
+    Summariser requests are answered by `summary` (text). Requests are validated like the
+    API does unless `validate=False`."""
+
+    def __init__(self, rules: dict[str, list[Step]], *, default: list[Step] | str = "OK.",
+                 on_alert: Callable[[list[int]], Step] | None = None,
+                 summary: str = "Earlier turns: small talk.", validate: bool = True):
+        super().__init__([], validate=validate)
+        self.rules, self.default, self.on_alert, self.summary = rules, default, on_alert, summary
+
+    def _item(self, index: int, request: ModelRequest) -> ScriptItem:
+        if _system_text(request).startswith("You maintain the running summary"):
+            return text_response(self.summary)
+        text, step, evicted = turn_position(request)
+        alert = alert_turn_ids(request)
+        if alert and self.on_alert is not None and not evicted:
+            response = _as_item(self.on_alert(alert))
+            if isinstance(response, ModelResponse):  # marked: not one of the turn's steps
+                for block in response.content:
+                    if block.get("type") == "tool_use":
+                        block["id"] = ALERT_TOOL_ID + str(block["id"]).split("_")[-1]
+            return response
+        steps = next((v for k, v in self.rules.items() if k in text), None)
+        if steps is None:
+            steps = [self.default] if isinstance(self.default, str) else self.default
+        final = self.default if isinstance(self.default, str) else "OK."
+        return _as_item(steps[step] if step < len(steps) else final)
+
+
+def _as_item(step: Step) -> ScriptItem:
+    if isinstance(step, str):
+        return text_response(step)
+    if isinstance(step, list):
+        return tool_response(step)
+    return step
+
+
+def _system_text(request: ModelRequest) -> str:
+    return "".join(b.get("text", "") for b in request.system or [] if isinstance(b, dict))
+
+
+def _texts(message: dict[str, Any]) -> list[str]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [content]
+    return [b.get("text", "") for b in content or [] if b.get("type") == "text"]
+
+
+def turn_position(request: ModelRequest) -> tuple[str, int, bool]:
+    """The current turn's user input, how many of the turn's calls were answered by steps
+    (the calls RuleModel made for an alert are not counted), and whether this turn already
+    answered an alert."""
+    messages = request.messages
+    start = max((i for i, m in enumerate(messages) if m["role"] == "user" and not any(
+        b.get("type") == "tool_result" for b in m.get("content") or [] if isinstance(b, dict))),
+        default=0)
+    user = [t for t in _texts(messages[start]) if not t.startswith("The core_memory section")]
+    replies = [m for m in messages[start + 1:] if m["role"] == "assistant"]
+    evictions = sum(1 for m in replies if any(str(b.get("id", "")).startswith(ALERT_TOOL_ID)
+                                              for b in m.get("content") or []))
+    return "\n".join(user), len(replies) - evictions, evictions > 0
+
+
+def alert_turn_ids(request: ModelRequest) -> list[int]:
+    """The turn ids a memory-pressure alert in the last message lists (none: no alert)."""
+    text = "\n".join(_texts(request.messages[-1])) if request.messages else ""
+    if "Memory pressure" not in text:
+        return []
+    return [int(m) for m in re.findall(r"^- (\d+) · ", text, re.M)]
+
+
+def core_memory_text(request: ModelRequest) -> str:
+    """The core memory section of the request, as the model sees it."""
+    for message in reversed(request.messages):
+        for text in _texts(message):
+            if text.startswith("The core_memory section"):
+                return text
+    return ""
+
+
+def tool_results(request: ModelRequest) -> list[str]:
+    """The text of the tool results in the last message."""
+    last = request.messages[-1].get("content") if request.messages else []
+    return [str(b.get("content", "")) for b in last or []
+            if isinstance(b, dict) and b.get("type") == "tool_result"]
 
 
 def _validate(request: ModelRequest) -> None:

@@ -3,7 +3,8 @@
 
 Rendering is elsewhere: live turns in view.py, slash-command results in render.py; what the
 user types (prompt, editor, confirmations) in user_input.py. The agent never prints; the
-terminal package is the only place that talks to the terminal.
+terminal package is the only place that talks to the terminal. It is one module (past 600
+lines) because the slash commands, the loops and the wiring share the session's state.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from rich.console import Console
 from memgpt_lite.engine import config, privacy
 from memgpt_lite.engine.input_history import InputHistory
 from memgpt_lite.engine.records import Block
+from memgpt_lite.engine.store.base import BlockChanged
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.engine.text import shorten
 from memgpt_lite.terminal import render
@@ -34,14 +36,14 @@ from memgpt_lite.terminal.view import ChatView, JsonView
 HELP = """\
 Commands
   /help                 this list
-  /core                 core memory blocks: label, used/limit chars, value
+  /core                 core memory blocks: label, used/limit chars, scope, value
   /core edit LABEL      edit a block in $EDITOR (the limit is checked; history is kept)
   /search QUERY         search recall (every message ever sent), ranked like the model's tool
   /archival [QUERY]     search archival memory, or list the newest passages
   /context              token ledger per section, the queue's turns, the summary
   /tokens               this session's token usage and cost
   /pop [N]              undo the last N turns (default 1): removed from the queue and recall,
-                        their core memory edits and archival inserts undone
+                        their core memory edits and archival inserts and corrections undone
   /retry                send your last message again (its answer and memory edits, if any,
                         are undone first; your message stays stored once)
   /agents               all agents in this data dir
@@ -187,7 +189,8 @@ class ChatSession:
     def cmd_core(self, rest: str) -> None:
         words = rest.split()
         if not words:
-            render.print_core_blocks(self.console, self.agent.blocks())
+            render.print_core_blocks(self.console, self.agent.blocks(),
+                                     self.agent.store.shared_block_agents)
         elif words[0] == "edit" and len(words) == 2:
             self._edit_block(words[1])
         else:
@@ -203,7 +206,13 @@ class ChatSession:
         if text is None:
             return
         try:
-            saved = self.agent.edit_block(label, text)
+            saved = self.agent.edit_block(label, text, expected=block.value)
+        except BlockChanged as exc:  # another agent sharing the block edited it meanwhile
+            self.console.print(render.shown(f"not saved: {exc} Your text, to copy from:"))
+            self.console.print(render.shown(text), soft_wrap=False)
+            self.console.print(render.shown(f"/core edit {label} starts again from its new "
+                                            "value."))
+            return
         except ValueError as exc:
             self.console.print(render.shown(f"not saved: {exc}"))
             return
@@ -237,17 +246,31 @@ class ChatSession:
         if not rest:
             self.console.print("usage: /search QUERY", markup=False)
             return
-        page = self.agent.store.search_messages(self.agent.id, rest, page=1, per_page=10)
+        dense, weight, events = self.agent.tools.dense_candidates("conversation_search",
+                                                                 "messages", rest)
+        self._notices(events)
+        page = self.agent.store.search_messages(self.agent.id, rest, page=1, per_page=10,
+                                                dense=dense, keyword_weight=weight)
         render.print_search_page(self.console, page, "messages")
 
     def cmd_archival(self, rest: str) -> None:
         store, agent_id = self.agent.store, self.agent.id
         if rest:
-            page = store.search_passages(agent_id, rest, page=1, per_page=10)
+            dense, weight, events = self.agent.tools.dense_candidates("archival_search",
+                                                                     "passages", rest)
+            self._notices(events)
+            page = store.search_passages(agent_id, rest, page=1, per_page=10, dense=dense,
+                                         keyword_weight=weight)
             render.print_search_page(self.console, page, "passages")
             return
         render.print_newest_passages(self.console, store.count_passages(agent_id),
                                      store.list_passages(agent_id, limit=10))
+
+    def _notices(self, events: list[Any]) -> None:
+        """A hybrid search that fell back to keywords says so (once a session)."""
+        for event in events:
+            if event.kind == "notice":
+                self.console.print(event.message, markup=False, style="yellow")
 
     def cmd_context(self, rest: str) -> None:
         render.print_context(self.console, self.agent.context_report())
@@ -298,7 +321,7 @@ class ChatSession:
         render.print_agents(self.console, self.agent.store)
 
     def cmd_forget(self, rest: str) -> None:
-        from memgpt_lite.terminal.commands import forget_matcher
+        from memgpt_lite.terminal.forget_commands import forget_matcher
 
         flags, query = set(), rest.strip()
         while query.partition(" ")[0] in ("--any", "--regex", "--dry-run"):
@@ -428,6 +451,9 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
                               recorder_factory=(lambda: open_recorder(agent)) if record else None,
                               confirm=ask if typed else None,
                               hide_typing=type_ahead.hidden if typed else None)
+        from memgpt_lite.terminal.embedding_commands import chat_embedder
+
+        indexer = chat_embedder(agent)  # None unless MEMGPT_LITE_EMBEDDER is set
         if prompt is None:
             _banner(meta, agent, store, record)
         client.warm_up()
@@ -436,6 +462,8 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
                     else _converse(session, typed, type_ahead))
         finally:
             session.close()
+            if indexer is not None:
+                indexer.close()
             agent.close()  # releases the agent's process lock
             _goodbye(meta, session, quiet=prompt is not None or json_out)
 

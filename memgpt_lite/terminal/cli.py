@@ -76,6 +76,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--offline", action="store_true",
                    help="do not contact the API (the key and connection checks are skipped)")
     p.set_defaults(func=lambda a: _commands().cmd_doctor(a))
+    p = _parser(sub, "index", "embed messages and passages for hybrid search (with a "
+                "progress bar)", "MEMGPT_LITE_EMBEDDER=onnx:~/models/minilm memgpt-lite index",
+                "memgpt-lite index --agent work --embedder http")
+    p.add_argument("--agent", metavar="NAME", help="only this agent (default: every agent)")
+    p.add_argument("--embedder", metavar="SPEC",
+                   help="onnx:FOLDER or http (default: $MEMGPT_LITE_EMBEDDER)")
+    p.set_defaults(func=lambda a: _embedding_commands().cmd_index(a))
     _add_recording_parsers(sub)
     _add_eval_parser(sub)
     _add_forget_parser(sub)
@@ -141,12 +148,17 @@ def _add_recording_parsers(sub: Any) -> None:
 
 def _add_eval_parser(sub: Any) -> None:
     p = _parser(sub, "eval", "re-drive scripted sessions against a model and score checks",
+                "memgpt-lite eval --list                      # the bundled scenarios",
+                "memgpt-lite eval --model sonnet --json a.json # all of them, live",
+                "memgpt-lite eval correct-core-fact --model haiku",
                 "memgpt-lite eval scenario.toml --model sonnet --json a.json",
                 "memgpt-lite eval --compare a.json b.json",
                 "memgpt-lite eval locomo locomo10.json --retrieval-only")
     p.add_argument("scenarios", nargs="*", metavar="SCENARIO",
-                   help="scenario .toml files (default: the bundled ones), or `locomo FILE` / "
-                        "`nkv FILE` for the dataset runners")
+                   help="scenario .toml files or bundled scenario names (default: all the "
+                        "bundled ones), or `locomo FILE` / `nkv FILE` for the dataset runners")
+    p.add_argument("--list", action="store_true",
+                   help="list the bundled scenarios and what each proves")
     p.add_argument("--model", metavar="ID", help="model id or alias for the live run")
     p.add_argument("--replay", metavar="FILE",
                    help="re-score one scenario from a recording instead of calling a model")
@@ -154,6 +166,9 @@ def _add_eval_parser(sub: Any) -> None:
     p.add_argument("--retrieval-only", action="store_true",
                    help="datasets: score retrieval only, no model calls")
     p.add_argument("--file", metavar="FILE", help="datasets: the dataset file")
+    p.add_argument("--embedder", metavar="SPEC",
+                   help="LoCoMo retrieval: also score dense and hybrid search with this "
+                        "embedder (onnx:FOLDER or http, as MEMGPT_LITE_EMBEDDER)")
     p.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"),
                    help="compare two JSON reports check by check")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON (- for stdout)")
@@ -180,7 +195,7 @@ def _add_forget_parser(sub: Any) -> None:
     p.add_argument("--json", action="store_true",
                    help="print the preview (and, with --yes, what was done) as JSON")
     p.add_argument("--yes", action="store_true", help="forget without asking")
-    p.set_defaults(func=lambda a: _commands().cmd_forget(_joined_query(a)))
+    p.set_defaults(func=lambda a: _forgetting().cmd_forget(_joined_query(a)))
 
 
 def _joined_query(args: argparse.Namespace) -> argparse.Namespace:
@@ -194,8 +209,10 @@ def _agent_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _add_agents_parser(sub: Any) -> None:
-    agents = _parser(sub, "agents", "list, show, set, delete, rename, export or import agents",
+    agents = _parser(sub, "agents", "list, show, create, share, set, delete, rename, export or "
+                     "import agents",
                      "memgpt-lite agents list", "memgpt-lite agents set work model=haiku",
+                     "memgpt-lite agents create work --share human",
                      "memgpt-lite agents export work work.json")
     asub = agents.add_subparsers(dest="agents_command", metavar="ACTION")
     p = _parser(asub, "list", "table of agents", "memgpt-lite agents list")
@@ -204,6 +221,7 @@ def _add_agents_parser(sub: Any) -> None:
                 "summary of an agent", "memgpt-lite agents show default")
     p.add_argument("name", metavar="NAME", help="the agent")
     p.set_defaults(func=lambda a: _commands().cmd_agents_show(a))
+    _add_agents_scope_parsers(asub)
     _add_agents_set_parser(asub)
     p = _parser(asub, "delete", "delete an agent and everything of it, recordings included",
                 "memgpt-lite agents delete old", "memgpt-lite agents delete old --yes")
@@ -227,6 +245,28 @@ def _add_agents_parser(sub: Any) -> None:
     p.add_argument("--name", metavar="NEW", help="import under this name")
     p.set_defaults(func=lambda a: _commands().cmd_agents_import(a))
     agents.set_defaults(func=lambda args: _help(agents))
+
+
+def _add_agents_scope_parsers(asub: Any) -> None:
+    p = _parser(asub, "create", "create an agent; --share LABEL puts its block LABEL in user "
+                "scope, one block shared by every agent that shares it",
+                "memgpt-lite agents create work --share human",
+                "memgpt-lite agents create notes")
+    p.add_argument("name", metavar="NAME", help="the new agent")
+    p.add_argument("--share", action="append", metavar="LABEL",
+                   help="a core memory block to share in user scope (repeatable)")
+    p.set_defaults(func=lambda a: _commands().cmd_agents_create(a))
+    p = _parser(asub, "share", "put an agent's block in user scope: it joins the block of "
+                "that label the other agents share, or starts it",
+                "memgpt-lite agents share default human")
+    p.add_argument("name", metavar="NAME", help="the agent")
+    p.add_argument("label", metavar="LABEL", help="the block, e.g. human")
+    p.set_defaults(func=lambda a: _commands().cmd_agents_share(a))
+    p = _parser(asub, "unshare", "give an agent its own copy of a shared block",
+                "memgpt-lite agents unshare work human")
+    p.add_argument("name", metavar="NAME", help="the agent")
+    p.add_argument("label", metavar="LABEL", help="the block, e.g. human")
+    p.set_defaults(func=lambda a: _commands().cmd_agents_unshare(a))
 
 
 def _add_agents_set_parser(asub: Any) -> None:
@@ -272,7 +312,7 @@ def _main(argv: list[str]) -> int:
         return EXIT_USAGE
     try:
         if args.command not in ("completion", "models"):
-            _commands().finish_pending_forgets()  # a forget cut off is finished first
+            _forgetting().finish_pending_forgets()  # a forget cut off is finished first
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
@@ -345,6 +385,18 @@ def _commands() -> Any:
     from memgpt_lite.terminal import commands
 
     return commands
+
+
+def _forgetting() -> Any:
+    from memgpt_lite.terminal import forget_commands
+
+    return forget_commands
+
+
+def _embedding_commands() -> Any:
+    from memgpt_lite.terminal import embedding_commands
+
+    return embedding_commands
 
 
 def _eval(args: argparse.Namespace) -> int:

@@ -1,6 +1,6 @@
-"""The command logic of every command but `chat` and `eval`: agents (list, show, set,
-delete, rename, export, import), core, models, forget, sessions, replay, demo, doctor and
-bench.
+"""The command logic of every command but `chat`, `eval`, `forget` and `index`: agents
+(list, show, create, share, unshare, set, delete, rename, export, import), core, models,
+sessions, replay, demo, doctor and bench.
 
 Each `cmd_*` takes the argparse Namespace from cli.py (bench: its raw arguments), calls the
 engine (or the lab, for bench), hands results to render.py's printers and returns an exit
@@ -15,6 +15,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import sys
 import tempfile
 from importlib import resources
@@ -26,6 +27,7 @@ from rich.text import Text
 
 from memgpt_lite.terminal import render
 from memgpt_lite.terminal.exit_codes import EXIT_ERROR, EXIT_OK, EXIT_USAGE, UserError
+from memgpt_lite.terminal.user_input import confirmed
 
 if TYPE_CHECKING:
     from memgpt_lite.engine.replay import ReplayReport
@@ -39,7 +41,8 @@ DEMO_RESOURCE = "demo.jsonl"
 def cmd_core(args: argparse.Namespace) -> int:
     with _open_store() as store:
         row = _require_agent(store, args.agent)
-        render.print_core_blocks(render.make_console(), store.get_blocks(row.id))
+        render.print_core_blocks(render.make_console(), store.get_blocks(row.id),
+                                 store.shared_block_agents)
     return EXIT_OK
 
 
@@ -188,6 +191,79 @@ def _usd(value: float | None) -> str:
     return "-" if value is None else f"${value:g}"
 
 
+LABEL = re.compile(r"[A-Za-z0-9_.-]{1,50}")
+
+
+def cmd_agents_create(args: argparse.Namespace) -> int:
+    """`agents create NAME [--share LABEL ...]`: a new agent; each shared label joins the data
+    dir's user-scope block of that label (or starts it from the agent's own block)."""
+    from memgpt_lite.engine.config import Settings
+    from memgpt_lite.engine.memory import default_blocks
+
+    labels = list(dict.fromkeys(args.share or []))
+    bad = next((label for label in labels if not LABEL.fullmatch(label)), None)
+    if bad is not None:
+        raise UserError(f"{bad!r} is not a block label (letters, digits, _ . - up to 50).",
+                        EXIT_USAGE)
+    settings = Settings()
+    with _open_store() as store, _agent_lock(store, args.name):
+        if store.get_agent(args.name) is not None:
+            raise UserError(f"An agent named {args.name!r} already exists.")
+        before = {label: store.shared_block_agents(label) for label in labels}
+        with store.transaction():
+            row = store.create_agent(args.name, settings.to_dict(),
+                                     default_blocks(settings.block_limit))
+            for label in labels:
+                store.share_block(row.id, label, default=("", settings.block_limit))
+    print(render.visible(f"Created agent {args.name!r}."))
+    for label in labels:
+        print(render.visible(_share_line(label, before[label])))
+    return EXIT_OK
+
+
+def _share_line(label: str, others: list[str]) -> str:
+    if others:
+        return f"Block {label!r} is in user scope, shared with {', '.join(others)}."
+    return (f"Block {label!r} is in user scope, shared with no other agent yet (`memgpt-lite "
+            f"agents share NAME {label}` adds one).")
+
+
+def cmd_agents_share(args: argparse.Namespace) -> int:
+    """`agents share NAME LABEL`: the agent's block joins the user-scope block of that label
+    (or starts it from its own value)."""
+    with _open_store() as store, _agent_lock(store, args.name):
+        row = _require_agent(store, args.name)
+        block = store.get_block(row.id, args.label)
+        if block is not None and block.scope == "user":
+            print(render.visible(f"Block {args.label!r} of {row.name!r} is already in user "
+                                 "scope."))
+            return EXIT_OK
+        if block is None and not LABEL.fullmatch(args.label):
+            raise UserError(f"{args.label!r} is not a block label (letters, digits, _ . - up "
+                            "to 50).", EXIT_USAGE)
+        others = store.shared_block_agents(args.label)
+        changed = store.share_block(row.id, args.label,
+                                    default=("", block.limit if block else 5000))
+    print(render.visible(_share_line(args.label, others)))
+    if changed:
+        print(render.visible(f"{row.name!r} now sees the shared value; its own value is kept "
+                             f"in the block's history."))
+    return EXIT_OK
+
+
+def cmd_agents_unshare(args: argparse.Namespace) -> int:
+    """`agents unshare NAME LABEL`: the agent gets its own copy of the shared block."""
+    with _open_store() as store, _agent_lock(store, args.name):
+        row = _require_agent(store, args.name)
+        if not store.unshare_block(row.id, args.label):
+            raise UserError(f"Agent {row.name!r} has no block {args.label!r} in user scope.")
+        others = store.shared_block_agents(args.label)
+    left = f"; {', '.join(others)} still share it" if others else ""
+    print(render.visible(f"Block {args.label!r} of {row.name!r} is its own again (a copy of "
+                         f"the shared value){left}."))
+    return EXIT_OK
+
+
 def cmd_agents_delete(args: argparse.Namespace) -> int:
     from memgpt_lite.engine import privacy
 
@@ -196,8 +272,8 @@ def cmd_agents_delete(args: argparse.Namespace) -> int:
         stats = store.agent_stats(row.id)
         what = (f"agent {row.name!r}: {stats.get('turns', 0)} turns, "
                 f"{stats.get('messages', 0)} messages, {stats.get('passages', 0)} passages, "
-                f"its core memory, summary and recordings")
-        if not _confirmed(args.yes, render.visible(f"Delete {what}?")):
+                f"its core memory{_shared_note(store, row)}, summary and recordings")
+        if not confirmed(args.yes, render.visible(f"Delete {what}?")):
             print("Nothing deleted.", file=sys.stderr)
             return EXIT_ERROR
         store.delete_agent(row.name)
@@ -215,6 +291,18 @@ def _files_removed(removed: Any) -> str:
     if extra:
         parts.append(f"{len(extra)} other file(s) of it ({', '.join(p.name for p in extra)})")
     return ", ".join(parts)
+
+
+def _shared_note(store: Any, row: Any) -> str:
+    """What deleting the agent does to its user-scope blocks: one others use stays."""
+    notes = []
+    for block in store.get_blocks(row.id):
+        if block.scope == "user":
+            others = [n for n in store.shared_block_agents(block.label) if n != row.name]
+            notes.append(f"shared block {block.label!r} stays, used by {', '.join(others)}"
+                         if others else f"shared block {block.label!r} too, no other agent "
+                                        "uses it")
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
 def cmd_agents_rename(args: argparse.Namespace) -> int:
@@ -311,7 +399,14 @@ def cmd_agents_import(args: argparse.Namespace) -> int:
             raise UserError(f"An agent named {name!r} already exists; "
                             f"import with --name NEW or delete it first.")
         row = transfer.import_agent(store, doc, name=args.name)
+        shared = [(b.label, store.shared_block_agents(b.label)) for b in store.get_blocks(row.id)
+                  if b.scope == "user"]
     print(render.visible(f"Imported agent {row.name!r} from {source}."))
+    for label, names in shared:
+        others = [n for n in names if n != row.name]
+        print(render.visible(f"Block {label!r} is in user scope" + (
+            f", shared with {', '.join(others)} (this data dir's value is kept; the exported "
+            "one is in the block's history)." if others else ".")))
     return EXIT_OK
 
 
@@ -327,83 +422,6 @@ def _read_export(source: Path, *, from_stdin: bool = False) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise UserError(f"{source} is not a JSON export of an agent.")
     return doc
-
-
-def cmd_forget(args: argparse.Namespace) -> int:
-    """Preview exactly what forgetting QUERY changes in every place, then do exactly that
-    (see engine/privacy.py); --dry-run only previews, --json prints it as JSON."""
-    from memgpt_lite.engine import privacy
-
-    matcher = forget_matcher(args.query, any_word=args.any, regex=args.regex)
-    console = render.make_console()
-    with _open_store() as store:
-        row = _require_agent(store, args.agent)
-        with _agent_lock(store, row.name):
-            plan = privacy.plan_forget(store, row, matcher)
-            if not args.json:
-                render.print_forget_plan(console, plan, full=args.dry_run)
-                _hint_redacted(plan)
-            if plan.empty or args.dry_run or (args.json and not args.yes):
-                _print_json(args.json, plan, None)
-                return EXIT_OK
-            if not _confirmed(args.yes, "Forget all of this? It cannot be undone."):
-                print("Nothing forgotten.", file=sys.stderr)
-                return EXIT_ERROR
-            result = privacy.forget(store, plan)
-    _print_json(args.json, plan, result)
-    if not args.json:
-        render.print_forget_result(console, result)
-    return EXIT_ERROR if result.problems else EXIT_OK
-
-
-def forget_matcher(query: str, *, any_word: bool = False, regex: bool = False) -> Any:
-    """The Matcher for a forget query and its flags; UserError (one sentence) if unusable."""
-    from memgpt_lite.engine.matching import Matcher, QueryError
-
-    if any_word and regex:
-        raise UserError("Give --any or --regex, not both.", EXIT_USAGE)
-    try:
-        return Matcher.build(query, "regex" if regex else "any" if any_word else "phrase")
-    except QueryError as exc:
-        raise UserError(str(exc), EXIT_USAGE) from None
-
-
-def _hint_redacted(plan: Any) -> None:
-    from memgpt_lite.engine.redact import redact
-
-    query = plan.matcher.query
-    if plan.empty and plan.matcher.mode != "regex" and redact(query) != query:
-        print("Secrets are stored redacted (e.g. [redacted: card number ending 1111]); "
-              "forget the words around them instead.", file=sys.stderr)
-
-
-def _print_json(wanted: bool, plan: Any, result: Any) -> None:
-    if wanted:
-        doc = {"plan": plan.to_dict(), "result": None if result is None else result.to_dict()}
-        sys.stdout.write(json.dumps(doc, ensure_ascii=False, indent=2) + "\n")
-        sys.stdout.flush()
-
-
-def finish_pending_forgets() -> None:
-    """Finish a forget that was cut off (kill -9, an unwritable recording), whatever command
-    runs next, and say so on stderr. Quiet when there is no database yet, or when it cannot
-    be opened (the command itself then says why)."""
-    from memgpt_lite.engine import config, privacy
-    from memgpt_lite.engine.store import Store, StoreError
-
-    if not config.db_path().is_file():
-        return
-    try:
-        with Store.open_default() as store:
-            results, waiting = privacy.finish_pending(store)
-    except StoreError:
-        return
-    for result in results:
-        print(render.visible(render.forget_summary(result)), file=sys.stderr)
-    for name in waiting:
-        print(render.visible(f"A forget in agent {name!r} is not finished yet: another "
-                             "memgpt-lite process has that agent open; the next command after "
-                             "it closes finishes it."), file=sys.stderr)
 
 
 def _open_store() -> Any:
@@ -439,22 +457,6 @@ def _require_agent(store: Any, name: str) -> Any:
         names = ", ".join(a.name for a in store.list_agents()) or "none yet"
         raise UserError(f"There is no agent named {name!r} (agents: {names}).")
     return row
-
-
-def _confirmed(yes: bool, question: str) -> bool:
-    """--yes, or a y/N answer on a terminal; without a terminal there is no one to ask, and
-    deleting unasked is not an option. Ctrl-C here interrupts the command (exit 130)."""
-    if yes:
-        return True
-    if not sys.stdin.isatty():
-        raise UserError("Refusing to delete without confirmation on a non-interactive "
-                        "terminal; add --yes.", EXIT_USAGE)
-    try:
-        answer = input(f"{question} [y/N] ")
-    except EOFError:
-        print()
-        return False
-    return answer.strip().lower() in ("y", "yes")
 
 
 # --------------------------------------------------------------------------- recordings

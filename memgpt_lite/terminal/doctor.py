@@ -116,6 +116,9 @@ def _doctor_database(report: _Report, console: Console, repair: bool) -> None:
                       f"({len(store.applied_migrations())} migrations applied), "
                       f"{len(store.list_agents())} agent(s)")
             problems = _index_problems(store, report, console, repair)
+            from memgpt_lite.terminal.embedding_commands import doctor_vectors
+
+            doctor_vectors(store, report.ok, report.warn)
     except (StoreError, sqlite3.DatabaseError) as exc:
         report.bad(f"database {path}: {str(exc).strip().splitlines()[0]}")
         return

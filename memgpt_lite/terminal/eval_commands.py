@@ -1,5 +1,6 @@
 """`memgpt-lite eval`: scenario runs (live, or re-scored from a recording with --replay),
---compare of two JSON reports, and the dataset runners (LoCoMo, nested KV).
+--list of the bundled scenarios, --compare of two JSON reports, and the dataset runners
+(LoCoMo, nested KV).
 
 `cmd_eval` takes the argparse Namespace from cli.py, calls the lab's evaluation modules, hands
 results to render.py's printers and returns an exit code: 0 fine, 1 a failed check, 2 a
@@ -43,6 +44,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     to_stdout = getattr(args, "json", None) == "-"
     console = render.make_console(file=sys.stderr if to_stdout else None, wrap=True)
     try:
+        if getattr(args, "list", False):
+            return _list(console)
         if getattr(args, "compare", None):
             return _compare(console, args.compare)
         dataset = _dataset_name(args)
@@ -72,12 +75,31 @@ def _scenario_paths(args: argparse.Namespace) -> list[Path]:
         paths = sorted(str(p) for p in _bundled_scenarios())
     if not paths:
         raise _UsageError("name a scenario file (TOML) to run")
-    return [Path(p) for p in paths]
+    return [_bundled_by_name(str(p)) for p in paths]
 
 
 def _bundled_scenarios() -> list[Path]:
     root = resources.files("memgpt_lite.data")
     return [Path(str(p)) for p in root.iterdir() if p.name.endswith(".toml")]
+
+
+def _bundled_by_name(given: str) -> Path:
+    """A file as given, or a bundled scenario named by its name (`correct-core-fact`) or its
+    file's stem, when no such file exists."""
+    if Path(given).exists():
+        return Path(given)
+    wanted = given.replace("_", "-").removesuffix(".toml")
+    for path in _bundled_scenarios():
+        if path.stem.replace("_", "-") == wanted:
+            return path
+    return Path(given)  # Scenario.load says it is missing
+
+
+def _list(console: Console) -> int:
+    """`eval --list`: the bundled scenarios, what each proves, and how to run them."""
+    rows = [scenarios.Scenario.load(p) for p in sorted(_bundled_scenarios())]
+    render.print_scenario_list(console, rows)
+    return EXIT_OK
 
 
 def _live_client(args: argparse.Namespace) -> Any:
@@ -170,7 +192,8 @@ def _dataset(console: Console, name: str, args: argparse.Namespace) -> int:
             client = None if retrieval else _live_client(args)
             judge = client if (client is not None and getattr(args, "judge", False)) else None
             result = locomo.run_locomo(file, retrieval_only=retrieval, model_client=client,
-                                       settings=settings, judge=judge, progress=counted)
+                                       settings=settings, judge=judge, progress=counted,
+                                       embedder=_embedder(args, retrieval))
         else:
             result = nested_kv.run_nested_kv(file, _live_client(args), settings=settings,
                                              progress=counted)
@@ -180,6 +203,15 @@ def _dataset(console: Console, name: str, args: argparse.Namespace) -> int:
         render.print_nested_kv(console, result)
     _write_json(console, getattr(args, "json", None), result)
     return EXIT_OK
+
+
+def _embedder(args: argparse.Namespace, retrieval: bool) -> Any:
+    """`--embedder SPEC` (retrieval only): keyword, dense and hybrid side by side."""
+    if not (retrieval and getattr(args, "embedder", None)):
+        return None
+    from memgpt_lite.terminal.embedding_commands import configured_embedder
+
+    return configured_embedder(args.embedder)
 
 
 def _write_json(console: Console, target: str | None, report: dict[str, Any]) -> None:

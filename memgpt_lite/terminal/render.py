@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -111,16 +112,26 @@ def _when(stamp: str | None) -> str:
 # --------------------------------------------------------------------------- agents and memory
 
 
-def print_core_blocks(console: Console, blocks: list[Any]) -> None:
-    """Every block: label, used/limit chars, value."""
+def print_core_blocks(console: Console, blocks: list[Any],
+                      shared_by: Callable[[str], list[str]] | None = None) -> None:
+    """Every block: label, used/limit chars, scope, value. `shared_by(label)` names the
+    agents sharing a user-scope block."""
     if not blocks:
         console.print("(no core memory blocks)")
         return
     for i, block in enumerate(blocks):
         if i:
             console.print()
-        console.print(shown(f"{block.label}  {block.used:,}/{block.limit:,} chars", "bold"))
+        console.print(shown(f"{block.label}  {block.used:,}/{block.limit:,} chars · "
+                            f"{_scope(block, shared_by)}", "bold"))
         console.print(shown(block.value or "(empty)"), soft_wrap=False)
+
+
+def _scope(block: Any, shared_by: Callable[[str], list[str]] | None) -> str:
+    if getattr(block, "scope", "agent") != "user":
+        return "scope agent"
+    names = shared_by(block.label) if shared_by is not None else []
+    return "scope user" + (f", shared by {', '.join(names)}" if names else "")
 
 
 def print_agents(console: Console, store: Any) -> None:
@@ -149,7 +160,7 @@ def print_agent(console: Console, store: Any, row: Any,
     console.print()
     print_settings(console, settings)
     console.print()
-    print_core_blocks(console, store.get_blocks(row.id))
+    print_core_blocks(console, store.get_blocks(row.id), store.shared_block_agents)
     console.print()
     console.print(Text("summary", style="bold"))
     console.print(shown(row.summary or "(none yet)"))
@@ -270,6 +281,11 @@ def print_forget_plan(console: Console, plan: ForgetPlan, *, full: bool = False)
         if not full and len(lines) > PREVIEW_PER_PLACE:
             console.print(shown(f"  … and {len(lines) - PREVIEW_PER_PLACE:,} more in {place} "
                                 "(--dry-run lists every one)", "dim"))
+    for label, others in plan.shared.items():
+        if others:
+            console.print(shown(f"  core memory {label!r} is shared with {', '.join(others)}: "
+                                "the line goes for them too (their own history and recordings "
+                                f"keep it until you forget it with --agent {others[0]})"))
 
 
 def _place_note(plan: ForgetPlan, place: str) -> str:
@@ -443,6 +459,20 @@ def print_final_core_memory(console: Console, blocks: dict[str, str],
 # --------------------------------------------------------------------------- eval
 
 
+def print_scenario_list(console: Console, rows: list[Any]) -> None:
+    """The bundled scenarios: name, inputs, checks, what each proves; then how to run them."""
+    table = Table("scenario", "inputs", "checks", "what it proves", box=None, pad_edge=False)
+    table.columns[3].overflow = "fold"
+    for s in rows:
+        judged = " (1 judged)" if any(c.type == "judge" for c in s.checks) else ""
+        table.add_row(shown(s.name), str(len(s.inputs)), f"{len(s.checks)}{judged}",
+                      shown(s.description))
+    console.print(table)
+    console.print("Run them all: memgpt-lite eval --model ID [--judge] --json a.json; one: "
+                  "memgpt-lite eval NAME --model ID; compare two runs: memgpt-lite eval "
+                  "--compare a.json b.json", markup=False, highlight=False)
+
+
 def print_score_table(console: Console, report: dict[str, Any]) -> None:
     table = Table(title=shown(f"{report['scenario']} · {report['model']} · "
                               f"{report.get('source', '')}"), title_justify="left", pad_edge=False)
@@ -485,6 +515,9 @@ def print_comparison(console: Console, result: dict[str, Any], names: list[str])
 
 
 def print_locomo(console: Console, result: dict[str, Any]) -> None:
+    if result.get("methods"):
+        _print_locomo_methods(console, result)
+        return
     metrics = result["metrics"]
     table = Table("category", "n", *metrics,
                   title=shown(f"LoCoMo · {result['mode']} · {result['file']}"),
@@ -492,6 +525,25 @@ def print_locomo(console: Console, result: dict[str, Any]) -> None:
     rows = [*result["by_category"].items(), ("overall", result["overall"])]
     for name, stats in rows:
         table.add_row(shown(name), str(stats["n"]), *(_pct(stats.get(m)) for m in metrics))
+    console.print(table)
+
+
+def _print_locomo_methods(console: Console, result: dict[str, Any]) -> None:
+    """Retrieval: each search method's recall@5 / recall@10 per category, side by side."""
+    methods = result["methods"]
+    title = f"LoCoMo · retrieval · {result['file']}"
+    if result.get("embedder"):
+        title += f" · embedder {result['embedder']}"
+    table = Table("category", "n", *(f"{m}\nrecall@5 · @10" for m in methods), title=title,
+                  title_justify="left", pad_edge=False)
+    first = next(iter(methods.values()))
+    for name in [*first["by_category"], "categories 1-4", "overall"]:
+        cells = []
+        for m in methods.values():
+            stats = m["by_category"].get(name) or m[name]
+            cells.append(f"{_pct(stats['recall@5'])} · {_pct(stats['recall@10'])}")
+        stats = first["by_category"].get(name) or first[name]
+        table.add_row(name, str(stats["n"]), *cells)
     console.print(table)
 
 

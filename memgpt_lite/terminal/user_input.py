@@ -24,6 +24,7 @@ from pathlib import Path
 from memgpt_lite.engine.input_history import InputHistory, drop_matching
 from memgpt_lite.engine.matching import Matcher
 from memgpt_lite.engine.redact import redact_message
+from memgpt_lite.terminal.exit_codes import EXIT_USAGE, UserError
 
 PROMPT = "you› "
 CONTINUATION_PROMPT = "  … "
@@ -161,6 +162,22 @@ def ask(question: str) -> bool:
     except (EOFError, KeyboardInterrupt):
         print(flush=True)
         return False
+
+
+def confirmed(yes: bool, question: str) -> bool:
+    """--yes, or a y/N answer on a terminal; without a terminal there is no one to ask, and
+    deleting unasked is not an option. Ctrl-C here interrupts the command (exit 130)."""
+    if yes:
+        return True
+    if not sys.stdin.isatty():
+        raise UserError("Refusing to delete without confirmation on a non-interactive "
+                        "terminal; add --yes.", EXIT_USAGE)
+    try:
+        answer = input(f"{question} [y/N] ")
+    except EOFError:
+        print()
+        return False
+    return answer.strip().lower() in ("y", "yes")
 
 
 class TypeAhead:

@@ -12,6 +12,9 @@
                                                  (written, nothing changed) | store (changed,
                                                  files not yet) | recording (one recording
                                                  scrubbed) | history (all but the input history)
+    reliability_worker.py share DB NAME N GO     wait for the file GO, then N turns each
+                                                 appending "NAME edit i" to the shared block
+                                                 `human` with core_memory_append
 
 Lines: "TYPED <text>" before a turn, "COMMITTED <reply>" after a completed one,
 "STAGE <name>" right before the worker blocks.
@@ -23,6 +26,7 @@ import random
 import sys
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import Settings
@@ -193,6 +197,27 @@ def forget(home: str, where: str, query: str) -> None:
     raise SystemExit(cli.main(["forget", query, "--agent", "a", "--yes"]))
 
 
+def share(db: str, name: str, n: int, go: str) -> None:
+    store = Store(db)
+    turn = {"i": 0}
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        last = request.messages[-1]["content"]
+        if any(b.get("type") == "tool_result" for b in last):
+            return reply(f"noted {turn['i']}")
+        return tool_response([("core_memory_append",
+                               {"label": "human", "content": f"{name} edit {turn['i']}"})])
+
+    agent = Agent.open(store, name, model_client=Client(answer))
+    say("READY")
+    while not Path(go).exists():
+        time.sleep(0.005)
+    for i in range(n):
+        turn["i"] = i
+        run_turn(agent, f"edit {i}")
+    say("DONE")
+
+
 if __name__ == "__main__":
     mode, args = sys.argv[1], sys.argv[2:]
     if mode == "stage":
@@ -203,5 +228,7 @@ if __name__ == "__main__":
         hold(args[0], args[1], float(args[2]))
     elif mode == "forget":
         forget(*args)
+    elif mode == "share":
+        share(args[0], args[1], int(args[2]), args[3])
     else:
         raise SystemExit(f"unknown mode {mode}")

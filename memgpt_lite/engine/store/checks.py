@@ -22,9 +22,15 @@ BLOCK_FIELDS = {"text": {"text": str}, "tool_use": {"id": str, "name": str, "inp
                 "thinking": {"thinking": str, "signature": str}}
 MESSAGE = {"turn_id": int, "role": str, "content": [BLOCK], "?context_content": ([BLOCK], None),
            "created_at": str, "in_context": (bool, int), "?position": int, "?status": str}
-PASSAGE = {"text": str, "tags": [str], "created_at": str, "?turn_id": (int, None)}
+PASSAGE = {"text": str, "tags": [str], "created_at": str, "?turn_id": (int, None),
+           "?id": int}
 STATUSES = ("", "open", "interrupted")
-BLOCK_ROW = {"label": str, "value": str, "limit": int}
+BLOCK_ROW = {"label": str, "value": str, "limit": int, "?scope": str}
+SCOPES = ("agent", "user")
+VERSION_ROW = {"passage_id": int, "text": str, "tags": [str], "created_at": str,
+               "superseded_at": str, "change": str, "?reason": str, "?turn_id": (int, None),
+               "?origin_turn_id": (int, None)}
+CHANGES = ("update", "delete")
 HISTORY_ROW = {"label": str, "old_value": (str, None), "new_value": str, "source": str,
                "created_at": str, "?turn_id": (int, None)}
 AGENT = {"name": str, "settings": dict, "?summary": str, "created_at": str,
@@ -34,10 +40,12 @@ ROW_IDS = {"id": int, "?agent_id": int, "?rev": int}
 DELTA = {"since": int, "rev": int, "agent": {"id": int, "name": str, "settings": dict,
                                              "summary": str, "created_at": str, "?state": dict,
                                              "?uid": str, "?rev": int},
-         "blocks": [{"id": int, "label": str, "value": str, "char_limit": int}],
+         "blocks": [{"id": int, "label": str, "value": str, "char_limit": int,
+                     "?scope": str}],
          "block_history": [HISTORY_ROW | ROW_IDS],
          "messages": [MESSAGE | ROW_IDS | {"?seq": int, "?index_text": str}],
          "passages": [PASSAGE | ROW_IDS | {"?norm": str, "?index_text": str}],
+         "?passage_history": [VERSION_ROW | ROW_IDS],
          "tombstones": [[(str, int)]]}
 
 
@@ -51,7 +59,7 @@ def delta_problem(delta: Any) -> str | None:
         found = message_problem(m, f"delta.messages[{i}]")
         if found:
             return found
-    return None
+    return versions_problem(delta.get("passage_history") or [], "delta.passage_history")
 
 
 def export_problem(doc: dict[str, Any]) -> str | None:
@@ -61,7 +69,8 @@ def export_problem(doc: dict[str, Any]) -> str | None:
              or settings_problem(doc["agent"]["settings"], "agent.settings")
              or blocks_problem(doc.get("blocks"))
              or rows_problem(doc.get("block_history", []), HISTORY_ROW, "block_history")
-             or rows_problem(doc.get("passages"), PASSAGE, "passages"))
+             or rows_problem(doc.get("passages"), PASSAGE, "passages")
+             or versions_problem(doc.get("passage_history", []), "passage_history"))
     if found:
         return found
     found = _times_problem(doc)
@@ -110,7 +119,7 @@ def _times_problem(doc: dict[str, Any]) -> str | None:
     """Every stored time must read back as one (sorting and date filters rely on it)."""
     stamps = [("agent.created_at", doc["agent"]["created_at"]),
               ("agent.last_used_at", doc["agent"].get("last_used_at"))]
-    for table in ("passages", "block_history"):
+    for table in ("passages", "block_history", "passage_history"):
         stamps += [(f"{table}[{i}].created_at", row["created_at"])
                    for i, row in enumerate(doc.get(table) or [])]
     bad = next(((where, v) for where, v in stamps if v is not None and not is_time(v)), None)
@@ -134,6 +143,21 @@ def blocks_problem(blocks: Any, where: str = "blocks") -> str | None:
     for i, b in enumerate(blocks):
         if not b["label"].strip() or b["limit"] < 1 or len(b["value"]) > b["limit"]:
             return f"{where}[{i}] needs a label, a positive limit and a value within it"
+        if b.get("scope", "agent") not in SCOPES:
+            return f"{where}[{i}].scope must be 'agent' or 'user'"
+    return None
+
+
+def versions_problem(rows: Any, where: str) -> str | None:
+    """Passage history versions as exported (or as snapshot rows, decoded)."""
+    found = rows_problem(rows, VERSION_ROW, where)
+    if found:
+        return found
+    for i, row in enumerate(rows):
+        if row["change"] not in CHANGES:
+            return f"{where}[{i}].change must be 'update' or 'delete'"
+        if not is_time(row["superseded_at"]):
+            return f"{where}[{i}].superseded_at {row['superseded_at']!r:.40} is not an ISO time"
     return None
 
 

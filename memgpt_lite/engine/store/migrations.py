@@ -168,6 +168,79 @@ def _m004_turn_effects(db: sqlite3.Connection) -> None:
         AND NOT EXISTS (SELECT 1 FROM messages o WHERE o.agent_id = messages.agent_id
                         AND o.turn_id = messages.turn_id AND o.id != messages.id);
     """)
+def _m005_vectors(db: sqlite3.Connection) -> None:
+    """Embeddings of messages and passages for hybrid search, one per row, recording the
+    model that made them; and a covering index that keyword search reads candidates'
+    positions and dates from, instead of their (large) rows. Derived data (see store/sqlite_vectors.py): triggers delete a
+    row's vector with the row or when its text changes, and count deletions per agent (id =
+    the agent's id; a cache key, not agent data) so that in-memory copies know to reload."""
+    _run(db, """
+    CREATE TABLE vectors (
+        id INTEGER PRIMARY KEY,
+        agent_id INTEGER NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+        kind TEXT NOT NULL,
+        row_id INTEGER NOT NULL,
+        model TEXT NOT NULL,
+        vec BLOB NOT NULL,
+        scale REAL NOT NULL,
+        UNIQUE (kind, row_id)
+    );
+    CREATE INDEX vectors_agent ON vectors(agent_id, kind, model, id);
+    CREATE INDEX messages_search ON messages(id, seq, created_at);
+    CREATE TABLE vector_deletions (id INTEGER PRIMARY KEY, n INTEGER NOT NULL);
+    CREATE TRIGGER vectors_ad AFTER DELETE ON vectors BEGIN
+        INSERT INTO vector_deletions (id, n) VALUES (old.agent_id, 1)
+            ON CONFLICT (id) DO UPDATE SET n = n + 1;
+    END;
+    """)
+    for table in ("messages", "passages"):
+        _run(db, f"""
+        CREATE TRIGGER vectors_{table}_ad AFTER DELETE ON {table} BEGIN
+            DELETE FROM vectors WHERE kind = '{table}' AND row_id = old.id;
+        END;
+        CREATE TRIGGER vectors_{table}_au AFTER UPDATE OF index_text ON {table}
+            WHEN old.index_text IS NOT new.index_text BEGIN
+            DELETE FROM vectors WHERE kind = '{table}' AND row_id = old.id;
+        END;
+        """)
+
+
+def _m007_passage_history_and_shared_blocks(db: sqlite3.Connection) -> None:
+    """Corrections and scopes. `passage_history` keeps every version of a passage that
+    archival_update replaced or archival_delete removed (never searched; it has `rev` and
+    tombstones like the agent's other history, and names the turn that made the change so
+    /pop can put the passage back, and the turn that first stored it). `shared_blocks` holds the core memory blocks in "user" scope: one
+    row per label for the whole data dir, which every agent whose `blocks` row points at it
+    (`shared_id`) sees and edits; `version` counts its edits."""
+    _run(db, """
+    CREATE TABLE passage_history (
+        id INTEGER PRIMARY KEY,
+        agent_id INTEGER NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+        passage_id INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        tags TEXT NOT NULL DEFAULT '[]',
+        created_at TEXT NOT NULL,
+        superseded_at TEXT NOT NULL,
+        change TEXT NOT NULL,
+        reason TEXT NOT NULL DEFAULT '',
+        turn_id INTEGER,
+        origin_turn_id INTEGER,
+        rev INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX passage_history_agent ON passage_history(agent_id, passage_id);
+    CREATE INDEX passage_history_rev ON passage_history(agent_id, rev);
+    CREATE INDEX passage_history_turn ON passage_history(agent_id, turn_id);
+    CREATE TABLE shared_blocks (
+        id INTEGER PRIMARY KEY,
+        label TEXT NOT NULL UNIQUE,
+        value TEXT NOT NULL,
+        char_limit INTEGER NOT NULL,
+        updated_at TEXT NOT NULL,
+        version INTEGER NOT NULL DEFAULT 0
+    );
+    ALTER TABLE blocks ADD COLUMN shared_id INTEGER;
+    CREATE INDEX blocks_shared ON blocks(shared_id) WHERE shared_id IS NOT NULL;
+    """)
 
 
 def _m006_forget_intents(db: sqlite3.Connection) -> None:
@@ -196,5 +269,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("002_fts_search", _m002_fts),
     ("003_per_agent_history", _m003_per_agent_history),
     ("004_turn_effects", _m004_turn_effects),
+    ("005_vectors", _m005_vectors),
     ("006_forget_intents", _m006_forget_intents),
+    ("007_passage_history_and_shared_blocks", _m007_passage_history_and_shared_blocks),
 ]

@@ -9,12 +9,15 @@ A **unit** is what a user sees in the preview and what changes, nothing more:
   pairing, and the API would refuse the next request) the matching text inside it becomes
   `[forgotten]` instead;
 * passages: a passage whose text or a tag matches is deleted;
-* core memory, summary: a line of a block, or of the running summary, is removed;
+* passage history: an old version of a passage (replaced by `archival_update`, removed by
+  `archival_delete`) whose text or a tag matches is deleted;
+* core memory, summary: a line of a block, or of the running summary, is removed (a block
+  in "user" scope is one row that several agents share: its line goes for all of them);
 * block history: the matching lines of an edit's old and new values are removed.
 
-Each place is an entry of `PLACES`; a table holding more agent text (say, superseded
-passage versions) joins the reach with one line, e.g.
-`RowPlace("passage_history", "passage history", ("text",))`.
+Each place is an entry of `PLACES`; a table holding more agent text joins the reach with
+one line, as `passage_history` does. A base snapshot written before a table existed simply
+has no such units.
 """
 
 from __future__ import annotations
@@ -286,7 +289,7 @@ def _cut_half_matches(sent: str, original: str, matcher: Matcher) -> str:
 
 class RowPlace:
     """Rows deleted whole when one of their text columns matches (JSON columns: any string
-    inside). Passages are one; a table of older passage versions would be another."""
+    inside): passages, and the older versions of passages."""
 
     def __init__(self, table: str, name: str, columns: tuple[str, ...],
                  json_columns: tuple[str, ...] = (), fts_kind: str | None = None):
@@ -294,6 +297,8 @@ class RowPlace:
         self.json_columns, self.fts_kind = json_columns, fts_kind
 
     def find(self, db: sqlite3.Connection, agent_id: int, matcher: Matcher) -> list[Unit]:
+        if not _columns(db, self.table):  # a base snapshot from before the table existed
+            return []
         fn = probe(db, matcher)
         where = " OR ".join(f"{fn}({c})" for c in self.columns)
         units = []
@@ -313,26 +318,42 @@ class RowPlace:
 
 
 class BlockPlace:
-    """Lines of core memory blocks (always current: no revision, no history row)."""
+    """Lines of core memory blocks (always current: no revision, no history row). A block
+    in user scope lives in `shared_blocks`; the agent's row only points at it."""
 
     name = "core memory"
 
     def find(self, db: sqlite3.Connection, agent_id: int, matcher: Matcher) -> list[Unit]:
         units = []
-        for label, value in db.execute("SELECT label, value FROM blocks WHERE agent_id = ? "
-                                       "ORDER BY id", (agent_id,)):
+        for label, value in db.execute(_block_select(db) + "WHERE b.agent_id = ? ORDER BY b.id",
+                                       (agent_id,)):
             left, gone = matcher.drop_lines(value)
             if gone:
                 units.append(Unit(self.name, label, LINES, left, lines=gone))
         return units
 
     def apply(self, w: Writer, units: list[Unit], matcher: Matcher) -> None:
+        shared = "shared_id" in _columns(w.db, "blocks")
         for unit in units:
-            (value,) = w.db.execute("SELECT value FROM blocks WHERE agent_id = ? AND label = ?",
-                                    (w.agent_id, unit.key)).fetchone() or ("",)
-            w.db.execute("UPDATE blocks SET value = ?, updated_at = ? WHERE agent_id = ? AND "
-                         "label = ?", (matcher.drop_lines(value)[0], now_iso(), w.agent_id,
-                                       unit.key))
+            row = w.db.execute(_block_select(w.db) + "WHERE b.agent_id = ? AND b.label = ?",
+                               (w.agent_id, unit.key)).fetchone()
+            value = matcher.drop_lines(row[1] if row else "")[0]
+            sid = w.db.execute("SELECT shared_id FROM blocks WHERE agent_id = ? AND label = ?",
+                               (w.agent_id, unit.key)).fetchone() if shared else None
+            if sid and sid[0] is not None and _columns(w.db, "shared_blocks"):
+                w.db.execute("UPDATE shared_blocks SET value = ?, updated_at = ?, "
+                             "version = version + 1 WHERE id = ?", (value, now_iso(), sid[0]))
+            else:
+                w.db.execute("UPDATE blocks SET value = ?, updated_at = ? WHERE agent_id = ? "
+                             "AND label = ?", (value, now_iso(), w.agent_id, unit.key))
+
+
+def _block_select(db: sqlite3.Connection) -> str:
+    """Each block's label and value, wherever the value lives (see store/sqlite_blocks.py)."""
+    if "shared_id" in _columns(db, "blocks") and _columns(db, "shared_blocks"):
+        return ("SELECT b.label, coalesce(s.value, b.value) FROM blocks b "
+                "LEFT JOIN shared_blocks s ON s.id = b.shared_id ")
+    return "SELECT b.label, b.value FROM blocks b "
 
 
 class SummaryPlace:
@@ -384,6 +405,7 @@ class BlockHistoryPlace:
 PLACES: list[Place] = [
     MessagePlace(),
     RowPlace("passages", "passages", ("text", "tags"), ("tags",), "passages"),
+    RowPlace("passage_history", "passage history", ("text", "tags"), ("tags",)),
     BlockPlace(),
     SummaryPlace(),
     BlockHistoryPlace(),

@@ -34,8 +34,8 @@ BASE_REFRESH_ROWS = 2_000  # a delta with more changed rows than this gets a new
 # Columns holding JSON: decoded in a delta, so that text inside them is plain JSON strings
 # (which a forget can find and scrub) rather than JSON encoded inside a string.
 JSON_COLUMNS = {"agents": ("settings", "state"), "messages": ("content", "context_content"),
-                "passages": ("tags",)}
-HISTORY_TABLES = ("block_history", "messages", "passages")
+                "passages": ("tags",), "passage_history": ("tags",)}
+HISTORY_TABLES = ("block_history", "messages", "passages", "passage_history")
 
 
 def choose_base(store: Store, agent_id: int, folder: Path) -> tuple[Path | None, int]:
@@ -132,13 +132,24 @@ def changes_since(store: Store, agent_id: int, since: int) -> dict[str, Any]:
     """The delta of the agent since revision `since` (-1: everything)."""
     agent = _rows(store, "agents", "id = ?", (agent_id,))[0]
     delta: dict[str, Any] = {"since": since, "rev": agent["rev"], "agent": agent,
-                             "blocks": _rows(store, "blocks", "agent_id = ?", (agent_id,))}
+                             "blocks": _block_rows(store, agent_id)}
     for table in HISTORY_TABLES:
         delta[table] = _rows(store, table, "agent_id = ? AND rev > ?", (agent_id, since))
     delta["tombstones"] = [[r[0], r[1]] for r in store._q(
         "SELECT kind, row_id FROM tombstones WHERE agent_id = ? AND rev > ? ORDER BY rev",
         (agent_id, since))]
     return delta
+
+
+def _block_rows(store: Store, agent_id: int) -> list[dict[str, Any]]:
+    """The agent's blocks as it sees them: a user-scope block with the shared value, marked
+    with its scope (a replay recreates it as a shared block, so requests render alike)."""
+    return [dict(r) for r in store._q(
+        "SELECT b.id, b.agent_id, b.label, coalesce(s.value, b.value) AS value, "
+        "coalesce(s.char_limit, b.char_limit) AS char_limit, b.updated_at, "
+        "CASE WHEN s.id IS NULL THEN 'agent' ELSE 'user' END AS scope FROM blocks b "
+        "LEFT JOIN shared_blocks s ON s.id = b.shared_id WHERE b.agent_id = ? ORDER BY b.id",
+        (agent_id,))]
 
 
 def _rows(store: Store, table: str, where: str, params: tuple) -> list[dict[str, Any]]:
@@ -177,7 +188,11 @@ def apply(store: Store, delta: dict[str, Any]) -> None:
         _upsert(store, "agents", delta["agent"])
         store._db.execute("DELETE FROM blocks WHERE agent_id = ?", (agent_id,))
         for row in delta["blocks"]:
+            row = dict(row)
+            shared = row.pop("scope", "agent") == "user"
             _upsert(store, "blocks", row)
+            if shared:
+                _share(store, agent_id, row)
         # Deletions first: SQLite reuses the highest id after a delete, so a row deleted
         # and a new row with the same id can both be in one delta; the row is the truth.
         for kind, row_id in delta.get("tombstones") or []:
@@ -191,6 +206,12 @@ def apply(store: Store, delta: dict[str, Any]) -> None:
         found = checks.queue_problem(store.context_messages(agent_id))
         if found:
             raise ValueError(found)
+
+
+def _share(store: Store, agent_id: int, row: dict[str, Any]) -> None:
+    """Make the block a user-scope one holding the delta's value."""
+    store.share_block(agent_id, row["label"])
+    store.apply_outside_edit(agent_id, row["label"], clean_value(row["value"]))
 
 
 def _upsert(store: Store, table: str, row: dict[str, Any]) -> None:

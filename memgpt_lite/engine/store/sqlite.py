@@ -3,9 +3,9 @@
 One file per data directory. WAL so a reader never blocks the writer, a busy timeout so two
 processes wait instead of failing, foreign keys so deleting an agent deletes its memory.
 Schema changes are the named, append-only migrations of `migrations.py`, recorded in a
-ledger table. Messages live in `sqlite_recall.py`, passages in `sqlite_archive.py`, each
-agent's full-text indexes in `fts.py`; search runs FTS5 with BM25 on the queries that
-`search.py` builds.
+ledger table. Core memory blocks live in `sqlite_blocks.py`, messages in `sqlite_recall.py`,
+passages in `sqlite_archive.py`, embeddings in `sqlite_vectors.py`, each agent's full-text
+indexes in `fts.py`; search runs FTS5 with BM25 on the queries that `search.py` builds.
 
 Every write to an agent's rows bumps the agent's revision and stamps the rows it changed
 (deleted rows leave a tombstone), so a recording can carry only what changed since a base
@@ -24,14 +24,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from memgpt_lite.engine.records import Block, now_iso
+from memgpt_lite.engine.records import now_iso
 from memgpt_lite.engine.store import fts
-from memgpt_lite.engine.store.base import AgentRow, StoreError
+from memgpt_lite.engine.store.base import AgentRow, AgentWatch, StoreError
 from memgpt_lite.engine.store.migrations import MIGRATIONS
 from memgpt_lite.engine.store.sqlite_archive import ArchiveMixin
+from memgpt_lite.engine.store.sqlite_blocks import BlocksMixin
 from memgpt_lite.engine.store.sqlite_forget import ForgetMixin
 from memgpt_lite.engine.store.sqlite_recall import RecallMixin
 from memgpt_lite.engine.store.sqlite_turns import TurnsMixin
+from memgpt_lite.engine.store.sqlite_vectors import VectorMixin
 from memgpt_lite.engine.text import clean_text, clean_value
 
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -135,7 +137,7 @@ class _Connection(sqlite3.Connection):
             raise self.damage
 
 
-class Store(RecallMixin, ArchiveMixin, TurnsMixin, ForgetMixin):
+class Store(BlocksMixin, RecallMixin, ArchiveMixin, TurnsMixin, VectorMixin, ForgetMixin):
     """All persistent memory in one SQLite file. Every read and write takes an agent id and
     touches only that agent's rows. Methods commit on their own unless called inside
     `transaction()`, whose nested uses join the outermost one. Not safe for concurrent use
@@ -149,6 +151,7 @@ class Store(RecallMixin, ArchiveMixin, TurnsMixin, ForgetMixin):
         self._decoded: dict[int, tuple[list, list | None]] = {}
         self._data_version = -1
         self._open_turns: dict[int, int] = {}
+        self._watches: dict[int, AgentWatch] = {}  # see BlocksMixin.watch
         _prepare_file(self.path)
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
@@ -399,76 +402,14 @@ class Store(RecallMixin, ArchiveMixin, TurnsMixin, ForgetMixin):
             self._update_agent(agent.id, "name", new)
 
     def delete_agent(self, name: str) -> None:
+        """Delete the agent and everything of it; a user-scope block goes only when no other
+        agent uses it."""
         self._decoded.clear()  # message ids can be reused after a delete
         with self.transaction():
             agent = self._require_agent(name)
             fts.drop(self._db, agent.id)
             self._db.execute("DELETE FROM agents WHERE id = ?", (agent.id,))  # cascades
-
-    # ---------------------------------------------------------------- core memory blocks
-
-    def get_blocks(self, agent_id: int) -> list[Block]:
-        rows = self._q(
-            "SELECT label, value, char_limit FROM blocks WHERE agent_id = ? ORDER BY "
-            "CASE label WHEN 'persona' THEN 0 WHEN 'human' THEN 1 ELSE 2 END, id", (agent_id,))
-        return [Block(r[0], r[1], r[2]) for r in rows]
-
-    def get_block(self, agent_id: int, label: str) -> Block | None:
-        rows = self._q("SELECT label, value, char_limit FROM blocks "
-                       "WHERE agent_id = ? AND label = ?", (agent_id, label))
-        return Block(rows[0][0], rows[0][1], rows[0][2]) if rows else None
-
-    def set_block(self, agent_id: int, label: str, value: str, limit: int | None = None,
-                  source: str = "tool") -> Block:
-        """Create or change a block and record the change. Raises ValueError when the value
-        is over the limit: callers (tools, /core edit) check first and explain."""
-        value = clean_text(value)
-        with self.transaction():
-            old = self.get_block(agent_id, label)
-            limit = limit if limit is not None else (old.limit if old else 5000)
-            if len(value) > limit:
-                raise ValueError(f"block {label!r} would be {len(value)} chars, over its "
-                                 f"limit of {limit}")
-            at = now_iso()
-            self._journal(agent_id, "block", label,
-                          None if old is None else {"value": old.value, "limit": old.limit})
-            self._db.execute(
-                "INSERT INTO blocks (agent_id, label, value, char_limit, updated_at) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (agent_id, label) DO UPDATE SET "
-                "value = excluded.value, char_limit = excluded.char_limit, "
-                "updated_at = excluded.updated_at", (agent_id, label, value, limit, at))
-            self._db.execute(
-                "INSERT INTO block_history (agent_id, label, old_value, new_value, source, "
-                "created_at, rev, turn_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (agent_id, label, old.value if old else None, value, source, at,
-                 self._bump(agent_id), self.open_turn(agent_id)))
-        return Block(label, value, limit)
-
-    def restore_blocks(self, agent_id: int, blocks: list[tuple[str, str, int]],
-                       history: list[tuple[str, str | None, str, str, str, int | None]]) -> None:
-        """Blocks (label, value, limit) and their history rows (label, old, new, source,
-        created_at, turn id) exactly as given, without new history: an import, not an
-        edit."""
-        blocks, history = clean_value(blocks), clean_value(history)
-        with self.transaction():
-            rev = self._bump(agent_id)
-            self._db.executemany(
-                "INSERT INTO blocks (agent_id, label, value, char_limit, updated_at) "
-                "VALUES (?, ?, ?, ?, ?)",
-                [(agent_id, label, value, limit, now_iso()) for label, value, limit in blocks])
-            self._db.executemany(
-                "INSERT INTO block_history (agent_id, label, old_value, new_value, source, "
-                "created_at, turn_id, rev) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [(agent_id, *h, rev) for h in history])
-
-    def block_history(self, agent_id: int, label: str | None = None) -> list[dict]:
-        sql = ("SELECT label, old_value, new_value, source, created_at, turn_id "
-               "FROM block_history WHERE agent_id = ?")
-        params: list[Any] = [agent_id]
-        if label is not None:
-            sql += " AND label = ?"
-            params.append(label)
-        return [dict(r) for r in self._q(sql + " ORDER BY id", params)]
+            self.drop_unused_shared_blocks()
 
     # ---------------------------------------------------------------- maintenance
 

@@ -188,23 +188,61 @@ class RecallMixin:
     # ---------------------------------------------------------------- search
 
     def search_messages(self, agent_id: int, query: str, page: int = 1, per_page: int = 5,
-                        start_date: str | None = None, end_date: str | None = None) -> SearchPage:
+                        start_date: str | None = None, end_date: str | None = None, *,
+                        dense: dict[int, float] | None = None,
+                        keyword_weight: float = search.KEYWORD_WEIGHT,
+                        context: bool = True) -> SearchPage:
         """Messages ranked by BM25 over any query term plus a share of their matching
-        neighbours' (`search.with_neighbours`). Dates are YYYY-MM-DD, inclusive."""
+        neighbours' (`search.with_neighbours`); with `dense` ({id: cosine} from the dense
+        side, already date-filtered), fused with it (`search.fuse`). Each hit brings the
+        reply that followed it as `context` (see `replies`). Dates are YYYY-MM-DD, inclusive."""
         page, per_page = max(1, int(page)), max(1, int(per_page))
+        scores = self.keyword_scores(agent_id, query, start_date, end_date)
+        if dense:
+            scores = search.fuse(scores, dense, keyword_weight)
+        if not scores:
+            return SearchPage([], page, 0, 0)
+        ids = search.top_page(scores, page, per_page)
+        # A reply that is a hit of its own on the page is shown there, not twice.
+        reply_of = {i: r for i, r in self._reply_ids(agent_id, ids).items()
+                    if r not in ids} if context else {}
+        rows = self._message_hits([*ids, *set(reply_of.values()) - set(ids)], scores)
+        by_id = {h.id: h for h in rows}
+        hits = [by_id[i] for i in ids]
+        for hit in hits:
+            hit.context = [by_id[reply_of[hit.id]]] if hit.id in reply_of else []
+        return SearchPage(hits, page, math.ceil(len(scores) / per_page), len(scores))
+
+    def keyword_scores(self, agent_id: int, query: str, start_date: str | None = None,
+                       end_date: str | None = None) -> dict[int, float]:
+        """{message id: keyword score} of every candidate of the query (at most RANK_CAP)."""
         where, params = _date_filter(start_date, end_date)
         expr = self._match_expression("messages", agent_id, query)
         if expr is None:
-            return SearchPage([], page, 0, 0)
+            return {}
         name = fts.table("messages", agent_id)
+        # The covering index: positions and dates without reading the (large) message rows.
         rows = self._candidates(name, f"f.rowid, -bm25({name}), m.seq",
-                                "CROSS JOIN messages m ON m.id = f.rowid", where, [expr, *params])
-        id_of = {seq: i for i, _, seq in rows}
-        combined = search.with_neighbours({seq: score for _, score, seq in rows})
-        ids = [id_of[seq] for seq in search.top_page(combined, page, per_page)]
-        score = {id_of[seq]: value for seq, value in combined.items()}
-        return SearchPage(self._message_hits(ids, score), page,
-                          math.ceil(len(rows) / per_page), len(rows))
+                                "CROSS JOIN messages m INDEXED BY messages_search "
+                                "ON m.id = f.rowid", where, [expr, *params])
+        return search.with_neighbours(rows)
+
+    def replies(self, agent_id: int, ids: list[int]) -> dict[int, list[SearchHit]]:
+        """For each message id, the next message with text in the agent's history (its
+        reply: the answer usually follows the question it was asked in), as a hit."""
+        found = self._reply_ids(agent_id, ids)
+        hits = {h.id: h for h in self._message_hits(list(set(found.values())), {})}
+        return {i: [hits[r]] for i, r in found.items()}
+
+    def _reply_ids(self, agent_id: int, ids: list[int]) -> dict[int, int]:
+        if not ids:
+            return {}
+        rows = self._q(
+            "SELECT m.id, (SELECT n.id FROM messages n WHERE n.agent_id = m.agent_id AND "
+            "n.seq > m.seq AND n.index_text != '' ORDER BY n.seq LIMIT 1) FROM messages m "
+            # +agent_id: look the few ids up by key, not by scanning the agent's rows
+            f"WHERE +m.agent_id = ? AND m.id IN ({', '.join('?' * len(ids))})", [agent_id, *ids])
+        return {r[0]: r[1] for r in rows if r[1] is not None}
 
     def _message_hits(self, ids: list[int], score: dict[int, float]) -> list[SearchHit]:
         if not ids:
@@ -214,7 +252,7 @@ class RecallMixin:
             f"({', '.join('?' * len(ids))})", ids)}
         return [SearchHit(i, plain_text(rows[i]["role"], json.loads(rows[i]["content"])),
                           rows[i]["created_at"], role=rows[i]["role"],
-                          turn_id=rows[i]["turn_id"], score=score[i],
+                          turn_id=rows[i]["turn_id"], score=score.get(i, 0.0),
                           status=rows[i]["status"]) for i in ids]
 
     def _match_expression(self, kind: str, agent_id: int, query: str) -> str | None:

@@ -9,8 +9,9 @@ writes). `commit_turn` puts the turn's messages in the queue and drops the journ
 recall marked "interrupted". A turn cut off by a crash is still "open" in the file and is
 undone by the next `Agent.open` (`unfinished_turns`).
 
-Finished turns keep a lighter trace: block history rows and passages name the turn that
-wrote them, so `pop_turns` can put core memory back as it was before those turns.
+Finished turns keep a lighter trace: block history rows, passages and passage history rows
+name the turn that wrote them, so `pop_turns` can put core and archival memory back as they
+were before those turns.
 
 A mixin of `sqlite.Store`: it uses the connection, transactions and revision helpers there.
 """
@@ -21,7 +22,7 @@ import json
 import sqlite3
 from typing import Any
 
-from memgpt_lite.engine.records import Message, PoppedTurns, now_iso
+from memgpt_lite.engine.records import Message, PoppedTurns
 
 OPEN, INTERRUPTED = "open", "interrupted"
 
@@ -108,12 +109,21 @@ class TurnsMixin:
             self._db.execute("DELETE FROM blocks WHERE agent_id = ? AND label = ?",
                              (agent_id, label))
             return
-        self._db.execute("UPDATE blocks SET value = ?, char_limit = ?, updated_at = ? "
-                         "WHERE agent_id = ? AND label = ?",
-                         (before["value"], before["limit"], now_iso(), agent_id, label))
+        block = self._block_now(agent_id, label)  # type: ignore[attr-defined]
+        if block is None or ("after" in before and block.value != before["after"]):
+            return  # another agent sharing the block changed it since: its edit stays
+        self._write_block(agent_id, label, before["value"], before["limit"])  # type: ignore[attr-defined]
 
     def _undo_passage(self, agent_id: int, target: str, before: None) -> None:
         self.delete_passages(agent_id, [int(target)])  # type: ignore[attr-defined]
+
+    def _undo_passage_update(self, agent_id: int, target: str, before: dict) -> None:
+        self._set_passage_text(agent_id, int(target), before["text"], before["created_at"])  # type: ignore[attr-defined]
+        self._drop_passage_versions(agent_id, [before["history_id"]])  # type: ignore[attr-defined]
+
+    def _undo_passage_delete(self, agent_id: int, target: str, before: dict) -> None:
+        self._reinsert_passage(agent_id, before["row"])  # type: ignore[attr-defined]
+        self._drop_passage_versions(agent_id, [before["history_id"]])  # type: ignore[attr-defined]
 
     def _undo_context_content(self, agent_id: int, target: str, before: list | None) -> None:
         self.set_context_content(agent_id, int(target), before)  # type: ignore[attr-defined]
@@ -142,11 +152,13 @@ class TurnsMixin:
         """Delete whole turns from the queue and recall and revert their memory edits, all
         in one transaction: each block a turn edited goes back to its value before the turn
         when it still holds what the turn wrote (else it is left, and named in
-        `blocks_kept`); the passages the turns inserted are deleted."""
+        `blocks_kept`); each passage a turn updated or deleted is put back likewise (see
+        `_revert_passages`); the passages the turns inserted are deleted."""
         popped = PoppedTurns(sorted(turn_ids))
         with self.transaction():
             for turn in sorted(turn_ids, reverse=True):
                 self._revert_blocks(agent_id, turn, popped)
+                self._revert_passages(agent_id, turn, popped)  # type: ignore[attr-defined]
                 ids = [r[0] for r in self._q("SELECT id FROM passages WHERE agent_id = ? AND "  # type: ignore[attr-defined]
                                              "turn_id = ? ORDER BY id", (agent_id, turn))]
                 self.delete_passages(agent_id, ids)  # type: ignore[attr-defined]

@@ -1,5 +1,12 @@
 """Agent export and import: one versioned JSON document holding everything of an agent
-(settings, summary, core memory and its history, every message, every passage)."""
+(settings, summary, core memory and its history, every message, every passage and the
+passages' history).
+
+A block in user scope is exported with `"scope": "user"`: an import joins the data dir's
+user-scope block of that label (created from the exported value when there is none), as
+`agents create --share` would. Passage ids are the data dir's, so an import gives passages
+new ids and points their history at them. Exports without these fields (older ones) import
+as before."""
 
 from __future__ import annotations
 
@@ -23,7 +30,7 @@ def export_agent(store: Any, name: str) -> dict:
         "agent": {"name": agent.name, "model": agent.model, "settings": agent.settings,
                   "summary": agent.summary, "created_at": agent.created_at,
                   "last_used_at": agent.last_used_at, "state": agent.state},
-        "blocks": [{"label": b.label, "value": b.value, "limit": b.limit}
+        "blocks": [{"label": b.label, "value": b.value, "limit": b.limit, "scope": b.scope}
                    for b in store.get_blocks(agent.id)],
         "block_history": store.block_history(agent.id),
         "messages": [{"turn_id": m.turn_id, "role": m.role, "content": m.content,
@@ -31,10 +38,14 @@ def export_agent(store: Any, name: str) -> dict:
                       "in_context": m.in_context, "position": position, "status": m.status}
                      for m, position in zip(store.all_messages(agent.id),
                                             store.message_positions(agent.id))],
-        "passages": [{"text": p.text, "tags": p.tags, "created_at": p.created_at,
+        "passages": [{"id": p.id, "text": p.text, "tags": p.tags, "created_at": p.created_at,
                       "turn_id": turn}
                      for p, turn in zip(store.list_passages(agent.id, limit=None),
                                         store.passage_turns(agent.id))],
+        "passage_history": [{"passage_id": v.passage_id, "text": v.text, "tags": v.tags,
+                             "created_at": v.created_at, "superseded_at": v.superseded_at,
+                             "change": v.change, "reason": v.reason, "turn_id": v.turn_id}
+                            for v in store.passage_versions(agent.id)],
     }
 
 
@@ -74,13 +85,16 @@ def _import(store: Any, doc: dict, name: str | None, messages: list[Message]) ->
                                         for b in doc["blocks"]],
                              [(h["label"], h["old_value"], h["new_value"], h["source"],
                                h["created_at"], h.get("turn_id"))
-                              for h in doc.get("block_history", [])])
+                              for h in doc.get("block_history", [])],
+                             shared=[b["label"] for b in doc["blocks"]
+                                     if b.get("scope") == "user"])
         store.add_messages(agent.id, messages)
         # Positions as exported (a forget leaves gaps): search ranks neighbours by them.
         store.set_message_positions(agent.id, {
             msg.id: int(m["position"]) for msg, m in zip(messages, doc["messages"])
             if "position" in m})
-        for p in doc["passages"]:
-            store.add_passage(agent.id, p["text"], list(p["tags"]), p["created_at"],
-                              turn_id=p.get("turn_id"))
+        new_ids = {p.get("id", -i): store.add_passage(agent.id, p["text"], list(p["tags"]),
+                                                      p["created_at"], turn_id=p.get("turn_id"))
+                   for i, p in enumerate(doc["passages"], 1)}
+        store.restore_passage_versions(agent.id, doc.get("passage_history") or [], new_ids)
     return store.get_agent_by_id(agent.id)

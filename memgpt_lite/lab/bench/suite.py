@@ -26,20 +26,26 @@ from memgpt_lite.lab.bench.stats import machine_info, machine_line
 from memgpt_lite.lab.bench.store import run_store, store_benchmark
 from memgpt_lite.lab.fake_server import FakeAnthropicServer
 
-SECTIONS = 5  # store, engine, tokens, startup, memory: what a progress display counts
+SECTIONS = 6  # store, engine, tokens, startup, memory, recording: what a progress bar counts
 
 
-def run_suite(plan: Plan, progress: Callable[[str], None]) -> dict[str, Any]:
+def run_suite(plan: Plan, progress: Callable[[str], None],
+              embedders: list[str] | None = None) -> dict[str, Any]:
     """Every section, in one run; the report as data (see `render_markdown`, JSON).
-    `progress` hears each step; if it has a `section_done()` method, that is called after
-    each of the SECTIONS sections."""
+    The hybrid section runs when numpy is installed (the embeddings extra). `progress`
+    hears each step; if it has a `section_done()` method, that is called after each of the
+    SECTIONS sections."""
     started, sections = time.perf_counter(), []
+    hybrid = _hybrid_bench(embedders or [], plan, progress)
     with tempfile.TemporaryDirectory(prefix="memgpt-lite-bench-") as tmp, \
             FakeAnthropicServer() as server:
         workdir = Path(tmp)
-        store_section, corpora = _timed_section(lambda: run_store(workdir, plan, progress),
-                                                progress)
+        at_size = hybrid.at_size if hybrid is not None else None
+        store_section, corpora = _timed_section(
+            lambda: run_store(workdir, plan, progress, at_size), progress)
         sections.append(store_section)
+        if hybrid is not None:
+            sections.append(hybrid.finish())
         english = corpora.get("en") or next(iter(corpora.values()))
         sections.append(_timed_section(lambda: run_engine(english, plan, progress), progress))
         for corpus in corpora.values():
@@ -56,6 +62,18 @@ def run_suite(plan: Plan, progress: Callable[[str], None]) -> dict[str, Any]:
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "seconds": round(time.perf_counter() - started, 1), "plan": asdict(plan),
             "machine": machine_info(), "sections": [s.to_dict() for s in sections]}
+
+
+def _hybrid_bench(embedders: list[str], plan: Plan, progress: Callable[[str], None]) -> Any:
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        progress("hybrid search section skipped: numpy is not installed "
+                 "(pip install 'memgpt-lite[embeddings]')")
+        return None
+    from memgpt_lite.lab.bench.hybrid import HybridBench
+
+    return HybridBench(embedders, plan.queries, progress)
 
 
 def _timed_section(run: Callable[[], Any], progress: Any = None) -> Any:
@@ -106,6 +124,10 @@ def suite_parser() -> argparse.ArgumentParser:
     g.add_argument("--runs", type=int, metavar="N", help="subprocess runs per start-up measure")
     g.add_argument("--recording-sizes", type=_sizes, metavar="N,N",
                    help="messages of the agent in the recording-cost section")
+    p.add_argument("--embedder", action="append", metavar="SPEC",
+                   help="hybrid section: an embedder to measure (onnx:FOLDER or http, as "
+                        "MEMGPT_LITE_EMBEDDER; repeatable; the first embeds the timed queries; "
+                        "default: MEMGPT_LITE_EMBEDDER)")
     return p
 
 
@@ -129,7 +151,7 @@ def suite_main(argv: list[str], progress: Any = None) -> int:
     progress = progress or StderrProgress()
     progress(f"memgpt-lite bench: {'quick' if args.quick else 'full'} run on "
              f"{machine_line(machine_info())}")
-    report = run_suite(plan, progress)
+    report = run_suite(plan, progress, _embedders(args.embedder))
     report["command"] = command
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n",
@@ -140,6 +162,18 @@ def suite_main(argv: list[str], progress: Any = None) -> int:
     if misses:
         print(f"\n{len(misses)} target(s) missed: " + "; ".join(misses))
     return 0
+
+
+def _embedders(specs: list[str] | None) -> list[str]:
+    """The embedders to measure, checked now (a bad setting fails before the long run)."""
+    import os
+
+    from memgpt_lite.engine.embeddings import EmbeddingConfig
+
+    specs = [s for s in specs or [os.environ.get("MEMGPT_LITE_EMBEDDER", "")] if s]
+    for spec in specs:
+        EmbeddingConfig.from_env({**os.environ, "MEMGPT_LITE_EMBEDDER": spec}).build()
+    return [s for s in specs if s.strip().lower() != "none"]
 
 
 def store_main(argv: list[str]) -> int:

@@ -1,0 +1,325 @@
+"""Embedders: text in, unit vectors out, for the dense side of recall search.
+
+None is configured by default: search is then keyword-only and nothing here is imported by
+the chat. Two implementations sit behind the `Embedder` protocol:
+
+* `HttpEmbedder`: any OpenAI-compatible `POST …/embeddings` endpoint (Ollama, llama.cpp's
+  server, vLLM, LM Studio, OpenAI, Voyage AI). Standard library only.
+* `OnnxEmbedder`: a sentence-embedding model in ONNX format from a local folder
+  (`model.onnx` + `tokenizer.json`), run in-process by onnxruntime with tokenizers — the
+  optional extra `pip install 'memgpt-lite[embeddings]'`. Loaded on first use, never
+  downloaded here; its thread count is bounded by a setting.
+
+Every failure is an `EmbeddingError` with one sentence; callers fall back to keywords.
+Which embedder is used comes from the environment (`EmbeddingConfig.from_env`): it is a
+property of the machine (a path, a URL, a key), not of the agent, and a key is never stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+MAX_BATCH = 64  # texts per request or per ONNX run: bounded memory, steady progress
+MAX_TEXT_CHARS = 2_000  # models read ~256 tokens; longer texts only cost time
+
+
+class EmbeddingError(Exception):
+    """The embedder cannot embed right now; the message is one sentence for the user."""
+
+
+class Embedder(Protocol):
+    """Text to vectors. `name` identifies the model (stored with every vector, so a switch of
+    model is noticed); `embed` returns one L2-normalised float32 row per text (a numpy array
+    of shape (len(texts), dim)) or raises EmbeddingError."""
+
+    name: str
+
+    def embed(self, texts: list[str], *, query: bool = False) -> Any: ...
+
+
+def normalise_rows(rows: Any) -> Any:
+    """Unit-length float32 rows (zero rows stay zero)."""
+    import numpy as np
+
+    rows = np.asarray(rows, dtype=np.float32)
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return rows / np.where(norms == 0, 1, norms)
+
+
+def _clip(texts: list[str], prefix: str) -> list[str]:
+    return [prefix + (t[:MAX_TEXT_CHARS] or " ") for t in texts]
+
+
+# --------------------------------------------------------------------------- HTTP endpoint
+
+
+class HttpEmbedder:
+    """An OpenAI-compatible embeddings endpoint: `url` is the API base (…/v1) or the full
+    …/embeddings URL. Checks every answer: one vector per text, all of one dimension."""
+
+    def __init__(self, url: str, model: str, *, api_key: str | None = None,
+                 timeout: float = 10.0, query_prefix: str = "", passage_prefix: str = "",
+                 input_type: bool = False):
+        url = url.rstrip("/")
+        self.url = url if url.endswith("/embeddings") else url + "/embeddings"
+        self.model, self.api_key, self.timeout = model, api_key, timeout
+        # Voyage AI (and some local servers) embed queries and documents differently when
+        # told which is which; OpenAI refuses the unknown field, so it is opt-in.
+        self.input_type = input_type
+        self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
+        self.name = f"http:{model}"
+        self.dim: int | None = None
+
+    def embed(self, texts: list[str], *, query: bool = False) -> Any:
+        rows: list[list[float]] = []
+        prefix = self.query_prefix if query else self.passage_prefix
+        for start in range(0, len(texts), MAX_BATCH):
+            rows += self._post(_clip(texts[start:start + MAX_BATCH], prefix), query)
+        return normalise_rows(rows) if rows else _empty()
+
+    def _post(self, batch: list[str], query: bool) -> list[list[float]]:
+        import urllib.error  # here, not at import: urllib costs start-up time
+        import urllib.request
+
+        payload: dict[str, Any] = {"model": self.model, "input": batch}
+        if self.input_type:
+            payload["input_type"] = "query" if query else "document"
+        body = json.dumps(payload).encode("utf-8")
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        request = urllib.request.Request(self.url, body, headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                answer = json.loads(response.read().decode("utf-8"))
+        except urllib.error.HTTPError as exc:
+            raise EmbeddingError(f"The embeddings endpoint {self.url} answered {exc.code} "
+                                 f"({_error_text(exc)}).") from None
+        except (TimeoutError, socket.timeout):
+            raise EmbeddingError(f"The embeddings endpoint {self.url} did not answer within "
+                                 f"{self.timeout:g} s.") from None
+        except (urllib.error.URLError, OSError) as exc:  # refused, reset, DNS
+            reason = getattr(exc, "reason", exc)
+            raise EmbeddingError(f"The embeddings endpoint {self.url} cannot be reached "
+                                 f"({reason}).") from None
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise EmbeddingError(f"The embeddings endpoint {self.url} did not answer "
+                                 "JSON.") from None
+        return self._vectors(answer, len(batch))
+
+    def _vectors(self, answer: Any, count: int) -> list[list[float]]:
+        """The answer's vectors in input order, checked."""
+        data = answer.get("data") if isinstance(answer, dict) else None
+        try:
+            items = sorted(data, key=lambda d: d.get("index", 0))  # type: ignore[arg-type]
+            rows = [[float(x) for x in item["embedding"]] for item in items]
+        except (TypeError, KeyError, ValueError, AttributeError):
+            raise EmbeddingError(f"The embeddings endpoint {self.url} answered without a "
+                                 "list of embeddings (not an OpenAI-compatible answer).") from None
+        if len(rows) != count:
+            raise EmbeddingError(f"The embeddings endpoint {self.url} returned {len(rows)} "
+                                 f"vectors for {count} texts.")
+        dims = {len(r) for r in rows}
+        if len(dims) != 1 or 0 in dims or (self.dim is not None and dims != {self.dim}):
+            seen = ", ".join(str(d) for d in sorted(dims))
+            raise EmbeddingError(f"The embeddings endpoint {self.url} returned vectors of "
+                                 f"{seen} dimensions where {self.dim or 'one size'} was "
+                                 "expected.")
+        self.dim = dims.pop()
+        return rows
+
+
+def _error_text(exc: Any) -> str:
+    try:
+        body = exc.read().decode("utf-8", "replace")
+        detail = json.loads(body).get("error", body)
+        if isinstance(detail, dict):
+            detail = detail.get("message", detail)
+    except (OSError, ValueError, AttributeError):
+        detail = exc.reason
+    return " ".join(str(detail).split())[:160] or str(exc.reason)
+
+
+def _empty() -> Any:
+    import numpy as np
+
+    return np.zeros((0, 0), dtype=np.float32)
+
+
+# --------------------------------------------------------------------------- local ONNX
+
+
+class OnnxEmbedder:
+    """A sentence-embedding model in a local folder: `model.onnx` (or the first *.onnx file)
+    and `tokenizer.json`. Mean pooling over the attention mask (sentence-transformers'
+    default; `pooling="cls"` for models trained on [CLS]), then L2 normalisation.
+    Nothing is loaded until the first `embed`; onnxruntime runs `threads` intra-op threads."""
+
+    def __init__(self, folder: str | Path, *, threads: int = 1, pooling: str = "mean",
+                 max_tokens: int = 256, query_prefix: str = "", passage_prefix: str = ""):
+        self.folder = Path(folder).expanduser()
+        self.threads, self.pooling, self.max_tokens = max(1, threads), pooling, max_tokens
+        self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
+        self.model_file = _onnx_file(self.folder)
+        self.name = f"onnx:{self.folder.name}:{_file_id(self.model_file)}"
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._loading = threading.Lock()  # the indexer thread and a search may both load
+
+    def _load(self) -> None:
+        with self._loading:
+            if self._session is None:
+                self._load_now()
+
+    def _load_now(self) -> None:
+        try:
+            import onnxruntime
+            from tokenizers import Tokenizer
+        except ImportError:
+            raise EmbeddingError("The local embedder needs the embeddings extra: "
+                                 "pip install 'memgpt-lite[embeddings]'.") from None
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = options.inter_op_num_threads = self.threads
+        options.log_severity_level = 3  # warnings about unused initialisers are not ours
+        try:
+            self._session = onnxruntime.InferenceSession(
+                str(self.model_file), options, providers=["CPUExecutionProvider"])
+            tokenizer = Tokenizer.from_file(str(self.folder / "tokenizer.json"))
+        except Exception as exc:  # onnxruntime raises its own, unexported error types
+            raise EmbeddingError(f"The model in {self.folder} cannot be loaded "
+                                 f"({' '.join(str(exc).split())[:160]}).") from None
+        tokenizer.enable_truncation(self.max_tokens)
+        tokenizer.enable_padding(pad_id=tokenizer.token_to_id("[PAD]") or 0)
+        self._tokenizer = tokenizer
+
+    def embed(self, texts: list[str], *, query: bool = False) -> Any:
+        import numpy as np
+
+        if self._session is None:
+            self._load()
+        prefix = self.query_prefix if query else self.passage_prefix
+        parts = [self._run(_clip(texts[i:i + MAX_BATCH], prefix))
+                 for i in range(0, len(texts), MAX_BATCH)]
+        return normalise_rows(np.concatenate(parts)) if parts else _empty()
+
+    def _run(self, batch: list[str]) -> Any:
+        import numpy as np
+
+        encoded = self._tokenizer.encode_batch(batch)
+        ids = np.array([e.ids for e in encoded], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask,
+                 "token_type_ids": np.zeros_like(ids)}
+        wanted = {i.name for i in self._session.get_inputs()}
+        try:
+            hidden = self._session.run(None, {k: v for k, v in feeds.items() if k in wanted})[0]
+        except Exception as exc:  # onnxruntime's own error types
+            raise EmbeddingError(f"The model in {self.folder} failed to run "
+                                 f"({' '.join(str(exc).split())[:160]}).") from None
+        if self.pooling == "cls":
+            return hidden[:, 0]
+        weights = mask[:, :, None].astype(np.float32)
+        return (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+
+
+def _onnx_file(folder: Path) -> Path:
+    if not (folder / "tokenizer.json").is_file():
+        raise EmbeddingError(f"{folder} holds no tokenizer.json; give the folder of an ONNX "
+                             "sentence-embedding model (see the README's Hybrid search).")
+    candidates = [folder / "model.onnx"] + sorted(folder.glob("*.onnx"))
+    for path in candidates:
+        if path.is_file():
+            return path
+    raise EmbeddingError(f"{folder} holds no .onnx model file.")
+
+
+def _file_id(path: Path) -> str:
+    """A short digest of the model file's size and first megabyte: two different models in
+    folders of the same name must not share vectors."""
+    digest = hashlib.sha256(str(path.stat().st_size).encode())
+    with open(path, "rb") as f:
+        digest.update(f.read(1 << 20))
+    return digest.hexdigest()[:10]
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+@dataclass
+class EmbeddingConfig:
+    """Which embedder to use, from the environment (see the README's Hybrid search)."""
+
+    kind: str = "none"  # none | onnx | http
+    path: str = ""
+    url: str = ""
+    model: str = ""
+    api_key: str | None = None
+    timeout: float = 10.0
+    threads: int = 1
+    query_prefix: str = ""
+    passage_prefix: str = ""
+    input_type: bool = False
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> EmbeddingConfig:
+        env = dict(os.environ if env is None else env)
+        spec = env.get("MEMGPT_LITE_EMBEDDER", "").strip()
+        kind, _, path = spec.partition(":")
+        kind = kind.lower() or "none"
+        if kind not in ("none", "onnx", "http"):
+            raise EmbeddingError(f"MEMGPT_LITE_EMBEDDER must be onnx:FOLDER, http or none, "
+                                 f"got {spec!r}.")
+        return cls(kind, path, env.get("MEMGPT_LITE_EMBEDDINGS_URL", ""),
+                   env.get("MEMGPT_LITE_EMBEDDINGS_MODEL", ""),
+                   env.get("MEMGPT_LITE_EMBEDDINGS_KEY") or None,
+                   _number(env, "MEMGPT_LITE_EMBEDDINGS_TIMEOUT", 10.0),
+                   int(_number(env, "MEMGPT_LITE_EMBED_THREADS", 1)),
+                   env.get("MEMGPT_LITE_EMBED_QUERY_PREFIX", ""),
+                   env.get("MEMGPT_LITE_EMBED_PASSAGE_PREFIX", ""),
+                   env.get("MEMGPT_LITE_EMBEDDINGS_INPUT_TYPE", "").lower() in ("1", "yes", "true"))
+
+    def build(self) -> Embedder | None:
+        """The configured embedder (not loaded yet), or None for keyword-only search."""
+        if self.kind != "none":
+            _require_numpy()
+        prefixes = {"query_prefix": self.query_prefix, "passage_prefix": self.passage_prefix}
+        if self.kind == "onnx":
+            if not self.path:
+                raise EmbeddingError("MEMGPT_LITE_EMBEDDER=onnx:FOLDER needs the model's folder.")
+            return OnnxEmbedder(self.path, threads=self.threads, **prefixes)
+        if self.kind == "http":
+            if not (self.url and self.model):
+                raise EmbeddingError("MEMGPT_LITE_EMBEDDER=http needs MEMGPT_LITE_EMBEDDINGS_URL "
+                                     "and MEMGPT_LITE_EMBEDDINGS_MODEL.")
+            return HttpEmbedder(self.url, self.model, api_key=self.api_key,
+                                timeout=self.timeout, input_type=self.input_type, **prefixes)
+        return None
+
+
+def _require_numpy() -> None:
+    """The dense side scans vectors with numpy (the embeddings extra brings it)."""
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        raise EmbeddingError("Hybrid search needs numpy: pip install 'memgpt-lite[embeddings]' "
+                             "(or pip install numpy for an endpoint).") from None
+
+
+def _number(env: dict[str, str], name: str, default: float) -> float:
+    text = env.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise EmbeddingError(f"{name} must be a number, got {text!r}.") from None
+    if value <= 0:
+        raise EmbeddingError(f"{name} must be positive, got {text!r}.")
+    return value

@@ -1,0 +1,137 @@
+"""Embedding stored text: in the background after each turn, and as a backfill.
+
+`attach_embedder(agent, embedder)` turns on hybrid search for an agent: its memory tools get
+a `DenseRecall`, and a `BackgroundIndexer` thread embeds every message and passage stored
+from then on, woken after each committed turn (never before the reply: the turn is already
+in the store), in batches, through a store connection of its own. Rows stored before (or by
+a session without an embedder) are embedded by `index_agent`, which `memgpt-lite index`
+runs with a progress bar; until then keyword search still finds them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from memgpt_lite.engine.dense import DenseRecall
+from memgpt_lite.engine.embeddings import Embedder, EmbeddingError
+from memgpt_lite.engine.store.sqlite_vectors import KINDS
+
+BATCH = 32  # rows per embedding call: a turn's messages in one or two calls
+
+
+class BackgroundIndexer:
+    """Embeds the agent's rows stored after `start()` in a daemon thread. A failure rests
+    the dense side (one notice, at the next search; no call while it rests) and the rows
+    wait for a later wake."""
+
+    def __init__(self, db_path: Path, agent_id: int, dense: DenseRecall,
+                 open_store: Callable[[Path], Any] | None = None):
+        self.db_path, self.agent_id, self.dense = db_path, agent_id, dense
+        self._open_store = open_store
+        self._wake, self._stop = threading.Event(), threading.Event()
+        self._idle, self._closing = threading.Event(), threading.Event()
+        self.floor: dict[str, int] = {}
+        self.embedded = 0
+        self.thread = threading.Thread(target=self._run, name="memgpt-lite-indexer", daemon=True)
+
+    def start(self, store: Any) -> BackgroundIndexer:
+        """Remember where the agent's rows end now (older rows are the backfill's), start."""
+        for kind in KINDS:
+            self.floor[kind] = store._q(f"SELECT coalesce(max(id), 0) FROM {kind} "
+                                        "WHERE agent_id = ?", (self.agent_id,))[0][0]
+        self.thread.start()
+        return self
+
+    def wake(self, turn_id: int | None = None) -> None:
+        self._idle.clear()
+        self._wake.set()
+
+    def wait_idle(self, timeout: float = 30.0) -> bool:
+        """Block until everything woken for is embedded (tests, `eval`); True if it was."""
+        return self._idle.wait(timeout)
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Embed what the session added (for up to `timeout` seconds), then stop; what is
+        left waits for `memgpt-lite index`."""
+        self._closing.set()
+        self._wake.set()
+        if self.thread.is_alive():
+            self.thread.join(timeout)
+        self._stop.set()
+        if self.thread.is_alive():
+            self.thread.join(2.0)
+
+    def _run(self) -> None:
+        from memgpt_lite.engine.store import Store
+
+        store = (self._open_store or Store)(self.db_path)
+        try:
+            while not (self._stop.is_set() or self._closing.is_set()):
+                self._wake.wait()
+                self._wake.clear()
+                if not self._stop.is_set():
+                    self._drain(store)
+                if not self._wake.is_set():
+                    self._idle.set()
+        finally:
+            store.close()
+
+    def _drain(self, store: Any) -> None:
+        """Embed what is new; rows left over (a failure, a rest) wait for the next wake."""
+        embedder = self.dense.embedder
+        if self.dense.resting():
+            return
+        for kind in KINDS:
+            while not self._stop.is_set():
+                rows = store.texts_to_embed(self.agent_id, kind, embedder.name, limit=BATCH,
+                                            after_id=self.floor[kind])
+                if not rows:
+                    break
+                try:
+                    vectors = embedder.embed([text for _, text in rows])
+                except EmbeddingError as exc:
+                    self.dense.failed(str(exc))
+                    return
+                self.embedded += store.put_vectors(self.agent_id, kind, embedder.name,
+                                                   [i for i, _ in rows], vectors)
+                self.floor[kind] = rows[-1][0]
+
+
+def attach_embedder(agent: Any, embedder: Embedder, *,
+                    keyword_weight: float | None = None) -> BackgroundIndexer:
+    """Hybrid search for `agent` from now on; returns the started indexer (close it when
+    the session ends)."""
+    options = {} if keyword_weight is None else {"keyword_weight": keyword_weight}
+    dense = DenseRecall(agent.store, agent.id, embedder, **options)
+    agent.tools.dense = dense
+    indexer = BackgroundIndexer(agent.store.path, agent.id, dense).start(agent.store)
+    agent.after_commit.append(indexer.wake)
+    return indexer
+
+
+def index_agent(store: Any, agent_id: int, embedder: Embedder, *,
+                progress: Callable[[int, int], None] | None = None,
+                batch: int = BATCH) -> int:
+    """Embed every row of the agent lacking a vector of the embedder's model (vectors of
+    other models are dropped first: a switch of model re-indexes). Returns how many rows
+    were embedded; raises EmbeddingError when the embedder fails (what is done stays)."""
+    store.delete_vectors(agent_id, except_model=embedder.name)
+    counts = store.vector_counts(agent_id, embedder.name)
+    total = sum(c["missing"] for c in counts.values())
+    done = 0
+    if progress:
+        progress(done, total)
+    for kind in KINDS:
+        after = 0
+        while rows := store.texts_to_embed(agent_id, kind, embedder.name, limit=batch,
+                                           after_id=after):
+            vectors = embedder.embed([text for _, text in rows])
+            done += store.put_vectors(agent_id, kind, embedder.name, [i for i, _ in rows],
+                                      vectors)
+            after = rows[-1][0]
+            if progress:
+                progress(done, total)
+    return done

@@ -1,0 +1,106 @@
+"""Hybrid search at the command line: `memgpt-lite index`, the doctor's vector line, and the
+chat's embedder (set up only when MEMGPT_LITE_EMBEDDER is set, so that a chat without
+embeddings imports nothing of this)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Console
+
+from memgpt_lite.terminal.exit_codes import EXIT_OK, UserError
+
+
+def configured_embedder(spec: str | None = None) -> Any:
+    """The embedder of `spec` (as MEMGPT_LITE_EMBEDDER: onnx:FOLDER, http or none) with the
+    other settings from the environment; None for keyword-only search."""
+    from memgpt_lite.engine.embeddings import EmbeddingConfig, EmbeddingError
+
+    env = dict(os.environ)
+    if spec:
+        env["MEMGPT_LITE_EMBEDDER"] = spec
+    try:
+        return EmbeddingConfig.from_env(env).build()
+    except EmbeddingError as exc:
+        raise UserError(str(exc)) from None
+
+
+def chat_embedder(agent: Any) -> Any:
+    """Hybrid search for a chat when MEMGPT_LITE_EMBEDDER is set: returns the background
+    indexer to close at the end of the session, or None."""
+    if os.environ.get("MEMGPT_LITE_EMBEDDER", "none").strip().lower() in ("", "none"):
+        return None
+    from memgpt_lite.engine.indexer import attach_embedder
+
+    return attach_embedder(agent, configured_embedder())
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    """`memgpt-lite index [--agent NAME] [--embedder SPEC]`: embed every message and passage
+    lacking a vector of the configured model, with a progress bar."""
+    from memgpt_lite.engine.config import db_path
+    from memgpt_lite.engine.embeddings import EmbeddingError
+    from memgpt_lite.engine.indexer import index_agent
+    from memgpt_lite.engine.store import Store
+
+    embedder = configured_embedder(args.embedder)
+    if embedder is None:
+        raise UserError("No embedder is configured: set MEMGPT_LITE_EMBEDDER (onnx:FOLDER or "
+                        "http; see the README's Hybrid search) or pass --embedder.")
+    console = Console(highlight=False)
+    with Store(db_path()) as store:
+        agents = [a for a in store.list_agents() if args.agent in (None, a.name)]
+        if args.agent and not agents:
+            raise UserError(f"There is no agent named {args.agent!r}.")
+        for agent in agents:
+            try:
+                done = _index_one(console, store, agent, embedder, index_agent)
+            except EmbeddingError as exc:
+                raise UserError(f"Indexing agent {agent.name!r} stopped: {exc} What was "
+                                "embedded is kept; run `memgpt-lite index` again.") from None
+            console.print(f"agent {agent.name!r}: {done:,} rows embedded with {embedder.name}",
+                          markup=False)
+    return EXIT_OK
+
+
+def _index_one(console: Console, store: Any, agent: Any, embedder: Any,
+               index_agent: Callable[..., int]) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    columns = ("{task.description}", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task(f"indexing {agent.name}", total=None)
+
+        def show(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        return index_agent(store, agent.id, embedder, progress=show)
+
+
+def doctor_vectors(store: Any, ok: Callable[[str], None], warn: Callable[[str], None]) -> None:
+    """One line per agent: how many rows lack a vector of the configured model (nothing
+    when no embedder is configured and no agent has vectors)."""
+    embedder = None
+    try:
+        embedder = configured_embedder()
+    except UserError as exc:
+        warn(f"hybrid search: {exc}")
+    model = getattr(embedder, "name", None)
+    for agent in store.list_agents():
+        if model is None and not store.vector_models(agent.id):
+            continue
+        counts = store.vector_counts(agent.id, model)
+        missing = {k: c["missing"] for k, c in counts.items()}
+        what = (f"{missing['messages']:,} of {counts['messages']['rows']:,} messages and "
+                f"{missing['passages']:,} of {counts['passages']['rows']:,} passages")
+        if model is None:
+            warn(f"agent {agent.name!r} has vectors but no embedder is configured "
+                 "(MEMGPT_LITE_EMBEDDER): search uses keywords only")
+        elif any(missing.values()):
+            warn(f"agent {agent.name!r}: {what} lack vectors of {model} (keyword search "
+                 "still finds them); run `memgpt-lite index`")
+        else:
+            ok(f"agent {agent.name!r}: every message and passage has a vector of {model}")

@@ -1,0 +1,161 @@
+"""Embedders: the OpenAI-compatible HTTP client against a local fake endpoint with faults,
+and the local ONNX embedder's real loading code on a tiny model and tokenizer made here."""
+
+from __future__ import annotations
+
+import pytest
+
+from memgpt_lite.engine.embeddings import (
+    EmbeddingConfig,
+    EmbeddingError,
+    HttpEmbedder,
+    OnnxEmbedder,
+)
+from memgpt_lite.lab.fake_embeddings import FakeEmbeddingsServer
+
+np = pytest.importorskip("numpy")
+
+
+@pytest.fixture
+def server():
+    with FakeEmbeddingsServer(delay=2.0) as fake:
+        yield fake
+
+
+def test_http_embedder_returns_unit_rows_in_input_order_across_batches(server):
+    emb = HttpEmbedder(server.url, "m", api_key="k-123", query_prefix="query: ")
+    texts = [f"text number {i}" for i in range(70)]  # two requests (64 + 6)
+    rows = emb.embed(texts)
+    assert rows.shape == (70, 64)
+    assert np.allclose(np.linalg.norm(rows, axis=1), 1.0, atol=1e-5)
+    expected = np.asarray(server.embedder.vector("text number 69"), dtype=np.float32)
+    assert np.allclose(rows[69], expected / np.linalg.norm(expected), atol=1e-6)
+    assert [len(r["input"]) for r in server.requests] == [64, 6]
+    assert server.requests[0]["authorization"] == "Bearer k-123"
+    assert "input_type" not in server.requests[0]  # OpenAI refuses unknown fields
+    emb.embed(["where"], query=True)
+    assert server.requests[-1]["input"] == ["query: where"]
+
+
+def test_http_embedder_tells_query_from_document_when_asked(server):
+    emb = HttpEmbedder(server.url + "/embeddings", "voyage-3", input_type=True)
+    emb.embed(["a"], query=True)
+    emb.embed(["b"])
+    assert [r["input_type"] for r in server.requests] == ["query", "document"]
+
+
+@pytest.mark.parametrize("fault, words", [
+    ("timeout", "did not answer within 0.5 s"),
+    (400, "answered 400 (fake failure 400)"),
+    (500, "answered 500"),
+    ("count", "returned 1 vectors for 2 texts"),
+    ("garbage", "did not answer JSON"),
+])
+def test_every_http_fault_is_one_sentence(server, fault, words):
+    server.faults.append(fault)
+    emb = HttpEmbedder(server.url, "m", timeout=0.5)
+    with pytest.raises(EmbeddingError) as err:
+        emb.embed(["one", "two"])
+    assert words in str(err.value)
+    assert str(err.value).count(". ") == 0 and str(err.value).endswith(".")
+
+
+def test_a_change_of_dimensions_is_refused(server):
+    emb = HttpEmbedder(server.url, "m")
+    emb.embed(["first"])
+    server.faults.append("dims")
+    with pytest.raises(EmbeddingError, match="65 dimensions where 64 was expected"):
+        emb.embed(["second"])
+
+
+def test_an_unreachable_endpoint_is_one_sentence():
+    emb = HttpEmbedder("http://127.0.0.1:9/v1", "m", timeout=2)
+    with pytest.raises(EmbeddingError, match="cannot be reached"):
+        emb.embed(["x"])
+
+
+def test_configuration_comes_from_the_environment(tmp_path):
+    assert EmbeddingConfig.from_env({}).build() is None
+    http = EmbeddingConfig.from_env({"MEMGPT_LITE_EMBEDDER": "http",
+                                     "MEMGPT_LITE_EMBEDDINGS_URL": "http://127.0.0.1:1/v1",
+                                     "MEMGPT_LITE_EMBEDDINGS_MODEL": "nomic",
+                                     "MEMGPT_LITE_EMBEDDINGS_TIMEOUT": "3"}).build()
+    assert isinstance(http, HttpEmbedder) and http.timeout == 3 and http.name == "http:nomic"
+    for env, words in [({"MEMGPT_LITE_EMBEDDER": "magic"}, "must be onnx:FOLDER"),
+                       ({"MEMGPT_LITE_EMBEDDER": "http"}, "needs MEMGPT_LITE_EMBEDDINGS_URL"),
+                       ({"MEMGPT_LITE_EMBEDDER": "onnx:"}, "needs the model's folder"),
+                       ({"MEMGPT_LITE_EMBEDDER": f"onnx:{tmp_path}"}, "holds no tokenizer.json"),
+                       ({"MEMGPT_LITE_EMBED_THREADS": "-2"}, "must be positive")]:
+        with pytest.raises(EmbeddingError, match=words):
+            EmbeddingConfig.from_env(env).build()
+
+
+# --------------------------------------------------------------------------- local ONNX model
+
+VOCAB = ["[PAD]", "[UNK]", "dog", "puppy", "car", "truck", "the", "a"]
+
+
+def make_model(folder, *, dim: int = 4) -> None:
+    """A real ONNX model (an embedding table looked up by token id, i.e. a static embedding
+    model) and a real tokenizer.json, in the layout of a sentence-transformers export."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    table = np.zeros((len(VOCAB), dim), dtype=np.float32)
+    table[2, 0] = table[3, 0] = 1  # dog and puppy mean the same
+    table[4, 1] = table[5, 1] = 1  # so do car and truck
+    table[6, 2] = table[7, 2] = 0.1
+    table[1, 3] = 1
+    node = helper.make_node("Gather", ["table", "input_ids"], ["last_hidden_state"])
+    graph = helper.make_graph(
+        [node], "tiny",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["b", "s"]),
+         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["b", "s"])],
+        [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["b", "s", dim])],
+        [numpy_helper.from_array(table, "table")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    folder.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(folder / "model.onnx"))
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(VOCAB)}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(folder / "tokenizer.json"))
+
+
+def test_onnx_embedder_loads_a_local_model_and_pools_only_real_tokens(tmp_path):
+    pytest.importorskip("onnxruntime")
+    make_model(tmp_path / "tiny")
+    emb = OnnxEmbedder(tmp_path / "tiny", threads=2)
+    assert emb._session is None  # nothing loaded until the first embedding
+    rows = emb.embed(["the dog", "a puppy", "the truck", "dog " * 50])
+    assert rows.shape == (4, 4)
+    assert rows[0] @ rows[1] > 0.99 and rows[0] @ rows[2] < 0.1
+    alone = emb.embed(["the dog"])[0]
+    assert np.allclose(alone, rows[0], atol=1e-6)  # padding beside a long text changes nothing
+    assert emb._session.get_session_options().intra_op_num_threads == 2
+    assert emb.name.startswith("onnx:tiny:")
+
+
+def test_two_models_in_folders_of_one_name_have_different_names(tmp_path):
+    pytest.importorskip("onnxruntime")
+    make_model(tmp_path / "a" / "model")
+    make_model(tmp_path / "b" / "model", dim=5)
+    assert OnnxEmbedder(tmp_path / "a" / "model").name != OnnxEmbedder(tmp_path / "b" / "model").name
+
+
+def test_a_broken_model_file_is_one_sentence(tmp_path):
+    pytest.importorskip("onnxruntime")
+    make_model(tmp_path / "m")
+    (tmp_path / "m" / "model.onnx").write_bytes(b"not a model")
+    with pytest.raises(EmbeddingError, match="cannot be loaded"):
+        OnnxEmbedder(tmp_path / "m").embed(["dog"])
+
+
+def test_an_embedder_without_numpy_is_one_sentence(monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "numpy", None)  # makes `import numpy` fail
+    env = {"MEMGPT_LITE_EMBEDDER": "http", "MEMGPT_LITE_EMBEDDINGS_URL": "http://127.0.0.1:1",
+           "MEMGPT_LITE_EMBEDDINGS_MODEL": "m"}
+    with pytest.raises(EmbeddingError, match="needs numpy: pip install"):
+        EmbeddingConfig.from_env(env).build()
+    assert EmbeddingConfig.from_env({}).build() is None  # keyword-only needs nothing

@@ -143,7 +143,8 @@ def test_unknown_command_gets_a_one_line_hint(chat_factory):
 def test_help_lists_every_command(chat_factory):
     out = chat_factory([]).run("/help")
     for command in ("/core", "/core edit LABEL", "/search QUERY", "/archival [QUERY]", "/context",
-                    "/tokens", "/pop [N]", "/retry", "/agents", "/forget QUERY", "/exit"):
+                    "/tokens", "/pop [N]", "/retry", "/agents",
+                    "/forget [--any|--regex] [--dry-run] QUERY", "/exit"):
         assert command in out
     assert "multi-line paste" in out and "\\" in out
 
@@ -284,7 +285,7 @@ def test_core_edit_with_a_missing_editor_says_so(chat_factory, monkeypatch):
         "set $VISUAL or $EDITOR")
 
 
-def test_forget_shows_matches_and_deletes_after_confirmation(chat_factory):
+def test_forget_shows_every_unit_and_forgets_after_confirmation(chat_factory):
     answers = iter([False, True])
     chat = chat_factory([
         text_response("Noted."),
@@ -293,17 +294,36 @@ def test_forget_shows_matches_and_deletes_after_confirmation(chat_factory):
         text_response("Sure."),
     ], confirm=lambda q: next(answers))
     chat.run("my wifi password is tulip-42", "store the wifi password", "unrelated chat")
-    out = chat.run("/forget tulip")
-    assert "message(s) in turn(s) 1" in out and "passage #1: The wifi password is tulip-42." in out
-    assert out.endswith("nothing deleted")
-    out = chat.run("/forget tulip")
-    assert ("Deleted 2 message(s) of turn(s) 1 and 1 passage(s); scrubbed 0 recording file(s) "
-            "and the input history.") in " ".join(out.split())
+    out = chat.run("/forget tulip-42")
+    assert "Forgetting 'tulip-42' in agent 'default' changes:" in out
+    assert "message #1 · turn 1 · user · redact: my wifi password is tulip-42" in out
+    assert "passage #1 · delete: The wifi password is tulip-42." in out
+    assert out.endswith("nothing forgotten")
+    out = " ".join(chat.run("/forget tulip-42").split())
+    assert ("Forgot 'tulip-42' in agent 'default': 2 messages redacted in the queue, 1 passage "
+            "deleted; 0 recording files scrubbed, 0 input history lines removed.") in out
     agent_id = chat.agent.id
     assert chat.store.search_messages(agent_id, "tulip").total == 0
     assert chat.store.search_passages(agent_id, "tulip").total == 0
-    assert {m.turn_id for m in chat.store.context_messages(agent_id)} == {2, 3}
+    # nothing else changed: the turns stay in the queue, the match became the marker
+    queue = chat.store.context_messages(agent_id)
+    assert {m.turn_id for m in queue} == {1, 2, 3}
+    assert queue[0].content == [{"type": "text", "text": "my wifi password is [forgotten]"}]
     assert_store_consistent(chat.store)
+    assert "Nothing matches 'tulip-42'" in chat.run("/forget tulip-42")
+
+
+def test_forget_flags_in_the_chat(chat_factory):
+    chat = chat_factory([text_response("Noted."), text_response("ok")], confirm=lambda q: True)
+    chat.run("my dog Rex and my cat Luna", "the weather is fine")
+    out = chat.run("/forget --any --dry-run luna rex")
+    assert "any word of 'luna rex'" in out and "message #1" in out
+    assert chat.store.search_messages(chat.agent.id, "luna").total == 1  # a dry run
+    assert "not a valid regular expression" in chat.run("/forget --regex (")
+    assert chat.run("/forget --any").endswith("usage: /forget [--any|--regex] [--dry-run] QUERY")
+    chat.run("/forget --regex r[e]x")
+    assert chat.store.search_messages(chat.agent.id, "rex").total == 0
+    assert chat.store.search_messages(chat.agent.id, "luna").total == 1
 
 
 def test_forget_in_piped_mode_refuses_without_confirmation(chat_factory):
@@ -437,14 +457,24 @@ def test_recorded_session_splits_after_pop_and_every_part_replays_strictly(chat_
 
 
 def test_secrets_typed_at_the_prompt_never_reach_the_history_file(tmp_path):
+    from memgpt_lite.engine.input_history import InputHistory
     from memgpt_lite.terminal.user_input import LineReader
 
-    reader = LineReader(tmp_path / "history")
+    history = InputHistory(tmp_path)
+    reader = LineReader(history)
     key = "sk-ant-api03-" + "A1b2C3d4E5f6G7h8I9j0" * 3
-    reader.readline.clear_history()
-    reader.readline.add_history("hello")
-    reader.readline.add_history(f"my key is {key}")  # what input() adds as the user types
-    reader._redact_history(1)
-    reader.save()
-    text = (tmp_path / "history").read_text()
+    reader._remember("hello")
+    reader._remember(f"my key is {key}")
+    # a private key pasted without bracketed paste: its lines arrive as one message...
+    reader._remember("-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n"
+                     "-----END PRIVATE KEY-----")
+    # ...or, typed slowly, as several
+    for part in ("-----BEGIN RSA PRIVATE KEY-----", "MIIEowIBAAKCAQEAexampleexample",
+                 "cXVpdGUgYSBsb25nIGtleSBib2R5", "-----END RSA PRIVATE KEY-----", "thanks!"):
+        reader._remember(part)
+    text = (tmp_path / "chat_history").read_text()
     assert key not in text and "hello" in text and "[redacted" in text
+    assert "MIIE" not in text and "cXVpdGUg" not in text and text.endswith("thanks!\n")
+    in_memory = [reader.readline.get_history_item(i)
+                 for i in range(1, reader.readline.get_current_history_length() + 1)]
+    assert in_memory == history.lines()

@@ -189,7 +189,7 @@ def test_export_delete_import_round_trips_every_table(tmp_path, capsys, monkeypa
     recordings = list(config.recordings_dir().rglob("*.jsonl"))
     assert len(recordings) == 1
     assert cli.main(["agents", "delete", "default", "--yes"]) == 0
-    assert "(1 recording file(s))" in capsys.readouterr().out
+    assert "removed 1 recording file(s), 0 base snapshot(s), the folder" in capsys.readouterr().out
     assert not recordings[0].exists()
     with Store(config.db_path()) as store:
         assert store.get_agent("default") is None
@@ -236,20 +236,25 @@ def test_export_refuses_when_a_message_holds_the_api_key(tmp_path, capsys, monke
 # --------------------------------------------------------------------------- forget, doctor
 
 
-def test_forget_deletes_turns_passages_and_scrubs_recordings(capsys):
+def test_forget_changes_exactly_the_previewed_units_and_scrubs_recordings(capsys):
     make_agent(recorded=True)
     (recording,) = config.recordings_dir().rglob("*.jsonl")
     assert "tulip-42" in recording.read_text()
     history = config.data_dir() / "chat_history"
     history.write_text("I'm Ada; my wifi password is tulip-42\n/core\nWhat is Hexo?\n"
                        "/search TULIP\n")
+    assert cli.main(["forget", "tulip", "--dry-run"]) == 0
+    preview = capsys.readouterr().out
+    assert "message #1 · turn 1 · user · redact: I'm Ada; my wifi password is tulip-42" in preview
+    assert "passage #1 · delete: Ada's wifi password is tulip-42. · home" in preview
+    assert "input history · remove line: /search TULIP" in preview
+    assert "tulip-42" in recording.read_text()  # a dry run changes nothing
     assert cli.main(["forget", "tulip", "--yes"]) == 0
     out = capsys.readouterr().out
-    assert "message #1 turn 1 user: I'm Ada; my wifi password is tulip-42" in out
-    assert "passage #1: Ada's wifi password is tulip-42." in out
-    assert ("Deleted 4 message(s) of turn(s) 1 and 1 passage(s); scrubbed 1 recording file(s) "
-            "and the input history.") in out
-    assert "tulip-42" not in recording.read_text()
+    assert out.startswith(preview)  # the preview, then exactly that is done
+    assert ("Forgot 'tulip' in agent 'default': 2 messages redacted in the queue, 1 passage "
+            "deleted; 1 recording file scrubbed, 2 input history lines removed.") in out
+    assert "tulip" not in recording.read_text().lower()
     assert history.read_text() == "/core\nWhat is Hexo?\n"
     for line in recording.read_text().splitlines():
         json.loads(line)
@@ -257,9 +262,26 @@ def test_forget_deletes_turns_passages_and_scrubs_recordings(capsys):
         row = store.get_agent("default")
         assert store.search_messages(row.id, "tulip").total == 0
         assert store.search_passages(row.id, "tulip").total == 0
-        assert [m.turn_id for m in store.context_messages(row.id)] == [2, 2]
+        assert [m.turn_id for m in store.context_messages(row.id)] == [1, 1, 1, 1, 2, 2]
     assert cli.main(["forget", "tulip", "--yes"]) == 0
-    assert "Nothing matches 'tulip'." in capsys.readouterr().out
+    assert "Nothing matches 'tulip' in agent 'default'." in capsys.readouterr().out
+
+
+def test_forget_json_and_flags(capsys):
+    make_agent()
+    assert cli.main(["forget", "--any", "hexo", "tulip-42", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["result"] is None  # --json without --yes only previews
+    assert doc["plan"]["mode"] == "any" and doc["plan"]["counts"]["messages"] == 4
+    assert {u["place"] for u in doc["plan"]["units"]} == {"messages", "passages", "summary"}
+    assert cli.main(["forget", "--regex", "hex[o]", "--json", "--yes"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["result"]["changed"] == {"messages redact": 2, "summary remove lines": 1}
+    assert cli.main(["forget", "--regex", "(", "--yes"]) == 2
+    assert "is not a valid regular expression" in capsys.readouterr().err
+    assert cli.main(["forget", "--any", "--regex", "x", "--yes"]) == 2
+    assert cli.main(["forget", "4111 1111 1111 1111", "--yes"]) == 0
+    assert "Secrets are stored redacted" in capsys.readouterr().err
 
 
 def test_doctor_on_fresh_and_broken_data_dirs(capsys):

@@ -440,11 +440,14 @@ def test_forget_reaches_old_versions_in_the_store_the_bases_and_the_recordings(t
         list(recording.recorded_step(agent, recorder, text))
     recorder.close()
     base, _ = snapshot.write_base(store, agent.id, recorder.path.parent / recording.BASES)
-    matches = privacy.find_forget_matches(store, agent.id, "tulip")
-    assert matches.passage_hits == [] and [v.text for v in matches.version_hits] == [
+    from memgpt_lite.engine.matching import Matcher
+
+    plan = privacy.plan_forget(store, store.get_agent("a"), Matcher.build("tulip-42"))
+    assert plan.counts()["passages"] == 0 and plan.counts()["passage history"] == 1
+    assert [u.text for u in plan.units if u.place == "passage history"] == [
         "The wifi password is tulip-42."]
-    message = privacy.apply_forget(store, store.get_agent("a"), matches)
-    assert "(and 1 old passage version(s))" in message
+    result = privacy.forget(store, plan)
+    assert result.actions()[("passage history", "delete")] == 1
     assert store.passage_versions(agent.id) == []
     assert "tulip-42" not in recorder.path.read_text()
     import sqlite3

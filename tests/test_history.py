@@ -17,6 +17,7 @@ from memgpt_lite.engine import config, privacy, recording
 from memgpt_lite.engine import replay as replay_mod
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import Settings
+from memgpt_lite.engine.matching import Matcher
 from memgpt_lite.engine.records import Message, ModelRequest, ModelResponse
 from memgpt_lite.engine.store import Store, snapshot
 from memgpt_lite.engine.store.migrations import MIGRATIONS
@@ -179,10 +180,14 @@ def test_forget_removes_the_text_from_the_base_files(tmp_path, monkeypatch):
     path = record(agent, ["hello"])
     (base,) = (path.parent / "bases").glob("*.db")
     assert b"zanzibar" in base.read_bytes()
-    matches = privacy.find_forget_matches(store, agent.id, "zanzibar")
-    privacy.apply_forget(store, store.get_agent_by_id(agent.id), matches)
+    plan = privacy.plan_forget(store, store.get_agent_by_id(agent.id), Matcher.build("zanzibar"))
+    assert plan.bases == {base: 1}
+    privacy.forget(store, plan)
     assert b"zanzibar" not in base.read_bytes()
     assert b"zanzibar" not in path.read_bytes()
+    # the recording started from that base: its replay says so instead of diverging
+    report = replay_mod.replay(path, strict=True)
+    assert report.ok and report.scrubbed.start and report.scrubbed.turns == []
 
 
 # --------------------------------------------------------------------------- property
@@ -198,8 +203,9 @@ ACTIONS = st.lists(st.sampled_from(["say", "say", "long", "long", "long", "find"
 def test_strict_replay_of_every_recording_never_diverges(tmp_path_factory, monkeypatch,
                                                          actions, seed, refresh):
     """Two agents in one data dir, sessions with pops, forgets, searches and restarts:
-    every recording made after the last forget replays strictly (a forget rewrites the
-    history earlier recordings started from)."""
+    every recording replays strictly, all through when no forget touched it, else up to the
+    turn its header says a forget scrubbed (a forget may rewrite the history it starts
+    from); one made after the last forget is never touched."""
     monkeypatch.setattr(snapshot, "BASE_REFRESH_ROWS", refresh)
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("MEMGPT_LITE_HOME", str(home))
@@ -239,13 +245,16 @@ def test_strict_replay_of_every_recording_never_diverges(tmp_path_factory, monke
         else:
             for name in list(recorders):
                 end(name)
-            matches = privacy.find_forget_matches(store, agent.id, rng.choice(WORDS))
-            if not matches.empty:
-                privacy.apply_forget(store, store.get_agent_by_id(agent.id), matches)
+            row = store.get_agent_by_id(agent.id)
+            plan = privacy.plan_forget(store, row, Matcher.build(rng.choice(WORDS)))
+            if not plan.empty:
+                privacy.forget(store, plan)
             made_after_forget.clear()
     for name in list(recorders):
         end(name)
-    for path in made_after_forget:
+    for path in sorted(config.recordings_dir().rglob("*.jsonl")):
         report = replay_mod.replay(path, strict=True)
         assert report.ok, (path.name, report.divergences)
+        if report.scrubbed is None or path in made_after_forget:
+            assert report.completed and report.scrubbed is None, path.name
     store.close()

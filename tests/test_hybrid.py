@@ -94,9 +94,12 @@ def test_vectors_are_stored_int8_with_their_model_and_go_with_their_rows(store, 
     assert store.vector_dim(agent_id, emb.name) == 64  # int8: one byte per dimension
     store.delete_turns(agent_id, [1])  # /pop
     assert store.vector_counts(agent_id, emb.name)["messages"]["current"] == 4
-    matches = privacy.find_forget_matches(store, agent_id, "Kyoto")
-    privacy.apply_forget(store, store.get_agent_by_id(agent_id), matches)  # the whole turn
-    assert store.vector_counts(agent_id, emb.name)["messages"]["current"] == 2
+    from memgpt_lite.engine.matching import Matcher
+
+    row = store.get_agent_by_id(agent_id)
+    privacy.forget(store, privacy.plan_forget(store, row, Matcher.build("Kyoto")))
+    # only the message naming Kyoto changes (deleted, or redacted in the queue): its vector goes
+    assert store.vector_counts(agent_id, emb.name)["messages"]["current"] == 3
     pid = store.add_passage(agent_id, "Biscuit the beagle likes carrots")
     index_agent(store, agent_id, emb)
     store.delete_passages(agent_id, [pid])

@@ -21,6 +21,7 @@ from memgpt_lite.engine import config, recording
 from memgpt_lite.engine import replay as replay_mod
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import Settings
+from memgpt_lite.engine.matching import Matcher
 from memgpt_lite.engine.records import Message, ModelResponse
 from memgpt_lite.engine.store import SQLiteStore, StoreError, open_store, snapshot
 from memgpt_lite.lab.scripted import ScriptedModel, estimate_usage, text_response, tool_response
@@ -355,11 +356,15 @@ def test_forget_on_postgres_deletes_the_turns_and_passages_and_no_other_agents(p
         store.add_message(other.id, Message("user", [{"type": "text", "text": "my bike too"}], 1))
     proc = run_cli("--db", pg_url, "forget", "bike", "--agent", "ada", "--yes")
     assert proc.returncode == 0, proc.stderr
-    assert "Deleted 4 message(s) of turn(s) 1 and 1 passage(s)" in proc.stdout
+    assert "1 passage deleted, 1 line removed from summary" in proc.stdout
     with open_store(pg_url) as store:
         row = store.get_agent("ada")
         assert store.search_messages(row.id, "bike").total == 0
         assert [p.text for p in store.list_passages(row.id)] == ["Ada's cat is Tim."]
+        assert store.forget_units(row.id, Matcher.build("bike")) == []
+        assert store.forget_intents() == []
+        assert "bike" not in json.dumps(store._q("SELECT * FROM messages WHERE agent_id = %s",
+                                                 (row.id,)))
         assert store.search_messages(other.id, "bike").total == 1
         assert store.integrity_problems() == []
 
@@ -383,3 +388,11 @@ def test_bench_store_measures_both_backends_in_a_scratch_database(pg_url, capsys
     assert [r["median_matches"] for r in rows[:2]] == [r["median_matches"] for r in rows[2:]]
     assert all(r["insert_msgs_per_s"] > 0 and r["search_p95_ms"] > 0 for r in rows)
     assert databases() == before  # the scratch database is gone
+
+
+def test_the_retrieval_eval_scores_our_search_on_postgres_too(pg_url):
+    from memgpt_lite.lab.retrieval_eval import OURS, retrieval_eval
+
+    data = retrieval_eval(filler=300, db=pg_url)
+    assert data["results"][OURS + " on Postgres"] == data["results"][OURS]
+    assert data["results"][OURS]["all"]["recall@10"] > 0.5

@@ -78,9 +78,9 @@ def test_chat_on_a_pty_streams_edits_pastes_and_survives_ctrl_c(server):
         child.expect_exact(PROMPT)
 
         child.sendline("/forget pasted")  # the paste goes from recall and the input history
-        child.expect_exact("Delete these from the store")
+        child.expect_exact("Forget all of this?")
         child.sendline("y")
-        child.expect_exact("scrubbed 1 recording file(s)")
+        child.expect_exact("1 recording file scrubbed")
         child.expect_exact(PROMPT)
         child.sendeof()
         child.expect(pexpect.EOF)
@@ -98,7 +98,9 @@ def test_chat_on_a_pty_streams_edits_pastes_and_survives_ctrl_c(server):
         agent = store.get_agent("default")
         queue = store.context_messages(agent.id)
         assert [(m.turn_id, m.role) for m in queue] == [
-            (1, "user"), (1, "assistant"), (4, "user"), (4, "assistant")]
+            (1, "user"), (1, "assistant"), (2, "user"), (2, "assistant"), (4, "user"),
+            (4, "assistant")]
+        assert queue[2].content[0]["text"] == "first [forgotten] line\nsecond [forgotten] line"
         assert store.search_messages(agent.id, "pasted").total == 0
         body = {"model": "m", "max_tokens": 10,
                 "messages": [m.to_api() for m in queue] + [

@@ -159,12 +159,12 @@ def test_ctrl_c_at_the_forget_question_ends_its_line(server):
         term.expect("[y/N] ")
         time.sleep(0.3)
         term.child.sendintr()
-        term.expect("nothing deleted")
+        term.expect("nothing forgotten")
         term.expect(PROMPT)
         lines = term.lines()
     finally:
         term.close()
-    assert "nothing deleted" in lines, lines  # a line of its own, not glued to the question
+    assert "nothing forgotten" in lines, lines  # a line of its own, not glued to the question
 
 
 @pytest.mark.skipif(not shutil.which("tmux"), reason="needs tmux, a terminal that rewraps lines")

@@ -60,7 +60,7 @@ from memgpt_lite.engine.records import (
     tool_calls_in,
     utc_iso,
 )
-from memgpt_lite.engine.redact import redact, redact_blocks
+from memgpt_lite.engine.redact import redact_blocks, redact_message
 from memgpt_lite.engine.store.base import AgentLockLike, AgentRow, Store
 from memgpt_lite.engine.summariser import Summariser
 from memgpt_lite.engine.tally import Tally
@@ -117,6 +117,9 @@ class Agent:
         self.pager = Pager(settings, store, row.id, self.counter, self.builder, summariser)
         self.pager.restore(row.state.get("pager"))
         self.redact_secrets = True  # user text and model output, before they are stored
+        # A private key's BEGIN line came without its END line: the next messages may be
+        # the rest of it, piped line by line (see redact.redact_message).
+        self.in_key = False
         self.lock: AgentLockLike | None = None
         # Called with the turn id once a turn is committed (e.g. background embedding);
         # they must return at once: the reply is not held up by them.
@@ -179,7 +182,7 @@ class Agent:
         if not text.strip():
             raise ValueError("a turn needs a non-empty message")  # the API rejects empty text
         if self.redact_secrets:
-            text = redact(text)
+            text, self.in_key = redact_message(text, self.in_key)
         self._recover()
         turn_id = self.store.max_turn_id(self.id) + 1
         user = Message("user", [{"type": "text", "text": text}], turn_id,

@@ -1,8 +1,10 @@
-"""Settings and the data directory. Nothing here touches disk at import time."""
+"""Settings, the data directory and the rule for agent names. Nothing here touches disk
+at import time."""
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,20 @@ def database_url() -> str | None:
 
 def recordings_dir() -> Path:
     return data_dir() / "recordings"
+
+
+# Agent names become file names (lock files) and appear in every listing: one rule for every
+# new name. Agents named otherwise before the rule existed keep working under their name
+# (every command finds them) and can be renamed to a name that fits.
+AGENT_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}")
+AGENT_NAME_RULE = "1 to 64 letters, digits, '.', '_' or '-', not starting with '.'"
+
+
+def agent_name_problem(name: str) -> str | None:
+    """One sentence when `name` cannot be a new agent's name, else None."""
+    if AGENT_NAME.fullmatch(name):
+        return None
+    return f"{name!r:.80} cannot be an agent name: use {AGENT_NAME_RULE} (e.g. work or ada-2)."
 
 
 @dataclass

@@ -1,228 +1,299 @@
-"""Forgetting: find what matches a query, delete it from the store, and scrub its text from
-the recordings and the input history. Library code: it never prints.
+"""Forgetting, everywhere the agent's text lives, and deleting an agent's files. Library
+code: it never prints.
+
+`plan_forget` finds every unit a forget changes (see store/scrub.py for the store's units,
+recording_scrub.py for recordings), so the preview is exactly what `forget` then does:
+
+1. the intent is written down (store/sqlite_forget.py), before anything changes;
+2. the agent's rows change in one transaction, which also marks the intent's next stage;
+3. the base snapshots beside its recordings change alike, then the recordings (only the
+   matching text) and the input history (the lines holding a match);
+4. the intent is crossed out, and the freed pages of the file and its WAL are wiped.
+
+Steps 3 and 4 are idempotent, so a forget cut off anywhere (kill -9, a recording that
+cannot be written) is finished by `finish_pending`, which every command runs first.
+Exports written to disk are the user's files and are out of its reach.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-from collections.abc import Callable, Iterator
+import shutil
+import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memgpt_lite.engine import config
-from memgpt_lite.engine.turns import turn_ranges
+from memgpt_lite.engine import config, locking
+from memgpt_lite.engine.input_history import InputHistory
+from memgpt_lite.engine.matching import FORGOTTEN, Matcher
+from memgpt_lite.engine.recording import BASES, belongs_to, header_line
+from memgpt_lite.engine.recording_scrub import RecordingScrub, scrub_recording
+from memgpt_lite.engine.records import now_iso
+from memgpt_lite.engine.store import AgentRow, Store, snapshot
+from memgpt_lite.engine.store.scrub import LINES, PLACES, Unit
+from memgpt_lite.engine.store.sqlite_forget import STORE
 
-HISTORY_FILE = "chat_history"  # the chat's readline history, in the data dir
-FORGOTTEN = "[forgotten]"
+__all__ = ["FORGOTTEN", "ForgetPlan", "ForgetResult", "plan_forget", "forget",
+           "finish_pending", "delete_agent_files", "exported_secret"]
+
+# Seconds to wait for an agent's lock when finishing a pending forget: a process that has
+# the agent open keeps it, and every command would wait this long.
+RESUME_WAIT = 0.3
 
 
 @dataclass
-class ForgetMatches:
-    """What `forget QUERY` would delete: whole turns (so the queue stays valid) and passages."""
+class ForgetPlan:
+    """Everything a forget of `matcher` changes for one agent (the preview)."""
 
-    query: str
-    message_hits: list[Any] = field(default_factory=list)
-    passage_hits: list[Any] = field(default_factory=list)
-    version_hits: list[Any] = field(default_factory=list)  # superseded or deleted passages
-
-    @property
-    def turn_ids(self) -> list[int]:
-        return sorted({h.turn_id for h in self.message_hits if h.turn_id is not None})
+    agent: AgentRow
+    matcher: Matcher
+    units: list[Unit] = field(default_factory=list)
+    bases: dict[Path, int] = field(default_factory=dict)  # base file → units in it
+    recordings: list[RecordingScrub] = field(default_factory=list)  # those that change
+    history: list[str] = field(default_factory=list)  # input history lines that go
+    # user-scope blocks that change → the other agents sharing them (the line goes for them
+    # too; their own history and recordings are theirs to forget)
+    shared: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
-        return not self.message_hits and not self.passage_hits and not self.version_hits
+        return not (self.units or self.bases or self.recordings or self.history)
+
+    def counts(self) -> dict[str, int]:
+        """How many units change in each place, places in their fixed order."""
+        counts = {place.name: 0 for place in PLACES}
+        for unit in self.units:
+            counts[unit.place] += len(unit.lines) if unit.action == LINES else 1
+        counts.update({"base snapshots": len(self.bases), "recordings": len(self.recordings),
+                       "input history": len(self.history)})
+        return counts
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"agent": self.agent.name, "query": self.matcher.query, "mode": self.matcher.mode,
+                "counts": self.counts(), "units": [u.to_dict() for u in self.units],
+                "base_snapshots": [str(p) for p in self.bases],
+                "recordings": [_recording_dict(r) for r in self.recordings],
+                "input_history": self.history, "shared_blocks": self.shared}
 
 
-def _all_hits(search: Callable[..., Any], cap: int = 500) -> list[Any]:
-    hits: list[Any] = []
-    page = 1
-    while len(hits) < cap:
-        result = search(page=page, per_page=50)
-        hits.extend(result.hits)
-        if page >= result.pages or not result.hits:
-            break
-        page += 1
-    return hits
+@dataclass
+class ForgetResult:
+    """What a forget did."""
+
+    agent: str
+    matcher: Matcher
+    units: list[Unit] = field(default_factory=list)
+    bases: int = 0
+    recordings: list[RecordingScrub] = field(default_factory=list)
+    history: int = 0
+    problems: list[str] = field(default_factory=list)  # files it could not change (yet)
+    wal_clean: bool = True
+    resumed_from: str | None = None  # when finished by a later command: when it started
+
+    def actions(self) -> dict[tuple[str, str], int]:
+        """What changed by (place, action): messages and passages counted one by one, the
+        units made of lines (core memory, summary, block history) by their lines."""
+        out: dict[tuple[str, str], int] = {}
+        for unit in self.units:
+            key = (unit.place, unit.action)
+            out[key] = out.get(key, 0) + (len(unit.lines) if unit.action == LINES else 1)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"agent": self.agent, "query": self.matcher.query, "mode": self.matcher.mode,
+                "changed": {f"{place} {action}": n
+                            for (place, action), n in self.actions().items()},
+                "base_snapshots": self.bases,
+                "recordings": [_recording_dict(r) for r in self.recordings],
+                "input_history_lines": self.history, "problems": self.problems,
+                "wal_emptied": self.wal_clean, "resumed_from": self.resumed_from}
 
 
-def find_forget_matches(store: Any, agent_id: int, query: str) -> ForgetMatches:
-    return ForgetMatches(
-        query,
-        _all_hits(lambda **kw: store.search_messages(agent_id, query, context=False, **kw)),
-        _all_hits(lambda **kw: store.search_passages(agent_id, query, **kw)),
-        store.find_passage_versions(agent_id, query))
+def _recording_dict(r: RecordingScrub) -> dict[str, Any]:
+    return {"path": str(r.path), "lines": r.lines, "turns": sorted(r.turns), "start": r.start,
+            "problem": r.problem}
 
 
-def apply_forget(store: Any, row: Any, matches: ForgetMatches) -> str:
-    """Delete the matched turns and passages, then scrub their text from the recordings."""
-    secrets = turn_strings(store, row.id, matches.turn_ids)
-    secrets += [h.text for h in matches.passage_hits]
-    passage_ids = [h.id for h in matches.passage_hits]
-    # A passage goes with its history (delete_passages purges it); old versions that match
-    # go on their own.
-    versions = matches.version_hits + store.passage_versions(row.id, passage_ids=passage_ids)
-    secrets += [v.text for v in versions]
-    with store.transaction():
-        n_messages = store.delete_turns(row.id, matches.turn_ids) if matches.turn_ids else 0
-        n_passages = store.delete_passages(row.id, passage_ids) if passage_ids else 0
-        store.purge_passage_versions(row.id, [v.id for v in matches.version_hits])
-    scrub_bases(row, matches.turn_ids, passage_ids, [v.id for v in versions])
-    files = scrub_recordings(row, secrets)
-    scrub_history_file(config.data_dir() / HISTORY_FILE, matches.query, secrets)
-    old = f" (and {len(versions)} old passage version(s))" if versions else ""
-    return (f"Deleted {n_messages} message(s) of turn(s) {turn_ranges(matches.turn_ids) or '-'} "
-            f"and {n_passages} passage(s){old}; scrubbed {files} recording file(s) and the "
-            f"input history.")
+# --------------------------------------------------------------------------- planning
 
 
-def history_entry_matches(entry: str, query: str, secrets: list[str]) -> bool:
-    """Input-history lines to drop on forget: those holding the query or a deleted text, and
-    the lines of a deleted multi-line message (the history file stores them one per line)."""
-    if query.lower() in entry.lower():
-        return True
-    return any(s in entry or (len(entry.strip()) >= 12 and entry in s) for s in secrets)
+def plan_forget(store: Store, row: AgentRow, matcher: Matcher) -> ForgetPlan:
+    """Every unit forgetting `matcher` changes for the agent, in every place. A turn left
+    open by a process that died is undone first, as opening the agent would: its journal
+    holds old values that its undo would otherwise bring back."""
+    _undo_unfinished(store, row.id)
+    plan = ForgetPlan(row, matcher, store.forget_units(row.id, matcher))
+    plan.shared = _shared_with(store, row, plan.units)
+    for base in agent_bases(row):
+        found = snapshot.forget_in_base(base, row.id, matcher, apply=False)
+        if found:
+            plan.bases[base] = len(found)
+    changed = {p.resolve() for p in plan.bases}
+    for path in agent_recordings(row):
+        scrubbed = scrub_recording(path, matcher, changed, apply=False)
+        if scrubbed.changed or scrubbed.problem:
+            plan.recordings.append(scrubbed)
+    plan.history = InputHistory(config.data_dir()).matching(matcher)
+    return plan
 
 
-def scrub_history_file(path: Path, query: str, secrets: list[str]) -> None:
-    if not path.exists():
+def _shared_with(store: Store, row: AgentRow, units: list[Unit]) -> dict[str, list[str]]:
+    scopes = {b.label: b.scope for b in store.get_blocks(row.id)}
+    labels = {str(u.key) for u in units if u.place == "core memory" and scopes.get(str(u.key))
+              == "user"}
+    return {label: [n for n in store.shared_block_agents(label) if n != row.name]
+            for label in sorted(labels)}
+
+
+def _undo_unfinished(store: Store, agent_id: int) -> None:
+    for turn in store.unfinished_turns(agent_id):
+        store.undo_turn(agent_id, turn)
+
+
+# --------------------------------------------------------------------------- forgetting
+
+
+def forget(store: Store, plan: ForgetPlan) -> ForgetResult:
+    """Carry out `plan` (hold the agent's lock from planning to here, so that it is exactly
+    what was previewed): write the intent down, then change every place."""
+    intent = store.add_forget_intent(plan.agent.id, plan.agent.uid, plan.matcher)
+    return _carry_out(store, plan.agent, plan.matcher, intent, STORE, plan.units)
+
+
+def _carry_out(store: Store, row: AgentRow | None, matcher: Matcher, intent_id: int,
+               stage: str, units: list[Unit] | None) -> ForgetResult:
+    result = ForgetResult(row.name if row else "(deleted)", matcher)
+    if row is not None:
+        if stage == STORE:
+            _undo_unfinished(store, row.id)
+            result.units = units if units is not None else store.forget_units(row.id, matcher)
+            store.apply_forget(row.id, result.units, matcher, intent_id)
+        _scrub_files(row, matcher, result)
+    try:
+        result.history = len(InputHistory(config.data_dir()).scrub(matcher))
+    except OSError as exc:
+        result.problems.append(f"the input history ({exc.strerror or exc})")
+    if not result.problems:
+        store.drop_forget_intent(intent_id)
+    result.wal_clean = store.wipe_freed()
+    return result
+
+
+def _scrub_files(row: AgentRow, matcher: Matcher, result: ForgetResult) -> None:
+    """The base snapshots first (a recording starting from a rewritten one says so), then
+    the recordings; a file that cannot be changed is named in `problems`."""
+    changed: set[Path] = set()
+    for base in agent_bases(row):
+        try:
+            if snapshot.forget_in_base(base, row.id, matcher):
+                changed.add(base.resolve())
+        except (OSError, sqlite3.Error) as exc:  # unwritable or damaged: name it, go on
+            result.problems.append(f"{base} ({exc})")
+    result.bases = len(changed)
+    at = now_iso()
+    for path in agent_recordings(row):
+        scrubbed = scrub_recording(path, matcher, changed, at=at)
+        if scrubbed.problem:
+            result.problems.append(f"{path} ({scrubbed.problem})")
+        elif scrubbed.changed:
+            result.recordings.append(scrubbed)
+
+
+def finish_pending(store: Store) -> tuple[list[ForgetResult], list[str]]:
+    """Finish every forget that was cut off (see the module docstring), oldest first;
+    returns what was finished, and the agents whose forget must wait because another
+    process has them open (it is finished by a later command)."""
+    done, waiting = [], []
+    for intent in store.forget_intents():
+        row = store.get_agent_by_id(intent.agent_id)
+        if row is not None and row.uid != intent.agent_uid:
+            row = None  # that agent was deleted and its id reused
+        with _agent_locked(store, row) as locked:
+            if not locked:
+                waiting.append(row.name)  # type: ignore[union-attr]
+                continue
+            if intent.id not in {i.id for i in store.forget_intents()}:
+                continue  # another process finished it meanwhile
+            result = _carry_out(store, row, intent.matcher, intent.id, intent.stage, None)
+            result.resumed_from = intent.created_at
+            done.append(result)
+    return done, waiting
+
+
+@contextlib.contextmanager
+def _agent_locked(store: Store, row: AgentRow | None) -> Any:
+    if row is None:
+        yield True
         return
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    kept = [line for line in lines if not history_entry_matches(line, query, secrets)]
-    if kept != lines:
-        _atomic_write(path, "\n".join(kept) + ("\n" if kept else ""))
+    lock = store.agent_lock(row.name)  # a lock file, or an advisory lock on Postgres
+    try:
+        lock.acquire(RESUME_WAIT)
+    except locking.AgentBusyError:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        lock.release()
 
 
-def turn_strings(store: Any, agent_id: int, turn_ids: list[int]) -> list[str]:
-    out: list[str] = []
-    for turn_id in turn_ids:
-        for msg in store.turn_messages(agent_id, turn_id):
-            out.extend(_strings(msg.content))
-    # Short strings ("human", a tool name) are structure, not content; leave them.
-    return [s for s in out if len(s.strip()) >= 12]
+# --------------------------------------------------------------------------- files
 
 
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            if key not in ("type", "id", "tool_use_id", "name", "signature"):
-                yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
-
-
-def _scrub(value: Any, secrets: list[str]) -> Any:
-    if isinstance(value, str):
-        for secret in secrets:
-            value = value.replace(secret, FORGOTTEN)
-        return value
-    if isinstance(value, dict):
-        return {k: _scrub(v, secrets) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_scrub(v, secrets) for v in value]
-    return value
-
-
-def agent_recordings(row: Any) -> list[Path]:
-    """The agent's recordings (see recording.belongs_to)."""
-    from memgpt_lite.engine.recording import belongs_to
-
+def agent_recordings(row: AgentRow) -> list[Path]:
+    """The agent's recordings: in its folder, or naming its uid (see recording.belongs_to)."""
     root = config.recordings_dir()
     if not root.is_dir():
         return []
     return [path for path in sorted(root.rglob("*.jsonl")) if belongs_to(path, row)]
 
 
-def agent_bases(row: Any) -> list[Path]:
-    """The base snapshots beside the agent's recordings (see store/snapshot.py)."""
-    folder = config.recordings_dir() / row.uid / "bases"
-    return sorted(folder.glob("*.db")) if row.uid and folder.is_dir() else []
-
-
-def scrub_bases(row: Any, turn_ids: list[int], passage_ids: list[int],
-                version_ids: list[int] = ()) -> int:  # type: ignore[assignment]
-    """Delete the forgotten turns, passages and passage versions from every base snapshot of
-    the agent too (row ids are the live ones), then rewrite each file so no freed page keeps
-    the text."""
-    from memgpt_lite.engine.store import snapshot  # only needed when forgetting
-
-    bases = agent_bases(row)
-    for path in bases:
-        snapshot.forget_in_base(path, row.id, turn_ids, passage_ids, list(version_ids))
-    return len(bases)
-
-
-def scrub_recordings(row: Any, secrets: list[str]) -> int:
-    """Replace every occurrence of `secrets` inside the agent's recordings (JSON-aware, so
-    escaping cannot hide a match). Returns the number of files changed."""
-    # Longest first, so a secret that contains another is replaced whole.
-    secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
-    if not secrets:
-        return 0
-    changed = 0
+def agent_bases(row: AgentRow) -> list[Path]:
+    """The base snapshots of the agent: in its folder, and any its recordings name."""
+    found = set()
+    folder = config.recordings_dir() / row.uid / BASES if row.uid else None
+    if folder is not None and folder.is_dir():
+        found |= set(folder.glob("*.db"))
     for path in agent_recordings(row):
-        lines = path.read_text(encoding="utf-8").splitlines()
-        out = [_scrub_line(line, secrets) for line in lines]
-        if out != lines:
-            _atomic_write(path, "\n".join(out) + "\n")
-            changed += 1
-    return changed
+        base = _header_base(path)
+        if base is not None and base.is_file():
+            found.add(base)
+    return sorted(found)
 
 
-def _scrub_line(line: str, secrets: list[str]) -> str:
-    """The line unchanged unless it holds a secret; then re-encoded compactly like the
-    recorder writes it."""
-    if not line.strip():
-        return line
-    try:
-        value = json.loads(line)
-    except ValueError:  # the last line of a session killed mid-write
-        return _scrub_raw(line, secrets)
-    scrubbed = _scrub(value, secrets)
-    if scrubbed == value:
-        return line
-    return json.dumps(scrubbed, ensure_ascii=False, separators=(",", ":"))
+def _header_base(path: Path) -> Path | None:
+    name = header_line(path).get("base")
+    return path.parent / str(name) if name else None
 
 
-def _scrub_raw(line: str, secrets: list[str]) -> str:
-    """A line that is not JSON, scrubbed as text: each secret as written and as the recorder
-    escapes it inside a JSON string (newlines, quotes)."""
-    for secret in secrets:
-        escaped = json.dumps(secret, ensure_ascii=False)[1:-1]
-        line = line.replace(secret, FORGOTTEN).replace(escaped, FORGOTTEN)
-    return line
+@dataclass
+class DeletedFiles:
+    """What `delete_agent_files` removed."""
+
+    recordings: list[Path] = field(default_factory=list)
+    bases: list[Path] = field(default_factory=list)
+    folders: list[Path] = field(default_factory=list)
+    other: list[Path] = field(default_factory=list)  # lock files, leftovers in its folder
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-def delete_recordings(row: Any) -> list[Path]:
-    """Delete every recording of the agent and its base snapshots; returns the recordings."""
-    paths = agent_recordings(row)
-    for path in paths:
+def delete_agent_files(row: AgentRow, data_dir: Path) -> DeletedFiles:
+    """Delete every file of the agent: its recordings (wherever they are), their base
+    snapshots, its recordings folder with anything left in it, and its lock file."""
+    out = DeletedFiles(agent_recordings(row), agent_bases(row))
+    for path in out.recordings + out.bases:
         path.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):  # the agent's folder goes once it is empty
-            path.parent.rmdir()
-    for base in agent_bases(row):
-        base.unlink(missing_ok=True)
-    folder = config.recordings_dir() / row.uid
-    for empty in (folder / "bases", folder) if row.uid else ():
-        with contextlib.suppress(OSError):
-            empty.rmdir()
-    return paths
+    folder = config.recordings_dir() / row.uid if row.uid else None
+    if folder is not None and folder.is_dir():
+        out.other += [p for p in folder.rglob("*") if p.is_file()]
+        shutil.rmtree(folder, ignore_errors=True)
+        out.folders.append(folder)
+    lock = locking.lock_path(data_dir, row.name)
+    if lock.exists():
+        lock.unlink(missing_ok=True)
+        out.other.append(lock)
+    return out
 
 
 def exported_secret(text: str) -> str | None:

@@ -64,7 +64,7 @@ from memgpt_lite.engine.records import (
     ModelResponse,
     utc_iso,
 )
-from memgpt_lite.engine.redact import redact
+from memgpt_lite.engine.redact import redact_message
 from memgpt_lite.engine.store import StoreError, snapshot
 from memgpt_lite.engine.store.base import AgentWatch
 from memgpt_lite.engine.text import clean_value
@@ -387,7 +387,8 @@ def recorded_step(agent: Any, recorder: Recorder, text: str, *,
     watch = recorder.watching(agent)
     other = None if watch is not None or recorder.agent_uid is None else agent.name
     # The agent redacts secrets before storing; the recording must not keep them either.
-    recorder.user(redact(text) if getattr(agent, "redact_secrets", True) else text,
+    recorder.user(redact_message(text, getattr(agent, "in_key", False))[0]
+                  if getattr(agent, "redact_secrets", True) else text,
                   utc_iso(clock.first), retry=retry, agent=other)  # type: ignore[arg-type]
     if watch is not None:
         watch.passage_ids.clear()
@@ -573,6 +574,7 @@ class RecordingInfo:
     source: str
     agent_uid: str | None = None
     problem: str | None = None  # why it cannot be replayed (None: it can)
+    scrubbed: bool = False  # a forget changed it (see recording_scrub.py)
 
 
 def list_recordings(agent: Any = None, directory: Path | None = None) -> list[RecordingInfo]:
@@ -590,16 +592,17 @@ def _info(path: Path) -> RecordingInfo:
     try:
         rec = Recording.load(path)
     except RecordingError as exc:
-        head = _first_line(path)
+        head = header_line(path)
         return RecordingInfo(str(head.get("agent") or path.parent.name), path,
                              str(head.get("created_at") or ""), 0, "?",
                              head.get("agent_uid"), str(exc))
     return RecordingInfo(rec.header.get("agent", path.parent.name), path,
                          rec.header.get("created_at", ""), len(rec.turns), rec.source,
-                         rec.header.get("agent_uid"))
+                         rec.header.get("agent_uid"), scrubbed=bool(rec.header.get("forgotten")))
 
 
-def _first_line(path: Path) -> dict[str, Any]:
+def header_line(path: Path) -> dict[str, Any]:
+    """The first line of a recording, decoded ({} when it is not a JSON object)."""
     try:
         with path.open(encoding="utf-8", errors="replace") as fh:
             head = json.loads(fh.readline() or "{}")
@@ -613,6 +616,6 @@ def belongs_to(path: Path, agent: Any) -> bool:
     header names the agent's uid, or (recordings from before uids) the agent's name."""
     if agent.uid and path.parent.name == agent.uid:
         return True
-    head = _first_line(path)
+    head = header_line(path)
     uid = head.get("agent_uid")
     return uid == agent.uid if uid else head.get("agent") == agent.name

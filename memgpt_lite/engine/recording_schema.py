@@ -24,12 +24,16 @@ RESPONSE = {"content": [BLOCK], "stop_reason": OPT_STR, "usage": USAGE, "?model"
 CALL = {"id": str, "name": str, "input": (dict, None)}
 RESULT = {"tool_use_id": str, "content": str, "?is_error": bool}
 STRINGS = {"*": str}  # an object whose values are all strings
+# What a forget scrubbed (see recording_scrub.py): the user inputs (1-based) whose lines
+# changed, and whether the state the replay starts from changed.
+FORGOTTEN = {"start": bool, "turns": [int], "?at": str}
 
 LINES: dict[str, dict[str, Spec]] = {
     "header": {"agent": str, "settings": dict, "model": str, "?blocks": STRINGS,
                "?agent_uid": OPT_STR, "?base": OPT_STR, "?delta": (dict, None),
                "?snapshot": (dict, None), "?source": OPT_STR, "?note": OPT_STR,
-               "?created_at": OPT_STR, "?version": OPT_STR, "?prompt_digests": (dict, None)},
+               "?created_at": OPT_STR, "?version": OPT_STR, "?prompt_digests": (dict, None),
+               "?forgotten": (FORGOTTEN, None)},
     "user": {"text": str, "?at": OPT_STR, "?retry": bool, "?agent": str},
     "model_call": {"call_index": int, "request_digest": str, "estimated_tokens": int,
                    "?purpose": str, "?model": str},

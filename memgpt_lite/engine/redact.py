@@ -38,7 +38,7 @@ _CARD_PREFIX = re.compile(r"4|5[1-5]|2[2-7]|3[47]|6011|64[4-9]|65|35|30[0-5]|36|
 
 
 def _card(match: re.Match[str]) -> str | None:
-    digits = re.sub(r"[ -]", "", match.group())
+    digits = re.sub(r"[ .-]", "", match.group())
     if not 13 <= len(digits) <= 19 or not _CARD_PREFIX.match(digits) or not _luhn_ok(digits):
         return None
     return MARKER.format(what=f"card number ending {digits[-4:]}")
@@ -93,7 +93,10 @@ RULES: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], str | None]]] 
         rf"(?P<name>\b[\w.-]*?(?i:{_SECRET_WORDS})[\w.-]*)"
         rf"(?P<sep>[\"']?\s*[:=]\s*)(?P<q>[\"']?){_NOT_MARKER}"
         r"(?P<value>[^\s\"'`,;)\]}]{8,})"), _assignment),
-    ("card number", re.compile(r"(?<![\d.-])\d(?:[ -]?\d){12,18}(?![\d-])"), _card),
+    # Digits run together or grouped by spaces or dashes; with dots only in groups of four
+    # (4111.1111.1111.1111), so that decimals such as 2.718281828459045 are left alone.
+    ("card number", re.compile(r"(?<![\d.-])(?:\d(?:[ -]?\d){12,18}|\d{4}(?:\.\d{4}){3}"
+                               r"(?:\.\d{3})?)(?![\d-]|\.\d)"), _card),
 ]
 
 
@@ -108,6 +111,43 @@ def redact(text: str) -> str:
 
         text = pattern.sub(substitute, text)
     return text
+
+
+_KEY_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*?PRIVATE KEY-----")
+_KEY_END = re.compile(r"-----END [A-Z0-9 ]*?PRIVATE KEY-----")
+# A line that can sit inside a PEM block: base64, a header (Proc-Type: …) or nothing.
+_KEY_BODY = re.compile(r"[A-Za-z0-9+/=]{8,}|[A-Za-z-]+: .*|")
+
+
+def redact_message(text: str, in_key: bool = False) -> tuple[str, bool]:
+    """`redact` for one message of a conversation, and whether a private key's BEGIN line
+    is still waiting for its END line after it: a key piped line by line arrives as several
+    messages, and `in_key` (what the previous message left) makes the body lines and the
+    END line of such a key one marker too, until a line that cannot be part of a key."""
+    head = ""
+    if in_key:
+        head, text, in_key = _key_continued(text)
+        if in_key:
+            return head, True
+    begin = None
+    for begin in _KEY_BEGIN.finditer(text):
+        pass
+    opened = begin is not None and _KEY_END.search(text, begin.end()) is None
+    return head + redact(text), opened
+
+
+def _key_continued(text: str) -> tuple[str, str, bool]:
+    """(marker for the key lines at the start of `text`, the text after them, whether the
+    key goes on past this message)."""
+    marker, pos = MARKER.format(what="private key"), 0
+    for line in text.splitlines(keepends=True):
+        end = _KEY_END.search(line)
+        if end is not None:
+            return marker, text[pos + end.end():], False
+        if not _KEY_BODY.fullmatch(line.strip()):
+            return (marker + "\n" if pos else ""), text[pos:], False
+        pos += len(line)
+    return marker, "", True
 
 
 def redact_value(value: Any) -> Any:

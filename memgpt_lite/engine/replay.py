@@ -5,6 +5,7 @@ request's digest against the recorded one. This module never prints.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import tempfile
 from collections.abc import Iterator
@@ -170,6 +171,51 @@ class ReplayObserver(Protocol):
 
 
 @dataclass
+class ScrubbedNote:
+    """A recording a forget scrubbed (its header's `forgotten`, see recording_scrub.py) and
+    where replay stopped comparing because of it."""
+
+    turns: list[int]  # user inputs (1-based) whose recorded text a forget changed
+    start: bool  # what the replay starts from was changed
+    at: str  # when (the last such forget)
+    turn: int | None = None  # where replay met a difference the forget explains
+    detail: str = ""  # that difference
+
+    @classmethod
+    def from_header(cls, header: dict[str, Any]) -> ScrubbedNote | None:
+        mark = header.get("forgotten")
+        if not isinstance(mark, dict) or not (mark.get("start") or mark.get("turns")):
+            return None
+        return cls(sorted(mark.get("turns") or []), bool(mark.get("start")),
+                   str(mark.get("at") or ""))
+
+    @property
+    def first(self) -> int:
+        """The first turn whose replay a forget could have changed."""
+        return 1 if self.start else min(self.turns)
+
+    def what(self) -> str:
+        parts = ["the history it starts from"] if self.start else []
+        if self.turns:
+            parts.append(f"turn{'s' if len(self.turns) > 1 else ''} "
+                         f"{', '.join(map(str, self.turns))}")
+        when = f" on {self.at}" if self.at else ""
+        return f"a forget{when} scrubbed {' and '.join(parts)}"
+
+    def __str__(self) -> str:
+        if self.turn is None:
+            return f"{self.what()}; the replay still matched"
+        before = (f"; turns 1–{self.turn - 1} matched" if self.turn > 2 else
+                  "; turn 1 matched" if self.turn == 2 else "")
+        return (f"{self.what()}, so from turn {self.turn} on the replay cannot match the "
+                f"recording ({self.detail}){before}")
+
+
+class _Scrubbed(Exception):
+    """Replay met a difference a forget explains: it stops comparing (see ScrubbedNote)."""
+
+
+@dataclass
 class ReplayReport:
     path: Path
     header: dict[str, Any]
@@ -180,10 +226,16 @@ class ReplayReport:
     block_limits: dict[str, int] = field(default_factory=dict)
     divergences: list[DivergenceInfo] = field(default_factory=list)
     completed: bool = False
+    scrubbed: ScrubbedNote | None = None  # the recording was scrubbed by a forget
+
+    @property
+    def stopped_at_scrub(self) -> bool:
+        return self.scrubbed is not None and self.scrubbed.turn is not None
 
     @property
     def ok(self) -> bool:
-        return self.completed and not self.divergences
+        """No divergence: every turn matched, or every turn before a forget's scrub did."""
+        return (self.completed or self.stopped_at_scrub) and not self.divergences
 
 
 class ReplayClock:
@@ -227,7 +279,8 @@ class _Replayer:
         self.clock = ReplayClock()
         self.store = _starting_store(recording, tmp / "replay.db", self.clock)
         self.report = ReplayReport(recording.path, recording.header, strict,
-                                   recorded_turns=len(recording.turns))
+                                   recorded_turns=len(recording.turns),
+                                   scrubbed=ScrubbedNote.from_header(recording.header))
         self.agent: Any = None
 
     def run(self) -> ReplayReport:
@@ -240,8 +293,11 @@ class _Replayer:
                 self._turn(turn)
             self._commands(self.recording.trailing_commands)
             self.report.completed = True
+        except _Scrubbed:
+            pass
         except Divergence as exc:
-            self._note(exc.info)
+            with contextlib.suppress(_Scrubbed):
+                self._note(exc.info)
         finally:
             if self.agent is not None:
                 self.report.final_core_memory = core_memory(self.agent)
@@ -342,6 +398,10 @@ class _Replayer:
             raise Divergence(info)
 
     def _note(self, info: DivergenceInfo) -> None:
+        scrubbed = self.report.scrubbed
+        if scrubbed is not None and info.turn >= scrubbed.first:
+            scrubbed.turn, scrubbed.detail = info.turn, f"{info.what}: {info.detail}"
+            raise _Scrubbed(str(scrubbed))
         if info not in self.report.divergences:
             self.report.divergences.append(info)
             if self.observer:

@@ -6,6 +6,7 @@ text, and a visible marker says what was left out and how to get it back."""
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 from memgpt_lite.engine.events import ClipEvent
@@ -15,6 +16,16 @@ FOLD_MARKER = "[folded to save context: {chars:,} chars of {tool} output. Previe
               "— call {tool} again if you need the full output]"
 CLIP_NOTE = "\n[clipped to fit the context: "
 CLIP_MARKER = CLIP_NOTE + "{cut:,} of {total:,} chars not shown. The full text is stored; {how}]"
+_FOLDED = re.compile(r"\[folded to save context: [\d,]+ chars of (?P<tool>.+?) output\. Preview: "
+                     r".*… — call (?P=tool) again if you need the full output\]", re.S)
+FOLD_PREVIEW_CHARS = 160
+# The words of the markers themselves (not the preview or the text they keep): a forget must
+# not find "the" or "full" in them, or forgetting twice would change something again.
+_MARKER_WORDS = re.compile(
+    r"\[folded to save context: [\d,]+ chars of [\w.-]+ output\. Preview: "
+    r"|… — call [\w.-]+ again if you need the full output\]"
+    r"|\[clipped to fit the context: [\d,]+ of [\d,]+ chars not shown\. The full text is "
+    r"stored; [^\]]*\]")
 MIN_CLIP_CHARS = 400
 CLIP_KEEP = 200
 
@@ -32,11 +43,27 @@ def fold_content(blocks: list[dict[str, Any]], names: dict[str, str],
         content = b.get("content")
         if b.get("type") == "tool_result" and isinstance(content, str) and len(content) > min_chars:
             tool = names.get(b.get("tool_use_id", ""), "the tool")
-            preview = " ".join(content[:160].split())
-            b = {**b, "content": FOLD_MARKER.format(chars=len(content), tool=tool, preview=preview)}
+            b = {**b, "content": _fold(content, tool)}
             changed = True
         out.append(b)
     return out if changed else None
+
+
+def _fold(content: str, tool: str) -> str:
+    preview = " ".join(content[:FOLD_PREVIEW_CHARS].split())
+    return FOLD_MARKER.format(chars=len(content), tool=tool, preview=preview)
+
+
+def marker_spans(text: str) -> list[tuple[int, int]]:
+    """Where the words of fold and clip markers are in `text`."""
+    return [m.span() for m in _MARKER_WORDS.finditer(text)] if "[" in text else []
+
+
+def refold(sent: str, content: str) -> str | None:
+    """The fold of `content` made anew when `sent` is a fold marker (its preview is cut from
+    the stored text, so a change there must reach it, e.g. a forget); else None."""
+    found = _FOLDED.fullmatch(sent)
+    return None if found is None else _fold(content, found.group("tool"))
 
 
 def clip_largest(current: list[Message], cut: int) -> ClipEvent | None:

@@ -1,6 +1,6 @@
 """Retrieval quality of recall search: recall@5/@10 on a synthetic conversation.
 
-    python -m memgpt_lite.lab.retrieval_eval [--filler 4000] [--json]
+    python -m memgpt_lite.lab.retrieval_eval [--filler 4000] [--db URL] [--json]
 
 Questions are phrased differently from the stored text, the way a model asks later; the
 evidence turns hide among synthetic filler. `retrieval_eval()` returns a plain dict.
@@ -323,10 +323,14 @@ def locomo_style_eval(*, seed: int = 5, embedder: object = None) -> dict:
             "misses": [q["question"] for q in report["questions"] if q["recall@10"] < 1]}
 
 
-def _build_eval_store(path: Path, filler: int, seed: int) -> tuple[Store, int, list[set[int]]]:
-    """Filler messages with each case's evidence turns inserted at random positions."""
+def _build_eval_store(path: Path | str, filler: int,
+                      seed: int) -> tuple[Store, int, list[set[int]]]:
+    """Filler messages with each case's evidence turns inserted at random positions, in a
+    SQLite file or (a postgresql:// URL) a Postgres database."""
+    from memgpt_lite.engine.store import open_store
+
     rng = random.Random(seed)
-    store = Store(path)
+    store = open_store(path)
     agent_id = store.create_agent("eval", {}, {}).id
     rows: list[tuple[Message, int | None]] = [(m, None) for m in synthetic_messages(rng, filler)]
     for ci, (evidence, _) in enumerate(CASES):
@@ -343,6 +347,8 @@ def _build_eval_store(path: Path, filler: int, seed: int) -> tuple[Store, int, l
             evidence_ids[ci].add(m.id)  # type: ignore[arg-type]
     return store, agent_id, evidence_ids
 
+
+OURS = "ours (OR, porter, stop words, CJK bigrams)"
 
 # (store, agent id, question, k) -> message ids, best first
 Ranker = Callable[[Store, int, str, int], list[int]]
@@ -388,17 +394,26 @@ def _is_cjk(text: str) -> bool:
     return match_expression(text) is not None and any(ord(c) > 0x2e80 for c in text)
 
 
-def retrieval_eval(*, filler: int = 4000, seed: int = 11) -> dict:
+def retrieval_eval(*, filler: int = 4000, seed: int = 11, db: str | None = None) -> dict:
     """recall@5/@10 (share of evidence turns retrieved) and hit@k (any evidence retrieved)
-    for our search and two alternatives, over CASES hidden among `filler` messages."""
+    for our search and two alternatives, over CASES hidden among `filler` messages; with
+    `db` (a postgresql:// server), our search on Postgres too, over the same messages in a
+    scratch database."""
     with tempfile.TemporaryDirectory() as tmp:
         store, agent_id, evidence = _build_eval_store(Path(tmp) / "eval.db", filler, seed)
         with store:
-            rankers = {"ours (OR, porter, stop words, CJK bigrams)": _rank_ours,
+            rankers = {OURS: _rank_ours,
                        "baseline: AND of all words": _rank_and,
                        "alternative: trigram tokenizer": _trigram_ranker(store)}
             results = {name: _score(store, agent_id, evidence, fn)
                        for name, fn in rankers.items()}
+    if db:
+        from memgpt_lite.lab.bench.backends import scratch_database
+
+        with scratch_database(db) as scratch:
+            store, agent_id, evidence = _build_eval_store(scratch, filler, seed)
+            with store:
+                results[OURS + " on Postgres"] = _score(store, agent_id, evidence, _rank_ours)
     return {"cases": len(CASES), "filler_messages": filler, "seed": seed, "results": results}
 
 
@@ -417,11 +432,11 @@ def _score(store: Store, agent_id: int, evidence: list[set[int]], rank: Ranker) 
 def _print_retrieval(data: dict) -> None:
     print(f"{data['cases']} questions hidden among {data['filler_messages']} filler messages "
           f"(seed {data['seed']})")
-    print(f"{'method':46} {'group':8} {'n':>3} {'recall@5':>9} {'recall@10':>10} "
+    print(f"{'method':58} {'group':8} {'n':>3} {'recall@5':>9} {'recall@10':>10} "
           f"{'hit@5':>6} {'hit@10':>7}")
     for name, groups in data["results"].items():
         for g, m in groups.items():
-            print(f"{name:46} {g:8} {m['n']:>3} {m['recall@5']:>9} {m['recall@10']:>10} "
+            print(f"{name:58} {g:8} {m['n']:>3} {m['recall@5']:>9} {m['recall@10']:>10} "
                   f"{m['hit@5']:>6} {m['hit@10']:>7}")
 
 
@@ -450,11 +465,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m memgpt_lite.lab.retrieval_eval")
     parser.add_argument("--filler", type=int, default=4000)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--db", metavar="URL",
+                        help="a postgresql:// server: our search scored there too (in a "
+                             "scratch database it creates and drops)")
     parser.add_argument("--embedder", metavar="SPEC",
                         help="also score dense and hybrid search on the LoCoMo-style set "
                              "(onnx:FOLDER or http, as MEMGPT_LITE_EMBEDDER)")
     args = parser.parse_args(argv)
-    data = retrieval_eval(filler=args.filler)
+    data = retrieval_eval(filler=args.filler, db=args.db)
     data["locomo_style"] = locomo_style_eval(embedder=_embedder(args.embedder))
     if args.json:
         print(json.dumps(data, indent=2))

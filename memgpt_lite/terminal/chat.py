@@ -3,7 +3,8 @@
 
 Rendering is elsewhere: live turns in view.py, slash-command results in render.py; what the
 user types (prompt, editor, confirmations) in user_input.py. The agent never prints; the
-terminal package is the only place that talks to the terminal.
+terminal package is the only place that talks to the terminal. It is one module (past 600
+lines) because the slash commands, the loops and the wiring share the session's state.
 """
 
 from __future__ import annotations
@@ -15,13 +16,8 @@ from typing import Any
 
 from rich.console import Console
 
-from memgpt_lite.engine import config
-from memgpt_lite.engine.privacy import (
-    HISTORY_FILE,
-    apply_forget,
-    find_forget_matches,
-    turn_strings,
-)
+from memgpt_lite.engine import config, privacy
+from memgpt_lite.engine.input_history import InputHistory
 from memgpt_lite.engine.records import Block
 from memgpt_lite.engine.store.base import BlockChanged
 from memgpt_lite.engine.tally import Tally
@@ -51,7 +47,10 @@ Commands
   /retry                send your last message again (its answer and memory edits, if any,
                         are undone first; your message stays stored once)
   /agents               all agents in this data dir
-  /forget QUERY         show matching messages and passages, then delete them on confirmation
+  /forget [--any|--regex] [--dry-run] QUERY
+                        show everything matching QUERY (a phrase, any case, whole words) in
+                        messages, passages, core memory, the summary, recordings and the input
+                        history; forget it on confirmation
   /exit                 leave (also /quit, Ctrl-D, or Ctrl-C twice at the prompt)
 
 Input
@@ -322,28 +321,38 @@ class ChatSession:
         render.print_agents(self.console, self.agent.store)
 
     def cmd_forget(self, rest: str) -> None:
-        if not rest:
-            self.console.print("usage: /forget QUERY", markup=False)
+        from memgpt_lite.terminal.forget_commands import forget_matcher
+
+        flags, query = set(), rest.strip()
+        while query.partition(" ")[0] in ("--any", "--regex", "--dry-run"):
+            flag, _, query = query.partition(" ")
+            flags.add(flag)
+            query = query.strip()
+        if not query:
+            self.console.print("usage: /forget [--any|--regex] [--dry-run] QUERY", markup=False)
+            return
+        try:
+            matcher = forget_matcher(query, any_word="--any" in flags,
+                                     regex="--regex" in flags)
+        except UserError as exc:
+            self.console.print(render.shown(str(exc)))
             return
         store = self.agent.store
-        matches = find_forget_matches(store, self.agent.id, rest)
-        render.print_forget_matches(self.console, matches, rest)
-        if matches.empty:
+        plan = privacy.plan_forget(store, store.get_agent_by_id(self.agent.id), matcher)
+        render.print_forget_plan(self.console, plan, full="--dry-run" in flags)
+        if plan.empty or "--dry-run" in flags:
             return
         if self.confirm is None:
             self.console.print("/forget needs a confirmation; run `memgpt-lite forget QUERY "
                                "--yes` instead", markup=False)
             return
-        if not self.confirm("Delete these from the store, the search indexes and the "
-                            "recordings?"):
-            self.console.print("nothing deleted", markup=False)
+        if not self.confirm("Forget all of this? It cannot be undone."):
+            self.console.print("nothing forgotten", markup=False)
             return
-        row = store.get_agent_by_id(self.agent.id)
-        self._end_recording()  # its file is rewritten by the scrub
-        secrets = turn_strings(store, self.agent.id, matches.turn_ids)
-        self.console.print(render.shown(apply_forget(store, row, matches)))
-        if self.reader is not None:  # else readline would write them back at exit
-            self.reader.forget(rest, secrets)
+        self._end_recording()  # its file is scrubbed too; the next turn starts a new one
+        self.console.print(render.shown(render.forget_summary(privacy.forget(store, plan))))
+        if self.reader is not None:
+            self.reader.forget(matcher)
 
     def cmd_exit(self, rest: str) -> bool:
         return False
@@ -417,6 +426,7 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
     from memgpt_lite.engine.tokens import price_table, resolve_model
 
     _decode_stdin_leniently()
+    _check_agent_name(agent_name)
     typed = sys.stdin.isatty() and prompt is None  # else one message per line, no prompt
     styled = typed and sys.stdout.isatty() and not json_out
     console = render.make_console(plain=not styled)
@@ -458,6 +468,21 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
             _goodbye(meta, session, quiet=prompt is not None or json_out)
 
 
+def _check_agent_name(name: str) -> None:
+    """A new agent's name must follow the naming rule; an agent that already has another
+    name (from before the rule) is opened as it is."""
+    from memgpt_lite.engine.store import Store
+
+    problem = config.agent_name_problem(name)
+    if problem is None:
+        return
+    if config.db_path().is_file():
+        with Store.open_default() as store:
+            if store.get_agent(name) is not None:
+                return
+    raise UserError(problem, EXIT_USAGE)
+
+
 def _decode_stdin_leniently() -> None:
     """Bytes on stdin that are not UTF-8 become U+FFFD instead of lone surrogates, which no
     later step (the store, a recording, an export) could write."""
@@ -497,7 +522,7 @@ def _converse(session: ChatSession, typed: bool, type_ahead: TypeAhead) -> int:
     """Typed: the prompt with readline editing and history. Piped: one message a line."""
     if not typed:
         return piped_loop(session, iter(sys.stdin))
-    reader = session.reader = LineReader(config.data_dir() / HISTORY_FILE,
+    reader = session.reader = LineReader(InputHistory(config.data_dir()),
                                          prompt_to_stderr=not sys.stdout.isatty(),
                                          type_ahead=type_ahead)
     try:

@@ -182,12 +182,31 @@ def _add_eval_parser(sub: Any) -> None:
 
 
 def _add_forget_parser(sub: Any) -> None:
-    p = _parser(sub, "forget", "find and delete messages and passages matching QUERY",
-                'memgpt-lite forget "wifi password"', "memgpt-lite forget tulip-42 --yes")
-    p.add_argument("query", metavar="QUERY", help="words to find, as in /search")
+    p = _parser(sub, "forget", "forget what matches QUERY everywhere: messages, passages, core "
+                "memory lines, summary lines, block history, recordings and the input history",
+                'memgpt-lite forget "Paris trip"               # the phrase, any case',
+                "memgpt-lite forget --any Rex Luna --dry-run   # either word; only show",
+                "memgpt-lite forget --regex '\\b\\d{5}\\b' --json   # a pattern; as JSON",
+                "memgpt-lite forget tulip-42 --yes             # without asking")
+    p.add_argument("query", nargs="+", metavar="QUERY",
+                   help="the words to forget, as a phrase: all of them, in this order, any "
+                        "case, whole words (no stems or prefixes)")
     _agent_arg(p)
-    p.add_argument("--yes", action="store_true", help="delete without asking")
-    p.set_defaults(func=lambda a: _commands().cmd_forget(a))
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--any", action="store_true", help="forget what holds any one of the words")
+    how.add_argument("--regex", action="store_true",
+                     help="QUERY is a Python regular expression (case ignored)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="list every unit that would change, and change nothing")
+    p.add_argument("--json", action="store_true",
+                   help="print the preview (and, with --yes, what was done) as JSON")
+    p.add_argument("--yes", action="store_true", help="forget without asking")
+    p.set_defaults(func=lambda a: _forgetting().cmd_forget(_joined_query(a)))
+
+
+def _joined_query(args: argparse.Namespace) -> argparse.Namespace:
+    args.query = " ".join(args.query)
+    return args
 
 
 def _agent_arg(p: argparse.ArgumentParser) -> None:
@@ -299,6 +318,8 @@ def _main(argv: list[str]) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
+        if args.command not in ("completion", "models"):
+            _forgetting().finish_pending_forgets()  # a forget cut off is finished first
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
@@ -384,6 +405,12 @@ def _commands() -> Any:
     from memgpt_lite.terminal import commands
 
     return commands
+
+
+def _forgetting() -> Any:
+    from memgpt_lite.terminal import forget_commands
+
+    return forget_commands
 
 
 def _embedding_commands() -> Any:

@@ -1,6 +1,6 @@
-"""The command logic of every command but `chat` and `eval`: agents (list, show, create,
-share, unshare, set, delete, rename, export, import), core, models, forget, sessions, replay, demo, doctor and
-bench.
+"""The command logic of every command but `chat`, `eval`, `forget` and `index`: agents
+(list, show, create, share, unshare, set, delete, rename, export, import), core, models,
+sessions, replay, demo, doctor and bench.
 
 Each `cmd_*` takes the argparse Namespace from cli.py (bench: its raw arguments), calls the
 engine (or the lab, for bench), hands results to render.py's printers and returns an exit
@@ -27,6 +27,7 @@ from rich.text import Text
 
 from memgpt_lite.terminal import render
 from memgpt_lite.terminal.exit_codes import EXIT_ERROR, EXIT_OK, EXIT_USAGE, UserError
+from memgpt_lite.terminal.user_input import confirmed
 
 if TYPE_CHECKING:
     from memgpt_lite.engine.replay import ReplayReport
@@ -91,7 +92,7 @@ def cmd_agents_set(args: argparse.Namespace) -> int:
     """`agents set NAME key=value ...` or `--reset [KEY ...]`, checked like an import."""
     from memgpt_lite.engine.config import ConfigError, Settings
 
-    with _open_store() as store, _agent_lock(store, args.name):
+    with _open_store() as store, _agent_lock(store, _known(store, args.name)):
         row = _require_agent(store, args.name)
         current = Settings.from_dict(row.settings).to_dict()
         if args.reset is not None and args.assignments:
@@ -264,21 +265,32 @@ def cmd_agents_unshare(args: argparse.Namespace) -> int:
 
 
 def cmd_agents_delete(args: argparse.Namespace) -> int:
-    from memgpt_lite.engine import privacy
+    from memgpt_lite.engine import config, privacy
 
-    with _open_store() as store, _agent_lock(store, args.name):
+    with _open_store() as store, _agent_lock(store, _known(store, args.name)):
         row = _require_agent(store, args.name)
         stats = store.agent_stats(row.id)
         what = (f"agent {row.name!r}: {stats.get('turns', 0)} turns, "
                 f"{stats.get('messages', 0)} messages, {stats.get('passages', 0)} passages, "
-                f"its core memory{_shared_note(store, row)} and its recordings")
-        if not _confirmed(args.yes, render.visible(f"Delete {what}?")):
+                f"its core memory{_shared_note(store, row)}, summary and recordings")
+        if not confirmed(args.yes, render.visible(f"Delete {what}?")):
             print("Nothing deleted.", file=sys.stderr)
             return EXIT_ERROR
         store.delete_agent(row.name)
-        removed = privacy.delete_recordings(row)
-    print(render.visible(f"Deleted {what} ({len(removed)} recording file(s))."))
+        store.wipe_freed()  # its rows are zeroed as they go; the WAL must let go of them too
+        removed = privacy.delete_agent_files(row, config.data_dir())
+    print(render.visible(f"Deleted {what}; removed {_files_removed(removed)}."))
     return EXIT_OK
+
+
+def _files_removed(removed: Any) -> str:
+    parts = [f"{len(removed.recordings)} recording file(s)",
+             f"{len(removed.bases)} base snapshot(s)"]
+    parts += [f"the folder {folder}" for folder in removed.folders]
+    extra = [p for p in removed.other if p not in removed.recordings + removed.bases]
+    if extra:
+        parts.append(f"{len(extra)} other file(s) of it ({', '.join(p.name for p in extra)})")
+    return ", ".join(parts)
 
 
 def _shared_note(store: Any, row: Any) -> str:
@@ -294,13 +306,26 @@ def _shared_note(store: Any, row: Any) -> str:
 
 
 def cmd_agents_rename(args: argparse.Namespace) -> int:
-    with _open_store() as store, _agent_lock(store, args.old):
+    from memgpt_lite.engine import config, locking
+
+    _check_new_name(args.new)
+    with _open_store() as store, _agent_lock(store, _known(store, args.old)):
         _require_agent(store, args.old)
         if store.get_agent(args.new) is not None:
             raise UserError(f"An agent named {args.new!r} already exists.")
         store.rename_agent(args.old, args.new)
+        # The lock file under the old name is the agent's no more (chats lock the new one).
+        locking.lock_path(config.data_dir(), args.old).unlink(missing_ok=True)
     print(render.visible(f"Renamed agent {args.old!r} to {args.new!r}."))
     return EXIT_OK
+
+
+def _check_new_name(name: str) -> None:
+    from memgpt_lite.engine.config import agent_name_problem
+
+    problem = agent_name_problem(name)
+    if problem:
+        raise UserError(problem, EXIT_USAGE)
 
 
 def cmd_agents_export(args: argparse.Namespace) -> int:
@@ -363,6 +388,12 @@ def cmd_agents_import(args: argparse.Namespace) -> int:
     doc = _read_export(source, from_stdin=args.file == "-")
     meta = doc.get("agent")  # the export's shape is checked by transfer.import_agent
     name = args.name or (meta.get("name") if isinstance(meta, dict) else None)
+    if isinstance(name, str):
+        try:
+            _check_new_name(name)
+        except UserError as exc:
+            hint = "" if args.name else " Import it with --name NEW."
+            raise UserError(str(exc) + hint, EXIT_USAGE) from None
     with _open_store() as store:
         if name and store.get_agent(name) is not None:
             raise UserError(f"An agent named {name!r} already exists; "
@@ -393,24 +424,6 @@ def _read_export(source: Path, *, from_stdin: bool = False) -> dict[str, Any]:
     return doc
 
 
-def cmd_forget(args: argparse.Namespace) -> int:
-    from memgpt_lite.engine import privacy
-
-    console = render.make_console()
-    with _open_store() as store, _agent_lock(store, args.agent):
-        row = _require_agent(store, args.agent)
-        matches = privacy.find_forget_matches(store, row.id, args.query)
-        render.print_forget_matches(console, matches, args.query)
-        if matches.empty:
-            return EXIT_OK
-        if not _confirmed(args.yes, "Delete these from the store, the search indexes "
-                                    "and the recordings?"):
-            print("Nothing deleted.", file=sys.stderr)
-            return EXIT_ERROR
-        console.print(render.shown(privacy.apply_forget(store, row, matches)))
-    return EXIT_OK
-
-
 def _open_store() -> Any:
     """The store (--db / MEMGPT_LITE_DATABASE_URL, else the data dir's file); it is its own
     context manager (closed on exit)."""
@@ -425,28 +438,24 @@ def _agent_lock(store: Any, name: str) -> Any:
     return store.agent_lock(name)
 
 
+def _known(store: Any, name: str) -> str:
+    """`name`, once it names an agent (else one sentence, before a lock file is made for it)."""
+    return _require_agent(store, name).name
+
+
 def _require_agent(store: Any, name: str) -> Any:
+    """The existing agent `name` (under any name it has, even one from before the naming
+    rule); else one sentence: the naming rule if the name breaks it, or the agents there are."""
+    from memgpt_lite.engine.config import agent_name_problem
+
     row = store.get_agent(name)
     if row is None:
+        problem = agent_name_problem(name)
+        if problem:
+            raise UserError(problem, EXIT_USAGE)
         names = ", ".join(a.name for a in store.list_agents()) or "none yet"
         raise UserError(f"There is no agent named {name!r} (agents: {names}).")
     return row
-
-
-def _confirmed(yes: bool, question: str) -> bool:
-    """--yes, or a y/N answer on a terminal; without a terminal there is no one to ask, and
-    deleting unasked is not an option. Ctrl-C here interrupts the command (exit 130)."""
-    if yes:
-        return True
-    if not sys.stdin.isatty():
-        raise UserError("Refusing to delete without confirmation on a non-interactive "
-                        "terminal; add --yes.", EXIT_USAGE)
-    try:
-        answer = input(f"{question} [y/N] ")
-    except EOFError:
-        print()
-        return False
-    return answer.strip().lower() in ("y", "yes")
 
 
 # --------------------------------------------------------------------------- recordings
@@ -457,13 +466,18 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
     name = getattr(args, "agent", None)
     console = render.make_console(wrap=True)
-    if name:
+    if name is not None:
+        from memgpt_lite.engine.config import agent_name_problem
+
         with _open_store() as store:
             agent = store.get_agent(name)
+        if agent is None and agent_name_problem(name):
+            raise UserError(agent_name_problem(name), EXIT_USAGE)  # type: ignore[arg-type]
         if agent is None:
             render.print_error(console, f"there is no agent named {name!r}")
             return EXIT_USAGE
-    render.print_sessions(console, recording.list_recordings(agent if name else None), name)
+    render.print_sessions(console, recording.list_recordings(agent if name is not None else None),
+                          name)
     return EXIT_OK
 
 
@@ -488,6 +502,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
         console.print(render.shown(f"\nreplay {verdict}: first divergence at "
                                    f"{report.divergences[0]}", "bold red"))
         return EXIT_ERROR if strict else EXIT_OK
+    if report.scrubbed is not None:  # a forget changed the recording: say how far it holds
+        console.print(render.shown(f"\n{report.scrubbed}.", "yellow"))
+    if report.stopped_at_scrub:
+        last = report.scrubbed.turn - 1  # type: ignore[union-attr]
+        console.print(render.shown(f"replay matched the recording up to turn {last}" if last
+                                   else "replay stopped at turn 1: nothing to compare before "
+                                        "the scrub", "bold green"))
+        return EXIT_OK
     console.print(Text("\nreplay matched the recording: zero divergence", style="bold green"))
     return EXIT_OK
 
@@ -552,7 +574,7 @@ def cmd_bench(argv: list[str]) -> int:
 
     console = render.make_console(sys.stderr)
     try:
-        if not console.is_terminal or any(a in ("-h", "--help", "store") for a in argv):
+        if not console.is_terminal or any(a in ("-h", "--help", "store", "load") for a in argv):
             return int(bench.main(argv) or 0)
         from memgpt_lite.lab.bench.suite import SECTIONS
         from memgpt_lite.terminal.progress import SectionProgress

@@ -29,7 +29,7 @@ from memgpt_lite.engine.text import shorten
 from memgpt_lite.engine.turns import turn_ranges
 
 if TYPE_CHECKING:  # types only: `agents list` need not load the replay or privacy modules
-    from memgpt_lite.engine.privacy import ForgetMatches
+    from memgpt_lite.engine.privacy import ForgetPlan, ForgetResult
     from memgpt_lite.engine.records import Usage
     from memgpt_lite.engine.replay import ReplayReport
     from memgpt_lite.engine.tally import Tally
@@ -248,26 +248,123 @@ def print_tokens(console: Console, tally: Tally) -> None:
                       markup=False)
 
 
-def print_forget_matches(console: Console, matches: ForgetMatches, query: str) -> None:
-    if matches.empty:
-        console.print(shown(f"Nothing matches {query!r}."))
+PREVIEW_PER_PLACE = 20  # units listed per place before "… and N more" (--dry-run: all)
+_UNITS = {"messages": "message", "passages": "passage", "core memory": "line",
+          "summary": "line", "block history": "value", "base snapshots": "file",
+          "recordings": "file", "input history": "line"}
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def print_forget_plan(console: Console, plan: ForgetPlan, *, full: bool = False) -> None:
+    """The forget preview: counts per place, then every unit that changes (up to
+    PREVIEW_PER_PLACE per place unless `full`; never a silent cap)."""
+    what = plan.matcher.describe()
+    if plan.empty:
+        console.print(shown(f"Nothing matches {what} in agent {plan.agent.name!r}."))
         return
-    console.print(shown(f"{len(matches.message_hits)} message(s) in turn(s) "
-                        f"{turn_ranges(matches.turn_ids) or '-'} and "
-                        f"{len(matches.passage_hits)} passage(s) match {query!r}:"))
-    for hit in matches.message_hits:
-        console.print(shown(f"  message #{hit.id} turn {hit.turn_id} {hit.role}: "
-                            f"{shorten(hit.text, 120)}"))
-    for hit in matches.passage_hits:
-        console.print(shown(f"  passage #{hit.id}: {shorten(hit.text, 120)}"))
-    for version in getattr(matches, "version_hits", []):
-        console.print(shown(f"  old version of passage #{version.passage_id} "
-                            f"({version.change}d {version.superseded_at[:10]}): "
-                            f"{shorten(version.text, 100)}"))
-    if matches.turn_ids:
-        console.print("Whole turns are deleted (every message of them), so the queue stays "
-                      "valid. Core memory is not changed (edit it with /core edit).",
-                      markup=False)
+    console.print(shown(f"Forgetting {what} in agent {plan.agent.name!r} changes:"))
+    table = Table(box=None, show_header=False, pad_edge=False)
+    for place, n in plan.counts().items():
+        if n:
+            table.add_row(shown(f"  {place}"), shown(_count(n, _UNITS.get(place, "unit"))),
+                          shown(_place_note(plan, place)))
+    console.print(table)
+    by_place: dict[str, list[str]] = {}
+    for place, line in _plan_lines(plan):
+        by_place.setdefault(place, []).append(line)
+    for place, lines in by_place.items():
+        for line in lines if full else lines[:PREVIEW_PER_PLACE]:
+            console.print(shown(f"  {line}"))
+        if not full and len(lines) > PREVIEW_PER_PLACE:
+            console.print(shown(f"  … and {len(lines) - PREVIEW_PER_PLACE:,} more in {place} "
+                                "(--dry-run lists every one)", "dim"))
+    for label, others in plan.shared.items():
+        if others:
+            console.print(shown(f"  core memory {label!r} is shared with {', '.join(others)}: "
+                                "the line goes for them too (their own history and recordings "
+                                f"keep it until you forget it with --agent {others[0]})"))
+
+
+def _place_note(plan: ForgetPlan, place: str) -> str:
+    if place == "messages":
+        redacted = sum(1 for u in plan.units if u.place == place and u.action == "redact")
+        deleted = sum(1 for u in plan.units if u.place == place and u.action == "delete")
+        parts = [f"{deleted:,} deleted"] if deleted else []
+        if redacted:
+            parts.append(f"{redacted:,} kept in the queue with [forgotten] in place of the "
+                         "match (deleting would break a turn the API is sent)")
+        return "; ".join(parts)
+    return {"passages": "deleted", "core memory": "lines removed from blocks",
+            "summary": "lines removed from the running summary",
+            "block history": "matching lines removed from old and new values",
+            "base snapshots": "rewritten like the store",
+            "recordings": "the matching text becomes [forgotten]",
+            "input history": "lines removed"}.get(place, "")
+
+
+def _plan_lines(plan: ForgetPlan) -> list[tuple[str, str]]:
+    excerpt = plan.matcher.excerpt
+    out = []
+    for u in plan.units:
+        if u.place == "messages":
+            out.append((u.place, f"message #{u.key} · turn {u.turn_id} · {u.role} · {u.action}: "
+                                 f"{excerpt(u.text)}"))
+        elif u.action == "delete":
+            out.append((u.place, f"{u.place.rstrip('s')} #{u.key} · delete: {excerpt(u.text)}"))
+        else:
+            where = {"core memory": f"core memory {u.key!r}", "summary": "summary",
+                     "block history": f"block history #{u.key} ({u.text!r})"}[u.place]
+            out += [(u.place, f"{where} · remove line: {shorten(line, 110)}") for line in u.lines]
+    out += [("base snapshots", f"base snapshot {path} · {_count(n, 'unit')}")
+            for path, n in plan.bases.items()]
+    for r in plan.recordings:
+        state = f"cannot be changed: {r.problem}" if r.problem else _recording_note(r)
+        out.append(("recordings", f"recording {r.path} · {state}"))
+    out += [("input history", f"input history · remove line: {shorten(line, 110)}")
+            for line in plan.history]
+    return out
+
+
+def _recording_note(r: Any) -> str:
+    parts = [_count(r.lines, "line")] if r.lines else []
+    if r.turns:
+        parts.append(f"turn{'s' if len(r.turns) > 1 else ''} {turn_ranges(sorted(r.turns))}")
+    if r.start:
+        parts.append("the history its replay starts from")
+    return ", ".join(parts)
+
+
+def forget_summary(result: ForgetResult) -> str:
+    """One sentence of what a forget did (and what it could not do yet)."""
+    changed = []
+    for (place, action), n in result.actions().items():
+        if action == "remove lines":
+            changed.append(f"{_count(n, 'line')} removed from {place}")
+        else:
+            done = {"delete": "deleted", "redact": "redacted in the queue"}[action]
+            changed.append(f"{_count(n, _UNITS.get(place, 'unit'))} {done}")
+    files = [f"{_count(len(result.recordings), 'recording file')} scrubbed"]
+    if result.bases:
+        files.append(f"{_count(result.bases, 'base snapshot')} rewritten")
+    files.append(f"{_count(result.history, 'input history line')} removed")
+    head = (f"Finished a forget cut off on {_when(result.resumed_from)}: "
+            if result.resumed_from else "")
+    text = (f"{head}Forgot {result.matcher.describe()} in agent {result.agent!r}: "
+            f"{', '.join(changed) or 'nothing in the store'}; {', '.join(files)}.")
+    if result.problems:
+        text += (f" Not finished: cannot change {'; '.join(result.problems)}; the next "
+                 "memgpt-lite command tries again.")
+    if not result.wal_clean:
+        text += (" Another memgpt-lite process has the database open: its write-ahead log "
+                 "keeps old pages until that process lets go of it.")
+    return text
+
+
+def print_forget_result(console: Console, result: ForgetResult) -> None:
+    console.print(shown(forget_summary(result)))
 
 
 # --------------------------------------------------------------------------- recordings
@@ -283,6 +380,7 @@ def print_sessions(console: Console, rows: list[Any], agent: str | None) -> None
     table = Table("agent", "started", "turns", "file", box=None, pad_edge=False)
     for r in rows:
         turns = str(r.turns) if r.problem is None else f"damaged: {r.problem}"
+        turns += " (scrubbed by a forget)" if r.scrubbed else ""
         table.add_row(shown(r.agent), shown(r.started), shown(turns), shown(r.path))
     console.print(table)
     console.print(Text("replay one with: memgpt-lite replay FILE --strict", style="dim"))

@@ -1,11 +1,12 @@
 """What the user types: the chat prompt's line reader, the editor for `/core edit`, y/N questions.
 
-`LineReader` reads one message per call with readline editing and a history file (secrets
-redacted before it is written; written whole to a temporary file, then renamed).
-`edit_in_editor` runs $VISUAL/$EDITOR on a temporary file. `ask` is the chat's confirmation:
-anything but y/yes, Ctrl-D or Ctrl-C means no. `typing_hidden` keeps what is typed while the
-model answers from being echoed into the reply. Undecodable bytes read from the user (the
-editor's file included) become U+FFFD.
+`LineReader` reads one message per call with readline editing and the input history (see
+engine/input_history.py: one file for every agent, under one lock; each message's lines are
+added as it is sent, secrets redacted over the whole message first). `edit_in_editor` runs
+$VISUAL/$EDITOR on a temporary file. `ask` is the chat's confirmation: anything but y/yes,
+Ctrl-D or Ctrl-C means no. `typing_hidden` keeps what is typed while the model answers from
+being echoed into the reply. Undecodable bytes read from the user (the editor's file
+included) become U+FFFD.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from memgpt_lite.engine.privacy import history_entry_matches
-from memgpt_lite.engine.redact import redact
+from memgpt_lite.engine.input_history import InputHistory, drop_matching
+from memgpt_lite.engine.matching import Matcher
+from memgpt_lite.engine.redact import redact_message
+from memgpt_lite.terminal.exit_codes import EXIT_USAGE, UserError
 
 PROMPT = "you› "
 CONTINUATION_PROMPT = "  … "
@@ -36,22 +39,22 @@ class LineReader:
     within PASTE_GAP_SECONDS of each other (a paste) are joined; with a readline that
     supports bracketed paste, a paste is inserted whole."""
 
-    def __init__(self, history_path: Path | None, *, prompt_to_stderr: bool = False,
+    def __init__(self, history: InputHistory | None, *, prompt_to_stderr: bool = False,
                  type_ahead: TypeAhead | None = None):
         import readline
 
         self.readline = readline
-        self.history_path = history_path
+        self.history = history
         self.type_ahead = type_ahead
+        self.in_key = False  # a private key's BEGIN line came without its END (see redact)
         # With stdout redirected to a file the prompt must still reach the user.
         self.prompt_to_stderr = prompt_to_stderr
         readline.parse_and_bind("set enable-bracketed-paste on")
         readline.set_history_length(2000)
-        if history_path is not None and history_path.exists():
-            try:
-                readline.read_history_file(str(history_path))
-            except OSError:
-                pass  # an unreadable history only costs the up-arrow; never fail a chat over it
+        readline.set_auto_history(False)  # a message is added whole, redacted (_remember)
+        readline.clear_history()
+        for line in history.lines() if history is not None else []:
+            readline.add_history(line)
 
     def read(self) -> str:
         lines = [self._input(PROMPT)]
@@ -59,8 +62,9 @@ class LineReader:
             if lines[-1].endswith("\\"):
                 lines[-1] = lines[-1][:-1]
             lines.append(self._input(CONTINUATION_PROMPT))
-        self._redact_history(len(lines))
-        return "\n".join(lines)
+        text = "\n".join(lines)
+        self._remember(text)
+        return text
 
     def _input(self, prompt: str) -> str:
         typed = self.type_ahead.take() if self.type_ahead is not None else ""
@@ -70,7 +74,6 @@ class LineReader:
             out = sys.stderr if self.prompt_to_stderr else sys.stdout
             out.write(prompt + line + "\n")
             out.flush()
-            self.readline.add_history(line)
             return line
         if typed:  # shown on the prompt, editable, as if typed there
             self.readline.set_pre_input_hook(lambda: self._insert(typed))
@@ -90,42 +93,31 @@ class LineReader:
         sys.stderr.flush()
         return input()
 
-    def _redact_history(self, count: int) -> None:
-        """The agent redacts secrets before storing a message; the history file must not
-        keep them either (readline added each line as it was typed)."""
-        rl = self.readline
-        last = rl.get_current_history_length()
-        for i in range(max(1, last - count + 1), last + 1):
-            entry = rl.get_history_item(i)
-            if entry and redact(entry) != entry:
-                rl.replace_history_item(i - 1, redact(entry))  # get is 1-based, replace 0-based
+    def _remember(self, text: str) -> None:
+        """Add a message to the up-arrow and the history file: redacted as the agent stores
+        it, over the whole message (a key pasted line by line is one secret), and over
+        messages (its BEGIN line may have come alone)."""
+        redacted, self.in_key = redact_message(text, self.in_key)
+        lines = [line for line in redacted.split("\n") if line.strip()]
+        for line in lines:
+            self.readline.add_history(line)
+        if self.history is not None:
+            with contextlib.suppress(OSError):  # history is a convenience; never fail a chat
+                self.history.append(lines)
 
-    def forget(self, query: str, secrets: list[str]) -> None:
-        """Drop matching entries from the in-memory history (see history_entry_matches)."""
+    def forget(self, matcher: Matcher) -> None:
+        """Drop the lines a forget removed from the file from the up-arrow too."""
         rl = self.readline
-        for i in range(rl.get_current_history_length(), 0, -1):
-            entry = rl.get_history_item(i)
-            if entry is not None and history_entry_matches(entry, query, secrets):
-                rl.remove_history_item(i - 1)  # get is 1-based, remove 0-based
+        count = rl.get_current_history_length()
+        lines = [rl.get_history_item(i) or "" for i in range(1, count + 1)]
+        kept, gone = drop_matching(lines, matcher)
+        if gone:
+            rl.clear_history()
+            for line in kept:
+                rl.add_history(line)
 
     def save(self) -> None:
-        """Write the history to a temporary file and rename it over the old one: a full disk
-        must not leave a truncated history behind."""
-        if self.history_path is None:
-            return
-        path, tmp = self.history_path, None
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd, tmp = tempfile.mkstemp(prefix=".history-", dir=path.parent)  # created 0600
-            os.close(fd)
-            self.readline.write_history_file(tmp)
-            os.replace(tmp, path)
-        except OSError:
-            pass  # history is a convenience; never fail a chat over it
-        finally:
-            if tmp is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
+        """Nothing left to write: every message was added to the file as it was sent."""
 
 
 def _pending_input(timeout: float) -> bool:
@@ -170,6 +162,22 @@ def ask(question: str) -> bool:
     except (EOFError, KeyboardInterrupt):
         print(flush=True)
         return False
+
+
+def confirmed(yes: bool, question: str) -> bool:
+    """--yes, or a y/N answer on a terminal; without a terminal there is no one to ask, and
+    deleting unasked is not an option. Ctrl-C here interrupts the command (exit 130)."""
+    if yes:
+        return True
+    if not sys.stdin.isatty():
+        raise UserError("Refusing to delete without confirmation on a non-interactive "
+                        "terminal; add --yes.", EXIT_USAGE)
+    try:
+        answer = input(f"{question} [y/N] ")
+    except EOFError:
+        print()
+        return False
+    return answer.strip().lower() in ("y", "yes")
 
 
 class TypeAhead:

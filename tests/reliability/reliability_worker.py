@@ -11,6 +11,11 @@ DB is a SQLite file or a postgresql:// URL (see `open_store`).
     reliability_worker.py hold DB NAME SECONDS   open the agent (taking its lock) and hold it
     reliability_worker.py race DB NAME N TAG     N turns, each opening the agent (waiting for
                                                  its lock) and closing it after the turn
+    reliability_worker.py forget HOME STAGE QUERY  `memgpt-lite forget QUERY --agent a --yes`
+                                                 in data dir HOME, stopping at STAGE: intent
+                                                 (written, nothing changed) | store (changed,
+                                                 files not yet) | recording (one recording
+                                                 scrubbed) | history (all but the input history)
     reliability_worker.py share DB NAME N GO     wait for the file GO, then N turns each
                                                  appending "NAME edit i" to the shared block
                                                  `human` with core_memory_append
@@ -197,6 +202,37 @@ def race(db: str, name: str, n: int, tag: str) -> None:
         agent.close()
 
 
+def forget(home: str, where: str, query: str) -> None:
+    import os
+
+    os.environ["MEMGPT_LITE_HOME"] = home
+    from memgpt_lite.engine import privacy
+    from memgpt_lite.engine.input_history import InputHistory
+    from memgpt_lite.terminal import cli
+
+    scrubbed = {"n": 0}
+    real_scrub = privacy.scrub_recording
+
+    def scrub_then_stop(*args, **kwargs):
+        result = real_scrub(*args, **kwargs)
+        scrubbed["n"] += bool(result.changed and kwargs.get("apply", True))  # not the preview
+        if where == "recording" and scrubbed["n"] == 1:
+            block("recording")
+        return result
+
+    if where == "intent":
+        from memgpt_lite.engine.store import Store
+
+        Store.apply_forget = lambda *a, **k: block("intent")  # type: ignore[method-assign]
+    elif where == "store":
+        privacy._scrub_files = lambda *a, **k: block("store")
+    elif where == "recording":
+        privacy.scrub_recording = scrub_then_stop
+    elif where == "history":
+        InputHistory.scrub = lambda *a, **k: block("history")  # type: ignore[method-assign]
+    raise SystemExit(cli.main(["forget", query, "--agent", "a", "--yes"]))
+
+
 def share(db: str, name: str, n: int, go: str) -> None:
     store = open_store(db)
     turn = {"i": 0}
@@ -228,6 +264,8 @@ if __name__ == "__main__":
         hold(args[0], args[1], float(args[2]))
     elif mode == "race":
         race(args[0], args[1], int(args[2]), args[3])
+    elif mode == "forget":
+        forget(*args)
     elif mode == "share":
         share(args[0], args[1], int(args[2]), args[3])
     else:

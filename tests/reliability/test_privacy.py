@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -128,14 +127,50 @@ def test_export_of_a_chat_with_a_pasted_key_is_clean(tmp_path):
     assert KEY not in json.dumps(transfer.export_agent(store, "exp"))
 
 
+BODY = ["MIIEowIBAAKCAQEAexampleexampleexample", "cXVpdGUgYSBsb25nIGtleSBib2R5Zm9ybXM="]
+
+
+def test_a_private_key_piped_line_by_line_is_redacted_whole(tmp_path):
+    """Piped, every line is a message: the key's body arrives in messages of its own, after
+    a BEGIN line without its END. They are one secret all the same, in the store, the
+    requests and the recording; the frame ends at END (or at a line no key holds)."""
+    from memgpt_lite.engine.recording import Recorder, recorded_step
+
+    store = Store(tmp_path / "db.sqlite")
+    model = ScriptedModel([text_response("ok")] * 6, validate=True)
+    agent = Agent.open(store, "pem", model_client=model)
+    lines = ["-----BEGIN RSA PRIVATE KEY-----", *BODY, "-----END RSA PRIVATE KEY-----",
+             "thanks, and my card is 4111.1111.1111.1111", "AnotherLongWordLikeThis"]
+    with Recorder(tmp_path / "rec.jsonl") as rec:
+        for line in lines:
+            assert list(recorded_step(agent, rec, line))[-1].completed
+    stored = _all_text(store)
+    sent = json.dumps([r.to_api() for r in model.requests])
+    recorded = (tmp_path / "rec.jsonl").read_text()
+    for where in (stored, sent, recorded):
+        assert not any(body[:12] in where for body in BODY)
+        assert "4111" not in where and "thanks, and my card is" in where
+        assert "AnotherLongWordLikeThis" in where  # the frame ended at END
+    assert stored.count("[redacted: private key]") >= 4
+
+
 def test_forget_scrubs_a_recording_whose_last_line_was_cut_short():
-    from memgpt_lite.engine.privacy import scrub_recordings
+    from memgpt_lite.engine.matching import Matcher
+    from memgpt_lite.engine.recording import Recording
+    from memgpt_lite.engine.recording_scrub import scrub_recording
 
     path = config.recordings_dir() / "a" / "cut.jsonl"
     path.parent.mkdir(parents=True)
     said = 'I planted "tulips" by the old shed\nnear the gate'
     line = json.dumps({"v": 1, "type": "user", "text": said + " and"}, ensure_ascii=False)
-    path.write_text('{"v":1,"type":"header","agent":"a"}\n' + line[:-2] + "\n")
-    legacy_agent = SimpleNamespace(name="a", uid="")  # a recording from before agent uids
-    assert scrub_recordings(legacy_agent, [said]) == 1
-    assert "tulips" not in path.read_text() and "[forgotten]" in path.read_text()
+    header = '{"v":1,"type":"header","agent":"a","settings":{},"model":"m"}\n'
+    path.write_text(header + line[:-2] + "\n")
+    # The phrase runs over an escaped line break inside the broken line: found all the same.
+    result = scrub_recording(path, Matcher.build('"tulips" by the old shed near'))
+    assert result.lines == 1 and result.turns == {1}
+    assert "tulips" not in path.read_text() and "shed" not in path.read_text()
+    assert Recording.load(path).header["forgotten"]["turns"] == [1]
+    # a cut line whose match is plain text keeps the rest of the line
+    path.write_text(header + '{"v":1,"type":"user","text":"my dog Rex and the cat Mi' + "\n")
+    scrub_recording(path, Matcher.build("rex"))
+    assert path.read_text().endswith('"text":"my dog [forgotten] and the cat Mi\n')

@@ -243,6 +243,26 @@ def _m007_passage_history_and_shared_blocks(db: sqlite3.Connection) -> None:
     """)
 
 
+def _m006_forget_intents(db: sqlite3.Connection) -> None:
+    """A forget is written down before it starts and crossed out when it is done, so that a
+    forget cut off (kill -9, a full disk, an unwritable recording) is finished by the next
+    command (see engine/privacy.py). Also: a file written before the store zeroed what it
+    frees (secure_delete) may hold old copies of text in its free space, so its first
+    forget rewrites the whole file once (VACUUM)."""
+    _run(db, """
+    CREATE TABLE forget_intents (
+        id INTEGER PRIMARY KEY,
+        agent_id INTEGER NOT NULL,
+        agent_uid TEXT NOT NULL,
+        spec TEXT NOT NULL,
+        stage TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE TABLE store_flags (name TEXT PRIMARY KEY);
+    INSERT INTO store_flags (name) SELECT 'vacuum_on_forget' WHERE EXISTS (SELECT 1 FROM agents);
+    """)
+
+
 # Append-only: never edit or reorder an entry that has shipped; add a new one.
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("001_initial", _m001_initial),
@@ -250,5 +270,6 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("003_per_agent_history", _m003_per_agent_history),
     ("004_turn_effects", _m004_turn_effects),
     ("005_vectors", _m005_vectors),
+    ("006_forget_intents", _m006_forget_intents),
     ("007_passage_history_and_shared_blocks", _m007_passage_history_and_shared_blocks),
 ]

@@ -2,7 +2,7 @@
 machines share (`MEMGPT_LITE_DATABASE_URL=postgresql://…` or `--db URL`).
 
 It keeps every promise of `base.Store` the way the SQLite store does, mixin for mixin
-(`postgres_blocks.py`, `postgres_recall.py`, `postgres_archive.py`, `postgres_turns.py`, `postgres_vectors.py`,
+(`postgres_blocks.py`, `postgres_recall.py`, `postgres_archive.py`, `postgres_forget.py`, `postgres_turns.py`, `postgres_vectors.py`,
 `postgres_search.py` for what the SQLite store leaves to FTS5): one transaction per turn,
 every query scoped by agent, revisions and tombstones, the turn journal and its undo, and
 keyword search that ranks exactly as SQLite's (store/terms.py). The tables live in the
@@ -35,6 +35,7 @@ from memgpt_lite.engine.store.base import (
 from memgpt_lite.engine.store.postgres_archive import PgArchiveMixin
 from memgpt_lite.engine.store.postgres_base import PgBase, display_url, dumps, pg_text
 from memgpt_lite.engine.store.postgres_blocks import PgBlocksMixin
+from memgpt_lite.engine.store.postgres_forget import PgForgetMixin
 from memgpt_lite.engine.store.postgres_lock import PostgresAgentLock
 from memgpt_lite.engine.store.postgres_migrations import MIGRATIONS
 from memgpt_lite.engine.store.postgres_recall import PgRecallMixin
@@ -61,8 +62,8 @@ SQLITE_COLUMNS = {
 }
 
 
-class PostgresStore(PgBlocksMixin, PgRecallMixin, PgArchiveMixin, PgTurnsMixin, PgVectorMixin, PgSearchMixin,
-                    PgBase):
+class PostgresStore(PgBlocksMixin, PgRecallMixin, PgArchiveMixin, PgForgetMixin, PgTurnsMixin,
+                    PgVectorMixin, PgSearchMixin, PgBase):
     """All persistent memory in one Postgres database (the `base.Store` protocol). Every read
     and write takes an agent id and touches only that agent's rows. Methods commit on their
     own unless called inside `transaction()`, whose nested uses join the outermost one. Not

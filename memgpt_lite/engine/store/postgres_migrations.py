@@ -191,6 +191,20 @@ CREATE TRIGGER vectors_passages_au AFTER UPDATE OF index_text ON passages FOR EA
     EXECUTE FUNCTION drop_vector_of_changed_row('passages');
 """
 
+# A forget is written down before it starts and crossed out when done (engine/privacy.py).
+# SQLite's migration of this name also flags an old file for one VACUUM at its first forget;
+# Postgres has no such file to rewrite (see postgres_forget.py).
+_FORGET_INTENTS = """
+CREATE TABLE forget_intents (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    agent_id BIGINT NOT NULL,
+    agent_uid TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    stage TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+"""
+
 # Corrections and scopes, as SQLite's migration of the same name: `passage_history` keeps the
 # versions archival_update replaced and archival_delete removed (ids per agent, like every
 # history table here); `shared_blocks` the user-scope core memory blocks, one per label for
@@ -233,5 +247,6 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("003_per_agent_history", _PER_AGENT_HISTORY),
     ("004_turn_effects", _TURN_EFFECTS),
     ("005_vectors", _VECTORS),
+    ("006_forget_intents", _FORGET_INTENTS),
     ("007_passage_history_and_shared_blocks", _PASSAGE_HISTORY_AND_SHARED_BLOCKS),
 ]

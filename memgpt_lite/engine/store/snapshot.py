@@ -29,7 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memgpt_lite.engine.store import checks, fts
+from memgpt_lite.engine.matching import Matcher
+from memgpt_lite.engine.store import checks, fts, scrub
 from memgpt_lite.engine.store.base import HISTORY_TABLES, SNAPSHOT_TABLES
 from memgpt_lite.engine.store.base import Store as AnyStore
 from memgpt_lite.engine.store.sqlite import SQLiteStore as Store
@@ -119,32 +120,24 @@ def _copy_rows(store: AnyStore, agent_id: int, base: Store) -> int:
     return rev
 
 
-def forget_in_base(path: Path, agent_id: int, turn_ids: list[int],
-                   passage_ids: list[int], version_ids: list[int] = ()) -> None:  # type: ignore[assignment]
-    """Delete turns, passages (with their history) and passage history versions from a base
-    file (row ids are the live ones), then rewrite the file so that no freed page still
-    holds their text. Bases have no search index."""
-    db = sqlite3.connect(path, isolation_level=None)
+def forget_in_base(path: Path, agent_id: int, matcher: Matcher, *, apply: bool = True,
+                   ) -> list[scrub.Unit]:
+    """Forget in a base file as in the live store (row ids are the live ones; see scrub.py),
+    then rewrite the file so that no freed page still holds the text. Returns the units
+    changed ([]: the file is left as it was). `apply=False` only looks."""
+    uri = f"{path.resolve().as_uri()}?mode={'rw' if apply else 'ro'}"
+    db = sqlite3.connect(uri, uri=True, isolation_level=None)
     try:
-        db.execute("BEGIN IMMEDIATE")
-        db.executemany("DELETE FROM messages WHERE agent_id = ? AND turn_id = ?",
-                       [(agent_id, t) for t in turn_ids])
-        db.executemany("DELETE FROM passages WHERE agent_id = ? AND id = ?",
-                       [(agent_id, i) for i in passage_ids])
-        if _has_table(db, "passage_history"):  # a base written before passage history
-            db.executemany("DELETE FROM passage_history WHERE agent_id = ? AND passage_id = ?",
-                           [(agent_id, i) for i in passage_ids])
-            db.executemany("DELETE FROM passage_history WHERE agent_id = ? AND id = ?",
-                           [(agent_id, i) for i in version_ids])
-        db.execute("COMMIT")
-        db.execute("VACUUM")
+        units = scrub.find_units(db, agent_id, matcher)
+        if units and apply:
+            db.execute("PRAGMA secure_delete = ON")
+            db.execute("BEGIN IMMEDIATE")
+            scrub.apply_units(scrub.Writer(db, agent_id, live=False), units, matcher)
+            db.execute("COMMIT")
+            db.execute("VACUUM")
     finally:
         db.close()
-
-
-def _has_table(db: sqlite3.Connection, name: str) -> bool:
-    return db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-                      (name,)).fetchone() is not None
+    return units
 
 
 def _copy(db: Any, table: str, key: str, agent_id: int) -> None:

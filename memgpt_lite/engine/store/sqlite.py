@@ -37,6 +37,7 @@ from memgpt_lite.engine.store.base import (
 from memgpt_lite.engine.store.migrations import MIGRATIONS
 from memgpt_lite.engine.store.sqlite_archive import ArchiveMixin
 from memgpt_lite.engine.store.sqlite_blocks import BlocksMixin
+from memgpt_lite.engine.store.sqlite_forget import ForgetMixin
 from memgpt_lite.engine.store.sqlite_recall import RecallMixin
 from memgpt_lite.engine.store.sqlite_turns import TurnsMixin
 from memgpt_lite.engine.store.sqlite_vectors import VectorMixin
@@ -143,7 +144,8 @@ class _Connection(sqlite3.Connection):
             raise self.damage
 
 
-class SQLiteStore(BlocksMixin, RecallMixin, ArchiveMixin, TurnsMixin, VectorMixin):
+class SQLiteStore(BlocksMixin, RecallMixin, ArchiveMixin, TurnsMixin, VectorMixin,
+                  ForgetMixin):
     """All persistent memory in one SQLite file (the `base.Store` protocol). Every read and
     write takes an agent id and touches only that agent's rows. Methods commit on their own
     unless called inside `transaction()`, whose nested uses join the outermost one. Not safe
@@ -172,6 +174,9 @@ class SQLiteStore(BlocksMixin, RecallMixin, ArchiveMixin, TurnsMixin, VectorMixi
             self._db.execute("PRAGMA busy_timeout = 5000")
             self._check_schema()  # read-only: a foreign or newer file is never touched
             self._db.execute("PRAGMA foreign_keys = ON")
+            # What is deleted or rewritten is zeroed in the file, not left in free space: a
+            # forget must leave no copy behind (see sqlite_forget.py).
+            self._db.execute("PRAGMA secure_delete = ON")
             self._enable_wal()
             self._db.execute("PRAGMA synchronous = NORMAL")  # safe with WAL; fsync per checkpoint
             self._migrate()

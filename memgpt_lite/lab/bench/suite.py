@@ -230,4 +230,8 @@ def main(argv: list[str] | None = None, progress: Any = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["store"]:
         return store_main(argv[1:])
+    if argv[:1] == ["load"]:
+        from memgpt_lite.lab.bench.load import load_main
+
+        return load_main(argv[1:])
     return suite_main(argv, progress)

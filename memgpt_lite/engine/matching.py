@@ -1,0 +1,157 @@
+"""What `forget` matches: one rule a user can predict, used for every place it looks.
+
+Three modes, all ignoring case:
+
+* **phrase** (the default): the words as typed, in order, separated by any whitespace (a
+  line break included); no stemming, no prefixes. A word matches whole words only: `Rex`
+  does not match `Rexford`, `dog` does not match `dogs`. In scripts written without spaces
+  between words (Chinese, Japanese, Korean, Thai…) there is no word edge to check, so a
+  word written in them matches anywhere.
+* **any**: any one of the words, each as in a phrase.
+* **regex**: a Python regular expression, as given (`(?-i:…)` makes part of it care about
+  case).
+
+A match that overlaps a `[forgotten]` marker, or the words of a fold or clip marker (see
+shrink.py), is not a match: forgetting twice changes nothing the second time, even `forget
+forgotten` or `forget --any the full`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from memgpt_lite.engine.shrink import marker_spans
+
+FORGOTTEN = "[forgotten]"
+MODES = ("phrase", "any", "regex")
+MAX_QUERY = 1_000
+
+_NO_SPACES = ("\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u1100-\u11ff\u3040-\u30ff"
+              "\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+              "\U00020000-\U0002ffff")
+# A letter or digit of a script that separates words with spaces: where one is next to a
+# match, the match is inside a longer word.
+_SPACED = f"[^\\W_{_NO_SPACES}]"
+_SPACED_CHAR = re.compile(_SPACED)
+_MARKER = re.compile(re.escape(FORGOTTEN))
+
+
+class QueryError(ValueError):
+    """The query cannot be used; one sentence for the user."""
+
+
+@dataclass(frozen=True)
+class Matcher:
+    """A compiled forget query: `spans(text)` finds what it matches in a text."""
+
+    query: str
+    mode: str
+    pattern: re.Pattern[str]
+
+    @classmethod
+    def build(cls, query: str, mode: str = "phrase") -> Matcher:
+        if mode not in MODES:
+            raise QueryError(f"Unknown match mode {mode!r} (modes: {', '.join(MODES)}).")
+        if not query.strip():
+            raise QueryError("Say what to forget: the query is empty.")
+        if len(query) > MAX_QUERY:
+            raise QueryError(f"The query is {len(query):,} characters; at most {MAX_QUERY:,}.")
+        return cls(query, mode, _compile(query, mode))
+
+    @classmethod
+    def from_spec(cls, spec: dict[str, Any]) -> Matcher:
+        return cls.build(str(spec["query"]), str(spec.get("mode") or "phrase"))
+
+    def spec(self) -> dict[str, str]:
+        return {"query": self.query, "mode": self.mode}
+
+    def describe(self) -> str:
+        """The query as the user should read it back, e.g. 'Paris trip' or any of 'a b'."""
+        shown = {"phrase": "{!r}", "any": "any word of {!r}", "regex": "the pattern {!r}"}
+        return shown[self.mode].format(self.query)
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """Where the query matches in `text` (non-empty, not overlapping, not touching a
+        [forgotten] marker)."""
+        if not text:
+            return []
+        markers = [m.span() for m in _MARKER.finditer(text)] if FORGOTTEN in text else []
+        markers += marker_spans(text)
+        out = []
+        for m in self.pattern.finditer(text):
+            start, end = m.span()
+            if end > start and not any(a < end and start < b for a, b in markers):
+                out.append((start, end))
+        return out
+
+    def hits(self, text: str) -> bool:
+        return bool(self.spans(text))
+
+    def replace(self, text: str) -> str:
+        """`text` with every match replaced by the [forgotten] marker."""
+        spans = self.spans(text)
+        if not spans:
+            return text
+        parts, last = [], 0
+        for start, end in spans:
+            parts += [text[last:start], FORGOTTEN]
+            last = end
+        return "".join(parts) + text[last:]
+
+    def drop_lines(self, text: str) -> tuple[str, list[str]]:
+        """`text` without the lines a match touches (a phrase may run over a line break,
+        then both lines go); returns (what is left, the lines removed)."""
+        spans = self.spans(text)
+        if not spans:
+            return text, []
+        kept, removed = [], []
+        for start, line in _lines(text):
+            touched = any(a < start + len(line) and start < b for a, b in spans)
+            (removed if touched else kept).append(line)
+        left = "".join(kept)
+        if left.endswith("\n") and not text.endswith("\n"):
+            left = left[:-1]
+        return left, [line.rstrip("\n") for line in removed]
+
+    def excerpt(self, text: str, width: int = 100) -> str:
+        """One line of `text` around its first match (for previews)."""
+        spans = self.spans(text)
+        flat_start = spans[0][0] if spans else 0
+        lead = max(0, flat_start - width // 3)
+        piece = text[lead:lead + width * 2]
+        flat = " ".join(piece.split())
+        if len(flat) > width:
+            flat = flat[: width - 1] + "…"
+        return ("…" if lead else "") + flat
+
+
+def _lines(text: str) -> Iterator[tuple[int, str]]:
+    pos = 0
+    for line in text.splitlines(keepends=True):
+        yield pos, line
+        pos += len(line)
+
+
+def _compile(query: str, mode: str) -> re.Pattern[str]:
+    if mode == "regex":
+        try:
+            return re.compile(query, re.IGNORECASE)
+        except re.error as exc:
+            raise QueryError(f"{query!r} is not a valid regular expression ({exc}).") from None
+    words = query.split()
+    if mode == "phrase":
+        return re.compile(_edged(r"\s+".join(map(re.escape, words)), words[0], words[-1]),
+                          re.IGNORECASE)
+    alternatives = sorted(set(words), key=len, reverse=True)
+    return re.compile("|".join(_edged(re.escape(w), w, w) for w in alternatives), re.IGNORECASE)
+
+
+def _edged(body: str, first: str, last: str) -> str:
+    """`body` that matches only at word edges, where the query starts or ends with a letter
+    or digit of a script that has them."""
+    before = f"(?<!{_SPACED})" if _SPACED_CHAR.match(first[0]) else ""
+    after = f"(?!{_SPACED})" if _SPACED_CHAR.match(last[-1]) else ""
+    return f"{before}(?:{body}){after}"

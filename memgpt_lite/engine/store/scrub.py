@@ -1,0 +1,436 @@
+"""Forgetting inside one agent's rows of a store file: which units match, and how each one
+changes. The same code runs on the live store and on every base snapshot beside the
+agent's recordings (store/snapshot.py), so a forget changes both alike.
+
+A **unit** is what a user sees in the preview and what changes, nothing more:
+
+* messages: a message whose text, tool input, tool result or folded/clipped copy matches
+  is deleted; while it is in the queue (deleting it would break its turn or its tool
+  pairing, and the API would refuse the next request) the matching text inside it becomes
+  `[forgotten]` instead;
+* passages: a passage whose text or a tag matches is deleted;
+* passage history: an old version of a passage (replaced by `archival_update`, removed by
+  `archival_delete`) whose text or a tag matches is deleted;
+* core memory, summary: a line of a block, or of the running summary, is removed (a block
+  in "user" scope is one row that several agents share: its line goes for all of them);
+* block history: the matching lines of an edit's old and new values are removed.
+
+Each place is an entry of `PLACES`; a table holding more agent text joins the reach with
+one line, as `passage_history` does. A base snapshot written before a table existed simply
+has no such units.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from memgpt_lite.engine.matching import FORGOTTEN, Matcher
+from memgpt_lite.engine.records import now_iso
+from memgpt_lite.engine.search import index_text, plain_text
+from memgpt_lite.engine.shrink import refold
+from memgpt_lite.engine.store import fts
+from memgpt_lite.engine.text import clean_text, clean_value
+
+# Keys of content blocks that name structure, not what anyone said.
+STRUCTURAL = frozenset({"type", "id", "tool_use_id", "name", "signature", "data",
+                        "cache_control", "is_error"})
+DELETE, REDACT, LINES = "delete", "redact", "remove lines"
+
+
+@dataclass
+class Unit:
+    """One thing a forget changes (see the module docstring)."""
+
+    place: str
+    key: int | str  # a row id, or a block's label
+    action: str  # DELETE, REDACT or LINES
+    text: str  # the unit's text, for the preview
+    lines: list[str] = field(default_factory=list)  # LINES: the lines that go
+    turn_id: int | None = None
+    role: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"place": self.place, "id": self.key, "action": self.action, "text": self.text}
+        if self.lines:
+            out["lines"] = self.lines
+        if self.turn_id is not None:
+            out.update(turn=self.turn_id, role=self.role)
+        return out
+
+
+class Writer:
+    """Changes to one agent's rows in one file. On the live store (`live`), changed rows
+    are stamped with one new revision, deletions leave tombstones and the agent's search
+    index follows (see store/sqlite.py); a base snapshot has none of these."""
+
+    def __init__(self, db: sqlite3.Connection, agent_id: int, *, live: bool):
+        self.db, self.agent_id, self.live = db, agent_id, live
+        self.indexed = live and agent_id in fts.indexed_agents(db)
+        self._rev: int | None = None
+
+    def rev(self) -> int:
+        if self._rev is None:
+            if self.live:
+                self.db.execute("UPDATE agents SET rev = rev + 1 WHERE id = ?", (self.agent_id,))
+            row = self.db.execute("SELECT rev FROM agents WHERE id = ?",
+                                  (self.agent_id,)).fetchone()
+            self._rev = row[0] if row else 0
+        return self._rev
+
+    def delete(self, table: str, ids: list[int], fts_kind: str | None = None) -> None:
+        if not ids:
+            return
+        if fts_kind and self.indexed:
+            rows = [(i, t) for i in ids for (t,) in self.db.execute(
+                f"SELECT index_text FROM {table} WHERE id = ?", (i,))]
+            fts.remove(self.db, fts_kind, self.agent_id, rows)
+        self.db.executemany(f"DELETE FROM {table} WHERE id = ? AND agent_id = ?",
+                            [(i, self.agent_id) for i in ids])
+        if self.live:
+            self.db.executemany("INSERT INTO tombstones (agent_id, kind, row_id, rev) "
+                                "VALUES (?, ?, ?, ?)",
+                                [(self.agent_id, table, i, self.rev()) for i in ids])
+
+    def reindex(self, kind: str, row_id: int, old: str, new: str) -> None:
+        if self.indexed and old != new:
+            fts.remove(self.db, kind, self.agent_id, [(row_id, old)])
+            fts.add(self.db, kind, self.agent_id, [(row_id, new)])
+
+    def optimize(self) -> None:
+        """Merge the agent's index into one segment, so the pages that held a forgotten
+        term are freed (and zeroed: the store runs with secure_delete)."""
+        if self.indexed:
+            for kind in fts.KINDS:
+                name = fts.table(kind, self.agent_id)
+                self.db.execute(f"INSERT INTO {name}({name}) VALUES ('optimize')")
+
+
+class Place(Protocol):
+    name: str
+
+    def find(self, db: sqlite3.Connection, agent_id: int, matcher: Matcher) -> list[Unit]: ...
+
+    def apply(self, w: Writer, units: list[Unit], matcher: Matcher) -> None: ...
+
+
+# --------------------------------------------------------------------------- probing
+
+
+# Whitespace as a text column holds it: itself, or escaped inside JSON (\n, \u000b, …).
+_SPACE = r"(?:\s|\\(?:[nrtfb]|u00[01][0-9a-fA-F]))+"
+
+
+def probe(db: sqlite3.Connection, matcher: Matcher) -> str:
+    """Register `forget_probe(text)` on the connection: true for stored text (JSON or not)
+    that may hold a match, so that only those rows are decoded. Returns its name."""
+    db.create_function("forget_probe", 1, _prober(probe_pattern(matcher)), deterministic=True)
+    return "forget_probe"
+
+
+def probe_pattern(matcher: Matcher) -> re.Pattern[str] | None:
+    """A pattern every stored form of a match fits (None: anything may match, a regex):
+    each word as written or as JSON escapes it, with the matcher's rule for case; a
+    phrase's words in order, apart by whitespace written either way."""
+    if matcher.mode == "regex":
+        return None
+    words = [_forms(w) for w in matcher.query.split()]
+    body = _SPACE.join(words) if matcher.mode == "phrase" else "|".join(words)
+    return re.compile(body, re.IGNORECASE)
+
+
+def _forms(word: str) -> str:
+    forms = {word, json.dumps(word, ensure_ascii=False)[1:-1]}
+    return "(?:" + "|".join(map(re.escape, sorted(forms))) + ")"
+
+
+def _prober(needle: re.Pattern[str] | None) -> Any:
+    def forget_probe(text: object) -> bool:
+        return isinstance(text, str) and (needle is None or needle.search(text) is not None)
+
+    return forget_probe
+
+
+def strings(value: Any) -> Iterator[str]:
+    """The text inside a stored JSON value (content blocks, tool inputs, tags)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if key not in STRUCTURAL:
+                yield from strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings(item)
+
+
+def replace_strings(value: Any, matcher: Matcher) -> Any:
+    if isinstance(value, str):
+        return matcher.replace(value)
+    if isinstance(value, dict):
+        return {k: v if k in STRUCTURAL else replace_strings(v, matcher) for k, v in value.items()}
+    if isinstance(value, list):
+        return [replace_strings(v, matcher) for v in value]
+    return value
+
+
+# --------------------------------------------------------------------------- messages
+
+
+class MessagePlace:
+    """Messages: deleted, or redacted inside while they are in the queue."""
+
+    name = "messages"
+
+    def find(self, db: sqlite3.Connection, agent_id: int, matcher: Matcher) -> list[Unit]:
+        fn = probe(db, matcher)
+        # A base snapshot written before turns had a status has no such column.
+        status = "status" if "status" in _columns(db, "messages") else "''"
+        units = []
+        for row in db.execute(
+                f"SELECT id, turn_id, role, content, context_content, in_context, {status} "
+                f"FROM messages WHERE agent_id = ? AND ({fn}(content) OR {fn}(context_content)) "
+                "ORDER BY id", (agent_id,)):
+            content = json.loads(row[3])
+            context = None if row[4] is None else json.loads(row[4])
+            texts = [s for s in (*strings(content), *strings(context)) if matcher.hits(s)]
+            if not texts:
+                continue
+            keep = bool(row[5]) or row[6] == "open"  # the queue (or a running turn) needs it
+            units.append(Unit(self.name, row[0], REDACT if keep else DELETE,
+                              "\n".join(dict.fromkeys(texts)), turn_id=row[1], role=row[2]))
+        return units
+
+    def apply(self, w: Writer, units: list[Unit], matcher: Matcher) -> None:
+        w.delete("messages", [u.key for u in units if u.action == DELETE], "messages")
+        for unit in units:
+            if unit.action == REDACT:
+                self._redact(w, int(unit.key), matcher)
+
+    def _redact(self, w: Writer, message_id: int, matcher: Matcher) -> None:
+        row = w.db.execute("SELECT role, content, context_content, index_text FROM messages "
+                           "WHERE id = ? AND agent_id = ?", (message_id, w.agent_id)).fetchone()
+        if row is None:
+            return
+        content = json.loads(row[1])
+        context = None if row[2] is None else json.loads(row[2])
+        new_content, new_context = redact_message(content, context, matcher)
+        indexed = index_text(clean_text(plain_text(row[0], new_content)))
+        w.db.execute("UPDATE messages SET content = ?, context_content = ?, index_text = ?, "
+                     "rev = ? WHERE id = ? AND agent_id = ?",
+                     (_dumps(new_content), None if new_context is None else _dumps(new_context),
+                      indexed, w.rev(), message_id, w.agent_id))
+        w.reindex("messages", message_id, row[3], indexed)
+
+
+def redact_message(content: list[dict[str, Any]], context: list[dict[str, Any]] | None,
+                   matcher: Matcher) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+    """A message's content (and the copy the queue sends, if folded or clipped) with every
+    match replaced by the [forgotten] marker. A thinking block that matches is dropped:
+    its signature covers its exact text, so an edited one would be refused."""
+    new = _without_matching_thinking(content, matcher)
+    if context is None:
+        return new, None
+    if len(context) != len(content):  # not a block-for-block copy of the content
+        return new, _without_matching_thinking(context, matcher)
+    pairs = [(c, o) for c, o in zip(context, content) if not _thinks(o, matcher)]
+    return new, [_pair(c, o, matcher) for c, o in pairs] or new
+
+
+def _thinks(block: dict[str, Any], matcher: Matcher) -> bool:
+    return block.get("type") == "thinking" and matcher.hits(str(block.get("thinking") or ""))
+
+
+def _without_matching_thinking(blocks: list[dict[str, Any]],
+                               matcher: Matcher) -> list[dict[str, Any]]:
+    kept = [replace_strings(b, matcher) for b in blocks if not _thinks(b, matcher)]
+    return kept or [{"type": "text", "text": FORGOTTEN}]
+
+
+def _pair(sent: Any, original: Any, matcher: Matcher) -> Any:
+    """`sent` (what the queue sends) redacted knowing the `original` it was cut from: a fold
+    is made anew from the redacted original, and a match cut in half by a clip loses the
+    half that is still shown."""
+    if isinstance(sent, str) and isinstance(original, str):
+        if sent == original:
+            return matcher.replace(sent)
+        redacted = matcher.replace(original)
+        if redacted != original:
+            again = refold(sent, redacted)
+            if again is not None:
+                return again
+        return matcher.replace(_cut_half_matches(sent, original, matcher))
+    if isinstance(sent, dict) and isinstance(original, dict):
+        return {k: v if k in STRUCTURAL else _pair(v, original.get(k), matcher)
+                for k, v in sent.items()}
+    if isinstance(sent, list) and isinstance(original, list) and len(sent) == len(original):
+        return [_pair(s, o, matcher) for s, o in zip(sent, original)]
+    return replace_strings(sent, matcher)
+
+
+def _cut_half_matches(sent: str, original: str, matcher: Matcher) -> str:
+    shared = 0
+    for a, b in zip(sent, original):
+        if a != b:
+            break
+        shared += 1
+    for start, end in matcher.spans(original):
+        if start < shared < end:  # the clip kept the start of this match
+            return sent[:start] + FORGOTTEN + sent[shared:]
+    return sent
+
+
+# --------------------------------------------------------------------------- rows
+
+
+class RowPlace:
+    """Rows deleted whole when one of their text columns matches (JSON columns: any string
+    inside): passages, and the older versions of passages."""
+
+    def __init__(self, table: str, name: str, columns: tuple[str, ...],
+                 json_columns: tuple[str, ...] = (), fts_kind: str | None = None):
+        self.table, self.name, self.columns = table, name, columns
+        self.json_columns, self.fts_kind = json_columns, fts_kind
+
+    def find(self, db: sqlite3.Connection, agent_id: int, matcher: Matcher) -> list[Unit]:
+        if not _columns(db, self.table):  # a base snapshot from before the table existed
+            return []
+        fn = probe(db, matcher)
+        where = " OR ".join(f"{fn}({c})" for c in self.columns)
+        units = []
+        for row in db.execute(f"SELECT id, {', '.join(self.columns)} FROM {self.table} "
+                              f"WHERE agent_id = ? AND ({where}) ORDER BY id", (agent_id,)):
+            texts = [s for col, value in zip(self.columns, row[1:])
+                     for s in strings(json.loads(value) if col in self.json_columns else value)]
+            if any(matcher.hits(t) for t in texts):
+                units.append(Unit(self.name, row[0], DELETE, " · ".join(texts)))
+        return units
+
+    def apply(self, w: Writer, units: list[Unit], matcher: Matcher) -> None:
+        w.delete(self.table, [int(u.key) for u in units], self.fts_kind)
+
+
+# --------------------------------------------------------------------------- lines
+
+
+class BlockPlace:
+    """Lines of core memory blocks (always current: no revision, no history row). A block
+    in user scope lives in `shared_blocks`; the agent's row only points at it."""
+
+    name = "core memory"
+
+    def find(self, db: sqlite3.Connection, agent_id: int, matcher: Matcher) -> list[Unit]:
+        units = []
+        for label, value in db.execute(_block_select(db) + "WHERE b.agent_id = ? ORDER BY b.id",
+                                       (agent_id,)):
+            left, gone = matcher.drop_lines(value)
+            if gone:
+                units.append(Unit(self.name, label, LINES, left, lines=gone))
+        return units
+
+    def apply(self, w: Writer, units: list[Unit], matcher: Matcher) -> None:
+        shared = "shared_id" in _columns(w.db, "blocks")
+        for unit in units:
+            row = w.db.execute(_block_select(w.db) + "WHERE b.agent_id = ? AND b.label = ?",
+                               (w.agent_id, unit.key)).fetchone()
+            value = matcher.drop_lines(row[1] if row else "")[0]
+            sid = w.db.execute("SELECT shared_id FROM blocks WHERE agent_id = ? AND label = ?",
+                               (w.agent_id, unit.key)).fetchone() if shared else None
+            if sid and sid[0] is not None and _columns(w.db, "shared_blocks"):
+                w.db.execute("UPDATE shared_blocks SET value = ?, updated_at = ?, "
+                             "version = version + 1 WHERE id = ?", (value, now_iso(), sid[0]))
+            else:
+                w.db.execute("UPDATE blocks SET value = ?, updated_at = ? WHERE agent_id = ? "
+                             "AND label = ?", (value, now_iso(), w.agent_id, unit.key))
+
+
+def _block_select(db: sqlite3.Connection) -> str:
+    """Each block's label and value, wherever the value lives (see store/sqlite_blocks.py)."""
+    if "shared_id" in _columns(db, "blocks") and _columns(db, "shared_blocks"):
+        return ("SELECT b.label, coalesce(s.value, b.value) FROM blocks b "
+                "LEFT JOIN shared_blocks s ON s.id = b.shared_id ")
+    return "SELECT b.label, b.value FROM blocks b "
+
+
+class SummaryPlace:
+    """Lines of the running summary (sent with every request)."""
+
+    name = "summary"
+
+    def find(self, db: sqlite3.Connection, agent_id: int, matcher: Matcher) -> list[Unit]:
+        row = db.execute("SELECT summary FROM agents WHERE id = ?", (agent_id,)).fetchone()
+        left, gone = matcher.drop_lines(row[0] if row else "")
+        return [Unit(self.name, "summary", LINES, left, lines=gone)] if gone else []
+
+    def apply(self, w: Writer, units: list[Unit], matcher: Matcher) -> None:
+        if units:
+            (summary,) = w.db.execute("SELECT summary FROM agents WHERE id = ?",
+                                      (w.agent_id,)).fetchone()
+            w.db.execute("UPDATE agents SET summary = ? WHERE id = ?",
+                         (matcher.drop_lines(summary)[0], w.agent_id))
+
+
+class BlockHistoryPlace:
+    """The old and new values kept for every core memory edit (exports and recordings
+    carry them): their matching lines go."""
+
+    name = "block history"
+
+    def find(self, db: sqlite3.Connection, agent_id: int, matcher: Matcher) -> list[Unit]:
+        fn = probe(db, matcher)
+        units = []
+        for row_id, label, old, new in db.execute(
+                "SELECT id, label, old_value, new_value FROM block_history WHERE agent_id = ? "
+                f"AND ({fn}(old_value) OR {fn}(new_value)) ORDER BY id", (agent_id,)):
+            gone = matcher.drop_lines(old or "")[1] + matcher.drop_lines(new)[1]
+            if gone:
+                units.append(Unit(self.name, row_id, LINES, label, lines=list(dict.fromkeys(gone))))
+        return units
+
+    def apply(self, w: Writer, units: list[Unit], matcher: Matcher) -> None:
+        for unit in units:
+            row = w.db.execute("SELECT old_value, new_value FROM block_history WHERE id = ? "
+                               "AND agent_id = ?", (unit.key, w.agent_id)).fetchone()
+            if row is not None:
+                old = None if row[0] is None else matcher.drop_lines(row[0])[0]
+                w.db.execute("UPDATE block_history SET old_value = ?, new_value = ?, rev = ? "
+                             "WHERE id = ? AND agent_id = ?",
+                             (old, matcher.drop_lines(row[1])[0], w.rev(), unit.key,
+                              w.agent_id))
+
+
+PLACES: list[Place] = [
+    MessagePlace(),
+    RowPlace("passages", "passages", ("text", "tags"), ("tags",), "passages"),
+    RowPlace("passage_history", "passage history", ("text", "tags"), ("tags",)),
+    BlockPlace(),
+    SummaryPlace(),
+    BlockHistoryPlace(),
+]
+
+
+def find_units(db: sqlite3.Connection, agent_id: int, matcher: Matcher) -> list[Unit]:
+    """Every unit the matcher changes in the agent's rows, place by place."""
+    return [u for place in PLACES for u in place.find(db, agent_id, matcher)]
+
+
+def apply_units(w: Writer, units: list[Unit], matcher: Matcher) -> None:
+    """Change exactly `units` (call inside a transaction)."""
+    for place in PLACES:
+        mine = [u for u in units if u.place == place.name]
+        if mine:
+            place.apply(w, mine, matcher)
+    w.optimize()
+
+
+def _columns(db: sqlite3.Connection, table: str) -> set[str]:
+    return {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
+
+
+def _dumps(value: Any) -> str:
+    """JSON as the store writes a column (sqlite.dumps, which imports this module)."""
+    return json.dumps(clean_value(value), ensure_ascii=False)

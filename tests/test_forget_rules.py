@@ -1,0 +1,357 @@
+"""Forget's rules one by one: what a query matches, what becomes of a message the queue
+needs (its folded or clipped copy too), the cases the old search-based forget got wrong, no
+cap on matches, the input history shared by every agent, a turn a dead process left open,
+replay's report of a scrubbed recording, agent names, and deleting an agent after a rename."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memgpt_lite.engine import config, privacy, recording
+from memgpt_lite.engine import replay as replay_mod
+from memgpt_lite.engine.agent import Agent
+from memgpt_lite.engine.input_history import InputHistory
+from memgpt_lite.engine.matching import FORGOTTEN, Matcher, QueryError
+from memgpt_lite.engine.records import Message
+from memgpt_lite.engine.shrink import CLIP_MARKER, FOLD_MARKER
+from memgpt_lite.engine.store import Store, checks, open_store
+from memgpt_lite.engine.store.scrub import redact_message
+from memgpt_lite.lab.scripted import ScriptedModel, text_response
+from memgpt_lite.terminal import cli
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request, monkeypatch):
+    """Where the data dir's store lives for the test, the CLI and `open_store()` alike: its
+    SQLite file, or a Postgres database (MEMGPT_LITE_DATABASE_URL)."""
+    if request.param == "postgres":
+        monkeypatch.setenv("MEMGPT_LITE_DATABASE_URL", request.getfixturevalue("pg_url"))
+    return request.param
+
+
+# --------------------------------------------------------------------------- matching
+
+
+@pytest.mark.parametrize("query, mode, text, hit", [
+    ("Paris trip", "phrase", "My Paris trip in May", True),
+    ("Paris trip", "phrase", "My trip to Rome", False),
+    ("Paris trip", "phrase", "a trip to Paris", False),  # in order
+    ("paris TRIP", "phrase", "The PARIS trip", True),  # any case
+    ("Paris trip", "phrase", "our Paris\n  trip", True),  # any whitespace, a line break too
+    ("Rex", "phrase", "My dog is called Rex.", True),
+    ("Rex", "phrase", "My cousin Rexford", False),  # whole words: no prefixes
+    ("Rex", "phrase", "T-Rex", True),  # a dash ends a word
+    ("Rex", "phrase", "rex_2", True),  # so does an underscore (as in the search index)
+    ("medication", "phrase", "the medical checkup", False),  # no stems
+    ("dog", "phrase", "two dogs", False),
+    ("Rex mountains", "phrase", "I like the mountains", False),
+    ("Rex mountains", "phrase", "My dog is called Rex", False),
+    ("42", "phrase", "tulip-42", True),
+    ("42", "phrase", "142", False),
+    ("北京", "phrase", "我住在北京市", True),  # no spaces in Chinese: anywhere
+    ("Rex", "phrase", "我的狗Rex很好", True),  # a Latin word next to Chinese
+    ("東京", "phrase", "東京都に住んでいます", True),
+    ("서울", "phrase", "서울에 살아요", True),
+    ("กรุงเทพ", "phrase", "ฉันอยู่กรุงเทพมหานคร", True),
+    ("café", "phrase", "Meet at CAFÉ Flore", True),
+    ("Rex Luna", "any", "my cat Luna", True),
+    ("Rex Luna", "any", "Lunar eclipse", False),
+    (r"\d{3}-\d{4}", "regex", "call 555-0132", True),
+    ("REX", "regex", "rex", True),  # case ignored
+    ("(?-i:REX)", "regex", "rex", False),
+    ("forgotten", "phrase", f"it was {FORGOTTEN}", False),  # the marker is not a match
+    ("the full", "phrase", FOLD_MARKER.format(chars=900, tool="t", preview="x"), False),
+])
+def test_what_a_query_matches(query, mode, text, hit):
+    assert Matcher.build(query, mode).hits(text) is hit
+
+
+@pytest.mark.parametrize("query, mode, sentence", [
+    ("", "phrase", "the query is empty"), ("   ", "any", "the query is empty"),
+    ("(", "regex", "is not a valid regular expression"), ("x" * 1001, "phrase", "at most 1,000"),
+])
+def test_a_query_that_cannot_be_used_is_one_sentence(query, mode, sentence):
+    with pytest.raises(QueryError, match=sentence):
+        Matcher.build(query, mode)
+
+
+def test_lines_touched_by_a_match_go_and_no_other():
+    m = Matcher.build("12 Baker Street")
+    left, gone = m.drop_lines("Name: Ada\nLives at 12 Baker\nStreet, London\nLikes tea")
+    assert (left, gone) == ("Name: Ada\nLikes tea", ["Lives at 12 Baker", "Street, London"])
+    assert m.drop_lines("Likes tea\n") == ("Likes tea\n", [])
+
+
+# --------------------------------------------------------------------------- the queue's messages
+
+
+def test_a_fold_is_made_anew_so_a_match_cut_by_its_preview_goes_too():
+    body = "x" * 155 + " zanzibar-7781 and more " + "y" * 900
+    folded = FOLD_MARKER.format(chars=len(body), tool="archival_search",
+                                preview=" ".join(body[:160].split()))
+    assert "zanz…" in folded and "zanzibar" not in folded  # cut in half by the preview
+    content = [{"type": "tool_result", "tool_use_id": "t1", "content": body}]
+    sent = [{"type": "tool_result", "tool_use_id": "t1", "content": folded}]
+    new, new_sent = redact_message(content, sent, Matcher.build("zanzibar-7781"))
+    assert new[0]["content"] == body.replace("zanzibar-7781", FORGOTTEN)
+    assert "zanz" not in new_sent[0]["content"]
+    assert new_sent[0]["content"].startswith("[folded to save context:")
+    assert new_sent[0]["tool_use_id"] == "t1"
+
+
+def test_a_clip_that_cut_a_match_in_half_loses_the_half_it_shows():
+    text = "a" * 300 + " my address is 12 Baker Street, London " + "b" * 2000
+    keep = text.index("Baker") + 3  # the clip fell inside the phrase
+    clipped = text[:keep] + CLIP_MARKER.format(cut=len(text) - keep, total=len(text),
+                                               how="search it with conversation_search.")
+    new, new_sent = redact_message([{"type": "text", "text": text}],
+                                   [{"type": "text", "text": clipped}],
+                                   Matcher.build("12 Baker Street"))
+    assert new[0]["text"] == text.replace("12 Baker Street", FORGOTTEN)
+    assert "12 Bak" not in new_sent[0]["text"] and FORGOTTEN in new_sent[0]["text"]
+    assert new_sent[0]["text"].endswith("search it with conversation_search.]")
+
+
+def test_a_thinking_block_that_matches_is_dropped_its_signature_would_not_hold():
+    content = [{"type": "thinking", "thinking": "the user likes teal", "signature": "s"},
+               {"type": "thinking", "thinking": "keep this", "signature": "t"},
+               {"type": "text", "text": "You like teal."}]
+    new, sent = redact_message(content, content, Matcher.build("teal"))
+    assert new == [content[1], {"type": "text", "text": f"You like {FORGOTTEN}."}] == sent
+
+
+def scripted_agent(store: Store, name: str, script: list) -> Agent:
+    return Agent.open(store, name, model_client=ScriptedModel(script, validate=True))
+
+
+def test_forgetting_the_reply_keeps_the_question_it_answered(backend):
+    """The unit is the message: `forget dog` changes the reply that says it, never the
+    user message of that turn, which the preview did not list."""
+    with open_store() as store:
+        agent = scripted_agent(store, "a", [text_response("Your dog is called Rex."),
+                                            text_response("Noted.")])
+        list(agent.step("What is my pet called?"))
+        list(agent.step("Thanks!"))
+        plan = privacy.plan_forget(store, agent.row, Matcher.build("dog"))
+        assert [(u.key, u.role) for u in plan.units] == [(2, "assistant")]
+        privacy.forget(store, plan)
+        queue = store.context_messages(agent.id)
+        assert queue[0].content == [{"type": "text", "text": "What is my pet called?"}]
+        assert queue[1].content == [{"type": "text", "text": f"Your {FORGOTTEN} is called Rex."}]
+        assert checks.queue_problem(queue) is None
+
+
+def test_a_reply_equal_to_a_forgotten_one_is_left_alone_in_recordings(backend):
+    """The old forget blanked every recorded reply whose text equalled a deleted one."""
+    with open_store() as store:
+        agent = scripted_agent(store, "a", [text_response("Noted.")] * 3)
+        recorder = recording.start_recording(agent)
+        for text in ("My dog is Rex", "I like tea", "I like the sea"):
+            list(recording.recorded_step(agent, recorder, text))
+        recorder.close()
+        privacy.forget(store, privacy.plan_forget(store, agent.row, Matcher.build("Rex")))
+    lines = [json.loads(line) for line in recorder.path.read_text().splitlines()]
+    assert [line["text"] for line in lines if line["type"] == "turn_end"] == ["Noted."] * 3
+    assert lines[0]["forgotten"]["turns"] == [1]
+    report = replay_mod.replay(recorder.path, strict=True)
+    assert report.ok and report.scrubbed.turn == 1
+
+
+def test_no_cap_on_matches_and_the_preview_counts_what_it_does_not_list(backend, capsys):
+    with open_store() as store:
+        agent = scripted_agent(store, "default", [])
+        store.add_messages(agent.id, [
+            Message("user", [{"type": "text", "text": f"note {i}: the pin is 4321"}], i,
+                    in_context=False) for i in range(1, 1201)])
+    assert cli.main(["forget", "4321"]) == 2  # not a terminal: no question, no change
+    out = capsys.readouterr().out
+    assert "1,200 messages" in out and "1,200 deleted" in out
+    assert "… and 1,180 more in messages (--dry-run lists every one)" in out
+    assert cli.main(["forget", "4321", "--dry-run"]) == 0
+    assert capsys.readouterr().out.count("· delete: note ") == 1200
+    assert cli.main(["forget", "4321", "--yes"]) == 0
+    assert "1,200 messages deleted" in capsys.readouterr().out
+    with open_store() as store:
+        row = store.get_agent("default")
+        assert store.search_messages(row.id, "4321").total == 0
+        assert store._q("SELECT count(*) FROM messages WHERE content LIKE '%4321%'")[0][0] == 0
+
+
+# --------------------------------------------------------------------------- other places
+
+
+def test_the_input_history_stays_scrubbed_while_another_agents_chat_is_open(backend, tmp_path):
+    """One file for every agent, under one lock: a chat open on agent b since before the
+    forget (it read the secret line at start) never writes that line back."""
+    from memgpt_lite.terminal.user_input import LineReader
+
+    history = InputHistory(config.data_dir())
+    history.append(["my locker code is zanzibar-7781", "hello"])
+    chat_b = LineReader(history)  # another chat, started before the forget
+    with open_store() as store:
+        agent = scripted_agent(store, "a", [text_response("ok")])
+        list(agent.step("my locker code is zanzibar-7781"))
+        plan = privacy.plan_forget(store, agent.row, Matcher.build("zanzibar-7781"))
+        assert plan.history == ["my locker code is zanzibar-7781"]
+        privacy.forget(store, plan)
+    chat_b._remember("a new message on agent b")
+    chat_b.save()  # leaving that chat
+    assert history.lines() == ["hello", "a new message on agent b"]
+
+
+def test_a_turn_left_open_by_a_dead_process_cannot_bring_the_text_back(backend):
+    """Its journal holds the block as it was before the turn; forget undoes the turn first,
+    as opening the agent would, then forgets."""
+    with open_store() as store:
+        agent = scripted_agent(store, "a", [])
+        agent.edit_block("human", "Locker: zanzibar-7781\nLikes tea")
+        user = Message("user", [{"type": "text", "text": "forget my locker"}], 1)
+        store.begin_turn(agent.id, user)  # the process dies mid-turn, after an edit:
+        store.set_block(agent.id, "human", "Likes tea")
+        store._open_turns.clear()
+        privacy.forget(store, privacy.plan_forget(store, agent.row, Matcher.build("zanzibar")))
+        assert store._q("SELECT count(*) FROM turn_effects")[0][0] == 0
+        assert store.get_block(agent.id, "human").value == "Likes tea"
+    with open_store() as store:
+        Agent.open(store, "a", model_client=ScriptedModel([])).close()
+        assert store.get_block(store.get_agent("a").id, "human").value == "Likes tea"
+    if backend == "sqlite":  # the file's bytes (Postgres: the README on dead row versions)
+        assert b"zanzibar" not in config.db_path().read_bytes()
+
+
+def test_replay_says_which_turns_a_forget_scrubbed(backend, capsys):
+    with open_store() as store:
+        agent = scripted_agent(store, "a", [text_response("Noted.")] * 5)
+        untouched = recording.start_recording(agent)  # before the text was ever said
+        for text in ("hello", "nice weather"):
+            list(recording.recorded_step(agent, untouched, text))
+        untouched.close()
+        scrubbed = recording.start_recording(agent)
+        for text in ("sunny", "my locker code is zanzibar", "bye"):
+            list(recording.recorded_step(agent, scrubbed, text))
+        scrubbed.close()
+    assert cli.main(["forget", "zanzibar", "--agent", "a", "--yes"]) == 0
+    capsys.readouterr()
+    assert cli.main(["replay", str(scrubbed.path), "--strict"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "a forget on " in out and "scrubbed turn 2, so from turn 2 on" in out
+    assert "turn 1 matched" in out and "replay matched the recording up to turn 1" in out
+    assert cli.main(["replay", str(untouched.path), "--strict"]) == 0
+    assert "zero divergence" in capsys.readouterr().out
+    assert cli.main(["sessions", "--agent", "a"]) == 0
+    assert " ".join(capsys.readouterr().out.split()).count("(scrubbed by a forget)") == 1
+
+
+# --------------------------------------------------------------------------- agent names
+
+
+BAD = ["", "a/b", "../../etc", ".hidden", "x" * 65, "tab\there", "naïve"]
+
+
+@pytest.mark.parametrize("name", BAD)
+def test_every_command_that_takes_a_name_refuses_a_bad_new_name(name, capsys):
+    for argv in (["core", "--agent", name], ["forget", "x", "--agent", name],
+                 ["agents", "show", name], ["agents", "set", name, "model=haiku"],
+                 ["agents", "delete", name, "--yes"], ["agents", "export", name, "out.json"],
+                 ["agents", "rename", "default", name], ["sessions", "--agent", name],
+                 ["chat", "--agent", name, "--no-record"]):
+        assert cli.main(argv) == 2, argv
+        captured = capsys.readouterr()
+        message = (captured.err + captured.out).strip()
+        assert "cannot be an agent name: use 1 to 64 letters" in message, argv
+        assert len(message.splitlines()) == 1, argv
+    assert not (config.data_dir() / "locks").exists()  # no lock file made for it
+
+
+def test_an_agent_named_before_the_rule_still_works_and_can_be_renamed(backend, capsys):
+    with open_store() as store:
+        agent = scripted_agent(store, "a/b", [text_response("Hi.")])
+        list(agent.step("Rex is my dog"))
+        agent.close()
+    assert cli.main(["core", "--agent", "a/b"]) == 0
+    assert cli.main(["forget", "Rex", "--agent", "a/b", "--yes"]) == 0
+    assert cli.main(["agents", "rename", "a/b", "a-b"]) == 0
+    assert cli.main(["core", "--agent", "a-b"]) == 0
+
+
+def test_import_refuses_a_bad_name_and_says_how_to_give_another(backend, tmp_path, capsys):
+    with open_store() as store:
+        scripted_agent(store, "ok", []).close()
+    export = tmp_path / "e.json"
+    assert cli.main(["agents", "export", "ok", str(export)]) == 0
+    doc = json.loads(export.read_text())
+    doc["agent"]["name"] = "../x"
+    export.write_text(json.dumps(doc))
+    assert cli.main(["agents", "import", str(export)]) == 2
+    assert "Import it with --name NEW." in capsys.readouterr().err
+    assert cli.main(["agents", "import", str(export), "--name", "x"]) == 0
+
+
+# --------------------------------------------------------------------------- deleting an agent
+
+
+def test_renaming_then_deleting_an_agent_leaves_no_file_of_it(backend, capsys, monkeypatch):
+    from memgpt_lite.engine.store import snapshot
+
+    monkeypatch.setattr(snapshot, "BASE_REFRESH_ROWS", 2)
+    with open_store() as store:
+        keep = scripted_agent(store, "other", [text_response("fine")])
+        list(keep.step("the other agent stays"))
+        keep.close()
+        agent = scripted_agent(store, "old", [text_response("Noted.")] * 6)
+        for session in range(2):
+            recorder = recording.start_recording(agent)
+            for text in ("my quokka is called Pip", "hello"):
+                list(recording.recorded_step(agent, recorder, text))
+            recorder.close()
+        uid = agent.row.uid
+        agent.close()
+    before = {p for p in config.data_dir().rglob("*") if p.is_file()}
+    assert any("bases" in p.parts for p in before) and len(list(
+        config.recordings_dir().joinpath(uid).glob("*.jsonl"))) == 2
+    assert cli.main(["agents", "rename", "old", "new"]) == 0
+    with open_store() as store:  # a chat under the new name made its lock file
+        Agent.open(store, "new", model_client=ScriptedModel([])).close()
+    assert cli.main(["agents", "delete", "new", "--yes"]) == 0
+    out = capsys.readouterr().out
+    assert "removed 2 recording file(s), 1 base snapshot(s), the folder" in out
+    left = {p for p in config.data_dir().rglob("*") if p.is_file()}
+    assert not [p for p in left if uid in str(p) or "old" in p.name or "new" in p.name]
+    assert not [p for p in left if p.suffix in (".jsonl", ".db") and "recordings" in p.parts]
+    assert cli.main(["core", "--agent", "other"]) == 0
+    if backend == "postgres":  # no row of it is left (old row versions: see the README)
+        with open_store() as store:
+            assert [a.name for a in store.list_agents()] == ["other"]
+            assert store._q("SELECT count(*) FROM messages WHERE content LIKE '%%quokka%%'") \
+                == [(0,)]
+        return
+    data = config.db_path().read_bytes()
+    wal = config.db_path().with_name(config.db_path().name + "-wal")
+    assert b"quokka" not in data + (wal.read_bytes() if wal.exists() else b"")
+
+
+# --------------------------------------------------------------------------- shared blocks
+
+
+def test_a_line_of_a_shared_block_goes_for_every_agent_sharing_it(backend, capsys):
+    """A user-scope block is one row: forgetting its line in one agent removes it for all,
+    and the preview says who else shares it (their own history stays theirs to forget)."""
+    with open_store() as store:
+        for name in ("a", "b"):
+            agent = scripted_agent(store, name, [])
+            store.share_block(agent.id, "human")
+            agent.close()
+        a = store.get_agent("a")
+        store.set_block(a.id, "human", "Name: Ada\nLives at 12 Elm Street\n", source="test")
+    assert cli.main(["forget", "Elm Street", "--agent", "a", "--dry-run"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "core memory 'human' is shared with b" in out and "--agent b" in out
+    assert cli.main(["forget", "Elm Street", "--agent", "a", "--yes", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["plan"]["shared_blocks"] == {"human": ["b"]}
+    with open_store() as store:
+        for name in ("a", "b"):
+            block = store.get_block(store.get_agent(name).id, "human")
+            assert block.value == "Name: Ada\n" and block.scope == "user"
+        assert "Elm" not in json.dumps(store.block_history(store.get_agent("a").id))

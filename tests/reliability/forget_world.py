@@ -17,7 +17,7 @@ from memgpt_lite.engine.input_history import InputHistory, drop_matching
 from memgpt_lite.engine.matching import Matcher
 from memgpt_lite.engine.recording_scrub import KEEP_KEYS
 from memgpt_lite.engine.records import ModelRequest, ModelResponse, Usage
-from memgpt_lite.engine.store import Store, snapshot
+from memgpt_lite.engine.store import Store, open_store, snapshot
 from memgpt_lite.engine.store.scrub import strings as walk
 from memgpt_lite.lab.scripted import estimate_usage
 
@@ -144,7 +144,7 @@ def build(refresh: int = 40) -> dict:
 
 def _build() -> dict:
     history = InputHistory(config.data_dir())
-    with Store(config.db_path()) as store:
+    with open_store() as store:  # the data dir's file, or $MEMGPT_LITE_DATABASE_URL
         paths = [_session(store, "a", SESSION_1 + FILLERS, history),
                  _session(store, "b", AGENT_B, history),
                  _session(store, "a", SESSION_2, history)]
@@ -152,23 +152,38 @@ def _build() -> dict:
         a = store.get_agent("a")
         facts = {"paths": paths, "summary": a.summary,
                  "folded": [m.id for m in store.context_messages(a.id) if m.context_content],
-                 "evicted": store._q("SELECT count(*) FROM messages WHERE agent_id = ? AND "
-                                     "in_context = 0", (a.id,))[0][0],
+                 "evicted": sum(not m.in_context for m in store.all_messages(a.id)),
                  "bases": sorted(config.recordings_dir().rglob("bases/*.db"))}
-        store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        if isinstance(store, Store):
+            store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return facts
 
 
 # --------------------------------------------------------------------------- reading it back
 
 
-def state(home: Path) -> dict:
-    """Everything a forget may change, read raw."""
+def live_rows(home: Path, sql: str, params: tuple = ()) -> list[dict]:
+    """Rows of the live store, read raw: the data dir's SQLite file, or the Postgres
+    database of $MEMGPT_LITE_DATABASE_URL (`?` parameters either way)."""
+    if config.database_url():
+        with open_store() as store:
+            cur = store._x(sql.replace("?", "%s"), params)
+            names = [d.name for d in cur.description]
+            return [dict(zip(names, r)) for r in cur.fetchall()]
     db = sqlite3.connect(home / config.DB_FILENAME)
     db.row_factory = sqlite3.Row
-    rows = {t: {r["id"]: dict(r) for r in db.execute(f"SELECT * FROM {t}")} for t in TABLES}
-    rows["agents"] = {r["id"]: dict(r) for r in db.execute("SELECT * FROM agents")}
-    db.close()
+    try:
+        return [dict(r) for r in db.execute(sql, params)]
+    finally:
+        db.close()
+
+
+def state(home: Path) -> dict:
+    """Everything a forget may change, read raw. Rows by (agent id, id): Postgres counts
+    ids per agent."""
+    rows = {t: {(r["agent_id"], r["id"]): r for r in live_rows(home, f"SELECT * FROM {t}")}
+            for t in TABLES}
+    rows["agents"] = {r["id"]: r for r in live_rows(home, "SELECT * FROM agents")}
     files = {p.relative_to(home).as_posix(): p.read_bytes()
              for p in sorted([*home.rglob("*.jsonl"), *home.rglob("bases/*.db")])}
     return {"rows": rows, "files": files, "history": InputHistory(home).lines()}
@@ -176,20 +191,27 @@ def state(home: Path) -> dict:
 
 def a_texts(home: Path) -> list[str]:
     """Every text of agent "a" in the store and its base snapshots."""
-    out = []
-    for path in [home / config.DB_FILENAME, *home.rglob("bases/*.db")]:
+    out = _texts_of_a(lambda sql, params=(): [tuple(r.values())
+                                              for r in live_rows(home, sql, params)])
+    for path in home.rglob("bases/*.db"):
         db = sqlite3.connect(path)
-        (aid,) = db.execute("SELECT id FROM agents WHERE name = 'a'").fetchone()
-        for content, context in db.execute("SELECT content, context_content FROM messages "
-                                           "WHERE agent_id = ?", (aid,)):
-            out += strings(json.loads(content)) + strings(json.loads(context or "null"))
-        out += [r[0] for r in db.execute("SELECT text || ' ' || tags FROM passages WHERE "
-                                         "agent_id = ?", (aid,))]
-        out += [r[0] for r in db.execute("SELECT value FROM blocks WHERE agent_id = ?", (aid,))]
-        out += [r[0] for r in db.execute("SELECT summary FROM agents WHERE id = ?", (aid,))]
-        out += [v for r in db.execute("SELECT old_value, new_value FROM block_history WHERE "
-                                      "agent_id = ?", (aid,)) for v in r if v]
+        out += _texts_of_a(lambda sql, params=(): db.execute(sql, params).fetchall())
         db.close()
+    return out
+
+
+def _texts_of_a(query) -> list[str]:
+    (aid,) = query("SELECT id FROM agents WHERE name = 'a'")[0]
+    out = []
+    for content, context in query("SELECT content, context_content FROM messages "
+                                  "WHERE agent_id = ?", (aid,)):
+        out += strings(json.loads(content)) + strings(json.loads(context or "null"))
+    out += [r[0] for r in query("SELECT text || ' ' || tags FROM passages WHERE "
+                                "agent_id = ?", (aid,))]
+    out += [r[0] for r in query("SELECT value FROM blocks WHERE agent_id = ?", (aid,))]
+    out += [r[0] for r in query("SELECT summary FROM agents WHERE id = ?", (aid,))]
+    out += [v for r in query("SELECT old_value, new_value FROM block_history WHERE "
+                             "agent_id = ?", (aid,)) for v in r if v]
     return out
 
 
@@ -224,15 +246,17 @@ def assert_no_match_left(home: Path, matcher: Matcher, gone: tuple[str, ...] = (
     history = InputHistory(home).lines()
     assert drop_matching(history, matcher)[1] == []
     assert not any(g in line for g in gone for line in history)
-    raw = (home / config.DB_FILENAME).read_bytes()
-    wal = home / (config.DB_FILENAME + "-wal")
-    raw += wal.read_bytes() if wal.exists() else b""
+    raw = b""  # Postgres keeps old row versions until VACUUM reuses them: see the README
+    if not config.database_url():
+        raw = (home / config.DB_FILENAME).read_bytes()
+        wal = home / (config.DB_FILENAME + "-wal")
+        raw += wal.read_bytes() if wal.exists() else b""
     for base in home.rglob("bases/*.db"):
         raw += base.read_bytes()
     for word in gone:  # the raw pages: rows, free space, the search index's shadow tables
         for form in {word, word.lower()}:
             assert form.encode() not in raw, f"{form!r} is still in the database file's bytes"
-    with Store(config.db_path()) as store:
+    with open_store() as store:
         assert store.forget_intents() == []
 
 

@@ -30,7 +30,7 @@ from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.input_history import drop_matching
 from memgpt_lite.engine.matching import Matcher
 from memgpt_lite.engine.records import Message
-from memgpt_lite.engine.store import Store, checks
+from memgpt_lite.engine.store import Store, checks, open_store
 from memgpt_lite.engine.store.scrub import redact_message
 from memgpt_lite.lab.scripted import ScriptedModel, text_response
 
@@ -106,22 +106,48 @@ CASES = {
 # --------------------------------------------------------------------------- the world
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory):
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def template(request, tmp_path_factory):
+    """The world, built once per backend: its data dir (and, on Postgres, the database
+    each test gets a copy of)."""
     home = tmp_path_factory.mktemp("world") / "home"
+    admin = database = None
+    if request.param == "postgres":
+        import pg_support
+
+        admin, why = request.getfixturevalue("postgres_server")
+        if admin is None:
+            pg_support.skip_or_fail(why)
+        database = pg_support.create_database(admin)[0]
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MEMGPT_LITE_HOME", str(home))
+        if database:
+            mp.setenv("MEMGPT_LITE_DATABASE_URL", pg_support.with_database(admin, database))
         facts = build()
     assert facts["folded"], "the world needs a folded tool result in the queue"
     assert facts["evicted"] and facts["summary"] and facts["bases"]
-    return home
+    yield home, admin, database
+    if database:
+        pg_support.drop_database(admin, database)
 
 
 @pytest.fixture
-def home(template):
+def home(template, monkeypatch):
+    world, admin, database = template
     home = config.data_dir()
-    shutil.copytree(template, home)
-    return home
+    shutil.copytree(world, home)
+    if database:  # a copy of the world's database for this test, dropped afterwards
+        import pg_support
+        import psycopg
+
+        copy = f"{database}_{len(list(home.parent.iterdir()))}_{id(home) % 10**6}"
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {copy} TEMPLATE {database}")
+        monkeypatch.setenv("MEMGPT_LITE_DATABASE_URL", pg_support.with_database(admin, copy))
+        yield home
+        pg_support.drop_database(admin, copy)
+        return
+    yield home
 
 
 def agent_ids(before: dict) -> dict[str, int]:
@@ -130,7 +156,7 @@ def agent_ids(before: dict) -> dict[str, int]:
 
 def run_forget(case: Case) -> tuple[privacy.ForgetPlan, privacy.ForgetResult | None]:
     matcher = Matcher.build(case.query, case.mode)
-    with Store(config.db_path()) as store:
+    with open_store() as store:
         row = store.get_agent("a")
         plan = privacy.plan_forget(store, row, matcher)
         result = None if plan.empty else privacy.forget(store, plan)
@@ -163,8 +189,8 @@ def assert_nothing_else_changed(before: dict, after: dict, plan, matcher: Matche
     ids = agent_ids(before)
     units = {(u.place, u.key): u for u in plan.units}
     for table in TABLES:
-        for row_id, row in before["rows"][table].items():
-            now = after["rows"][table].get(row_id)
+        for key, row in before["rows"][table].items():
+            now, row_id = after["rows"][table].get(key), row["id"]
             unit = units.get(({"messages": "messages", "passages": "passages",
                                "blocks": "core memory", "block_history": "block history"}[table],
                               row["label"] if table == "blocks" else row_id))
@@ -178,8 +204,9 @@ def assert_nothing_else_changed(before: dict, after: dict, plan, matcher: Matche
                                                   matcher)
                 assert json.loads(now["content"]) == content
                 assert json.loads(now["context_content"] or "null") == context
-                same = {k: v for k, v in row.items() if k not in ("content", "context_content",
-                                                                 "index_text", "rev")}
+                same = {k: v for k, v in row.items() if k not in (
+                    "content", "context_content", "index_text", "rev",
+                    "terms", "term_counts", "length")}  # the last three: Postgres's index
                 assert {k: now[k] for k in same} == same
             elif table == "blocks":
                 assert now["value"] == matcher.drop_lines(row["value"])[0]
@@ -220,7 +247,7 @@ def assert_recording_lines(old: bytes, new: bytes, matcher: Matcher) -> None:
 
 def assert_kept(home: Path, keep: tuple[str, ...]) -> None:
     texts = a_texts(home)
-    with Store(config.db_path()) as store:
+    with open_store() as store:
         row = store.get_agent("b")
         texts += [m.content[0].get("text", "") for m in store.all_messages(row.id)]
     for text in keep:
@@ -228,7 +255,7 @@ def assert_kept(home: Path, keep: tuple[str, ...]) -> None:
 
 
 def assert_sound_and_replayable(home: Path, before: dict, after: dict) -> None:
-    with Store(config.db_path()) as store:
+    with open_store() as store:
         assert store.integrity_problems() == []  # the search index agrees with the text
         row = store.get_agent("a")
         assert checks.queue_problem(store.context_messages(row.id)) is None
@@ -255,7 +282,7 @@ def test_the_corpus_is_big_enough():
 
 
 def test_the_same_phrase_in_any_case_finds_the_same_units(home):
-    with Store(config.db_path()) as store:
+    with open_store() as store:
         row = store.get_agent("a")
         plans = [privacy.plan_forget(store, row, Matcher.build(q))
                  for q in ("Paris trip", "PARIS TRIP", "paris\n trip")]

@@ -206,6 +206,21 @@ def test_export_delete_import_round_trips_every_table(tmp_path, capsys, monkeypa
         {k: v for k, v in before.items() if k != "agents"}
 
 
+def test_export_takes_its_file_as_FILE_or_output_and_defaults_to_stdout(tmp_path, capsys):
+    make_agent()
+    assert cli.main(["agents", "export", "default", "-o", str(tmp_path / "a.json")]) == 0
+    assert cli.main(["agents", "export", "default", "--output", str(tmp_path / "b.json")]) == 0
+    capsys.readouterr()
+    assert cli.main(["agents", "export", "default"]) == 0
+    docs = [json.loads(capsys.readouterr().out)]
+    docs += [json.loads((tmp_path / name).read_text()) for name in ("a.json", "b.json")]
+    for doc in docs:
+        doc.pop("exported_at")
+    assert docs[0] == docs[1] == docs[2] and docs[0]["messages"]
+    assert cli.main(["agents", "export", "default", "x.json", "-o", "y.json"]) == 2
+    assert "not both" in capsys.readouterr().err
+
+
 def test_import_of_a_bad_file(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")

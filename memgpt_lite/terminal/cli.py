@@ -240,9 +240,12 @@ def _add_agents_parser(sub: Any) -> None:
     p.set_defaults(func=lambda a: _commands().cmd_agents_rename(a))
     p = _parser(asub, "export", "write an agent to a versioned JSON file",
                 "memgpt-lite agents export work work.json",
-                "memgpt-lite agents export work - | gzip > work.json.gz")
+                "memgpt-lite agents export work -o work.json",
+                "memgpt-lite agents export work | gzip > work.json.gz")
     p.add_argument("name", metavar="NAME", help="the agent")
-    p.add_argument("file", metavar="FILE", help="where to write it (- for stdout)")
+    p.add_argument("file", metavar="FILE", nargs="?",
+                   help="where to write it (- or none: stdout)")
+    p.add_argument("-o", "--output", metavar="FILE", help="the same as FILE")
     p.set_defaults(func=lambda a: _commands().cmd_agents_export(a))
     p = _parser(asub, "import", "create an agent from an exported JSON file",
                 "memgpt-lite agents import work.json", "memgpt-lite agents import work.json "

@@ -332,8 +332,10 @@ def cmd_agents_export(args: argparse.Namespace) -> int:
     from memgpt_lite.engine import privacy
     from memgpt_lite.engine.store import transfer
 
-    to_stdout = args.file == "-"
-    target = Path(args.file).expanduser()
+    if args.file and args.output and args.file != args.output:
+        raise UserError("Give the file once: as FILE or as --output, not both.", EXIT_USAGE)
+    where = args.output or args.file or "-"
+    to_stdout, target = where == "-", Path(where).expanduser()
     with _open_store() as store:
         _require_agent(store, args.name)
         doc = transfer.export_agent(store, args.name)

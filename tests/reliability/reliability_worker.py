@@ -12,7 +12,9 @@ DB is a SQLite file or a postgresql:// URL (see `open_store`).
     reliability_worker.py race DB NAME N TAG     N turns, each opening the agent (waiting for
                                                  its lock) and closing it after the turn
     reliability_worker.py forget HOME STAGE QUERY  `memgpt-lite forget QUERY --agent a --yes`
-                                                 in data dir HOME, stopping at STAGE: intent
+                                                 in data dir HOME (its store: the data dir's
+                                                 file, or $MEMGPT_LITE_DATABASE_URL's
+                                                 database), stopping at STAGE: intent
                                                  (written, nothing changed) | store (changed,
                                                  files not yet) | recording (one recording
                                                  scrubbed) | history (all but the input history)
@@ -220,9 +222,12 @@ def forget(home: str, where: str, query: str) -> None:
             block("recording")
         return result
 
-    if where == "intent":
+    if where == "intent":  # on the store of $MEMGPT_LITE_DATABASE_URL, else the data dir's
+        from memgpt_lite.engine import config
         from memgpt_lite.engine.store import Store
 
+        if config.database_url():
+            from memgpt_lite.engine.store.postgres import PostgresStore as Store  # noqa: F811
         Store.apply_forget = lambda *a, **k: block("intent")  # type: ignore[method-assign]
     elif where == "store":
         privacy._scrub_files = lambda *a, **k: block("store")

@@ -115,6 +115,67 @@ def assert_no_match_left_in(home: Path) -> None:
         assert_no_match_left(home, Matcher.build(QUERY), ("Dog: Rex",))
 
 
+# --------------------------------------------------------------------------- on Postgres
+
+
+@pytest.fixture(scope="module")
+def pg_world(tmp_path_factory, postgres_server):
+    """The world built on Postgres: (its data dir, the server's URL, its database)."""
+    import pg_support
+
+    admin, why = postgres_server
+    if admin is None:
+        pg_support.skip_or_fail(why)
+    database = pg_support.create_database(admin)[0]
+    home = tmp_path_factory.mktemp("pg-world") / "home"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MEMGPT_LITE_HOME", str(home))
+        mp.setenv("MEMGPT_LITE_DATABASE_URL", pg_support.with_database(admin, database))
+        build()
+    yield home, admin, database
+    pg_support.drop_database(admin, database)
+
+
+def pg_copy(world: tuple, home: Path, monkeypatch) -> Path:
+    """A copy of the Postgres world (data dir and database), made the current store."""
+    import pg_support
+    import psycopg
+
+    source, admin, database = world
+    shutil.copytree(source, home)
+    copy = f"{database}_{home.parent.name.lower().replace('-', '_')[-20:]}_{home.name}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {copy}")
+        conn.execute(f"CREATE DATABASE {copy} TEMPLATE {database}")
+    monkeypatch.setenv("MEMGPT_LITE_DATABASE_URL", pg_support.with_database(admin, copy))
+    return home
+
+
+@pytest.mark.parametrize("stage", ["intent", "store", "recording", "history"])
+def test_on_postgres_a_forget_killed_at_any_stage_is_finished_by_the_next_command(
+        stage, pg_world, tmp_path, monkeypatch):
+    reference = pg_copy(pg_world, tmp_path / "reference", monkeypatch)
+    monkeypatch.setenv("MEMGPT_LITE_HOME", str(reference))
+    assert cli.main(["forget", QUERY, "--agent", "a", "--yes"]) == 0
+    expected = comparable(reference)
+    home = pg_copy(pg_world, tmp_path / "killed", monkeypatch)
+    monkeypatch.setenv("MEMGPT_LITE_HOME", str(home))
+    original = comparable(home)
+    proc = start_worker("forget", str(home), stage, QUERY)  # inherits the database URL
+    try:
+        assert wait_for_line(proc, "STAGE ", timeout=60)[-1] == f"STAGE {stage}"
+    finally:
+        kill(proc)
+    assert comparable(home) != expected
+    if stage == "intent":
+        assert comparable(home) == original
+    done = memgpt(home, "sessions")
+    assert done.returncode == 0, done.stderr
+    assert "Finished a forget cut off on" in done.stderr and "Forgot 'Rex'" in done.stderr
+    assert comparable(home) == expected
+    assert_no_match_left(home, Matcher.build(QUERY), ("Dog: Rex",))
+
+
 def test_kill_9_at_random_moments_leaves_all_or_nothing(template, reference, tmp_path):
     """The real command, killed after random delays: either it had not begun (nothing
     changed) or the next command completes it; never a half-forget."""

@@ -1,5 +1,6 @@
 """`memgpt-lite bench store --db URL`: the store on SQLite and on Postgres, side by side in one
-run: insert rate while growing, and conversation_search latency at each size.
+run: insert rate while growing, conversation_search latency at each size, and how long a
+forget's preview reads (`forget_scan_s`, a phrase found nowhere).
 
 Both backends get the same corpus (the mixed-language `synthetic_messages`, one Chinese line
 in ten), inserted through the public API in batches of `batch` messages (one transaction
@@ -70,9 +71,19 @@ def grow_and_search(target: str, backend: str, sizes: tuple[int, ...], queries: 
             seconds += step_seconds
             progress(f"bench store · {backend}: {size:,} messages "
                      f"({(done - step_start) / step_seconds:,.0f} rows/s); searching")
-            rows.append(_searched(tools, asked, backend, size,
-                                  (done - step_start) / step_seconds))
+            row = _searched(tools, asked, backend, size, (done - step_start) / step_seconds)
+            rows.append({**row, "forget_scan_s": _forget_scan(store, agent.id)})
     return rows
+
+
+def _forget_scan(store: Any, agent_id: int) -> float:
+    """Seconds to find what forgetting a phrase would change (the preview of `forget`),
+    for a phrase that is nowhere: every row that may hold it is read."""
+    from memgpt_lite.engine.matching import Matcher
+
+    start = time.perf_counter()
+    store.forget_units(agent_id, Matcher.build("zanzibar-7781"))
+    return round(time.perf_counter() - start, 2)
 
 
 def _searched(tools: MemoryTools, asked: list[str], backend: str, size: int,
@@ -105,7 +116,7 @@ def compare_backends(url: str, sizes: tuple[int, ...] = DEFAULT_SIZES, *, querie
 
 def print_comparison(rows: list[dict]) -> None:
     cols = ("backend", "messages", "insert_msgs_per_s", "search_p50_ms", "search_p95_ms",
-            "median_matches")
+            "median_matches", "forget_scan_s")
     print("  ".join(f"{c:>17}" for c in cols))
     for r in rows:
         print("  ".join(f"{r[c]:>17,}" if isinstance(r[c], int) else f"{r[c]:>17}"

@@ -276,6 +276,20 @@ def test_an_agent_named_before_the_rule_still_works_and_can_be_renamed(backend, 
     assert cli.main(["core", "--agent", "a-b"]) == 0
 
 
+def test_sessions_name_the_agent_as_it_is_called_now_after_a_rename(backend, capsys):
+    with open_store() as store:
+        agent = scripted_agent(store, "old", [text_response("Hi.")] * 2)
+        recorder = recording.start_recording(agent)
+        list(recording.recorded_step(agent, recorder, "hello"))
+        recorder.close()
+        agent.close()
+    assert cli.main(["agents", "rename", "old", "new"]) == 0
+    capsys.readouterr()
+    for argv in (["sessions"], ["sessions", "--agent", "new"]):
+        assert cli.main(argv) == 0
+        assert "new (was old)" in capsys.readouterr().out, argv
+
+
 def test_import_refuses_a_bad_name_and_says_how_to_give_another(backend, tmp_path, capsys):
     with open_store() as store:
         scripted_agent(store, "ok", []).close()

@@ -465,21 +465,25 @@ def _require_agent(store: Any, name: str) -> Any:
 
 def cmd_sessions(args: argparse.Namespace) -> int:
     from memgpt_lite.engine import recording
+    from memgpt_lite.engine.config import agent_name_problem, database_url, db_path
+    from memgpt_lite.engine.store import StoreError
 
     name = getattr(args, "agent", None)
     console = render.make_console(wrap=True)
+    agent, names = None, {}
     if name is not None:
-        from memgpt_lite.engine.config import agent_name_problem
-
         with _open_store() as store:
             agent = store.get_agent(name)
-        if agent is None and agent_name_problem(name):
+            names = {a.uid: a.name for a in store.list_agents() if a.uid}
+    elif database_url() or db_path().is_file():  # names now, for sessions before a rename
+        with contextlib.suppress(StoreError), _open_store() as store:
+            names = {a.uid: a.name for a in store.list_agents() if a.uid}
+    if name is not None and agent is None:
+        if agent_name_problem(name):
             raise UserError(agent_name_problem(name), EXIT_USAGE)  # type: ignore[arg-type]
-        if agent is None:
-            render.print_error(console, f"there is no agent named {name!r}")
-            return EXIT_USAGE
-    render.print_sessions(console, recording.list_recordings(agent if name is not None else None),
-                          name)
+        render.print_error(console, f"there is no agent named {name!r}")
+        return EXIT_USAGE
+    render.print_sessions(console, recording.list_recordings(agent), name, names)
     return EXIT_OK
 
 

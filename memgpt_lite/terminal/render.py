@@ -370,8 +370,10 @@ def print_forget_result(console: Console, result: ForgetResult) -> None:
 # --------------------------------------------------------------------------- recordings
 
 
-def print_sessions(console: Console, rows: list[Any], agent: str | None) -> None:
-    """The recorded sessions (of one agent, if named), with how to replay one."""
+def print_sessions(console: Console, rows: list[Any], agent: str | None,
+                   names: dict[str, str] | None = None) -> None:
+    """The recorded sessions (of one agent, if named), with how to replay one. `names` maps
+    agent uids to their names now: a session recorded before a rename shows both."""
     if not rows:
         who = f" for agent {agent!r}" if agent else ""
         console.print(shown(f"No recorded sessions{who} yet; `memgpt-lite chat` records by "
@@ -381,7 +383,9 @@ def print_sessions(console: Console, rows: list[Any], agent: str | None) -> None
     for r in rows:
         turns = str(r.turns) if r.problem is None else f"damaged: {r.problem}"
         turns += " (scrubbed by a forget)" if r.scrubbed else ""
-        table.add_row(shown(r.agent), shown(r.started), shown(turns), shown(r.path))
+        now = (names or {}).get(r.agent_uid or "", r.agent)
+        who = r.agent if now == r.agent else f"{now} (was {r.agent})"
+        table.add_row(shown(who), shown(r.started), shown(turns), shown(r.path))
     console.print(table)
     console.print(Text("replay one with: memgpt-lite replay FILE --strict", style="dim"))
 

@@ -40,7 +40,6 @@ class PgArchiveMixin:
     _watches: dict[int, AgentWatch]
 
     # Pure Python over the methods below: the same for both backends.
-    find_passage_versions = ArchiveMixin.find_passage_versions
     similar_passages = ArchiveMixin.similar_passages
 
     def add_passage(self, agent_id: int, text: str, tags: list[str] | None = None,
@@ -147,7 +146,7 @@ class PgArchiveMixin:
         return self.search_passages(agent_id, text, per_page=20).hits
 
     def delete_passages(self, agent_id: int, ids: list[int]) -> int:
-        """Delete passages for good, their history with them (forget, undo, /pop)."""
+        """Delete passages for good, their history with them (undo, /pop)."""
         with self.transaction():
             gone = self._q("DELETE FROM passages WHERE agent_id = %s AND id = ANY(%s) "
                            "RETURNING id, index_text, length, tsvector_to_array(terms)",
@@ -312,7 +311,7 @@ class PgArchiveMixin:
                          pg_text(row.get("reason") or ""), row.get("turn_id"), rev))
 
     def purge_passage_versions(self, agent_id: int, ids: list[int]) -> int:
-        """Delete history versions for good (forget); returns how many went."""
+        """Delete history versions for good; returns how many went."""
         with self.transaction():
             found = [r[0] for r in self._q("SELECT id FROM passage_history WHERE agent_id = %s "
                                            "AND id = ANY(%s)", (agent_id, list(ids)))]

@@ -18,9 +18,9 @@ from __future__ import annotations
 from typing import Any
 
 from memgpt_lite.engine.records import Block, now_iso
-from memgpt_lite.engine.store.base import AgentWatch, BlockChanged
+from memgpt_lite.engine.store.base import AgentWatch
 from memgpt_lite.engine.store.postgres_base import pg_text
-from memgpt_lite.engine.store.sqlite_blocks import AGENT, USER, BlocksMixin
+from memgpt_lite.engine.store.sqlite_blocks import AGENT, USER, BlocksMixin, checked_write
 
 _SELECT = ("SELECT b.label, coalesce(s.value, b.value), coalesce(s.char_limit, b.char_limit), "
            "s.id FROM blocks b LEFT JOIN shared_blocks s ON s.id = b.shared_id ")
@@ -89,13 +89,8 @@ class PgBlocksMixin:
             rev = self._bump(agent_id)  # type: ignore[attr-defined]
             self._lock_shared(agent_id, label)
             old = self.get_block(agent_id, label)
-            if expected is not None and old is not None and old.value != pg_text(expected):
-                raise BlockChanged(f"Block {label!r} was changed by another agent while you "
-                                   "edited it (it is shared); your text was not saved.")
-            limit = limit if limit is not None else (old.limit if old else 5000)
-            if len(value) > limit:
-                raise ValueError(f"block {label!r} would be {len(value)} chars, over its "
-                                 f"limit of {limit}")
+            expected = None if expected is None else pg_text(expected)
+            limit = checked_write(label, old, value, limit, expected)
             at = now_iso()
             self._journal(agent_id, "block", label, None if old is None else  # type: ignore[attr-defined]
                           {"value": old.value, "limit": old.limit, "after": value})

@@ -3,7 +3,7 @@
 
 A correction (`update_passage`, `retire_passage`) keeps the version it replaces or removes in
 `passage_history`: never indexed, so search never returns it, and purged with its passage by
-`delete_passages` (forget). Passage ids are global to the data dir and never reused while a
+`delete_passages` (undo, /pop); forget deletes the versions that match (store/scrub.py). Passage ids are global to the data dir and never reused while a
 passage or its history holds them, so an id the model saw always means the same passage;
 while a recording watches the agent, the ids its new passages get are reported to it.
 
@@ -147,7 +147,7 @@ class ArchiveMixin:
         return self._q("SELECT count(*) FROM passages WHERE agent_id = ?", (agent_id,))[0][0]
 
     def delete_passages(self, agent_id: int, ids: list[int]) -> int:
-        """Delete passages for good, their history with them (forget, undo, /pop)."""
+        """Delete passages for good, their history with them (undo, /pop)."""
         with self.transaction():
             rows = [tuple(r) for i in ids for r in self._q(
                 "SELECT id, index_text FROM passages WHERE agent_id = ? AND id = ?",
@@ -285,13 +285,6 @@ class ArchiveMixin:
         found = _version(rows[0]) if rows else None
         return found if found and found.change == "delete" else None
 
-    def find_passage_versions(self, agent_id: int, query: str) -> list[PassageVersion]:
-        """Superseded and deleted versions holding any of the query's topic words (history
-        is not indexed: it is small, and only forget searches it)."""
-        words = _topic_words(query)
-        return [v for v in self.passage_versions(agent_id)
-                if words & _topic_words(v.text)] if words else []
-
     def restore_passage_versions(self, agent_id: int, rows: list[dict[str, Any]],
                                  new_ids: dict[int, int]) -> None:
         """History versions of an import, as exported; `new_ids` maps the export's passage
@@ -311,7 +304,7 @@ class ArchiveMixin:
                      row.get("turn_id"), rev))
 
     def purge_passage_versions(self, agent_id: int, ids: list[int]) -> int:
-        """Delete history versions for good (forget); returns how many went."""
+        """Delete history versions for good; returns how many went."""
         found = [r[0] for i in ids for r in self._q(
             "SELECT id FROM passage_history WHERE id = ? AND agent_id = ?", (i, agent_id))]
         with self.transaction():

@@ -74,13 +74,7 @@ class BlocksMixin:
         value = clean_text(value)
         with self.transaction():  # type: ignore[attr-defined]
             old = self.get_block(agent_id, label)
-            if expected is not None and old is not None and old.value != expected:
-                raise BlockChanged(f"Block {label!r} was changed by another agent while you "
-                                   "edited it (it is shared); your text was not saved.")
-            limit = limit if limit is not None else (old.limit if old else 5000)
-            if len(value) > limit:
-                raise ValueError(f"block {label!r} would be {len(value)} chars, over its "
-                                 f"limit of {limit}")
+            limit = checked_write(label, old, value, limit, expected)
             at = now_iso()
             self._journal(agent_id, "block", label, None if old is None else  # type: ignore[attr-defined]
                           {"value": old.value, "limit": old.limit, "after": value})
@@ -234,6 +228,21 @@ class BlocksMixin:
                 watch.seen[block.label] = block.value
                 watch.changed(block.label, block.value)
         return blocks
+
+
+def checked_write(label: str, old: Block | None, value: str, limit: int | None,
+                  expected: str | None) -> int:
+    """The limit a block write keeps (the given one, else the block's, else 5000), after
+    refusing it: BlockChanged when `expected` is given and the block no longer holds it,
+    ValueError when the value is over the limit (one writer check for every backend)."""
+    if expected is not None and old is not None and old.value != expected:
+        raise BlockChanged(f"Block {label!r} was changed by another agent while you "
+                           "edited it (it is shared); your text was not saved.")
+    limit = limit if limit is not None else (old.limit if old else 5000)
+    if len(value) > limit:
+        raise ValueError(f"block {label!r} would be {len(value)} chars, over its limit of "
+                         f"{limit}")
+    return limit
 
 
 def _block(row: sqlite3.Row | tuple) -> Block:

@@ -1,11 +1,16 @@
 from __future__ import annotations
 
+import os
+
 import pytest
 
 
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path, monkeypatch):
-    """Every test gets its own data dir and never sees a real API key or server."""
+    """Every test gets its own data dir and never sees a real API key or server. The
+    environment is put back whole afterwards: a command run in-process may set variables
+    (`--db URL` becomes MEMGPT_LITE_DATABASE_URL for the processes it starts)."""
+    saved = dict(os.environ)
     home = tmp_path / "home"
     monkeypatch.setenv("MEMGPT_LITE_HOME", str(home))
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
@@ -16,7 +21,9 @@ def _isolated_home(tmp_path, monkeypatch):
                 "MEMGPT_LITE_EMBEDDINGS_MODEL", "MEMGPT_LITE_EMBEDDINGS_KEY",
                 "MEMGPT_LITE_DATABASE_URL"):
         monkeypatch.delenv(var, raising=False)
-    return home
+    yield home
+    os.environ.clear()
+    os.environ.update(saved)
 
 
 # --------------------------------------------------------------------------- Postgres

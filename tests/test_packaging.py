@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # every test here starts real processes
+
 REPO = Path(__file__).resolve().parent.parent
 PROMPTS = {"system.md", "persona.md", "human.md", "summarizer.md", "pressure_alert.md"}
 PROBE = ("import sys, site; site.addsitedir(sys.argv[1]); "

@@ -261,7 +261,7 @@ def assert_no_match_left(home: Path, matcher: Matcher, gone: tuple[str, ...] = (
 
 
 
-if __name__ == "__main__":  # a look at the world: python tests/forget_world.py
+if __name__ == "__main__":  # a look at the world: python tests/reliability/forget_world.py
     import os
     import tempfile
 

@@ -3,6 +3,8 @@ different agents in one data dir work side by side."""
 
 from __future__ import annotations
 
+import pytest
+
 import os
 import signal
 import stat
@@ -26,6 +28,7 @@ def chat(agent: str, text: str, server, timeout: float = 30) -> subprocess.Compl
                           env=env, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_second_chat_on_the_same_agent_waits_then_refuses(tmp_path):
     from memgpt_lite.lab.fake_server import FakeAnthropicServer
 
@@ -51,6 +54,7 @@ def test_second_chat_on_the_same_agent_waits_then_refuses(tmp_path):
         assert "hello from the second process" not in texts
 
 
+@pytest.mark.slow
 def test_second_process_gets_the_agent_when_the_first_lets_go(tmp_path):
     db = str(config.db_path())
     first = start_worker("hold", db, "shared", "0.5")
@@ -69,6 +73,7 @@ def test_second_process_gets_the_agent_when_the_first_lets_go(tmp_path):
     assert_trustworthy(db, "shared", answered=["held"])
 
 
+@pytest.mark.slow
 def test_two_agents_side_by_side_in_one_data_dir(tmp_path):
     db = str(config.db_path())
     workers = {name: start_worker("random", db, name, str(seed), "12")
@@ -83,6 +88,7 @@ def test_two_agents_side_by_side_in_one_data_dir(tmp_path):
         assert_trustworthy(db, name, typed=typed, answered=answered)
 
 
+@pytest.mark.slow
 def test_a_killed_holder_leaves_no_stale_lock(tmp_path):
     db = str(config.db_path())
     holder = start_worker("hold", db, "crashy", "60")
@@ -96,6 +102,7 @@ def test_a_killed_holder_leaves_no_stale_lock(tmp_path):
         agent.close()
 
 
+@pytest.mark.slow
 def test_lock_in_process(tmp_path):
     store = Store(tmp_path / "data" / "db.sqlite")
     a = Agent.open(store, "x", model_client=ScriptedModel([]))
@@ -127,6 +134,7 @@ def test_names_that_sanitise_alike_get_different_locks(tmp_path):
         pass
 
 
+@pytest.mark.slow
 def test_deleting_an_agent_that_is_in_use_is_refused(tmp_path):
     holder = start_worker("hold", str(config.db_path()), "busy", "15")
     try:

@@ -20,6 +20,8 @@ from rel_support import (
 from memgpt_lite.engine.store import Store
 from memgpt_lite.engine.store.migrations import MIGRATIONS
 
+pytestmark = pytest.mark.slow  # every test here starts real processes
+
 
 def kill(proc: subprocess.Popen) -> None:
     proc.send_signal(signal.SIGKILL)

@@ -42,6 +42,7 @@ def assert_one_clean_line(text: str, *words: str) -> None:
 # --------------------------------------------------------------------------- recordings
 
 
+@pytest.mark.slow
 def test_a_recordings_folder_that_cannot_be_made_costs_no_turn(tmp_path):
     config.data_dir().mkdir(parents=True)
     (config.data_dir() / "recordings").write_text("in the way")  # a file, not a folder
@@ -70,6 +71,7 @@ def mounted_recordings(tmp_path):
         subprocess.run(["umount", "-l", str(folder)], capture_output=True)
 
 
+@pytest.mark.slow
 def test_a_read_only_recordings_folder_costs_no_turn(mounted_recordings):
     subprocess.run(["mount", "-o", "remount,ro", str(mounted_recordings)], check=True)
     with FakeAnthropicServer() as server:
@@ -80,6 +82,7 @@ def test_a_read_only_recordings_folder_costs_no_turn(mounted_recordings):
     assert "Read-only file system" in done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_a_full_disk_under_the_recordings_costs_no_turn(mounted_recordings):
     with open(mounted_recordings / "filler", "wb", buffering=0) as f:
         try:
@@ -173,6 +176,7 @@ def test_a_damaged_page_is_one_sentence_and_the_store_writes_nothing(tmp_path):
 
 
 @pytest.mark.parametrize("command", [["chat", "--no-record"], ["chat"], ["core"]])
+@pytest.mark.slow
 def test_commands_on_a_damaged_file_say_so_in_one_line(tmp_path, command):
     path = damaged_db(tmp_path)
     before = digest(path)

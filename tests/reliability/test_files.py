@@ -52,12 +52,14 @@ def chat_with_umask_0() -> Path:
     return home
 
 
+@pytest.mark.slow
 def test_every_file_a_chat_creates_is_private(tmp_path):
     home = chat_with_umask_0()
     folders = {str(p.relative_to(home)) for p in (home / "recordings").rglob("*") if p.is_dir()}
     assert_private(home, skip_dirs=("recordings", *folders))
 
 
+@pytest.mark.slow
 def test_recording_directories_are_private(tmp_path):
     assert_private(chat_with_umask_0())
 
@@ -172,6 +174,7 @@ def tiny_fs(tmp_path):
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
+@pytest.mark.slow
 def test_a_really_full_disk(tiny_fs):
     store = Store(tiny_fs / "memgpt_lite.db")
     agent = Agent.open(store, "real", model_client=ScriptedModel(
@@ -193,6 +196,7 @@ def test_a_really_full_disk(tiny_fs):
         assert "first, safe" in recall_texts(again, row.id)
 
 
+@pytest.mark.slow
 def test_a_read_only_data_dir(tiny_fs):
     db = tiny_fs / "memgpt_lite.db"
     store = Store(db)
@@ -210,6 +214,7 @@ def test_a_read_only_data_dir(tiny_fs):
     assert "read-only" in message, message
 
 
+@pytest.mark.slow
 def test_chat_on_a_read_only_data_dir_says_so_in_one_line(tiny_fs):
     store = Store(tiny_fs / "memgpt_lite.db")
     store.close()

@@ -1,4 +1,4 @@
-"""The forget corpus: each case forgets something in a data dir full of it (tests/forget_world.py:
+"""The forget corpus: each case forgets something in a data dir full of it (tests/reliability/forget_world.py:
 two agents, recorded sessions, tool calls, passages, core memory, a fold in the queue, a
 flushed summary, a base snapshot, the input history) and checks both directions:
 

@@ -87,6 +87,7 @@ def kill(proc: subprocess.Popen) -> None:
 
 
 @pytest.mark.parametrize("stage", ["intent", "store", "recording", "history"])
+@pytest.mark.slow
 def test_kill_9_at_every_stage_then_any_command_finishes_the_forget(stage, template, reference,
                                                                     tmp_path):
     home = tmp_path / "killed"
@@ -152,6 +153,7 @@ def pg_copy(world: tuple, home: Path, monkeypatch) -> Path:
 
 
 @pytest.mark.parametrize("stage", ["intent", "store", "recording", "history"])
+@pytest.mark.slow
 def test_on_postgres_a_forget_killed_at_any_stage_is_finished_by_the_next_command(
         stage, pg_world, tmp_path, monkeypatch):
     reference = pg_copy(pg_world, tmp_path / "reference", monkeypatch)
@@ -176,6 +178,7 @@ def test_on_postgres_a_forget_killed_at_any_stage_is_finished_by_the_next_comman
     assert_no_match_left(home, Matcher.build(QUERY), ("Dog: Rex",))
 
 
+@pytest.mark.slow
 def test_kill_9_at_random_moments_leaves_all_or_nothing(template, reference, tmp_path):
     """The real command, killed after random delays: either it had not begun (nothing
     changed) or the next command completes it; never a half-forget."""
@@ -198,6 +201,7 @@ def test_kill_9_at_random_moments_leaves_all_or_nothing(template, reference, tmp
     print(f"outcomes: {sorted(outcomes)}")
 
 
+@pytest.mark.slow
 def test_a_file_that_cannot_be_written_keeps_the_forget_pending(template, tmp_path, monkeypatch,
                                                                 capsys):
     home = config.data_dir()

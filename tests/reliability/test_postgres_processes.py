@@ -21,6 +21,8 @@ from memgpt_lite.engine.store import open_store
 from memgpt_lite.engine.store.migrations import MIGRATIONS
 from memgpt_lite.lab.scripted import ScriptedModel, text_response
 
+pytestmark = pytest.mark.slow  # every test here starts real processes
+
 
 @pytest.mark.parametrize("stage", ["streaming", "after_tool", "commit", "summariser"])
 def test_kill_at_a_stage_of_a_turn(pg_url, stage):

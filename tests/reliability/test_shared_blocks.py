@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from rel_support import start_worker, wait_for_line
 
 from memgpt_lite.engine.memory import default_blocks
 from memgpt_lite.engine.store import open_store
+
+pytestmark = pytest.mark.slow  # every test here starts real processes
 
 EDITS = 40
 

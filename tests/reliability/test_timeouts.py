@@ -76,6 +76,7 @@ def chat(server: FakeAnthropicServer, *flags: str, **env: str) -> subprocess.Com
 
 
 @pytest.mark.parametrize("how", ["env", "flag"])
+@pytest.mark.slow
 def test_a_piped_chat_gives_up_in_one_line_and_goes_on(how):
     with FakeAnthropicServer() as server:
         server.enqueue(hang(seconds=60), times=3)
@@ -91,6 +92,7 @@ def test_a_piped_chat_gives_up_in_one_line_and_goes_on(how):
     assert took < 30
 
 
+@pytest.mark.slow
 def test_a_bad_timeout_flag_is_one_sentence():
     with FakeAnthropicServer() as server:
         done = chat(server, "--timeout", "forever")

@@ -4,7 +4,7 @@ The demo is real engine output driven by model responses WRITTEN BY HAND (below)
 Agent, context builder, pager, memory tools and SQLite store ran; only the model was a
 ScriptedModel. Regenerate the bundled file after an engine or prompt change with
 
-    /work/venv/bin/python tests/test_demo.py --write
+    /work/venv/bin/python tests/lab/test_demo.py --write
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.records import ModelRequest, ModelResponse
 from memgpt_lite.terminal import commands, render
 
-BUNDLED = Path(__file__).resolve().parents[1] / "memgpt_lite" / "data" / "demo.jsonl"
+BUNDLED = Path(__file__).resolve().parents[2] / "memgpt_lite" / "data" / "demo.jsonl"
 DEMO_SETTINGS = Settings(context_window=7_000, max_output_tokens=1_024, safety_margin=500)
 START = datetime(2026, 3, 2, 18, 0, tzinfo=timezone.utc)
 NOTE = ("The user's inputs and the model's responses were written by hand to show every "
@@ -219,7 +219,7 @@ def test_bundled_demo_matches_the_generator(tmp_path):
     build_demo(path)
     strip = lambda text: re.sub(r'"(version|agent_uid)":"[^"]*"', "", text)  # noqa: E731
     assert strip(BUNDLED.read_text("utf-8")) == strip(path.read_text("utf-8")), (
-        "memgpt_lite/data/demo.jsonl is stale: run `python tests/test_demo.py --write`")
+        "memgpt_lite/data/demo.jsonl is stale: run `python tests/lab/test_demo.py --write`")
 
 
 def test_bundled_demo_replays_strictly():
@@ -243,6 +243,6 @@ def test_demo_command_runs_offline_and_ends_with_core_memory(monkeypatch):
 
 if __name__ == "__main__":
     if "--write" not in sys.argv:
-        sys.exit("usage: python tests/test_demo.py --write   (regenerates the bundled demo)")
+        sys.exit("usage: python tests/lab/test_demo.py --write   (regenerates the bundled demo)")
     build_demo(BUNDLED)
     print(f"wrote {BUNDLED}")

@@ -13,6 +13,7 @@ from memgpt_lite.lab.bench import load
 from memgpt_lite.lab.scripted import ScriptedModel
 
 
+@pytest.mark.slow
 def test_a_small_load_run_commits_every_turn_whole(pg_url):
     result = load.load_benchmark(pg_url, agents=3, turns=3, race_turns=3)
     assert {k: (r["turns"], r["lost"], r["interleaved"]) for k, r in result.items()} == \

@@ -123,6 +123,7 @@ def test_an_empty_second_page_is_not_shown_as_results(store):
     assert "→ 1 results" not in out
 
 
+@pytest.mark.slow
 def test_a_retryable_error_gives_its_advice_once(server):
     server.enqueue(overloaded(), times=3)
     proc = run_cli("chat", "--no-record", input="hello\n", env=server_env(server))
@@ -230,6 +231,7 @@ def test_waiting_is_shown_piped_and_counted_on_the_spinner():
 # --------------------------------------------------------------------------- conventions
 
 
+@pytest.mark.slow
 def test_one_shot_prints_the_reply_on_stdout_and_the_rest_on_stderr(server):
     server.enqueue(text_response("Forty-two."))
     proc = run_cli("chat", "-p", "What is the answer?", "--no-record", env=server_env(server))
@@ -242,6 +244,7 @@ def test_one_shot_prints_the_reply_on_stdout_and_the_rest_on_stderr(server):
     assert "error: The API key was rejected" in proc.stderr
 
 
+@pytest.mark.slow
 def test_piped_chat_exits_non_zero_when_every_turn_fails(server):
     server.enqueue(unauthorized(), times=2)
     proc = run_cli("chat", "--no-record", input="one\ntwo\n", env=server_env(server))
@@ -249,6 +252,7 @@ def test_piped_chat_exits_non_zero_when_every_turn_fails(server):
     assert proc.stderr.count("error: The API key was rejected") == 2
 
 
+@pytest.mark.slow
 def test_json_writes_one_object_per_event(server):
     server.enqueue(tool_response([("core_memory_append", {"label": "human",
                                                           "content": "Name: Ada."})]))
@@ -263,6 +267,7 @@ def test_json_writes_one_object_per_event(server):
     assert "text_delta" not in kinds
 
 
+@pytest.mark.slow
 def test_help_has_examples_environment_and_positional_help():
     top = run_cli("--help")
     assert "MEMGPT_LITE_HOME" in top.stdout and "ANTHROPIC_API_KEY" in top.stdout
@@ -282,6 +287,7 @@ def test_help_has_examples_environment_and_positional_help():
 
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+@pytest.mark.slow
 def test_completion_scripts_are_generated_from_the_parser(shell):
     proc = run_cli("completion", shell)
     assert proc.returncode == 0
@@ -318,6 +324,7 @@ def test_agents_set_validates_and_show_says_where_values_come_from(capsys, monke
         assert s.get_agent("default").settings["context_window"] == 16000
 
 
+@pytest.mark.slow
 def test_models_lists_aliases_and_prices_and_an_unknown_model_is_warned(server, capsys):
     assert cli.main(["models"]) == 0
     out = capsys.readouterr().out
@@ -332,6 +339,7 @@ def test_models_lists_aliases_and_prices_and_an_unknown_model_is_warned(server, 
     assert server.requests[-1]["model"] == "claude-haiku-5-5"
 
 
+@pytest.mark.slow
 def test_the_prompt_reaches_the_user_when_stdout_is_redirected(server, tmp_path):
     pexpect = pytest.importorskip("pexpect")
     server.enqueue(text_response("Written to the file."))
@@ -381,6 +389,7 @@ HOSTILE = ["[bold red]evil[/]", "[/]", "\x1b]0;pwned title\x07", "\x1b]52;c;cHdu
 RAW = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]|\xc2[\x80-\x9f]")
 
 
+@pytest.mark.slow
 def test_stored_text_is_shown_as_text_by_every_command(server):
     text = " ".join(HOSTILE)
     name = "[/]\x1b[2J"
@@ -448,6 +457,7 @@ def test_visible_keeps_newlines_and_tabs_only():
 # --------------------------------------------------------------------------- input and files
 
 
+@pytest.mark.slow
 def test_stdin_that_is_not_utf8_is_sent_with_replacement_characters(server):
     proc = run_cli("chat", "--no-record", input=b"bad \xff\xfe zebra\nnext\n",
                    env=server_env(server))
@@ -487,6 +497,7 @@ def test_import_of_a_file_with_bytes_that_are_not_utf8(tmp_path, capsys):
         assert s.get_block(s.get_agent("copy").id, "human").value.startswith("\ufffd Nothing")
 
 
+@pytest.mark.slow
 def test_a_closed_pipe_ends_the_chat_quietly(server):
     server.enqueue(text_response("line\n" * 2000))
     proc = subprocess.run(
@@ -498,6 +509,7 @@ def test_a_closed_pipe_ends_the_chat_quietly(server):
         proc.stderr
 
 
+@pytest.mark.slow
 def test_a_file_in_the_data_dirs_path_is_one_sentence(tmp_path):
     blocker = tmp_path / "afile"
     blocker.write_text("x")
@@ -526,6 +538,7 @@ def damage_middle_page() -> None:
         f.write(b"\xde\xad\xbe\xef" * 1024)
 
 
+@pytest.mark.slow
 def test_doctor_names_a_damaged_page_and_the_recovery_works():
     damage_middle_page()
     proc = run_cli("doctor", "--offline")
@@ -545,6 +558,7 @@ def test_doctor_names_a_damaged_page_and_the_recovery_works():
     assert listing.returncode == 0 and "Traceback" not in listing.stderr
 
 
+@pytest.mark.slow
 def test_doctor_checks_the_key_and_the_connection(server):
     ok = run_cli("doctor", env=server_env(server))
     assert ok.returncode == 0, ok.stdout
@@ -572,6 +586,7 @@ def test_doctor_repair_and_eval_show_plain_progress_when_piped(capsys):
     assert "  rebuilding search indexes: 2/2 (100%) · b" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_doctor_never_writes_to_a_damaged_file():
     damage_middle_page()
     before = config.db_path().read_bytes()

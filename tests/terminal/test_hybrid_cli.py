@@ -37,6 +37,7 @@ def embedder_env(server: FakeEmbeddingsServer) -> dict[str, str]:
             "MEMGPT_LITE_EMBEDDINGS_MODEL": "fake", "MEMGPT_LITE_EMBEDDINGS_TIMEOUT": "5"}
 
 
+@pytest.mark.slow
 def test_index_backfills_and_doctor_reports_what_lacks_vectors():
     seed("ada", ["my beagle Biscuit", "the garden is green", "flights to Kyoto"])
     seed("bob", ["hello"])
@@ -54,6 +55,7 @@ def test_index_backfills_and_doctor_reports_what_lacks_vectors():
     assert "agent 'ada' has vectors but no embedder is configured" in run("doctor").stdout
 
 
+@pytest.mark.slow
 def test_index_says_in_one_sentence_what_is_wrong():
     seed("ada", ["text"])
     out = run("index")
@@ -67,6 +69,7 @@ def test_index_says_in_one_sentence_what_is_wrong():
     assert run("index", "--agent", "nobody", env=env).returncode == 1
 
 
+@pytest.mark.slow
 def test_a_chat_with_an_embedder_embeds_its_turns_in_the_background():
     with FakeAnthropicServer() as anthropic, FakeEmbeddingsServer() as server:
         env = {**embedder_env(server), "ANTHROPIC_BASE_URL": anthropic.base_url,
@@ -80,6 +83,7 @@ def test_a_chat_with_an_embedder_embeds_its_turns_in_the_background():
     assert counts["rows"] == 2 and counts["current"] == 2  # embedded before the chat ended
 
 
+@pytest.mark.slow
 def test_a_chat_without_embeddings_imports_nothing_of_the_dense_path():
     with FakeAnthropicServer() as anthropic:
         env = dict(os.environ, ANTHROPIC_BASE_URL=anthropic.base_url, ANTHROPIC_API_KEY="test")
@@ -126,6 +130,7 @@ def test_slash_search_ranks_like_the_tool_and_says_when_it_falls_back(tmp_path):
     assert out.count("Searching by keywords only: the model is gone") == 1
 
 
+@pytest.mark.slow
 def test_eval_locomo_prints_keyword_dense_and_hybrid_side_by_side(tmp_path):
     import json
 

@@ -17,6 +17,8 @@ import pytest
 from memgpt_lite.lab.fake_server import FakeAnthropicServer, hang
 from memgpt_lite.lab.scripted import text_response
 
+pytestmark = pytest.mark.slow  # every test here starts real processes
+
 pexpect = pytest.importorskip("pexpect")
 pyte = pytest.importorskip("pyte")
 

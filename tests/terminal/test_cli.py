@@ -89,6 +89,7 @@ def snapshot(name: str) -> dict[str, list[tuple]]:
 # --------------------------------------------------------------------------- help, errors
 
 
+@pytest.mark.slow
 def test_help_lists_the_commands_and_imports_nothing_heavy():
     started = time.perf_counter()
     proc = subprocess.run(
@@ -344,6 +345,7 @@ def test_doctor_flags_an_unwritable_data_dir(capsys):
         config.data_dir().chmod(0o700)
 
 
+@pytest.mark.slow
 def test_chat_flags_are_stored_with_the_agent(tmp_path):
     import subprocess
     import sys
@@ -369,6 +371,7 @@ def test_chat_flags_are_stored_with_the_agent(tmp_path):
         assert store.get_agent("flags").settings["thinking"] is True
 
 
+@pytest.mark.slow
 def test_a_bad_price_file_is_reported_before_any_model_call(tmp_path):
     import subprocess
     import sys

@@ -27,7 +27,7 @@ from memgpt_lite.engine.store import SQLiteStore, StoreError, open_store, snapsh
 from memgpt_lite.lab.scripted import ScriptedModel, estimate_usage, text_response, tool_response
 from memgpt_lite.terminal import cli
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 
 
 def run_cli(*args: str, stdin: str = "", **env: str) -> subprocess.CompletedProcess:
@@ -55,6 +55,7 @@ def test_open_store_picks_the_backend(tmp_path, monkeypatch, pg_url):
         open_store("mysql://root@localhost/db")
 
 
+@pytest.mark.slow
 def test_without_psycopg_a_postgres_url_is_one_sentence():
     code = ("import sys; sys.modules['psycopg'] = None; from memgpt_lite.terminal.cli import "
             "main; raise SystemExit(main(['--db', 'postgresql://u@127.0.0.1:9/db', 'agents', "
@@ -66,6 +67,7 @@ def test_without_psycopg_a_postgres_url_is_one_sentence():
                                    "install 'memgpt-lite[postgres]'.")
 
 
+@pytest.mark.slow
 def test_help_and_a_sqlite_start_never_load_psycopg():
     code = ("import sys; from memgpt_lite.terminal.cli import main; main(['--help']); "
             "main(['agents', 'list']); print('psycopg' in sys.modules)")
@@ -75,6 +77,7 @@ def test_help_and_a_sqlite_start_never_load_psycopg():
     assert "--db URL" in proc.stdout and "MEMGPT_LITE_DATABASE_URL" in proc.stdout
 
 
+@pytest.mark.slow
 def test_a_server_that_cannot_be_reached_is_one_sentence_without_the_password():
     pytest.importorskip("psycopg")
     with socket.socket() as s:
@@ -111,6 +114,7 @@ def test_a_newer_schema_or_another_programs_tables_are_refused_and_left_alone(pg
     assert tables == [("recipes",)]
 
 
+@pytest.mark.slow
 def test_processes_opening_a_new_database_at_once_migrate_it_once(pg_url):
     from memgpt_lite.engine.store.postgres_migrations import MIGRATIONS as PG_MIGRATIONS
 
@@ -179,6 +183,7 @@ def test_term_row_counts_follow_every_write_and_doctor_mends_them(pg_url):
         assert store.integrity_problems() == []
 
 
+@pytest.mark.slow
 def test_an_agent_opened_twice_in_one_process_shares_its_lock(pg_url):
     with open_store(pg_url) as store:
         first = Agent.open(store, "x", model_client=ScriptedModel([]))
@@ -232,6 +237,7 @@ def exported(*args: str, **env: str) -> dict:
     return doc
 
 
+@pytest.mark.slow
 def test_an_agent_moves_between_backends_with_every_table(tmp_path, pg_url):
     make_history(str(config.db_path()))
     from_sqlite = exported()
@@ -274,6 +280,7 @@ def test_doctor_checks_and_repairs_a_postgres_database(capsys, pg_url):
     assert "rebuilt the search indexes" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_chat_on_postgres_shows_where_without_the_password(pg_url):
     from memgpt_lite.lab.fake_server import FakeAnthropicServer
 
@@ -349,6 +356,7 @@ def test_postgres_sessions_replay_strictly_on_sqlite(pg_url, monkeypatch):
     store.close()
 
 
+@pytest.mark.slow
 def test_forget_on_postgres_deletes_the_turns_and_passages_and_no_other_agents(pg_url):
     make_history(pg_url)
     with open_store(pg_url) as store:

@@ -458,6 +458,7 @@ def test_faults_can_be_written_as_json_for_scripts():
     assert fault_from_dict({"fault": "truncated", "after": 2}) == truncated(2)
 
 
+@pytest.mark.slow
 def test_runs_as_a_module_for_manual_testing(tmp_path):
     script = tmp_path / "replies.jsonl"
     script.write_text(json.dumps(text_response("scripted hello").to_dict()) + "\n"

@@ -260,6 +260,7 @@ RESTART = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_restart_continues_the_conversation(tmp_path):
     db = str(tmp_path / "r.db")
 

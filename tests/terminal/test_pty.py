@@ -16,6 +16,8 @@ from memgpt_lite.engine.store import Store
 from memgpt_lite.lab.fake_server import FakeAnthropicServer, hang
 from memgpt_lite.lab.scripted import text_response
 
+pytestmark = pytest.mark.slow  # every test here starts real processes
+
 pexpect = pytest.importorskip("pexpect")
 
 PROMPT = "you› "

@@ -277,6 +277,7 @@ def test_core_edit_checks_the_limit_and_records_history(chat_factory):
     assert chat.run("/core edit nope").startswith("no block 'nope' (blocks: persona, human")
 
 
+@pytest.mark.slow
 def test_core_edit_with_a_missing_editor_says_so(chat_factory, monkeypatch):
     monkeypatch.setenv("VISUAL", "no-editor -w")
     chat = chat_factory([])  # the real edit_in_editor
@@ -379,6 +380,7 @@ def test_event_lines():
 # --------------------------------------------------------------------------- piped, for real
 
 
+@pytest.mark.slow
 def test_piped_chat_against_the_fake_server(tmp_path):
     from memgpt_lite.lab.fake_server import FakeAnthropicServer
 
@@ -423,6 +425,7 @@ def test_piped_chat_against_the_fake_server(tmp_path):
     assert len(recordings) == 1
 
 
+@pytest.mark.slow
 def test_piped_chat_with_no_record_writes_no_recording(tmp_path):
     from memgpt_lite.lab.fake_server import FakeAnthropicServer
 

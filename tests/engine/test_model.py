@@ -100,6 +100,7 @@ def fail(client, request=REQUEST) -> errors.ModelError:
 # --------------------------------------------------------------------------- import hygiene
 
 
+@pytest.mark.slow
 def test_importing_model_does_not_import_anthropic():
     code = ("import sys, memgpt_lite.engine.model, memgpt_lite.lab.fake_server; "
             "print('anthropic' in sys.modules, 'httpx2' in sys.modules)")

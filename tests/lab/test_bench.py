@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import pytest
+
 import importlib.util
 import json
 
@@ -37,6 +39,7 @@ def test_synthetic_data_is_deterministic():
     assert [m.content for m in a] == [m.content for m in b]
 
 
+@pytest.mark.slow
 def test_bench_command_writes_a_report_of_the_documented_shape(tmp_path, capsys):
     """The real command path (cli.main → bench.main) at test-only sizes; shape, not timings."""
     from memgpt_lite.terminal import cli

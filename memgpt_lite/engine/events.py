@@ -95,7 +95,7 @@ class FoldEvent:
 class EvictionEvent:
     turn_ids: list[int]
     tokens_freed: int
-    by: Literal["model", "flush", "overflow"]
+    by: Literal["model", "flush", "overflow", "compact"]
     summary: str
     used_tokens: int = 0
     budget: int = 0

@@ -11,7 +11,10 @@ version, 2; version 1 is still read) and a `"type"`:
     user         one user input: text and `at` (the agent clock's ISO time); `retry: true`
                  when it was /retry (Agent.retry, which reuses or pops the last turn);
                  `agent` when another agent than the header's took the turn (a multi-agent
-                 eval: such a recording is re-scored with `eval --replay`, not replayed)
+                 eval: such a recording is re-scored with `eval --replay`, not replayed);
+                 `attachments`, the content blocks of the files sent with it (whole);
+                 `compact: true` when it was /compact (Agent.compact, `text` the user's
+                 instructions)
     <event kind> one line per agent event (model_call, response, tool_call, tool_result,
                  memory_edit, pressure_alert, eviction, summary, usage, turn_end, ...)
     clock        every reading of the agent's clock during the turn, replayed in order
@@ -204,9 +207,12 @@ class Recorder:
                     "source": source, "note": note, "blocks": blocks or {},
                     "base": base, "delta": delta})
 
-    def user(self, text: str, at: str, *, retry: bool = False, agent: str | None = None) -> None:
+    def user(self, text: str, at: str, *, retry: bool = False, agent: str | None = None,
+             attachments: list[dict[str, Any]] | None = None, compact: bool = False) -> None:
         self.write({"type": "user", "text": text, "at": at, **({"retry": True} if retry else {}),
-                    **({"agent": agent} if agent else {})})
+                    **({"compact": True} if compact else {}),
+                    **({"agent": agent} if agent else {}),
+                    **({"attachments": attachments} if attachments else {})})
 
     def event(self, event: Event) -> None:
         if event.kind in UNRECORDED_KINDS:
@@ -374,10 +380,13 @@ class _RecordingModelClient:
             raise
 
 
-def recorded_step(agent: Any, recorder: Recorder, text: str, *,
-                  retry: bool = False) -> Iterator[Event]:
-    """`agent.step(text)` (with retry: `agent.retry()`, `text` being the message it sends
-    again), recording the user input and every event while passing them on.
+def recorded_step(agent: Any, recorder: Recorder, text: str, *, retry: bool = False,
+                  attachments: list[dict[str, Any]] | None = None,
+                  compact: bool = False) -> Iterator[Event]:
+    """`agent.step(text, attachments=...)` (with retry: `agent.retry()`, `text` being the
+    message it sends again; with compact: `agent.compact(text)`, `text` being the user's
+    instructions), recording the user input (attached files whole) and every event while
+    passing them on.
 
     Closing this generator early (Ctrl-C) closes the agent's turn too and records that. When
     the recording cannot be written, the turn goes on and one NoticeEvent says so."""
@@ -387,13 +396,16 @@ def recorded_step(agent: Any, recorder: Recorder, text: str, *,
     watch = recorder.watching(agent)
     other = None if watch is not None or recorder.agent_uid is None else agent.name
     # The agent redacts secrets before storing; the recording must not keep them either.
-    recorder.user(redact_message(text, getattr(agent, "in_key", False))[0]
-                  if getattr(agent, "redact_secrets", True) else text,
-                  utc_iso(clock.first), retry=retry, agent=other)  # type: ignore[arg-type]
+    redacting = getattr(agent, "redact_secrets", True)
+    recorder.user(redact_message(text, getattr(agent, "in_key", False))[0] if redacting else text,
+                  utc_iso(clock.first), retry=retry, agent=other,  # type: ignore[arg-type]
+                  attachments=[_redacted(b) if redacting else b for b in attachments or []],
+                  compact=compact)
     if watch is not None:
         watch.passage_ids.clear()
     recorder.turn_events = 0
-    inner = agent.retry() if retry else agent.step(text)
+    inner = (agent.retry() if retry else agent.compact(text) if compact
+             else agent.step(text, attachments=attachments))
     finished = False
     try:
         for event in inner:
@@ -413,6 +425,13 @@ def recorded_step(agent: Any, recorder: Recorder, text: str, *,
         recorder.write({"type": "clock", "readings": clock.readings})
         recorder.memory(core_memory(agent))  # may note an edit read here: still this turn
         recorder.turn_events = None
+
+
+def _redacted(block: dict[str, Any]) -> dict[str, Any]:
+    """An attached file's block as the agent stores it: its text's secrets redacted."""
+    if block.get("type") != "text":
+        return block
+    return {**block, "text": redact_message(str(block.get("text", "")), False)[0]}
 
 
 # --------------------------------------------------------------------------- reading
@@ -436,6 +455,8 @@ class RecordedTurn:
     passage_ids: list[int] = field(default_factory=list)  # the ids its new passages got
     outside_edits: list[dict[str, Any]] = field(default_factory=list)  # shared_block lines
     agent: str | None = None  # set when another agent than the header's took the turn
+    attachments: list[dict[str, Any]] = field(default_factory=list)  # files sent with it
+    compact: bool = False  # /compact (replayed with Agent.compact)
 
     def lines(self, kind: str) -> list[dict[str, Any]]:
         return [e for e in self.events if e["type"] == kind]
@@ -478,7 +499,9 @@ class Recording:
                                           float(line.get("t") or 0), restart_before=restart,
                                           commands_before=commands,
                                           retry=bool(line.get("retry")),
-                                          agent=line.get("agent")))
+                                          agent=line.get("agent"),
+                                          attachments=list(line.get("attachments") or []),
+                                          compact=bool(line.get("compact"))))
                 restart, commands = False, []
             elif kind == "restart":
                 restart = True

@@ -16,25 +16,33 @@ from typing import Any
 
 from memgpt_lite.terminal.exit_codes import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, UserError
 
-ENVIRONMENT = """\
-environment:
-  ANTHROPIC_API_KEY           the API key (or ANTHROPIC_AUTH_TOKEN)
-  ANTHROPIC_BASE_URL          an Anthropic-compatible server, e.g. the offline fake server:
-                              python -m memgpt_lite.lab.fake_server
-  MEMGPT_LITE_HOME            the data dir (default: the platform's user data dir)
-  MEMGPT_LITE_DATABASE_URL    postgresql://user@host/db: the agents' store on Postgres
-                              (as --db; needs pip install 'memgpt-lite[postgres]')
-  MEMGPT_LITE_MODEL           model id or alias (sonnet, haiku, opus)
-  MEMGPT_LITE_SUMMARY_MODEL   the summariser's model
-  MEMGPT_LITE_CONTEXT_WINDOW  context budget in tokens
-  MEMGPT_LITE_MAX_TOKENS      max output tokens per model call
-  MEMGPT_LITE_PRICES          a JSON price table for cost figures
-  VISUAL, EDITOR              the editor for /core edit
-
+EXAMPLES = """
 examples:
   memgpt-lite chat                          chat with the agent "default"
   memgpt-lite chat -p "What do you know about me?"   answer once, reply on stdout
+  memgpt-lite config set model haiku        a default in the config file
   memgpt-lite demo                          offline: a recorded session, no API key"""
+
+
+def environment_epilog() -> str:
+    """The --help epilog: every environment variable memgpt-lite reads (from the settings
+    registry, so none is missing), where settings come from, and examples."""
+    import textwrap
+
+    from memgpt_lite.engine.registry import PRECEDENCE, environment_help
+
+    lines = []
+    for line in environment_help(30):
+        head, text = line[:32], line[32:]
+        if len(head.rstrip()) >= 31:  # a long name: its text on the next line
+            lines += [head.rstrip()]
+            head = " " * 32
+        wrapped = textwrap.wrap(text, 100 - 32) or [""]
+        lines += [head + wrapped[0]] + [" " * 32 + w for w in wrapped[1:]]
+    where = textwrap.fill(f"Every setting, first match wins: {PRECEDENCE} (`memgpt-lite config "
+                          "show`, `memgpt-lite agents show NAME`).", 98, initial_indent="  ",
+                          subsequent_indent="  ")
+    return "environment:\n" + "\n".join(lines) + "\n\nsettings:\n" + where + "\n" + EXAMPLES
 
 
 def _examples(*lines: str) -> str:
@@ -58,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A MemGPT-style agent that manages its own memory on Claude. Data lives in "
                     "one SQLite file (or on Postgres, with --db); `memgpt-lite doctor` shows "
                     "where.",
-        epilog=ENVIRONMENT, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=environment_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"memgpt-lite {__version__}")
     parser.add_argument("--db", metavar="URL",
                         help="the store: a postgresql:// URL (or a SQLite file) instead of the "
@@ -71,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     _agent_arg(p)
     p.set_defaults(func=lambda a: _commands().cmd_core(a))
     _add_agents_parser(sub)
+    _add_config_parser(sub)
     p = _parser(sub, "models", "list the known models, their aliases and the prices used for "
                 "cost", "memgpt-lite models", "memgpt-lite chat --model haiku")
     p.set_defaults(func=lambda a: _commands().cmd_models(a))
@@ -106,25 +115,42 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_chat_parser(sub: Any) -> None:
-    p = _parser(sub, "chat", "chat with an agent (created on first use)",
-                "memgpt-lite chat --agent work --model haiku",
+    from memgpt_lite.engine.registry import PRECEDENCE
+
+    p = _parser(sub, "chat", "chat with an agent (a new name is created after asking, or "
+                "with a line on stderr when piped)",
+                "memgpt-lite chat --agent work -m haiku     # haiku for this run only",
+                "memgpt-lite chat --agent work -m haiku --save   # and from now on",
                 'memgpt-lite chat -p "Summarise what you know about me" > notes.md',
+                'cat notes.md | memgpt-lite chat -p "Summarise this"',
+                'memgpt-lite chat -a diagram.png -p "What does this show?"',
                 "printf 'My name is Ada.\\n/core\\n' | memgpt-lite chat --json")
+    p.description += (f" Settings, first match wins: {PRECEDENCE}. The flags below hold for "
+                      "this run only; --save stores them with the agent (as `agents set` "
+                      "does).")
     _agent_arg(p)
     p.add_argument("-p", "--print", dest="prompt", metavar="TEXT",
                    help="send TEXT as one message, print the reply on stdout and exit "
-                        "(- reads the message from stdin); non-zero exit if the turn failed")
+                        "(- reads the message from stdin; otherwise piped stdin is attached "
+                        "to TEXT); non-zero exit if the turn failed")
+    p.add_argument("-a", "--attach", action="append", metavar="FILE",
+                   help="send a file with the first message (repeatable): text, or a PNG, "
+                        "JPEG, GIF or WebP image; long text is clipped in the context with a "
+                        "marker, the whole file kept in recall")
     p.add_argument("--json", action="store_true", dest="json_out",
                    help="write one JSON object per event (reply, tool calls, evictions, usage, "
                         "errors) to stdout instead of text")
-    p.add_argument("--model", metavar="ID",
-                   help="model id or alias: sonnet, haiku, opus (stored with the agent)")
+    p.add_argument("-m", "--model", metavar="ID",
+                   help="model id or alias: sonnet, haiku, opus (this run; --save keeps it)")
     p.add_argument("--context-window", metavar="N",
-                   help="context budget in tokens (default 32,000; stored with the agent)")
+                   help="context budget in tokens (default 32,000; this run; --save keeps it)")
     p.add_argument("--max-tokens", metavar="N",
-                   help="max output tokens per model call (default 2,048; stored with the agent)")
+                   help="max output tokens per model call (default 2,048; this run; --save "
+                        "keeps it)")
     p.add_argument("--thinking", action=argparse.BooleanOptionalAction, default=None,
-                   help="extended thinking on or off (stored with the agent; default off)")
+                   help="extended thinking on or off (default off; this run; --save keeps it)")
+    p.add_argument("--save", action="store_true",
+                   help="store the settings given by flags with the agent, for later runs too")
     p.add_argument("--no-record", action="store_true",
                    help="do not record this session to a JSONL event log")
     p.add_argument("--timeout", metavar="SECONDS",
@@ -256,6 +282,38 @@ def _add_agents_parser(sub: Any) -> None:
     agents.set_defaults(func=lambda args: _help(agents))
 
 
+def _add_config_parser(sub: Any) -> None:
+    from memgpt_lite.engine.registry import FILE_KEYS, PRECEDENCE
+
+    config = _parser(sub, "config", "the config file: defaults for every agent and command",
+                     "memgpt-lite config path", "memgpt-lite config show",
+                     "memgpt-lite config set model haiku",
+                     "memgpt-lite config set context_window 16000",
+                     "memgpt-lite config unset model")
+    config.description += (f" Settings, first match wins: {PRECEDENCE}. MEMGPT_LITE_CONFIG "
+                           "names another file.")
+    csub = config.add_subparsers(dest="config_command", metavar="ACTION")
+    p = _parser(csub, "path", "print where the config file is (or would be)",
+                "memgpt-lite config path")
+    p.set_defaults(func=lambda a: _config_commands().cmd_config_path(a))
+    p = _parser(csub, "show", "every setting: its value and where it came from",
+                "memgpt-lite config show")
+    p.set_defaults(func=lambda a: _config_commands().cmd_config_show(a))
+    p = _parser(csub, "set", "check a value and write it to the config file",
+                "memgpt-lite config set model haiku", "memgpt-lite config set thinking on",
+                "memgpt-lite config set timeout 300")
+    p.add_argument("key", metavar="KEY", choices=FILE_KEYS,
+                   help=f"one of {', '.join(FILE_KEYS)}")
+    p.add_argument("value", metavar="VALUE", help="its value")
+    p.set_defaults(func=lambda a: _config_commands().cmd_config_set(a))
+    p = _parser(csub, "unset", "remove a setting from the config file",
+                "memgpt-lite config unset model")
+    p.add_argument("key", metavar="KEY", choices=FILE_KEYS,
+                   help=f"one of {', '.join(FILE_KEYS)}")
+    p.set_defaults(func=lambda a: _config_commands().cmd_config_unset(a))
+    config.set_defaults(func=lambda args: _help(config))
+
+
 def _add_agents_scope_parsers(asub: Any) -> None:
     p = _parser(asub, "create", "create an agent; --share LABEL puts its block LABEL in user "
                 "scope, one block shared by every agent that shares it",
@@ -321,7 +379,9 @@ def _main(argv: list[str]) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
-        if args.command not in ("completion", "models"):
+        if args.command not in ("completion", "config"):
+            _config_commands().warn_unknown(_config_file())
+        if args.command not in ("completion", "models", "config"):
             _forgetting().finish_pending_forgets()  # a forget cut off is finished first
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
@@ -410,6 +470,18 @@ def _commands() -> Any:
     return commands
 
 
+def _config_file() -> Any:
+    from memgpt_lite.engine.config_file import load
+
+    return load()
+
+
+def _config_commands() -> Any:
+    from memgpt_lite.terminal import config_commands
+
+    return config_commands
+
+
 def _forgetting() -> Any:
     from memgpt_lite.terminal import forget_commands
 
@@ -436,9 +508,10 @@ def _completion(args: argparse.Namespace) -> int:
 
 
 def _chat(args: argparse.Namespace) -> int:
-    from memgpt_lite.terminal import chat
+    from memgpt_lite.terminal import chat_main
 
-    return chat.run_chat(agent_name=args.agent, model=args.model,
-                         context_window=args.context_window, max_tokens=args.max_tokens,
-                         thinking=args.thinking, record=not args.no_record,
-                         timeout=args.timeout, prompt=args.prompt, json_out=args.json_out)
+    return chat_main.run_chat(agent_name=args.agent, model=args.model,
+                              context_window=args.context_window, max_tokens=args.max_tokens,
+                              thinking=args.thinking, record=not args.no_record,
+                              timeout=args.timeout, prompt=args.prompt, json_out=args.json_out,
+                              save=args.save, attach=args.attach)

@@ -59,54 +59,55 @@ def cmd_agents_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-# The settings a user chooses (`agents set`, `agents show`); the rest are tuning knobs that
-# exports carry but the command line does not offer.
-USER_SETTINGS = ("model", "summary_model", "context_window", "max_output_tokens", "thinking")
-_ENV_OF = {"model": "MEMGPT_LITE_MODEL", "summary_model": "MEMGPT_LITE_SUMMARY_MODEL",
-           "context_window": "MEMGPT_LITE_CONTEXT_WINDOW",
-           "max_output_tokens": "MEMGPT_LITE_MAX_TOKENS"}
+def user_settings() -> tuple[str, ...]:
+    """The settings an agent stores its own value of (`agents set`, `agents show`); the rest
+    of `config.Settings` are tuning knobs that exports carry but the command line does not
+    offer."""
+    from memgpt_lite.engine.registry import AGENT_KEYS
+
+    return AGENT_KEYS
 
 
 def setting_sources(stored: dict[str, Any] | None) -> list[tuple[str, Any, str]]:
     """(name, value in effect for the next chat, where it came from) of each user setting:
-    the environment, the agent's stored settings (flags given to `chat` are stored), or the
-    default."""
-    from memgpt_lite.engine.config import Settings
+    the environment, the agent's stored value, the config file, or the default (a flag
+    given to one chat holds for that chat only)."""
+    from memgpt_lite.engine.config import resolve_settings
 
-    defaults = Settings().to_dict()
-    saved = Settings.from_dict(stored).to_dict() if stored else defaults
-    env = Settings.from_dict(stored).with_env().to_dict() if stored else \
-        Settings().with_env().to_dict()
-    rows = []
-    for name in USER_SETTINGS:
-        if os.environ.get(_ENV_OF.get(name, "")):
-            rows.append((name, env[name], f"env {_ENV_OF[name]}"))
-        elif saved[name] != defaults[name]:
-            rows.append((name, saved[name], "stored"))
-        else:
-            rows.append((name, defaults[name], "default"))
-    return rows
+    settings, sources = resolve_settings(stored)
+    return [(name, getattr(settings, name), sources[name]) for name in user_settings()]
 
 
 def cmd_agents_set(args: argparse.Namespace) -> int:
     """`agents set NAME key=value ...` or `--reset [KEY ...]`, checked like an import."""
-    from memgpt_lite.engine.config import ConfigError, Settings
+    from memgpt_lite.engine.config import (
+        ConfigError,
+        Settings,
+        own_settings,
+        resolve_settings,
+        stored_form,
+    )
 
     with _open_store() as store, _agent_lock(store, _known(store, args.name)):
         row = _require_agent(store, args.name)
-        current = Settings.from_dict(row.settings).to_dict()
         if args.reset is not None and args.assignments:
             raise UserError("Give either KEY=VALUE settings or --reset, not both.", EXIT_USAGE)
-        changes = (_reset(args.reset) if args.reset is not None
-                   else _assignments(args.assignments))
+        own = own_settings(row.settings)
+        if args.reset is not None:
+            changes = _reset(args.reset)
+            own = {k: v for k, v in own.items() if k not in changes}
+        else:
+            changes = _assignments(args.assignments)
+            own.update(changes)
         try:
-            settings = Settings.from_dict({**current, **changes}, where="setting")
+            settings, _ = resolve_settings(stored_form(own))
+            Settings.from_dict(settings.to_dict(), where="setting")
         except ConfigError as exc:
             raise UserError(str(exc), EXIT_USAGE) from None
         if settings.thinking and settings.max_output_tokens <= settings.thinking_budget:
             raise UserError(f"thinking=on needs max_output_tokens above "
                             f"{settings.thinking_budget:,}.", EXIT_USAGE)
-        store.update_settings(row.id, settings.to_dict())
+        store.update_settings(row.id, stored_form(own))
     shown = ", ".join(f"{k}={v}" for k, v in changes.items())
     print(render.visible(f"Agent {args.name!r}: {shown}."))
     _warn_unknown_models(changes)
@@ -126,47 +127,41 @@ def _warn_unknown_models(changes: dict[str, Any]) -> None:
 def _assignments(items: list[str]) -> dict[str, Any]:
     if not items:
         raise UserError("Name at least one setting, e.g. `model=haiku` (settings: "
-                        f"{', '.join(USER_SETTINGS)}), or use --reset.", EXIT_USAGE)
+                        f"{', '.join(user_settings())}), or use --reset.", EXIT_USAGE)
     return {key: _setting_value(key, value) for key, value in map(_split_assignment, items)}
 
 
 def _split_assignment(item: str) -> tuple[str, str]:
     key, eq, value = item.partition("=")
     key = key.strip().replace("-", "_")
-    if not eq or key not in USER_SETTINGS:
+    if not eq or key not in user_settings():
         raise UserError(f"{item!r} is not KEY=VALUE with KEY one of "
-                        f"{', '.join(USER_SETTINGS)}.", EXIT_USAGE)
+                        f"{', '.join(user_settings())}.", EXIT_USAGE)
     return key, value.strip()
 
 
 def _setting_value(key: str, value: str) -> Any:
-    from memgpt_lite.engine.config import ConfigError, parse_positive_int
-    from memgpt_lite.engine.tokens import resolve_model
+    from memgpt_lite.engine.config import ConfigError
+    from memgpt_lite.engine.registry import BY_KEY, parse_text
 
-    if key in ("model", "summary_model"):
-        return resolve_model(value)
-    if key == "thinking":
-        flags = {"on": True, "true": True, "yes": True, "1": True,
-                 "off": False, "false": False, "no": False, "0": False}
-        if value.lower() not in flags:
-            raise UserError(f"thinking must be on or off, got {value!r}.", EXIT_USAGE)
-        return flags[value.lower()]
     try:
-        return parse_positive_int(value, key)
+        return parse_text(BY_KEY[key], value, key)
     except ConfigError as exc:
         raise UserError(str(exc), EXIT_USAGE) from None
 
 
 def _reset(keys: list[str]) -> dict[str, Any]:
-    from memgpt_lite.engine.config import Settings
+    """The settings --reset names (all of them when none is), with the value each goes
+    back to: the config file's, else the default."""
+    from memgpt_lite.engine.config import resolve_settings
 
-    defaults = Settings().to_dict()
-    names = [k.strip().replace("-", "_") for k in keys] or list(USER_SETTINGS)
-    unknown = [k for k in names if k not in USER_SETTINGS]
+    names = [k.strip().replace("-", "_") for k in keys] or list(user_settings())
+    unknown = [k for k in names if k not in user_settings()]
     if unknown:
         raise UserError(f"{unknown[0]!r} is not a setting (settings: "
-                        f"{', '.join(USER_SETTINGS)}).", EXIT_USAGE)
-    return {k: defaults[k] for k in names}
+                        f"{', '.join(user_settings())}).", EXIT_USAGE)
+    unset = resolve_settings({"_form": 2})[0].to_dict()
+    return {k: unset[k] for k in names}
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -197,7 +192,7 @@ LABEL = re.compile(r"[A-Za-z0-9_.-]{1,50}")
 def cmd_agents_create(args: argparse.Namespace) -> int:
     """`agents create NAME [--share LABEL ...]`: a new agent; each shared label joins the data
     dir's user-scope block of that label (or starts it from the agent's own block)."""
-    from memgpt_lite.engine.config import Settings
+    from memgpt_lite.engine.config import resolve_settings, stored_form
     from memgpt_lite.engine.memory import default_blocks
 
     labels = list(dict.fromkeys(args.share or []))
@@ -205,13 +200,13 @@ def cmd_agents_create(args: argparse.Namespace) -> int:
     if bad is not None:
         raise UserError(f"{bad!r} is not a block label (letters, digits, _ . - up to 50).",
                         EXIT_USAGE)
-    settings = Settings()
+    settings = resolve_settings(None)[0]
     with _open_store() as store, _agent_lock(store, args.name):
         if store.get_agent(args.name) is not None:
             raise UserError(f"An agent named {args.name!r} already exists.")
         before = {label: store.shared_block_agents(label) for label in labels}
         with store.transaction():
-            row = store.create_agent(args.name, settings.to_dict(),
+            row = store.create_agent(args.name, stored_form({}),
                                      default_blocks(settings.block_limit))
             for label in labels:
                 store.share_block(row.id, label, default=("", settings.block_limit))

@@ -5,7 +5,6 @@ embeddings imports nothing of this)."""
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -17,9 +16,10 @@ from memgpt_lite.terminal.exit_codes import EXIT_OK, UserError
 def configured_embedder(spec: str | None = None) -> Any:
     """The embedder of `spec` (as MEMGPT_LITE_EMBEDDER: onnx:FOLDER, http or none) with the
     other settings from the environment; None for keyword-only search."""
+    from memgpt_lite.engine.config_file import environment
     from memgpt_lite.engine.embeddings import EmbeddingConfig, EmbeddingError
 
-    env = dict(os.environ)
+    env = environment()
     if spec:
         env["MEMGPT_LITE_EMBEDDER"] = spec
     try:
@@ -31,7 +31,9 @@ def configured_embedder(spec: str | None = None) -> Any:
 def chat_embedder(agent: Any) -> Any:
     """Hybrid search for a chat when MEMGPT_LITE_EMBEDDER is set: returns the background
     indexer to close at the end of the session, or None."""
-    if os.environ.get("MEMGPT_LITE_EMBEDDER", "none").strip().lower() in ("", "none"):
+    from memgpt_lite.engine.config_file import env_value
+
+    if (env_value("MEMGPT_LITE_EMBEDDER") or "none").lower() == "none":
         return None
     from memgpt_lite.engine.indexer import attach_embedder
 

@@ -143,17 +143,28 @@ def print_agents(console: Console, store: Any) -> None:
                   box=None, pad_edge=False)
     for row in rows:
         stats = store.agent_stats(row.id)
-        table.add_row(shown(row.name), shown(row.model), f"{stats.get('turns', 0):,}",
+        table.add_row(shown(row.name), shown(model_of(row)), f"{stats.get('turns', 0):,}",
                       f"{stats.get('messages', 0):,}", f"{stats.get('passages', 0):,}",
                       _when(stats.get("last_used_at") or row.last_used_at))
     console.print(table)
+
+
+def model_of(row: Any) -> str:
+    """The model the agent's next chat uses (its own, the environment's, the config file's
+    or the default), whatever the row's model column says."""
+    from memgpt_lite.engine.config import ConfigError, resolve_settings
+
+    try:
+        return resolve_settings(row.settings)[0].model
+    except ConfigError:  # a bad variable or file is reported where it is used
+        return row.model or "?"
 
 
 def print_agent(console: Console, store: Any, row: Any,
                 settings: list[tuple[str, Any, str]]) -> None:
     stats = store.agent_stats(row.id)
     console.print(shown(f"agent {row.name}", "bold"))
-    console.print(shown(f"model {row.model} · created {_when(row.created_at)} · last used "
+    console.print(shown(f"model {model_of(row)} · created {_when(row.created_at)} · last used "
                         f"{_when(stats.get('last_used_at') or row.last_used_at)}"))
     console.print(f"{stats.get('turns', 0):,} turns · {stats.get('messages', 0):,} messages · "
                   f"{stats.get('passages', 0):,} passages", markup=False)
@@ -246,6 +257,24 @@ def print_tokens(console: Console, tally: Tally) -> None:
                       f"{'s' if tally.summary_calls != 1 else ''} · {s.total_input:,} input · "
                       f"{s.output_tokens:,} output tokens · ${tally.summary_cost_usd:.4f}",
                       markup=False)
+
+
+def print_cost(console: Console, tally: Tally) -> None:
+    """`/cost`: the session's model calls by kind (chat, summariser), each with its tokens,
+    cache share and cost, and the total."""
+    rows = [(kind, calls, usage, cost) for kind, calls, usage, cost in tally.by_kind() if calls]
+    if not rows:
+        console.print("no model calls yet this session", markup=False)
+        return
+    table = Table("calls by kind", box=None, pad_edge=False)
+    for name in ("calls", "input tokens", "from cache", "output tokens", "cost"):
+        table.add_column(name, justify="right")
+    total = tally.paid_usage
+    for kind, calls, usage, cost in rows + [("total", sum(r[1] for r in rows), total,
+                                             tally.paid_cost_usd)]:
+        table.add_row(kind, f"{calls:,}", f"{usage.total_input:,}", f"{cache_hit(usage):.0%}",
+                      f"{usage.output_tokens:,}", f"${cost:.4f}")
+    console.print(table)
 
 
 PREVIEW_PER_PLACE = 20  # units listed per place before "… and N more" (--dry-run: all)

@@ -117,7 +117,9 @@ def describe_event(event: Any) -> tuple[str, str] | None:
 def _eviction_line(event: EvictionEvent) -> str:
     n = len(event.turn_ids)
     who = {"model": "", "flush": " (forced: context nearly full)",
-           "overflow": " (forced: the provider said the prompt was too long)"}.get(event.by, "")
+           "overflow": " (forced: the provider said the prompt was too long)",
+           "compact": " (/compact: the model evicted nothing, so the oldest went)",
+           }.get(event.by, "")
     line = (f"evicted turn{'s' if n != 1 else ''} {turn_ranges(event.turn_ids)} · "
             f"{event.tokens_freed:,} tokens{who}")
     if event.used_tokens and event.budget:
@@ -270,13 +272,18 @@ class ChatView:
     only); `markdown`: settle replies as Markdown (else plain text written as it comes).
     `meta`: where tool, notice and status lines go (default: the reply's console);
     `context_of()` gives (context tokens, budget) for the status line, the number `/context`
-    shows; `host` is named by the piped chat's waiting notices (None: no notices)."""
+    shows; `host` is named by the piped chat's waiting notices (None: no notices);
+    `transcript`: the user's messages are written to the reply's console too, as Markdown
+    quotes (`> you: …`), so a typed chat with stdout redirected is a whole transcript."""
 
     def __init__(self, console: Console, *, live: bool, markdown: bool,
                  meta: Console | None = None,
                  context_of: Callable[[], tuple[int, int]] | None = None,
-                 host: str | None = None, wait_every: float = WAIT_NOTICE_EVERY):
+                 host: str | None = None, wait_every: float = WAIT_NOTICE_EVERY,
+                 transcript: bool = False):
         self.console = console
+        self.transcript = transcript
+        self._quoted = False
         self.meta_console = meta or console
         self.live = live and console.is_terminal
         self.markdown = markdown
@@ -296,6 +303,12 @@ class ChatView:
 
     def start_turn(self, text: str = "") -> None:
         self.buffer, self.context_tokens, self.turn = "", 0, Tally()
+        if self.transcript and text:
+            quoted = "\n".join(f"> {line}" if line else ">" for line in text.split("\n"))
+            gap = "\n" if self._quoted else ""  # a blank line after the previous reply
+            self.console.file.write(gap + visible("> you: " + quoted[2:]) + "\n\n")
+            self.console.file.flush()
+            self._quoted = True
         self._spinner("thinking…")
 
     def handle(self, event: Any) -> None:
@@ -509,7 +522,8 @@ class ReplayView:
                         f"({e.percent:.0f}%)", "bold magenta")
 
     def _on_eviction(self, e: Any) -> None:
-        who = {"model": "the model", "flush": "a forced flush", "overflow": "an overflow"}[e.by]
+        who = {"model": "the model", "flush": "a forced flush", "overflow": "an overflow",
+               "compact": "/compact"}.get(e.by, e.by)
         ids = ", ".join(map(str, e.turn_ids))
         self._line("⇣", f"turns {ids} evicted by {who}, ~{e.tokens_freed:,} tokens freed; "
                         f"summary: {shorten(e.summary, 120)}", "magenta")

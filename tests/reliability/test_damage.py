@@ -100,7 +100,8 @@ def test_a_full_disk_under_the_recordings_costs_no_turn(mounted_recordings):
 
 
 def test_a_recording_that_fails_mid_session_says_so_once_and_the_chat_goes_on(tmp_path):
-    from memgpt_lite.terminal.chat import ChatSession, open_recorder
+    from memgpt_lite.terminal.chat import ChatSession
+    from memgpt_lite.terminal.chat_main import open_recorder
     from memgpt_lite.terminal.render import make_console
     from memgpt_lite.terminal.view import ChatView
 

@@ -21,7 +21,8 @@ from memgpt_lite.terminal import cli
 
 FIXED = datetime(2026, 11, 29, 13, 45, tzinfo=timezone.utc)
 HEAVY = ("rich", "anthropic", "httpx2", "sqlite3", "memgpt_lite.engine.store",
-         "memgpt_lite.engine.agent", "memgpt_lite.terminal.chat", "memgpt_lite.terminal.commands",
+         "memgpt_lite.engine.agent", "memgpt_lite.terminal.chat", "memgpt_lite.terminal.chat_main",
+         "memgpt_lite.terminal.commands",
          "memgpt_lite.terminal.eval_commands", "memgpt_lite.terminal.render",
          "memgpt_lite.terminal.view", "memgpt_lite.terminal.user_input")
 
@@ -346,7 +347,7 @@ def test_doctor_flags_an_unwritable_data_dir(capsys):
 
 
 @pytest.mark.slow
-def test_chat_flags_are_stored_with_the_agent(tmp_path):
+def test_chat_flags_hold_for_one_run_unless_saved(tmp_path):
     import subprocess
     import sys
 
@@ -357,18 +358,22 @@ def test_chat_flags_are_stored_with_the_agent(tmp_path):
                                "--agent", "flags", *flags], input="/exit\n", text=True,
                               capture_output=True, env=env, cwd=tmp_path, timeout=60)
 
-    done = chat("--model", "claude-haiku-5-5", "--context-window", "9000", "--max-tokens", "1500")
+    done = chat("--model", "claude-haiku-5-5", "--context-window", "9000", "--max-tokens", "1500",
+                "--save")
     assert done.returncode == 0, done.stderr
     with Store(config.db_path()) as store:
-        stored = store.get_agent("flags").settings
-    assert (stored["model"], stored["context_window"], stored["max_output_tokens"]) == (
-        "claude-haiku-5-5", 9000, 1500)
+        stored = config.own_settings(store.get_agent("flags").settings)
+    assert stored == {"model": "claude-haiku-5-5", "context_window": 9000,
+                      "max_output_tokens": 1500}
     refused = chat("--thinking", "--max-tokens", "1000")
     assert refused.returncode != 0 and "--max-tokens 2048" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
-    assert chat("--thinking").returncode == 0  # 1,500 stored max tokens: allowed
+    assert chat("-m", "opus", "--thinking").returncode == 0  # 1,500 stored: allowed
+    with Store(config.db_path()) as store:  # without --save: for that run only
+        assert config.own_settings(store.get_agent("flags").settings) == stored
+    assert chat("--thinking", "--save").returncode == 0
     with Store(config.db_path()) as store:
-        assert store.get_agent("flags").settings["thinking"] is True
+        assert config.own_settings(store.get_agent("flags").settings)["thinking"] is True
 
 
 @pytest.mark.slow

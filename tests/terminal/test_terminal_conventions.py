@@ -319,9 +319,10 @@ def test_agents_set_validates_and_show_says_where_values_come_from(capsys, monke
     assert rows["max_output_tokens"] == ["1,024", "env", "MEMGPT_LITE_MAX_TOKENS"]
     assert rows["thinking"] == ["off", "default"]
     assert cli.main(["agents", "set", "default", "--reset", "model"]) == 0
-    with Store(config.db_path()) as s:
-        assert s.get_agent("default").settings["model"] == "claude-sonnet-5-5"
-        assert s.get_agent("default").settings["context_window"] == 16000
+    with Store(config.db_path()) as s:  # the agent keeps only what it set itself
+        assert config.own_settings(s.get_agent("default").settings) == {"context_window": 16000}
+        assert config.resolve_settings(s.get_agent("default").settings)[0].model == \
+            "claude-sonnet-5-5"
 
 
 @pytest.mark.slow
@@ -356,7 +357,8 @@ def test_the_prompt_reaches_the_user_when_stdout_is_redirected(server, tmp_path)
         child.expect(pexpect.EOF)
     finally:
         child.close(force=True)
-    assert out.read_text() == "Written to the file.\n"
+    # the transcript holds what you typed, as a Markdown quote, and the reply
+    assert out.read_text() == "> you: hello\n\nWritten to the file.\n"
 
 
 def test_sessions_for_an_unknown_agent_says_so(capsys):

@@ -248,17 +248,42 @@ def _error(text: str, name: str) -> ToolOutcome:
     return ToolOutcome(text, True, f"{name} error: {shorten(text, 60)}")
 
 
-def _hit_line(text: str, limit: int = HIT_CHARS) -> str:
+def _hit_line(text: str, limit: int = HIT_CHARS, query: str = "") -> str:
+    """One hit as one inert line, cut at `limit` chars. A long hit whose first match of
+    `query` lies past the first third of that is shown around the match instead (an attached
+    file's part that was asked for, not its opening)."""
     text = neutralise_tags(" ".join(text.split()))  # one line per hit, inert
     if len(text) <= limit:
         return text
-    return text[:limit] + f" …[+{len(text) - limit} chars]"
+    start = max(0, min(_first_match(text, query) - limit // 3, len(text) - limit))
+    if start <= limit // 3:
+        return text[:limit] + f" …[+{len(text) - limit} chars]"
+    after = len(text) - start - limit
+    return (f"[{start} chars before] …{text[start:start + limit]}"
+            + (f" …[+{after} chars]" if after > 0 else ""))
 
 
-def _message_lines(hit: SearchHit) -> list[str]:
+def _first_match(text: str, query: str) -> int:
+    """Where the first of the query's words (or, for a long word, its first five letters)
+    appears in `text`, ignoring case; 0 when none does."""
+    from memgpt_lite.engine.search import query_terms
+
+    lower = text.lower()
+    found = []
+    for term in query_terms(query) if query else []:
+        word = term.rstrip("*")
+        at = lower.find(word)
+        if at < 0 and len(word) >= 7:
+            at = lower.find(word[:5])
+        if at >= 0:
+            found.append(at)
+    return min(found, default=0)
+
+
+def _message_lines(hit: SearchHit, query: str = "") -> list[str]:
     """A message hit as one line, and the reply that followed it indented below it."""
     status = " (interrupted, never answered)" if hit.status == "interrupted" else ""
-    lines = [f"- {_when(hit)} {hit.role}{status}: {_hit_line(hit.text)}"]
+    lines = [f"- {_when(hit)} {hit.role}{status}: {_hit_line(hit.text, query=query)}"]
     lines += [f"  ↳ reply {_when(r)} {r.role}: {_hit_line(r.text, CONTEXT_CHARS)}"
               for r in hit.context]
     return lines
@@ -416,7 +441,7 @@ class MemoryTools:
         result = self.store.search_messages(self.agent_id, query, page, start_date=start_iso,
                                             end_date=end_iso, dense=dense,
                                             keyword_weight=weight)
-        lines = [line for h in result.hits for line in _message_lines(h)]
+        lines = [line for h in result.hits for line in _message_lines(h, query)]
         return self._page_outcome(tool, query, result, lines, events)
 
     def archival_search(self, query: str, page: int = 1,
@@ -429,7 +454,8 @@ class MemoryTools:
         result = self.store.search_passages(self.agent_id, query, page, tags=_tags(tags),
                                             dense=dense, keyword_weight=weight)
         lines = [f"- #{h.id} {h.created_at[:10]}"
-                 + (f" [tags: {', '.join(h.tags)}]" if h.tags else "") + f": {_hit_line(h.text)}"
+                 + (f" [tags: {', '.join(h.tags)}]" if h.tags else "")
+                 + f": {_hit_line(h.text, query=query)}"
                  for h in result.hits]
         return self._page_outcome(tool, query, result, lines, events)
 

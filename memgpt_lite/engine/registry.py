@@ -91,10 +91,9 @@ OTHER_VARIABLES = (
 )
 
 
-def environment_help(width: int = 28) -> list[str]:
-    """The --help list of environment variables: every one memgpt-lite reads."""
-    rows = list(OTHER_VARIABLES) + [(s.env, s.help) for s in SETTINGS if s.env]
-    return [f"  {name:<{width}}{text}" for name, text in rows]
+def environment_rows() -> list[tuple[str, str]]:
+    """(variable, what it sets) of every environment variable memgpt-lite reads."""
+    return list(OTHER_VARIABLES) + [(s.env, s.help) for s in SETTINGS if s.env]
 
 
 def parse_text(setting: Setting, text: str, label: str) -> Any:

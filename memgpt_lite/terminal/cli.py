@@ -29,16 +29,13 @@ def environment_epilog() -> str:
     registry, so none is missing), where settings come from, and examples."""
     import textwrap
 
-    from memgpt_lite.engine.registry import PRECEDENCE, environment_help
+    from memgpt_lite.engine.registry import PRECEDENCE, environment_rows
 
-    lines = []
-    for line in environment_help(30):
-        head, text = line[:32], line[32:]
-        if len(head.rstrip()) >= 31:  # a long name: its text on the next line
-            lines += [head.rstrip()]
-            head = " " * 32
-        wrapped = textwrap.wrap(text, 100 - 32) or [""]
-        lines += [head + wrapped[0]] + [" " * 32 + w for w in wrapped[1:]]
+    lines, indent = [], " " * 36
+    for name, text in environment_rows():
+        wrapped = textwrap.wrap(text, 100 - len(indent)) or [""]
+        lines.append(f"  {name:<34}{wrapped[0]}")
+        lines += [indent + w for w in wrapped[1:]]
     where = textwrap.fill(f"Every setting, first match wins: {PRECEDENCE} (`memgpt-lite config "
                           "show`, `memgpt-lite agents show NAME`).", 98, initial_indent="  ",
                           subsequent_indent="  ")

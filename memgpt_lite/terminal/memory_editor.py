@@ -116,7 +116,8 @@ def plan_changes(sections: list[Section], blocks: list[Any], default_limit: int)
                          {s.label for s in sections}])
     for s in sections:
         block = current.get(s.label)
-        limit = block.limit if block is not None else (s.limit or default_limit)
+        limit = block.limit if block is not None else (
+            default_limit if s.limit is None else s.limit)
         if block is None and not BLOCK_LABEL.fullmatch(s.label):
             raise DocumentError(f"line {s.line}: {s.label!r} is not a block label (letters, "
                                 "digits, _ . - up to 50, starting with a letter or digit).")
@@ -149,17 +150,21 @@ def apply_plan(agent: Any, plan: Plan) -> list[Any]:
 def edit_memory(session: Any) -> None:
     """The /memory command: edit, check, reopen on a problem, apply, say what changed."""
     agent = session.agent
-    draft = getattr(session, "memory_draft", None)
-    text = draft or render_document(agent.name, agent.blocks(), agent.store.shared_block_agents)
-    if draft:
+    text = session.memory_draft or render_document(agent.name, agent.blocks(),
+                                                   agent.store.shared_block_agents)
+    if session.memory_draft:
         session.say("/memory: starting from your edited text of last time")
+    retrying = bool(session.memory_draft)
     while True:
         try:
             edited = session.edit(text)
         except EditorError as exc:
             session.say(f"not edited: {exc}")
             return
-        if edited is None or (edited == text and not draft):
+        if retrying and edited in (None, text):  # given up: the text waits for next time
+            session.say("/memory starts again from your edited text.")
+            return
+        if edited is None or edited == text:
             session.say("core memory: unchanged" if edited is not None else
                         "core memory: not saved (the edit was cancelled)")
             return
@@ -169,12 +174,8 @@ def edit_memory(session: Any) -> None:
             return
         session.memory_draft = _without_problem(edited)
         session.say(f"not saved: {problem}")
-        if edited == text:  # saved again unchanged after a problem: give up, keep the text
-            session.say("/memory starts again from your edited text.")
-            return
-        text = render_problem(edited, problem)
-        draft = None
         session.say("reopening the editor (save it unchanged to give up)")
+        text, retrying = render_problem(edited, problem), True
 
 
 def _apply(session: Any, edited: str) -> str | None:

@@ -473,11 +473,17 @@ class Agent:
         return self.store.get_blocks(self.id)
 
     def context_report(self) -> ContextReport:
+        """The next request's size, its ledger per section, and the queue's turns, each
+        sized in the ledger's own terms (so the turns add up to the queue's row)."""
         inputs = self._context_inputs([])
         built = self.builder.build(inputs)
-        turns = [TurnInfo(t.id, t.created_at, message_tokens(self.counter, t.messages),
-                          first_words(t)) for t in group_turns(inputs.queue)]
-        return ContextReport(built.ledger, built.estimated_tokens, self.settings.budget, turns,
+        ledger = built.ledger
+        turns = group_turns(inputs.queue)
+        sizes = _shares(ledger.get("queue", 0),
+                        [message_tokens(self.counter, t.messages) for t in turns])
+        infos = [TurnInfo(t.id, t.created_at, size, first_words(t))
+                 for t, size in zip(turns, sizes)]
+        return ContextReport(ledger, built.estimated_tokens, self.settings.budget, infos,
                              inputs.summary)
 
     def last_user_text(self) -> str | None:
@@ -559,6 +565,19 @@ class _TurnRun:
     overflow: int | None = None
     provider_max: int | None = None  # the maximum a "prompt is too long" error named
     recent: list[str] = field(default_factory=list)
+
+
+def _shares(total: int, raw: list[int]) -> list[int]:
+    """`total` split in proportion to `raw`, in whole numbers that add up to it."""
+    whole = sum(raw)
+    if not whole:
+        return raw
+    out, given = [], 0
+    for i, part in enumerate(raw):
+        share = total - given if i == len(raw) - 1 else round(total * part / whole)
+        out.append(share)
+        given += share
+    return out
 
 
 def _window_for(state: object, model: str) -> int | None:

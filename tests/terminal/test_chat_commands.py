@@ -237,3 +237,14 @@ def test_a_failed_turn_fixed_by_retry_exits_zero(chats):
     again = chats([OverloadedError("busy")])
     again.run("do the thing")
     assert again.session.failed_turns == 1
+
+
+def test_context_turns_add_up_to_the_queue_row(chats):
+    chat = chats([text_response("A" * 300), text_response("B " * 900)])
+    chat.run("short", "a longer question " * 40)
+    report = chat.agent.context_report()
+    assert len(report.turns) == 2
+    assert sum(t.tokens for t in report.turns) == report.ledger["queue"]
+    out = chat.run("/context")
+    queue_row = next(line for line in out.splitlines() if line.startswith("queue "))
+    assert queue_row.split()[-1] == f"{report.ledger['queue']:,}"

@@ -301,13 +301,18 @@ def test_forget_json_and_flags(capsys):
     assert "Secrets are stored redacted" in capsys.readouterr().err
 
 
-def test_doctor_on_fresh_and_broken_data_dirs(capsys):
-    assert cli.main(["doctor"]) == 0
+def test_doctor_on_fresh_and_broken_data_dirs(capsys, monkeypatch):
+    assert cli.main(["doctor"]) == 1  # no key: not ready to chat, whatever else is fine
     out = capsys.readouterr().out
-    assert "does not exist yet" in out and out.rstrip().endswith("Everything looks fine.")
-    assert "warn  ANTHROPIC_API_KEY is not set" in out
+    assert "does not exist yet" in out and out.rstrip().endswith(
+        "Not ready to chat: no API key or server is set (everything else looks fine; demo and "
+        "replay work without one).")
+    assert "warn  ANTHROPIC_API_KEY is not set" in out and "Everything looks fine" not in out
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    assert cli.main(["doctor", "--offline"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("Everything looks fine.")
     make_agent()
-    code = cli.main(["doctor"])
+    code = cli.main(["doctor", "--offline"])
     out = capsys.readouterr().out
     assert "schema version" in out
     assert code == 0 and "integrity check and search index consistency" in out
@@ -319,7 +324,8 @@ def test_doctor_on_fresh_and_broken_data_dirs(capsys):
     assert "FAIL  database" in out and "problem(s) found." in out
 
 
-def test_doctor_repair_rebuilds_a_search_index_out_of_step(capsys):
+def test_doctor_repair_rebuilds_a_search_index_out_of_step(capsys, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
     make_agent()
     with Store(config.db_path()) as store:
         agent_id = store.get_agent("default").id
@@ -328,10 +334,10 @@ def test_doctor_repair_rebuilds_a_search_index_out_of_step(capsys):
     assert cli.main(["doctor"]) == 1
     out = capsys.readouterr().out
     assert "out of step" in out and "doctor --repair" in out
-    assert cli.main(["doctor", "--repair"]) == 0
+    assert cli.main(["doctor", "--repair", "--offline"]) == 0
     out = capsys.readouterr().out
     assert "rebuilt the search indexes" in out and "Everything looks fine." in out
-    assert cli.main(["doctor"]) == 0
+    assert cli.main(["doctor", "--offline"]) == 0
 
 
 def test_doctor_flags_an_unwritable_data_dir(capsys):

@@ -576,7 +576,8 @@ def test_doctor_checks_the_key_and_the_connection(server):
         in gone.stdout
 
 
-def test_doctor_repair_and_eval_show_plain_progress_when_piped(capsys):
+def test_doctor_repair_and_eval_show_plain_progress_when_piped(capsys, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
     with Store(config.db_path()) as s:
         for name in ("a", "b"):
             agent = Agent.open(s, name, model_client=ScriptedModel([text_response("ok")]))

@@ -42,6 +42,19 @@ def environment_epilog() -> str:
     return "environment:\n" + "\n".join(lines) + "\n\nsettings:\n" + where + "\n" + EXAMPLES
 
 
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """A one-paragraph description is wrapped to the width; text of several lines (the
+    epilogs: examples, the environment list) is shown as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" in text:
+            return super()._fill_text(text, width, indent)
+        import textwrap
+
+        return textwrap.fill(text, min(width, 100), initial_indent=indent,
+                             subsequent_indent=indent)
+
+
 def _examples(*lines: str) -> str:
     return "examples:\n" + "\n".join(f"  {line}" for line in lines)
 
@@ -49,7 +62,7 @@ def _examples(*lines: str) -> str:
 def _parser(sub: Any, name: str, help_text: str, *examples: str, **kw: Any) -> Any:
     return sub.add_parser(name, help=help_text, description=help_text[:1].upper() + help_text[1:]
                           + ".", epilog=_examples(*examples),
-                          formatter_class=argparse.RawDescriptionHelpFormatter, **kw)
+                          formatter_class=_HelpFormatter, **kw)
 
 
 # --------------------------------------------------------------------------- parser
@@ -63,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A MemGPT-style agent that manages its own memory on Claude. Data lives in "
                     "one SQLite file (or on Postgres, with --db); `memgpt-lite doctor` shows "
                     "where.",
-        epilog=environment_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=environment_epilog(), formatter_class=_HelpFormatter)
     parser.add_argument("--version", action="version", version=f"memgpt-lite {__version__}")
     parser.add_argument("--db", metavar="URL",
                         help="the store: a postgresql:// URL (or a SQLite file) instead of the "

@@ -265,7 +265,7 @@ def _doctor_api(report: _Report, online: bool) -> None:
         report.warn("ANTHROPIC_API_KEY is not set: chat needs it (export ANTHROPIC_API_KEY=...), "
                     "or set ANTHROPIC_BASE_URL to an Anthropic-compatible server; demo and replay "
                     "work without it")
-        report.no_key = True
+        report.no_key = online  # --offline skips the key and connection checks
         return
     if online:
         _doctor_connection(report)

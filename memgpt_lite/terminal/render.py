@@ -72,13 +72,59 @@ def make_console(file: Any = None, *, plain: bool | None = None, width: int | No
     stream = file if file is not None else sys.stdout
     if plain is None:
         plain = not _isatty(stream)
-    if wrap:
-        return Console(file=file, highlight=False, color_system=None if plain else "auto",
-                       width=(width or 100) if plain else width)
-    if plain:
-        return Console(file=stream, color_system=None, no_color=True, highlight=False,
-                       emoji=False, soft_wrap=True, width=width or 100)
+    if wrap and not plain:
+        return Console(file=file, highlight=False, width=width)
+    if plain:  # piped: lines end where the text ends (no padding) and are not cut at the width
+        target = _FollowStdout() if file is None and wrap else stream
+        return Console(file=StrippedLines(target), color_system=None, no_color=True,
+                       highlight=False, emoji=False, soft_wrap=True, width=width or 100)
     return Console(file=stream, highlight=False, width=width)
+
+
+class _FollowStdout:
+    """Writes to whatever sys.stdout is at the time (a test may swap it)."""
+
+    def write(self, text: str) -> int:
+        return sys.stdout.write(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+    def isatty(self) -> bool:
+        return _isatty(sys.stdout)
+
+
+class StrippedLines:
+    """A text file that drops the spaces at the end of every line: rich pads tables and
+    panels to the width, and piped output (a file, a diff, a grep) is better without them.
+    Spaces not yet followed by a line end are held back until it is known whether one
+    comes (a streamed reply may end a chunk with a space)."""
+
+    def __init__(self, file: Any):
+        self.file = file
+        self._held = ""
+
+    def write(self, text: str) -> int:
+        text = self._held + text
+        lines = text.split("\n")
+        last = lines.pop()
+        body = "".join(line.rstrip(" ") + "\n" for line in lines)
+        kept = last.rstrip(" ")
+        self._held = last[len(kept):]
+        self.file.write(body + kept)
+        return len(text)
+
+    def flush(self) -> None:
+        self.file.flush()
+
+    def isatty(self) -> bool:
+        return _isatty(self.file)
+
+    def fileno(self) -> int:
+        return self.file.fileno()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.file, name)
 
 
 def _isatty(stream: Any) -> bool:
@@ -508,9 +554,12 @@ def print_scenario_list(console: Console, rows: list[Any]) -> None:
 
 def print_score_table(console: Console, report: dict[str, Any]) -> None:
     table = Table(title=shown(f"{report['scenario']} · {report['model']} · "
-                              f"{report.get('source', '')}"), title_justify="left", pad_edge=False)
-    table.add_column("check")
-    table.add_column("result")
+                              f"{report.get('source', '')}"), title_justify="left")
+    # A check's name is one word_with_underscores: it keeps its width (up to 40) rather
+    # than being cut, and the detail wraps beside it.
+    table.add_column("check", min_width=_label_width((c["name"] for c in report["checks"]),
+                                                     console.width // 2 - 12), overflow="fold")
+    table.add_column("result", no_wrap=True)
     table.add_column("detail", overflow="fold")
     for c in report["checks"]:
         mark = "skip" if c["passed"] is None else ("PASS" if c["passed"] else "FAIL")
@@ -527,15 +576,21 @@ def print_score_table(console: Console, report: dict[str, Any]) -> None:
 
 def print_comparison(console: Console, result: dict[str, Any], names: list[str]) -> None:
     mark = {True: "PASS", False: "FAIL", None: "—"}
-    table = Table("scenario", "check", "A", "B", "change",
-                  title=shown(f"A = {names[0]} · B = {names[1]}"), title_justify="left",
-                  pad_edge=False)
+    table = Table(title=shown(f"A = {names[0]} · B = {names[1]}"), title_justify="left")
+    rows = result["checks"]
+    most = console.width // 3 - 10
+    table.add_column("scenario", min_width=_label_width((r["scenario"] for r in rows), most),
+                     overflow="fold")
+    table.add_column("check", min_width=_label_width((r["name"] for r in rows), most),
+                     overflow="fold")
+    for name in ("A", "B", "change"):
+        table.add_column(name, no_wrap=True)
     for row in result["checks"]:
         style = {"fixed": "green", "broke": "bold red"}.get(row["change"], "")
         table.add_row(shown(row["scenario"]), shown(row["name"]), mark[row["a"]], mark[row["b"]],
                       Text(row["change"], style=style))
     console.print(table)
-    totals = Table("total", "A", "B", "delta", pad_edge=False)
+    totals = Table("total", "A", "B", "delta")
     s = result["score"]
     totals.add_row("score", f"{s['a']:.0%}", f"{s['b']:.0%}", f"{s['delta'] * 100:+.0f} pts")
     p = result["passed"]
@@ -554,7 +609,7 @@ def print_locomo(console: Console, result: dict[str, Any]) -> None:
     metrics = result["metrics"]
     table = Table("category", "n", *metrics,
                   title=shown(f"LoCoMo · {result['mode']} · {result['file']}"),
-                  title_justify="left", pad_edge=False)
+                  title_justify="left")
     rows = [*result["by_category"].items(), ("overall", result["overall"])]
     for name, stats in rows:
         table.add_row(shown(name), str(stats["n"]), *(_pct(stats.get(m)) for m in metrics))
@@ -568,7 +623,7 @@ def _print_locomo_methods(console: Console, result: dict[str, Any]) -> None:
     if result.get("embedder"):
         title += f" · embedder {result['embedder']}"
     table = Table("category", "n", *(f"{m}\nrecall@5 · @10" for m in methods), title=title,
-                  title_justify="left", pad_edge=False)
+                  title_justify="left")
     first = next(iter(methods.values()))
     for name in [*first["by_category"], "categories 1-4", "overall"]:
         cells = []
@@ -582,10 +637,15 @@ def _print_locomo_methods(console: Console, result: dict[str, Any]) -> None:
 
 def print_nested_kv(console: Console, result: dict[str, Any]) -> None:
     table = Table("nesting level", "n", "accuracy", title=shown(f"nested KV · {result['model']}"),
-                  title_justify="left", pad_edge=False)
+                  title_justify="left")
     for level, stats in [*result["by_level"].items(), ("overall", result["overall"])]:
         table.add_row(str(level), str(stats["n"]), _pct(stats["accuracy"]))
     console.print(table)
+
+
+def _label_width(labels: Any, most: int) -> int:
+    """The width a column of one-word labels keeps: its longest label, at most `most`."""
+    return max(5, min(most, 40, max((len(str(label)) for label in labels), default=5)))
 
 
 def _pct(value: float | None) -> str:

@@ -20,13 +20,13 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from rich.console import Console, ConsoleOptions, RenderResult
+from rich.console import Console, ConsoleOptions, JustifyMethod, RenderResult
 from rich.control import Control
 from rich.live import Live
 from rich.live_render import LiveRender
-from rich.markdown import Markdown
+from rich.markdown import Heading, Markdown
 from rich.segment import ControlType, Segment
 from rich.spinner import Spinner
 from rich.text import Text
@@ -69,18 +69,32 @@ RETRY_HINT = "Your message is kept; /retry sends it again."
 
 
 def status_line(usage: Usage, cost: float, context_tokens: int, budget: int, *,
-                with_bar: bool) -> str:
+                with_bar: bool, width: int | None = None) -> str:
     """The line that ends a turn: context use (with a bar when styled), cache hits, and the
-    cost of every paid call of the turn (the summariser's included)."""
-    parts = []
+    cost of every paid call of the turn (the summariser's included). Within `width`
+    columns (with the "· " before it): the bar goes first, then fields move to lines of
+    their own, so no field is cut in two."""
+    parts, meter = [], ""
     if context_tokens and budget:
         fraction = context_tokens / budget
+        parts.append(f"context {context_tokens:,}/{budget:,} tokens ({fraction:.0%})")
         meter = f" {bar(fraction)}" if with_bar else ""
-        parts.append(f"context {context_tokens:,}/{budget:,} tokens ({fraction:.0%}){meter}")
     if usage.total_input:
         parts.append(f"cache {cache_hit(usage):.0%}")
     parts.append(f"turn ${cost:.4f}")
-    return " · ".join(parts)
+    if meter and (width is None or 2 + len(" · ".join(parts)) + len(meter) <= width):
+        parts[0] += meter  # the bar only where the whole line fits with it
+    return _fitted(parts, width)
+
+
+def _fitted(parts: list[str], width: int | None) -> str:
+    lines = [parts[0]]
+    for part in parts[1:]:
+        if width is not None and 2 + len(lines[-1]) + 3 + len(part) > width:
+            lines.append(part)
+        else:
+            lines[-1] += f" · {part}"
+    return "\n  ".join(lines)
 
 
 def describe_event(event: Any) -> tuple[str, str] | None:
@@ -232,10 +246,27 @@ class _Waiting:
         yield self.spinner.render(console.get_time())
 
 
-def _markdown(text: str) -> Markdown:
+class _LeftHeading(Heading):
+    """A heading at the left margin: a reply is read top to bottom, and a centred heading
+    (rich's default for `#`) floats away from the text it heads."""
+
+    LEVEL_ALIGN: ClassVar[dict[str, JustifyMethod]] = dict.fromkeys(
+        ("h1", "h2", "h3", "h4", "h5", "h6"), "left")
+
+
+class _Markdown(Markdown):
+    elements: ClassVar[dict[str, type[Any]]] = {**Markdown.elements,
+                                                "heading_open": _LeftHeading}
+
+
+def markdown(text: str) -> Markdown:
+    """A reply (or replayed reply) as rendered Markdown, controls made visible."""
     # hyperlinks=False: a link shows its URL after its text; as a terminal hyperlink the URL
     # is lost wherever the terminal (or a log of it) does not support them.
-    return Markdown(visible(text), hyperlinks=False)
+    return _Markdown(visible(text), hyperlinks=False)
+
+
+_markdown = markdown
 
 
 class _WaitNotices:
@@ -349,8 +380,9 @@ class ChatView:
         if event.completed or self.turn.paid_usage.total_input:
             tokens, budget = (self.context_of() if self.context_of is not None
                               else (self.turn.context_tokens, self.budget))
+            width = self.meta_console.width if self.meta_console.is_terminal else None
             self.meta(status_line(self.turn.paid_usage, self.turn.paid_cost_usd, tokens, budget,
-                                  with_bar=not self.plain), "dim")
+                                  with_bar=not self.plain, width=width), "dim")
 
     def interrupted(self) -> None:
         self.settle()
@@ -547,8 +579,9 @@ class ReplayView:
         self._line("✗", e.message, "bold red")
 
     def _on_turn_end(self, e: Any) -> None:
-        if e.text:
-            self.console.print(Text.assemble(("agent ", "bold green"), (visible(e.text), "")))
+        if e.text:  # rendered as the chat renders it
+            self.console.print(Text("agent", style="bold green"))
+            self.console.print(markdown(e.text))
         tokens = e.usage.total_input
         self.console.print(Text(f"  turn {e.turn_id} · {tokens:,} input tokens · "
                                 f"${e.cost_usd:.4f}", style="dim"))

@@ -624,6 +624,34 @@ def _info(path: Path) -> RecordingInfo:
                          rec.header.get("agent_uid"), scrubbed=bool(rec.header.get("forgotten")))
 
 
+def session_ids(rows: list[RecordingInfo]) -> list[str]:
+    """The short id `sessions` shows for each recording and `replay ID` accepts: its file's
+    name without .jsonl (the time it started), with its folder's first 6 characters in front
+    when another folder holds a recording of that name."""
+    stems = [r.path.stem for r in rows]
+    return [f"{r.path.parent.name[:6]}/{r.path.stem}" if stems.count(r.path.stem) > 1
+            else r.path.stem for r in rows]
+
+
+def find_recording(ref: str | Path, directory: Path | None = None) -> Path:
+    """The recording a user names: a file, or a session id from `session_ids`.
+    RecordingError (one sentence) when none or several match."""
+    path = Path(ref).expanduser()
+    if path.is_file() or path.suffix == ".jsonl" or "/" in str(ref) and path.exists():
+        return path
+    root = directory or recordings_dir()
+    folder, _, stem = str(ref).rpartition("/")
+    found = [p for p in (sorted(root.glob(f"*/{stem}.jsonl")) if root.is_dir() else [])
+             if p.parent.name.startswith(folder)]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise RecordingError(f"no recording {str(ref)!r}: give a file, or an id that "
+                             "`memgpt-lite sessions` shows")
+    ids = ", ".join(f"{p.parent.name[:6]}/{p.stem}" for p in found)
+    raise RecordingError(f"{str(ref)!r} names several recordings ({ids}); give one of those")
+
+
 def header_line(path: Path) -> dict[str, Any]:
     """The first line of a recording, decoded ({} when it is not a JSON object)."""
     try:

@@ -173,10 +173,16 @@ def _add_recording_parsers(sub: Any) -> None:
     p = _parser(sub, "sessions", "list recorded chat sessions",
                 "memgpt-lite sessions", "memgpt-lite sessions --agent work")
     p.add_argument("--agent", metavar="NAME", help="only this agent's sessions")
+    p.add_argument("--paths", action="store_true",
+                   help="print each recording's file, one a line, instead of the table")
+    p.add_argument("--ids", action="store_true",
+                   help="print each recording's id, one a line (for shell completion)")
     p.set_defaults(func=lambda a: _commands().cmd_sessions(a))
     p = _parser(sub, "replay", "replay a recorded session; report divergence and final memory",
-                "memgpt-lite replay FILE --strict", "memgpt-lite replay FILE --speed 2")
-    p.add_argument("file", metavar="FILE", help="a JSONL recording (see `memgpt-lite sessions`)")
+                "memgpt-lite replay 20261129T134500Z --strict    # an id from sessions",
+                "memgpt-lite replay FILE --speed 2")
+    p.add_argument("file", metavar="FILE", help="a JSONL recording, or the id of one that "
+                                                "`memgpt-lite sessions` shows")
     p.add_argument("--strict", action="store_true", help="exit non-zero on any divergence")
     p.add_argument("--speed", type=float, default=0.0, metavar="X",
                    help="playback speed factor (0 = as fast as possible)")
@@ -257,7 +263,10 @@ def _add_agents_parser(sub: Any) -> None:
                      "memgpt-lite agents create work --share human",
                      "memgpt-lite agents export work work.json")
     asub = agents.add_subparsers(dest="agents_command", metavar="ACTION")
-    p = _parser(asub, "list", "table of agents", "memgpt-lite agents list")
+    p = _parser(asub, "list", "table of agents", "memgpt-lite agents list",
+                "memgpt-lite agents list --names   # one name a line")
+    p.add_argument("--names", action="store_true",
+                   help="print the names only, one a line (for scripts and shell completion)")
     p.set_defaults(func=lambda a: _commands().cmd_agents_list(a))
     p = _parser(asub, "show", "settings (and where each came from), counts, core memory and "
                 "summary of an agent", "memgpt-lite agents show default")

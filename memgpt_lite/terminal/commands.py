@@ -47,6 +47,14 @@ def cmd_core(args: argparse.Namespace) -> int:
 
 
 def cmd_agents_list(args: argparse.Namespace) -> int:
+    from memgpt_lite.engine.config import database_url, db_path
+
+    if getattr(args, "names", False):
+        if database_url() or db_path().is_file():  # Tab must not create a data dir
+            with _open_store() as store:
+                for row in store.list_agents():
+                    print(render.visible(row.name))
+        return EXIT_OK
     with _open_store() as store:
         render.print_agents(render.make_console(), store)
     return EXIT_OK
@@ -478,7 +486,13 @@ def cmd_sessions(args: argparse.Namespace) -> int:
             raise UserError(agent_name_problem(name), EXIT_USAGE)  # type: ignore[arg-type]
         render.print_error(console, f"there is no agent named {name!r}")
         return EXIT_USAGE
-    render.print_sessions(console, recording.list_recordings(agent), name, names)
+    rows = recording.list_recordings(agent)
+    if getattr(args, "paths", False) or getattr(args, "ids", False):  # one a line, whole
+        for line in (recording.session_ids(rows) if getattr(args, "ids", False)
+                     else [str(r.path) for r in rows]):
+            print(render.visible(line))
+        return EXIT_OK
+    render.print_sessions(console, rows, name, names)
     return EXIT_OK
 
 
@@ -488,6 +502,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     console = render.make_console(wrap=True)
     strict, speed = bool(getattr(args, "strict", False)), float(getattr(args, "speed", 0) or 0)
     try:
+        args.file = recording.find_recording(args.file)
         loaded = recording.Recording.load(args.file)
     except recording.RecordingError as exc:
         render.print_error(console, str(exc))

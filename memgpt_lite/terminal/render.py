@@ -454,15 +454,19 @@ def print_sessions(console: Console, rows: list[Any], agent: str | None,
         console.print(shown(f"No recorded sessions{who} yet; `memgpt-lite chat` records by "
                             f"default."))
         return
-    table = Table("agent", "started", "turns", "file", box=None, pad_edge=False)
-    for r in rows:
+    from memgpt_lite.engine.recording import session_ids
+
+    table = Table("id", "agent", "started", "turns", box=None, pad_edge=False)
+    table.columns[0].no_wrap = True  # the id `replay` takes is never cut
+    for r, sid in zip(rows, session_ids(rows)):
         turns = str(r.turns) if r.problem is None else f"damaged: {r.problem}"
         turns += " (scrubbed by a forget)" if r.scrubbed else ""
         now = (names or {}).get(r.agent_uid or "", r.agent)
         who = r.agent if now == r.agent else f"{now} (was {r.agent})"
-        table.add_row(shown(who), shown(r.started), shown(turns), shown(r.path))
+        table.add_row(shown(sid), shown(who), shown(_when(r.started)), shown(turns))
     console.print(table)
-    console.print(Text("replay one with: memgpt-lite replay FILE --strict", style="dim"))
+    console.print(shown("replay one with: memgpt-lite replay ID --strict (sessions --paths "
+                        "prints the files)", "dim"))
 
 
 def print_replay_header(console: Console, header: dict[str, Any], path: str | Path) -> None:

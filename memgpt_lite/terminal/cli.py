@@ -532,6 +532,9 @@ def _completion(args: argparse.Namespace) -> int:
 
 
 def _chat(args: argparse.Namespace) -> int:
+    from memgpt_lite.engine.model import start_sdk_import
+
+    start_sdk_import()  # first: the SDK's import is the longest wait of a first reply
     from memgpt_lite.terminal import chat_main
 
     return chat_main.run_chat(agent_name=args.agent, model=args.model,

@@ -23,7 +23,10 @@ class Completer:
     def complete(self, text: str, state: int) -> str | None:
         if state == 0:
             line = self.readline.get_line_buffer()
-            self._matches = self.matches(line[:self.readline.get_begidx()], text)
+            # Python's readline adds nothing after a completed word: a space is added here
+            # (not after a folder, whose files come next).
+            self._matches = [m if m.endswith("/") else m + " "
+                             for m in self.matches(line[:self.readline.get_begidx()], text)]
         return self._matches[state] if state < len(self._matches) else None
 
     def matches(self, before: str, text: str) -> list[str]:

@@ -473,9 +473,10 @@ def _replay_store(path: Path, clock: ReplayClock) -> Any:
     """A Store whose passages are stamped by the replay clock, not the wall clock (archival
     search shows passage dates, and a replay on another day must still match), and get the
     ids the live ones got."""
-    from memgpt_lite.engine.store import Store  # heavy modules load only when replaying
+    # heavy modules load only when replaying; a replay always runs on SQLite (snapshot.py)
+    from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 
-    class ReplayStore(Store):
+    class ReplayStore(SQLiteStore):
         planned_passage_ids: list[int]  # the ids the live turn's passages got (per turn)
 
         def add_passage(self, agent_id: int, text: str, tags: list[str] | None = None,

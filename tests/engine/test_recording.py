@@ -14,14 +14,14 @@ from memgpt_lite.engine import recording
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import Settings, recordings_dir
 from memgpt_lite.engine.records import ModelResponse
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 START = datetime(2026, 1, 5, 10, 0, tzinfo=timezone.utc)
 
 
 def _agent(tmp_path: Path, script: list, name: str = "ada") -> Agent:
-    store = Store(tmp_path / "db.sqlite")
+    store = SQLiteStore(tmp_path / "db.sqlite")
     return Agent.open(store, name, model_client=ScriptedModel(script),
                       settings=Settings(context_window=8_000), clock=lambda: START)
 

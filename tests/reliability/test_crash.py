@@ -17,8 +17,8 @@ from rel_support import (
     wait_for_line,
 )
 
-from memgpt_lite.engine.store import Store
-from memgpt_lite.engine.store.migrations import MIGRATIONS
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
+from memgpt_lite.engine.store.sqlite.migrations import MIGRATIONS
 
 pytestmark = pytest.mark.slow  # every test here starts real processes
 
@@ -42,17 +42,17 @@ def test_kill_at_a_stage_of_a_turn(tmp_path, stage):
     answered = [l[10:] for l in lines if l.startswith("COMMITTED ")]
     assert "first answer is safe" in answered
     if stage == "after_tool":  # the tools' writes reached the file before the kill
-        with Store(db) as store:
+        with SQLiteStore(db) as store:
             row = store.get_agent("crash")
             assert "Likes tea." in store.get_block(row.id, "human").value
             assert store.count_passages(row.id) == 1
     assert_trustworthy(db, "crash", typed=typed, answered=answered)
-    with Store(db) as store:  # reopening the agent undid everything the cut-off turn did
+    with SQLiteStore(db) as store:  # reopening the agent undid everything the cut-off turn did
         row = store.get_agent("crash")
         assert store.get_block(row.id, "human").value == "Nothing is known about the user yet."
         assert store.count_passages(row.id) == 0
         assert [h["source"] for h in store.block_history(row.id)] == ["init", "init"]
-        assert store._q("SELECT count(*) FROM turn_effects")[0][0] == 0
+        assert store.db.query("SELECT count(*) FROM turn_effects")[0][0] == 0
         cut = [m for m in store.all_messages(row.id) if m.content[0].get("text") == typed[-1]]
         assert [(m.status, m.in_context) for m in cut] == [("interrupted", False)]
 
@@ -64,13 +64,13 @@ def test_kill_during_a_migration(tmp_path):
         wait_for_line(proc, "STAGE migration")
     finally:
         kill(proc)
-    with Store(db) as store:  # the half-applied migration was rolled back and runs again
+    with SQLiteStore(db) as store:  # the half-applied migration was rolled back and runs again
         assert store.applied_migrations() == [name for name, _ in MIGRATIONS]
         assert store_problems(store) == []
     from memgpt_lite.engine.agent import Agent
     from memgpt_lite.lab.scripted import ScriptedModel, text_response
 
-    with Store(db) as store:
+    with SQLiteStore(db) as store:
         agent = Agent.open(store, "fresh", model_client=ScriptedModel([text_response("hi")]))
         assert list(agent.step("hello"))[-1].completed
         assert store.search_messages(agent.id, "hello").total == 1

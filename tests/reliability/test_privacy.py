@@ -11,7 +11,8 @@ import pytest
 from memgpt_lite.engine import config
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.redact import redact, redact_blocks
-from memgpt_lite.engine.store import Store, transfer
+from memgpt_lite.engine.store import transfer
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 CORPUS = [json.loads(line) for line in
@@ -59,7 +60,7 @@ def test_a_megabyte_is_redacted_quickly():
 
 
 def _all_text(store: Store) -> str:
-    rows = store._q("SELECT content, index_text FROM messages UNION ALL "
+    rows = store.db.query("SELECT content, index_text FROM messages UNION ALL "
                     "SELECT text, index_text FROM passages UNION ALL "
                     "SELECT value, '' FROM blocks UNION ALL SELECT new_value, '' FROM block_history")
     return "\n".join(r[0] + r[1] for r in rows)
@@ -67,7 +68,7 @@ def _all_text(store: Store) -> str:
 
 def test_agent_stores_and_sends_no_secret(tmp_path):
     """The user pastes a key; the model echoes it into core memory, archival and its reply."""
-    store = Store(tmp_path / "db.sqlite")
+    store = SQLiteStore(tmp_path / "db.sqlite")
     model = ScriptedModel([
         tool_response([("core_memory_append", {"label": "human", "content": f"API key: {KEY}"}),
                        ("archival_insert", {"content": f"Card {CARD} for hotels"})],
@@ -91,7 +92,7 @@ def test_agent_stores_and_sends_no_secret(tmp_path):
 def test_recorded_events_hold_no_secret(tmp_path):
     from memgpt_lite.engine.recording import Recorder
 
-    store = Store(tmp_path / "db.sqlite")
+    store = SQLiteStore(tmp_path / "db.sqlite")
     agent = Agent.open(store, "rec", model_client=ScriptedModel(
         [text_response(f"Your key is {KEY}")]))
     path = tmp_path / "rec.jsonl"
@@ -104,7 +105,7 @@ def test_recorded_events_hold_no_secret(tmp_path):
 def test_recording_of_a_chat_session_holds_no_secret(tmp_path):
     from memgpt_lite.engine.recording import Recorder, recorded_step
 
-    store = Store(tmp_path / "db.sqlite")
+    store = SQLiteStore(tmp_path / "db.sqlite")
     agent = Agent.open(store, "rec", model_client=ScriptedModel([text_response("ok")]))
     path = tmp_path / "rec.jsonl"
     with Recorder(path) as rec:
@@ -113,7 +114,7 @@ def test_recording_of_a_chat_session_holds_no_secret(tmp_path):
 
 
 def test_redaction_can_be_turned_off_for_an_agent(tmp_path):
-    store = Store(tmp_path / "db.sqlite")
+    store = SQLiteStore(tmp_path / "db.sqlite")
     agent = Agent.open(store, "raw", model_client=ScriptedModel([text_response("ok")]))
     agent.redact_secrets = False
     list(agent.step(f"test fixture key {KEY}"))
@@ -121,7 +122,7 @@ def test_redaction_can_be_turned_off_for_an_agent(tmp_path):
 
 
 def test_export_of_a_chat_with_a_pasted_key_is_clean(tmp_path):
-    store = Store(config.db_path())
+    store = SQLiteStore(config.db_path())
     agent = Agent.open(store, "exp", model_client=ScriptedModel([text_response("ok")]))
     list(agent.step(f"ANTHROPIC_API_KEY={KEY}"))
     assert KEY not in json.dumps(transfer.export_agent(store, "exp"))
@@ -136,7 +137,7 @@ def test_a_private_key_piped_line_by_line_is_redacted_whole(tmp_path):
     requests and the recording; the frame ends at END (or at a line no key holds)."""
     from memgpt_lite.engine.recording import Recorder, recorded_step
 
-    store = Store(tmp_path / "db.sqlite")
+    store = SQLiteStore(tmp_path / "db.sqlite")
     model = ScriptedModel([text_response("ok")] * 6, validate=True)
     agent = Agent.open(store, "pem", model_client=model)
     lines = ["-----BEGIN RSA PRIVATE KEY-----", *BODY, "-----END RSA PRIVATE KEY-----",

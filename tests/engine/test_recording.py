@@ -46,9 +46,9 @@ def test_every_line_is_versioned_json_with_a_type(tmp_path):
     assert header["prompt_digests"]["system.md"] and header["version"]
     assert user == {"v": 2, "type": "user", "text": "I am Ada", "at": "2026-01-05T10:00:00Z",
                     "t": user["t"]}
-    recorded = [line["type"] for line in lines[2:]]
+    recorded = [line["type"] for line in lines[1:]]
     expected = [e.kind for e in events if e.kind not in recording.UNRECORDED_KINDS]
-    assert recorded[: len(expected)] == expected  # one line per event, in order
+    assert recorded[: len(expected)] == expected  # one line per event (user first), in order
     assert recorded[len(expected):] == ["clock", "memory"]
     assert lines[-1]["blocks"]["human"].endswith("Name: Ada")
     response = next(line for line in lines if line["type"] == "response")

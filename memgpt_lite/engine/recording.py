@@ -16,7 +16,9 @@ version, 2; version 1 is still read) and a `"type"`:
                  memory_edit, pressure_alert, eviction, summary, usage, turn_end, ...)
     clock        every reading of the agent's clock during the turn, replayed in order
     passage_ids  the ids the turn's new passages got (ids are global to the data dir, so
-                 another agent's passages would shift them in a replay that lacks them)
+                 another agent's passages would shift them in a replay that lacks them);
+                 written before the next event once known, each line listing all so far
+                 (older recordings have one line, after the turn's events)
     shared_block a user-scope block read with a value another agent wrote: label, value and
                  `after`, the number of the turn's recorded events before that read; replay
                  applies the edit at the same point
@@ -345,16 +347,6 @@ def _has_history(agent: Any) -> bool:
                 or any(b.scope == "user" for b in agent.blocks()))
 
 
-class _Readings:
-    """The clock readings of one turn, as the agent tells them (see Agent.observed)."""
-
-    def __init__(self) -> None:
-        self.readings: list[str] = []
-
-    def clock_read(self, moment: datetime) -> None:
-        self.readings.append(utc_iso(moment))
-
-
 def recorded_step(agent: Any, recorder: Recorder, text: str, *,
                   retry: bool = False) -> Iterator[Event]:
     """`agent.step(text)` (with retry: `agent.retry()`, `text` being the message it sends
@@ -363,19 +355,13 @@ def recorded_step(agent: Any, recorder: Recorder, text: str, *,
     The turn's lines start at its UserEvent (the agent stored the message); closing this
     generator early (Ctrl-C) closes the agent's turn too and records that. When the
     recording cannot be written, the turn goes on and one NoticeEvent says so."""
-    readings = _Readings()
-    watch = recorder.watching(agent)
-    other = None if watch is not None or recorder.agent_uid is None else agent.name
+    log = _TurnLog(recorder, agent)
     inner = agent.retry() if retry else agent.step(text)
-    started = finished = False
-    with agent.observed(readings):
+    finished = False
+    with agent.observed(log):
         try:
             for event in inner:
-                if isinstance(event, UserEvent):
-                    started = True
-                    _begin_turn(recorder, watch, event, other)
-                else:
-                    recorder.event(event)
+                log.event(event)
                 yield event
                 if recorder.failed and not recorder.announced:
                     recorder.announced = True
@@ -383,27 +369,53 @@ def recorded_step(agent: Any, recorder: Recorder, text: str, *,
             finished = True
         finally:
             inner.close()
-            if started:
-                _end_turn(recorder, agent, watch, readings.readings, interrupted=not finished)
+            log.end(interrupted=not finished)
 
 
-def _begin_turn(recorder: Recorder, watch: AgentWatch | None, event: UserEvent,
-                other: str | None) -> None:
-    recorder.user(event.text, event.at, retry=event.retry, agent=other)
-    if watch is not None:
-        watch.passage_ids.clear()
-    recorder.turn_events = 0
+class _TurnLog:
+    """What a recorder writes of one turn of `agent`: its events, the clock readings the
+    agent tells it of (see Agent.observed), and the ids its new passages got. Those are
+    written as soon as they are known, before the next event, so that a recording cut short
+    by a kill still replays what it holds (each passage_ids line lists them all so far)."""
 
+    def __init__(self, recorder: Recorder, agent: Any):
+        self.recorder, self.agent = recorder, agent
+        self.watch = recorder.watching(agent)
+        # Another agent than the header's took the turn (a multi-agent eval).
+        self.other = None if self.watch is not None or recorder.agent_uid is None else agent.name
+        self.readings: list[str] = []
+        self.started = False
+        self.ids_written = 0
 
-def _end_turn(recorder: Recorder, agent: Any, watch: AgentWatch | None, readings: list[str],
-              *, interrupted: bool) -> None:
-    if interrupted:
-        recorder.interrupted()
-    if watch is not None and watch.passage_ids:
-        recorder.write({"type": "passage_ids", "ids": list(watch.passage_ids)})
-    recorder.write({"type": "clock", "readings": readings})
-    recorder.memory(core_memory(agent))  # may note an edit read here: still this turn
-    recorder.turn_events = None
+    def clock_read(self, moment: datetime) -> None:
+        self.readings.append(utc_iso(moment))
+
+    def event(self, event: Event) -> None:
+        if isinstance(event, UserEvent):
+            self.started = True
+            self.recorder.user(event.text, event.at, retry=event.retry, agent=self.other)
+            if self.watch is not None:
+                self.watch.passage_ids.clear()
+            self.recorder.turn_events = 0
+            return
+        self._passage_ids()
+        self.recorder.event(event)
+
+    def _passage_ids(self) -> None:
+        ids = self.watch.passage_ids if self.watch is not None else []
+        if len(ids) > self.ids_written:
+            self.recorder.write({"type": "passage_ids", "ids": list(ids)})
+            self.ids_written = len(ids)
+
+    def end(self, *, interrupted: bool) -> None:
+        if not self.started:  # the message was never stored: nothing of a turn to write
+            return
+        if interrupted:
+            self.recorder.interrupted()
+        self._passage_ids()
+        self.recorder.write({"type": "clock", "readings": self.readings})
+        self.recorder.memory(core_memory(self.agent))  # may note an edit read here: this turn
+        self.recorder.turn_events = None
 
 
 # --------------------------------------------------------------------------- reading

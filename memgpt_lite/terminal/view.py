@@ -471,7 +471,8 @@ class ReplayView:
     def user(self, turn: RecordedTurn) -> None:
         self._pace(turn.t)
         self.console.print()
-        mark = [("  (interrupted: never answered)", "yellow")] if turn.interrupted else []
+        mark = ([("  (interrupted: never answered)", "yellow")] if turn.interrupted else
+                [("  (the recording ends inside this turn)", "yellow")] if turn.cut else [])
         self.console.print(Text.assemble(("you ", "bold cyan"), (f"{visible(turn.at)}  ", "dim"),
                                          (visible(turn.text), ""), *mark))
 

@@ -79,6 +79,7 @@ def test_a_recording_that_ends_waiting_for_the_summariser_says_so(tmp_path, caps
     assert cli.main(["replay", str(path), "--strict"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert f"ends inside turn {len(loaded.turns)}" in out and "zero divergence" in out
+    assert out.count("(the recording ends inside this turn)") == 1  # the live view marks it
 
 
 @pytest.mark.parametrize("tamper", ["response", "tool_result"])

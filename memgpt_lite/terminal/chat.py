@@ -118,7 +118,7 @@ class ChatSession:
 
     def run_turn(self, text: str, *, retry: bool = False) -> None:
         with self.hide_typing():
-            self.view.start_turn(text)
+            self.view.start_turn()
             steps = self._steps(text, retry)
             try:
                 for event in steps:

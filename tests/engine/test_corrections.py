@@ -302,7 +302,8 @@ def test_retry_of_a_turn_that_updated_sends_it_against_the_original(tmp_path):
     list(agent.step("remember"))
     list(agent.step("news"))
     events = list(agent.retry())
-    assert events[-1].completed and "put back" in events[0].message
+    assert events[0].kind == "user" and events[0].retry  # the turn opens with its message
+    assert events[-1].completed and "put back" in events[1].message
     assert [v.text for v in store.passage_versions(agent.id)] == [OLD]
 
 

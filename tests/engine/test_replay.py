@@ -259,8 +259,9 @@ def test_replay_of_a_missing_file_is_a_usage_error(tmp_path, capsys):
 
 
 def test_provider_prompt_too_long_is_recorded_and_replays_strictly(tmp_path):
-    """The agent evicts and retries after a "prompt too long" refusal without an event; the
-    replay must refuse the same call with the same numbers, not report a divergence."""
+    """The agent evicts and retries after a "prompt too long" refusal (one event, recorded
+    as the line it always was); the replay must refuse the same call with the same numbers,
+    not report a divergence."""
     inputs = ["hello there", "and again", "third"]
     script = [text_response("hi"), text_response("ok"),
               PromptTooLongError("prompt is too long: 9000 tokens > 8000 maximum",

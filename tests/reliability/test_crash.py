@@ -127,3 +127,56 @@ def test_kill_the_real_chat_process_mid_reply(tmp_path):
     from memgpt_lite.engine.recording import Recording
 
     Recording.load(recordings[0])  # a recording cut by a kill still loads
+
+
+FLUSH_NOTE = "A long note about hives, frames, smokers and the smell of wax in May. " * 25
+
+
+def _chat(server, *extra: str, home: str | None = None, stdin: str = "") -> subprocess.Popen:
+    env = child_env(ANTHROPIC_BASE_URL=server.base_url, ANTHROPIC_API_KEY="test",
+                    **({"MEMGPT_LITE_HOME": home} if home else {}))
+    proc = subprocess.Popen([sys.executable, "-m", "memgpt_lite", "chat", "--context-window",
+                             "9000", *extra], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    proc.stdin.write(stdin)  # type: ignore[union-attr]
+    proc.stdin.flush()  # type: ignore[union-attr]
+    return proc
+
+
+def _summary_requests(server) -> list[int]:
+    import json
+
+    return [i for i, body in enumerate(server.requests)
+            if "<removed_turns>" in json.dumps(body["messages"])]
+
+
+def test_a_chat_killed_while_the_summariser_answers_replays_strictly(tmp_path, capsys):
+    """A forced flush's summariser call hangs and the chat is killed while it waits: the
+    recording ends with that call, unanswered, and `replay --strict` matches up to there."""
+    import json
+
+    from memgpt_lite.engine import config
+    from memgpt_lite.lab.fake_server import FakeAnthropicServer, hang
+    from memgpt_lite.terminal import cli
+
+    stdin = "".join(f"note {i}: {FLUSH_NOTE}\n" for i in range(1, 5))
+    with FakeAnthropicServer() as server:  # a dry run finds which request is the summariser's
+        dry = _chat(server, "--no-record", home=str(tmp_path / "dry"), stdin=stdin)
+        dry.communicate(timeout=120)
+        first = _summary_requests(server)[0]
+    with FakeAnthropicServer() as server:
+        server.enqueue(server.default_reply, times=first)
+        server.enqueue(hang(seconds=60))
+        proc = _chat(server, stdin=stdin)
+        deadline = time.monotonic() + 60
+        while len(server.requests) <= first and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _summary_requests(server) == [first], "the flush did not come where it did"
+        kill(proc)
+    (path,) = config.recordings_dir().rglob("*.jsonl")
+    lines = [json.loads(line) for line in path.read_text("utf-8").splitlines()]
+    assert (lines[-1]["type"], lines[-1]["purpose"]) == ("model_call", "summary")
+    assert cli.main(["replay", str(path), "--strict"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    turns = sum(line["type"] == "user" for line in lines)
+    assert f"ends inside turn {turns}" in out and "zero divergence" in out

@@ -181,6 +181,7 @@ def random_run(db: str, name: str, seed: int, n: int) -> None:
 
     agent = Agent.open(store, name, model_client=Client(answer, delay=0.001),
                        summary_client=Client(summarise, delay=0.001), settings=settings())
+    say("OPEN")  # the random moment is counted from here, not from a start-up that varies
     for i in range(n):
         run_turn(agent, f"message {i} " + "blah " * rng.randrange(1, 200))
 

@@ -89,6 +89,7 @@ def test_kill_at_random_moments_repeatedly(tmp_path):
     answered: list[str] = []
     for round_ in range(ROUNDS):
         proc = start_worker("random", str(db), "rnd", str(SEED + round_), "1000")
+        wait_for_line(proc, "OPEN")
         time.sleep(rng.uniform(0.4, 1.6))
         kill(proc)
         out = proc.stdout.read().splitlines()  # type: ignore[union-attr]

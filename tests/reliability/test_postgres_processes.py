@@ -74,6 +74,7 @@ def test_kill_at_random_moments_repeatedly(pg_url):
     answered: list[str] = []
     for round_ in range(4):
         proc = start_worker("random", pg_url, "rnd", str(77 + round_), "1000")
+        wait_for_line(proc, "OPEN")
         time.sleep(rng.uniform(0.8, 2.0))
         kill(proc)
         out = proc.stdout.read().splitlines()  # type: ignore[union-attr]

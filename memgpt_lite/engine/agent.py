@@ -7,10 +7,15 @@ A turn that does not complete (Ctrl-C, an API failure, any exception, a crash) l
 nothing behind: every memory edit, passage, eviction, fold and summary change it made is
 undone (the store journals them, see store/sqlite_turns.py), and its user message stays in
 recall, marked interrupted, for `Agent.retry()`.
+
+The agent takes its model clients and its clock when it is built and is watched, never
+patched: a recorder consumes the events a turn yields (the first, `UserEvent`, carries the
+user's text as stored) and hears of each clock reading through `observed`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import weakref
 from collections.abc import Callable, Generator, Iterator
@@ -24,14 +29,15 @@ from memgpt_lite.engine.context import (
     BuiltContext,
     ContextBuilder,
     ContextInputs,
-    message_tokens,
 )
+from memgpt_lite.engine.context_report import ContextReport, context_report
 from memgpt_lite.engine.errors import ModelError, PromptTooLongError
 from memgpt_lite.engine.events import (
     ErrorEvent,
     Event,
     ModelCallStart,
     NoticeEvent,
+    PromptTooLongEvent,
     ResponseEvent,
     TextDelta,
     ThinkingDelta,
@@ -39,6 +45,7 @@ from memgpt_lite.engine.events import (
     ToolResultEvent,
     TurnEndEvent,
     UsageEvent,
+    UserEvent,
 )
 from memgpt_lite.engine.memory import (
     MEMORY_TOOL_NAMES,
@@ -69,7 +76,7 @@ from memgpt_lite.engine.summariser import Summariser
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.engine.text import clean_text, clean_value
 from memgpt_lite.engine.tokens import TokenCounter, cost_usd
-from memgpt_lite.engine.turns import first_words, group_turns
+from memgpt_lite.engine.turn_clock import ClockObserver, TurnClock
 
 BLOCK_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,49}")
 REPEAT_LIMIT = 3  # identical tool calls in a row before the chain is stopped
@@ -80,29 +87,16 @@ def utc_now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-@dataclass
-class TurnInfo:
-    id: int
-    created_at: str | None
-    tokens: int
-    first_words: str
-
-
-@dataclass
-class ContextReport:
-    ledger: dict[str, int]
-    used_tokens: int
-    budget: int
-    turns: list[TurnInfo] = field(default_factory=list)
-    summary: str = ""
-
-
 class TurnFailed(Exception):
     """Internal: the turn cannot go on (API error); everything it did is undone."""
 
 
 class Agent:
-    """One named agent over a Store. Not thread-safe; one step at a time."""
+    """One named agent over a Store. Not thread-safe; one step at a time.
+
+    Its model clients and clock are fixed when it is built. Secrets in the user's text are
+    redacted once, by `step`, before the text is stored; every consumer sees that text (the
+    turn's `UserEvent`)."""
 
     def __init__(self, store: Store, row: AgentRow, settings: Settings, model_client: ModelClient,
                  summary_client: ModelClient | None, clock: Callable[[], datetime], created: bool):
@@ -114,8 +108,10 @@ class Agent:
         self.id, self.name, self.created = row.id, row.name, created
         self.model_client = model_client
         self.clock = clock
+        self._turn_clock: TurnClock | None = None  # while a turn runs
+        self._observers: list[ClockObserver] = []
         self.counter = TokenCounter.from_state(row.state.get("counter"))
-        self.tools = MemoryTools(store, row.id, clock=lambda: utc_iso(self.clock()))
+        self.tools = MemoryTools(store, row.id, clock=lambda: utc_iso(self.now()))
         self.builder = ContextBuilder(settings, tool_schemas(), self.counter)
         summariser = Summariser(summary_client or model_client, settings, self.counter)
         self.pager = Pager(settings, store, row.id, self.counter, self.builder, summariser)
@@ -186,6 +182,28 @@ class Agent:
         if self.lock is not None:
             self.lock.release()
 
+    def now(self) -> datetime:
+        """The time the agent stamps things with: during a turn, a reading of its turn's
+        clock (observers are told of it)."""
+        return self._turn_clock() if self._turn_clock is not None else self.clock()
+
+    @contextlib.contextmanager
+    def observed(self, observer: ClockObserver) -> Iterator[None]:
+        """Tell `observer` of every clock reading a turn uses while the block runs."""
+        self._observers.append(observer)
+        try:
+            yield
+        finally:
+            self._observers.remove(observer)
+
+    @contextlib.contextmanager
+    def _turn_time(self) -> Iterator[TurnClock]:
+        self._turn_clock = TurnClock(self.clock, self._observers)
+        try:
+            yield self._turn_clock
+        finally:
+            self._turn_clock = None
+
     # ------------------------------------------------------------------ the loop
     def step(self, text: str, *, attachments: list[ContentBlock] | None = None
              ) -> Iterator[Event]:
@@ -196,14 +214,15 @@ class Agent:
         text = clean_text(text)
         if not text.strip():
             raise ValueError("a turn needs a non-empty message")  # the API rejects empty text
-        if self.redact_secrets:
+        if self.redact_secrets:  # the one place: the store, requests and views get this text
             text, self.in_key = redact_message(text, self.in_key)
-        self._recover()
-        turn_id = self.store.max_turn_id(self.id) + 1
-        content = [*map(self._attached, attachments or []), {"type": "text", "text": text}]
-        user = Message("user", content, turn_id, created_at=utc_iso(self.clock()),
-                       in_context=False)
-        yield from self._turn(user)
+        with self._turn_time() as clock:
+            self._recover()
+            turn_id = self.store.max_turn_id(self.id) + 1
+            content = [*map(self._attached, attachments or []), {"type": "text", "text": text}]
+            user = Message("user", content, turn_id, created_at=utc_iso(self.now()),
+                           in_context=False)
+            yield from self._turn(user, clock.start)
 
     def compact(self, instructions: str = "") -> Iterator[Event]:
         """/compact: make room now. One turn in which the model gets the memory-pressure
@@ -211,55 +230,59 @@ class Agent:
         what to save and evict; when it evicts nothing, the oldest turns are flushed and
         summarised. The turn itself stays in recall but leaves the queue once committed.
         LookupError when the queue is empty (there is nothing to make room from)."""
-        self._recover()
-        if not self.store.context_messages(self.id):
-            raise LookupError("There is nothing to compact: the context queue is empty.")
-        asked = clean_text(instructions).strip()
-        text = prompts.render("compact.md", instructions=(
-            f"\n\nWhat the user wants kept: {asked}" if asked else ""))
-        turn_id = self.store.max_turn_id(self.id) + 1
-        user = Message("user", [{"type": "text", "text": text}], turn_id,
-                       created_at=utc_iso(self.clock()), in_context=False)
-        self.pager.on_demand = True
-        try:
-            yield from self._turn(user, compact=True)
-        finally:
-            self.pager.on_demand = False
+        with self._turn_time() as clock:
+            self._recover()
+            if not self.store.context_messages(self.id):
+                raise LookupError("There is nothing to compact: the context queue is empty.")
+            asked = clean_text(instructions).strip()
+            text = prompts.render("compact.md", instructions=(
+                f"\n\nWhat the user wants kept: {asked}" if asked else ""))
+            turn_id = self.store.max_turn_id(self.id) + 1
+            user = Message("user", [{"type": "text", "text": text}], turn_id,
+                           created_at=utc_iso(self.now()), in_context=False)
+            self.pager.on_demand = True
+            try:
+                yield from self._turn(user, clock.start, compact=asked)
+            finally:
+                self.pager.on_demand = False
 
     def _attached(self, block: ContentBlock) -> ContentBlock:
-        """An attachment's block as stored: text cleaned and its secrets redacted like the
-        user's own words (a file is as likely to hold a key)."""
+        """An attachment's block as stored: cleaned, its secrets redacted like the user's own
+        words (a file is as likely to hold a key)."""
         block = clean_value(block)
-        if block.get("type") == "text" and self.redact_secrets:
-            block = {**block, "text": redact_message(str(block.get("text", "")), False)[0]}
-        return block
+        if block.get("type") != "text" or not self.redact_secrets:
+            return block
+        return {**block, "text": redact_message(str(block.get("text", "")), False)[0]}
 
     def retry(self) -> Iterator[Event]:
         """Send the last user message again, keeping one copy of it in recall: the message
         of a turn that did not complete is reused as it is stored; a completed turn is popped
         first (its memory edits reverted, see `pop_turns`) and its text sent as a new turn.
         LookupError when there is no message yet."""
-        self._recover()
-        last = self.store.max_turn_id(self.id)
-        messages = self.store.turn_messages(self.id, last)
-        user = next((m for m in messages if m.role == "user"), None)
-        if user is None:
-            raise LookupError("There is no message to retry yet.")
-        replacing = None
-        if len(messages) > 1 or user.status != "interrupted":  # the turn completed
-            # It is undone as the new turn begins; its id is free again then.
-            replacing = [last]
-            user = Message("user", user.content, last, created_at=utc_iso(self.clock()),
-                           in_context=False)
-        yield from self._turn(user, replacing)
+        with self._turn_time() as clock:
+            self._recover()
+            last = self.store.max_turn_id(self.id)
+            messages = self.store.turn_messages(self.id, last)
+            user = next((m for m in messages if m.role == "user"), None)
+            if user is None:
+                raise LookupError("There is no message to retry yet.")
+            replacing = None
+            if len(messages) > 1 or user.status != "interrupted":  # the turn completed
+                # It is undone as the new turn begins; its id is free again then.
+                replacing = [last]
+                user = Message("user", user.content, last, created_at=utc_iso(self.now()),
+                               in_context=False)
+            yield from self._turn(user, clock.start, replacing, retry=True)
 
     def _recover(self) -> None:
         """Undo a turn this store left open (its undo could not be written, e.g. disk full)."""
         for turn in self.store.unfinished_turns(self.id):
             self.store.undo_turn(self.id, turn)
 
-    def _turn(self, user: Message, replacing: list[int] | None = None, *,
-              compact: bool = False) -> Iterator[Event]:
+    def _turn(self, user: Message, at: datetime, replacing: list[int] | None = None, *,
+              retry: bool = False, compact: str | None = None) -> Iterator[Event]:
+        """One turn of `user`'s message. `compact`: a /compact turn (its instructions, ""
+        for none); the turn's UserEvent then carries the instructions, not the request."""
         popped = self.store.begin_turn(self.id, user, replacing)  # in recall before any call
         # Attached files are whole in recall, cut to size in the context (made again from
         # the stored message, so a retry or a replay sends the same bytes).
@@ -267,14 +290,17 @@ class Agent:
         run = _TurnRun(user.turn_id, [user])
         alerts = self.pager.state()
         try:
+            files = [b for b in user.content if is_attachment(b)]
+            said = _text_of(user) if compact is None else compact
+            yield UserEvent(said, utc_iso(at), user.turn_id, retry, files, compact is not None)
             if popped.memory_lines():
                 yield NoticeEvent(f"Turn {user.turn_id} was undone before sending it again: "
                                   + "; ".join(popped.memory_lines()) + ".")
             yield from self._tallied(run)
-            if compact and not run.tally.model_evictions:
+            if compact is not None and not run.tally.model_evictions:
                 yield from self._tallied(run, self.pager.compact(self._context_inputs([])))
             self._commit(run)
-            if compact:  # the request to compact is not worth its room in the queue
+            if compact is not None:  # the request to compact is not worth its room
                 self.store.set_in_context(self.id, [run.turn_id], False)
             run.completed = True
             for hook in self.after_commit:
@@ -356,6 +382,7 @@ class Agent:
                     yield item
         except PromptTooLongError as exc:
             run.overflow, run.provider_max = exc.actual, exc.maximum
+            yield PromptTooLongEvent(exc.message, exc.actual, exc.maximum)
             return None
         except ModelError as exc:
             yield from self._fail(exc.message, exc.kind, exc.retryable)
@@ -463,7 +490,7 @@ class Agent:
     def _commit(self, run: _TurnRun) -> None:
         """The whole turn enters the queue in one transaction."""
         user, rest = run.messages[0], run.messages[1:]
-        now = utc_iso(self.clock())
+        now = utc_iso(self.now())
         for m in rest:
             m.created_at = m.created_at or now
         self.store.commit_turn(self.id, user, rest)
@@ -473,18 +500,10 @@ class Agent:
         return self.store.get_blocks(self.id)
 
     def context_report(self) -> ContextReport:
-        """The next request's size, its ledger per section, and the queue's turns, each
-        sized in the ledger's own terms (so the turns add up to the queue's row)."""
+        """The next request's size, its ledger and the queue's turns (see context_report)."""
         inputs = self._context_inputs([])
-        built = self.builder.build(inputs)
-        ledger = built.ledger
-        turns = group_turns(inputs.queue)
-        sizes = _shares(ledger.get("queue", 0),
-                        [message_tokens(self.counter, t.messages) for t in turns])
-        infos = [TurnInfo(t.id, t.created_at, size, first_words(t))
-                 for t, size in zip(turns, sizes)]
-        return ContextReport(ledger, built.estimated_tokens, self.settings.budget, infos,
-                             inputs.summary)
+        return context_report(self.builder.build(inputs), inputs, self.counter,
+                              self.settings.budget)
 
     def last_user_text(self) -> str | None:
         """The user's own words in the last turn (not the files attached to them)."""
@@ -492,8 +511,7 @@ class Agent:
         while turn > 0:
             for m in self.store.turn_messages(self.id, turn):
                 if m.role == "user":
-                    return "".join(b.get("text", "") for b in m.content
-                                   if b.get("type") == "text" and not is_attachment(b))
+                    return _text_of(m)
             turn -= 1
         return None
 
@@ -567,17 +585,10 @@ class _TurnRun:
     recent: list[str] = field(default_factory=list)
 
 
-def _shares(total: int, raw: list[int]) -> list[int]:
-    """`total` split in proportion to `raw`, in whole numbers that add up to it."""
-    whole = sum(raw)
-    if not whole:
-        return raw
-    out, given = [], 0
-    for i, part in enumerate(raw):
-        share = total - given if i == len(raw) - 1 else round(total * part / whole)
-        out.append(share)
-        given += share
-    return out
+def _text_of(message: Message) -> str:
+    """The user's own words in a message (not the files attached to them)."""
+    return "".join(b.get("text", "") for b in message.content
+                   if b.get("type") == "text" and not is_attachment(b))
 
 
 def _window_for(state: object, model: str) -> int | None:

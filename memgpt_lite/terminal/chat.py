@@ -84,7 +84,7 @@ class ChatSession:
         if not compact:
             self.pending = []
         with self.hide_typing():
-            self.view.start_turn(f"/compact {text}".strip() if compact else text)
+            self.view.start_turn()
             steps = self._steps(text, retry, attachments, compact)
             try:
                 for event in steps:

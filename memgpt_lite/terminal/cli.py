@@ -271,7 +271,7 @@ def _add_agents_parser(sub: Any) -> None:
     p = _parser(asub, "show", "settings (and where each came from), counts, core memory and "
                 "summary of an agent", "memgpt-lite agents show default")
     p.add_argument("name", metavar="NAME", help="the agent")
-    p.set_defaults(func=lambda a: _commands().cmd_agents_show(a))
+    p.set_defaults(func=lambda a: _config_commands().cmd_agents_show(a))
     _add_agents_scope_parsers(asub)
     _add_agents_set_parser(asub)
     p = _parser(asub, "delete", "delete an agent and everything of it, recordings included",
@@ -366,7 +366,7 @@ def _add_agents_set_parser(asub: Any) -> None:
     p.add_argument("assignments", nargs="*", metavar="KEY=VALUE", help="settings to store")
     p.add_argument("--reset", nargs="*", metavar="KEY",
                    help="set these settings (default: all of them) back to their defaults")
-    p.set_defaults(func=lambda a: _commands().cmd_agents_set(a))
+    p.set_defaults(func=lambda a: _config_commands().cmd_agents_set(a))
 
 
 def _help(parser: argparse.ArgumentParser) -> int:

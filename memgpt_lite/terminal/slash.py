@@ -308,7 +308,7 @@ def retry(session: ChatSession, rest: str) -> None:
 
 
 def agents(session: ChatSession, rest: str) -> None:
-    from memgpt_lite.terminal.commands import setting_sources
+    from memgpt_lite.terminal.config_commands import setting_sources
 
     store = session.agent.store
     if not rest:

@@ -49,6 +49,7 @@ from memgpt_lite.engine.events import (
     ToolResultEvent,
     TurnEndEvent,
     UsageEvent,
+    UserEvent,
 )
 from memgpt_lite.engine.records import Usage
 from memgpt_lite.engine.tally import Tally
@@ -246,6 +247,16 @@ class _Waiting:
         yield self.spinner.render(console.get_time())
 
 
+def _attached_name(block: dict[str, Any]) -> str:
+    """An attached file as a transcript names it: `notes.md (12,345 chars)`, `image/png`."""
+    import re
+
+    if block.get("type") == "image":
+        return str((block.get("source") or {}).get("media_type", "image"))
+    head = re.match(r'<attachment name="([^"]*)" chars="(\d+)">', str(block.get("text", "")))
+    return f"{head.group(1)} ({int(head.group(2)):,} chars)" if head else "a file"
+
+
 class _LeftHeading(Heading):
     """A heading at the left margin: a reply is read top to bottom, and a centred heading
     (rich's default for `#`) floats away from the text it heads."""
@@ -332,21 +343,30 @@ class ChatView:
 
     # ---------------------------------------------------------------- lifecycle
 
-    def start_turn(self, text: str = "") -> None:
+    def start_turn(self) -> None:
         self.buffer, self.context_tokens, self.turn = "", 0, Tally()
-        if self.transcript and text:
-            quoted = "\n".join(f"> {line}" if line else ">" for line in text.split("\n"))
-            gap = "\n" if self._quoted else ""  # a blank line after the previous reply
-            self.console.file.write(gap + visible("> you: " + quoted[2:]) + "\n\n")
-            self.console.file.flush()
-            self._quoted = True
         self._spinner("thinking…")
+
+    def _quote(self, event: UserEvent) -> None:
+        """The transcript's copy of what the user sent, as a Markdown quote."""
+        text = f"/compact {event.text}".strip() if event.compact else event.text
+        files = [_attached_name(b) for b in event.attachments]
+        if files:
+            text += f"\n(attached: {', '.join(files)})"
+        quoted = "\n".join(f"> {line}" if line else ">" for line in text.split("\n"))
+        gap = "\n" if self._quoted else ""  # a blank line after the previous reply
+        self.console.file.write(gap + visible("> you: " + quoted[2:]) + "\n\n")
+        self.console.file.flush()
+        self._quoted = True
 
     def handle(self, event: Any) -> None:
         self.turn.add(event)
         if self._waits is not None:
             self._waiting(event)
-        if isinstance(event, TextDelta):
+        if isinstance(event, UserEvent):
+            if self.transcript:
+                self._quote(event)
+        elif isinstance(event, TextDelta):
             self._text(event.text)
         elif isinstance(event, ThinkingDelta):
             self._spinner("thinking…")
@@ -462,8 +482,9 @@ class ChatView:
 class JsonView:
     """`chat --json`: one JSON object per event on `file` (stdout), one per line, for
     scripts. Reply text arrives whole in `turn_end` (deltas and raw responses are left out);
-    a `user` object opens each turn and `interrupted` marks a cancelled one. Non-ASCII and
-    control characters are escaped, so a line is always one line of plain text."""
+    the turn's `user` event opens it (the text as the agent stored it, secrets redacted) and
+    `interrupted` marks a cancelled one. Non-ASCII and control characters are escaped, so a
+    line is always one line of plain text."""
 
     SKIPPED = frozenset({"text_delta", "thinking_delta", "response"})
 
@@ -476,14 +497,17 @@ class JsonView:
         self.file.write(json.dumps(obj, ensure_ascii=True) + "\n")
         self.file.flush()
 
-    def start_turn(self, text: str = "") -> None:
-        self.write({"kind": "user", "text": text})
+    def start_turn(self) -> None:
+        pass  # the turn's UserEvent opens it, once the message is stored
 
     def handle(self, event: Any) -> None:
         from memgpt_lite.engine.recording import event_to_dict
 
         if event.kind not in self.SKIPPED:
-            self.write(event_to_dict(event))
+            data = event_to_dict(event)
+            if event.kind == "user":  # the files by name and size, not their bytes again
+                data["attachments"] = [_attached_name(b) for b in event.attachments]
+            self.write(data)
 
     def interrupted(self) -> None:
         self.write({"kind": "interrupted"})
@@ -515,7 +539,8 @@ class ReplayView:
     def user(self, turn: RecordedTurn) -> None:
         self._pace(turn.t)
         self.console.print()
-        mark = [("  (interrupted: never answered)", "yellow")] if turn.interrupted else []
+        mark = ([("  (interrupted: never answered)", "yellow")] if turn.interrupted else
+                [("  (the recording ends inside this turn)", "yellow")] if turn.cut else [])
         self.console.print(Text.assemble(("you ", "bold cyan"), (f"{visible(turn.at)}  ", "dim"),
                                          (visible(turn.text), ""), *mark))
 

@@ -19,7 +19,7 @@ from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.api_rules import validate_request
 from memgpt_lite.engine.attachments import AttachmentError, from_bytes
 from memgpt_lite.engine.model import AnthropicClient
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.engine.tokens import TokenCounter
 from memgpt_lite.lab.fake_server import FakeAnthropicServer, count_tokens
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
@@ -56,7 +56,7 @@ def webp(width: int = 9, height: int = 4) -> bytes:
 
 @pytest.fixture
 def store(tmp_path):
-    with Store(tmp_path / "a.db") as s:
+    with SQLiteStore(tmp_path / "a.db") as s:
         yield s
 
 

@@ -13,7 +13,7 @@ from memgpt_lite.engine import recording
 from memgpt_lite.engine import replay as replay_mod
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.errors import OverloadedError
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 FIXED = datetime(2026, 11, 29, 13, 45, tzinfo=timezone.utc)
@@ -21,7 +21,7 @@ FIXED = datetime(2026, 11, 29, 13, 45, tzinfo=timezone.utc)
 
 @pytest.fixture
 def store(tmp_path):
-    with Store(tmp_path / "c.db") as s:
+    with SQLiteStore(tmp_path / "c.db") as s:
         yield s
 
 

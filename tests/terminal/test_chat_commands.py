@@ -16,7 +16,7 @@ from memgpt_lite.engine import config
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.errors import OverloadedError
 from memgpt_lite.engine.records import Usage
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 from memgpt_lite.terminal import slash
 from memgpt_lite.terminal.chat import ChatSession, interactive_loop
@@ -29,7 +29,7 @@ FIXED = datetime(2026, 11, 29, 13, 45, tzinfo=timezone.utc)
 
 class Chat:
     def __init__(self, script, edits=()):
-        self.store = Store(config.db_path())
+        self.store = SQLiteStore(config.db_path())
         self.model = ScriptedModel(script)
         self.agent = Agent.open(self.store, model_client=self.model, summary_client=self.model,
                                 clock=lambda: FIXED)

@@ -15,7 +15,7 @@ import pytest
 
 from memgpt_lite.engine import config
 from memgpt_lite.engine.agent import Agent
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 from memgpt_lite.terminal import cli
 
@@ -38,7 +38,7 @@ def make_agent(name: str = "default", *, recorded: bool = False) -> None:
         text_response("Noted, Ada."),
         text_response("Hexo is a static site generator."),
     ]
-    with Store(config.db_path()) as store:
+    with SQLiteStore(config.db_path()) as store:
         agent = Agent.open(store, name, model_client=ScriptedModel(script), clock=lambda: FIXED)
         recorder = None
         if recorded:
@@ -193,9 +193,9 @@ def test_export_delete_import_round_trips_every_table(tmp_path, capsys, monkeypa
     assert cli.main(["agents", "delete", "default", "--yes"]) == 0
     assert "removed 1 recording file(s), 0 base snapshot(s), the folder" in capsys.readouterr().out
     assert not recordings[0].exists()
-    with Store(config.db_path()) as store:
+    with SQLiteStore(config.db_path()) as store:
         assert store.get_agent("default") is None
-        assert store._db.execute("SELECT count(*) FROM messages").fetchone()[0] == 0
+        assert store.db.connection.execute("SELECT count(*) FROM messages").fetchone()[0] == 0
 
     assert cli.main(["agents", "import", str(export)]) == 0
     assert snapshot("default") == before
@@ -275,7 +275,7 @@ def test_forget_changes_exactly_the_previewed_units_and_scrubs_recordings(capsys
     assert history.read_text() == "/core\nWhat is Hexo?\n"
     for line in recording.read_text().splitlines():
         json.loads(line)
-    with Store(config.db_path()) as store:
+    with SQLiteStore(config.db_path()) as store:
         row = store.get_agent("default")
         assert store.search_messages(row.id, "tulip").total == 0
         assert store.search_passages(row.id, "tulip").total == 0
@@ -327,9 +327,9 @@ def test_doctor_on_fresh_and_broken_data_dirs(capsys, monkeypatch):
 def test_doctor_repair_rebuilds_a_search_index_out_of_step(capsys, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
     make_agent()
-    with Store(config.db_path()) as store:
+    with SQLiteStore(config.db_path()) as store:
         agent_id = store.get_agent("default").id
-        store._db.execute(f"DELETE FROM fts_messages_{agent_id}_docsize WHERE id = "
+        store.db.connection.execute(f"DELETE FROM fts_messages_{agent_id}_docsize WHERE id = "
                           "(SELECT min(id) FROM messages WHERE index_text != '')")
     assert cli.main(["doctor"]) == 1
     out = capsys.readouterr().out
@@ -367,7 +367,7 @@ def test_chat_flags_hold_for_one_run_unless_saved(tmp_path):
     done = chat("--model", "claude-haiku-5-5", "--context-window", "9000", "--max-tokens", "1500",
                 "--save")
     assert done.returncode == 0, done.stderr
-    with Store(config.db_path()) as store:
+    with SQLiteStore(config.db_path()) as store:
         stored = config.own_settings(store.get_agent("flags").settings)
     assert stored == {"model": "claude-haiku-5-5", "context_window": 9000,
                       "max_output_tokens": 1500}
@@ -375,10 +375,10 @@ def test_chat_flags_hold_for_one_run_unless_saved(tmp_path):
     assert refused.returncode != 0 and "--max-tokens 2048" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
     assert chat("-m", "opus", "--thinking").returncode == 0  # 1,500 stored: allowed
-    with Store(config.db_path()) as store:  # without --save: for that run only
+    with SQLiteStore(config.db_path()) as store:  # without --save: for that run only
         assert config.own_settings(store.get_agent("flags").settings) == stored
     assert chat("--thinking", "--save").returncode == 0
-    with Store(config.db_path()) as store:
+    with SQLiteStore(config.db_path()) as store:
         assert config.own_settings(store.get_agent("flags").settings)["thinking"] is True
 
 

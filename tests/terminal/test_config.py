@@ -17,7 +17,7 @@ import pytest
 from memgpt_lite.engine import config, config_file
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.registry import SETTINGS
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.lab.fake_server import FakeAnthropicServer
 from memgpt_lite.lab.scripted import ScriptedModel, text_response
 from memgpt_lite.terminal import cli
@@ -76,7 +76,7 @@ def test_the_order_flag_env_stored_file_default(monkeypatch, capsys):
     assert cli.main(["config", "set", "model", "opus"]) == 0
     assert cli.main(["config", "set", "context_window", "20000"]) == 0
     assert cli.main(["config", "set", "max_output_tokens", "1500"]) == 0
-    with Store(config.db_path()) as store:
+    with SQLiteStore(config.db_path()) as store:
         Agent.open(store, "a", model_client=ScriptedModel([]),
                    stored=config.stored_form({})).close()
     assert cli.main(["agents", "set", "a", "context_window=18000"]) == 0
@@ -91,7 +91,7 @@ def test_the_order_flag_env_stored_file_default(monkeypatch, capsys):
                     "context_window": "18,000 stored",
                     "max_output_tokens": "1,200 env MEMGPT_LITE_MAX_TOKENS",
                     "thinking": "off default"}
-    with Store(config.db_path()) as store:
+    with SQLiteStore(config.db_path()) as store:
         row = store.get_agent("a")
         flagged, sources = config.resolve_settings(
             row.settings, {"max_output_tokens": (1100, "--max-tokens")})
@@ -102,12 +102,12 @@ def test_the_order_flag_env_stored_file_default(monkeypatch, capsys):
 
 
 def test_an_agent_from_before_keeps_its_values_and_takes_the_file_for_the_rest(capsys):
-    with Store(config.db_path()) as store:  # stored whole, as earlier versions did
+    with SQLiteStore(config.db_path()) as store:  # stored whole, as earlier versions did
         Agent.open(store, "old", model_client=ScriptedModel([]),
                    settings=config.Settings(context_window=12_000)).close()
     assert cli.main(["config", "set", "model", "haiku"]) == 0
     assert cli.main(["config", "set", "context_window", "30000"]) == 0
-    with Store(config.db_path()) as store:
+    with SQLiteStore(config.db_path()) as store:
         settings, sources = config.resolve_settings(store.get_agent("old").settings)
     assert (settings.model, sources["model"]) == ("claude-haiku-5-5", "config file")
     assert (settings.context_window, sources["context_window"]) == (12_000, "stored")

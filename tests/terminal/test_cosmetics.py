@@ -13,6 +13,7 @@ import sys
 import pytest
 from rich.console import Console
 
+from memgpt_lite.engine import config
 from memgpt_lite.engine.records import Usage
 from memgpt_lite.engine.text import changed_parts
 from memgpt_lite.terminal.render import StrippedLines, make_console, print_score_table
@@ -33,9 +34,9 @@ def test_the_status_line_breaks_between_fields_never_inside_one(width):
 
 def test_a_single_result_is_one_result():
     from memgpt_lite.engine.memory import MemoryTools
-    from memgpt_lite.engine.store import Store
+    from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 
-    with Store(":memory:") as store:
+    with SQLiteStore(config.db_path()) as store:
         agent_id = store.create_agent("a", {}, {}).id
         tools = MemoryTools(store, agent_id)
         tools.execute("archival_insert", {"content": "The zebra sleeps standing."})

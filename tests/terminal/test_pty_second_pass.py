@@ -14,7 +14,7 @@ import time
 import pytest
 
 from memgpt_lite.engine import config
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.lab.fake_server import FakeAnthropicServer, overloaded
 from memgpt_lite.lab.scripted import text_response
 
@@ -76,7 +76,7 @@ def server():
 
 
 def make_agents(*names: str) -> None:
-    with Store(config.db_path()) as store:
+    with SQLiteStore(config.db_path()) as store:
         for name in names:
             store.create_agent(name, {"_form": 2}, {"human": ("", 5000)})
 
@@ -109,7 +109,7 @@ def test_a_mistyped_agent_is_asked_about_and_nothing_is_created(server):
         assert term.finish() == 1
     finally:
         term.close()
-    with Store(config.db_path()) as store:
+    with SQLiteStore(config.db_path()) as store:
         assert store.get_agent("tr") is None
     term = Screen(server, "--no-record", "--agent", "trips", prompt=False)
     try:
@@ -123,7 +123,7 @@ def test_a_mistyped_agent_is_asked_about_and_nothing_is_created(server):
         assert term.finish() == 0
     finally:
         term.close()
-    with Store(config.db_path()) as store:
+    with SQLiteStore(config.db_path()) as store:
         assert store.get_agent("trips") is not None
 
 
@@ -145,7 +145,7 @@ def test_piped_a_new_agent_is_announced_and_a_failed_first_turn_leaves_none(serv
     failed = run(server, "chat", "--agent", "typo", "-p", "hello")  # recorded, and failing
     assert failed.returncode == 1
     assert b"agent 'typo' was not kept: no turn of it finished" in failed.stderr
-    with Store(config.db_path()) as store:
+    with SQLiteStore(config.db_path()) as store:
         names = {a.name for a in store.list_agents()}
     assert names == {"travel", "trips"}
     assert not any((config.recordings_dir()).rglob("*.jsonl")) or all(

@@ -117,9 +117,10 @@ class Agent:
         self.pager = Pager(settings, store, row.id, self.counter, self.builder, summariser)
         self.pager.restore(row.state.get("pager"))
         self.redact_secrets = True  # user text and model output, before they are stored
-        # A private key's BEGIN line came without its END line: the next messages may be
-        # the rest of it, piped line by line (see redact.redact_message).
-        self.in_key = False
+        # A secret the last message left open (a private key's BEGIN line without its END,
+        # a token cut at the end): the next messages may be the rest of it, piped line by
+        # line (see redact.redact_message). Its kind, or a false value.
+        self.in_key: str | bool | None = False
         self.lock: AgentLockLike | None = None
         # Called with the turn id once a turn is committed (e.g. background embedding);
         # they must return at once: the reply is not held up by them.

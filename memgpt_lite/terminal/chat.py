@@ -23,7 +23,7 @@ from memgpt_lite.engine.store.base import BlockChanged
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.engine.text import shorten
 from memgpt_lite.terminal import render
-from memgpt_lite.terminal.exit_codes import EXIT_USAGE, UserError
+from memgpt_lite.terminal.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE, UserError
 from memgpt_lite.terminal.user_input import (
     EditorError,
     LineReader,
@@ -83,6 +83,7 @@ class ChatSession:
         self.recorder: Any = None
         self.tally = Tally()  # this session's events, for /tokens and the goodbye line
         self.failed_turns = 0  # turns that ended with an error (the exit status says so)
+        self.interrupted_turns = 0  # turns cancelled by Ctrl-C
         self.hide_typing = hide_typing or contextlib.nullcontext
         self.recorder_factory = recorder_factory
         self.reader: LineReader | None = None
@@ -127,6 +128,7 @@ class ChatSession:
                     self.view.handle(event)
             except KeyboardInterrupt:
                 steps.close()  # the agent abandons the turn: nothing of it stays in the queue
+                self.interrupted_turns += 1
                 self.view.interrupted()
             finally:
                 # Also on any other way out (a closed stdout pipe): the turn ends now, while
@@ -400,10 +402,13 @@ def piped_loop(session: ChatSession, lines: Iterator[str]) -> int:
 
 
 def one_shot(session: ChatSession, text: str) -> int:
-    """`chat -p TEXT`: one message, its reply, and the exit status of that turn."""
+    """`chat -p TEXT`: one message, its reply, and the exit status of that turn (130 when
+    Ctrl-C cancelled it, as for any command interrupted)."""
     if not text.strip():
         raise UserError("-p needs a message (or - to read it from stdin).", EXIT_USAGE)
     session.run_turn(text)
+    if session.interrupted_turns:
+        return EXIT_INTERRUPTED
     return 1 if session.failed_turns or not session.tally.completed_turns else 0
 
 
@@ -445,7 +450,7 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
                            settings=settings)
         view = JsonView(sys.stdout) if json_out else ChatView(
             console, live=styled, markdown=styled, meta=meta, host=client.host,
-            context_of=lambda: _context_size(agent))
+            context_of=lambda: _context_size(agent), retry_hint=prompt is None)
         type_ahead = TypeAhead()
         session = ChatSession(agent, meta if json_out else console, view,
                               recorder_factory=(lambda: open_recorder(agent)) if record else None,

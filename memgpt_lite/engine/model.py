@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from memgpt_lite.engine.call_deadline import CallThread, DeadlinePassed, on_request
-from memgpt_lite.engine.config import timeout_setting
+from memgpt_lite.engine.config import ConfigError, base_url_problem, timeout_setting
 from memgpt_lite.engine.errors import (
     APIConnectionError,
     AuthError,
@@ -96,6 +96,11 @@ class AnthropicClient:
             self._args["api_key"] = PLACEHOLDER_API_KEY
         self._sdk: Any = None
         self._sdk_client: Any = None
+        if self._args["base_url"]:
+            found = base_url_problem(self._args["base_url"],
+                                     "the base URL" if base_url else "ANTHROPIC_BASE_URL")
+            if found:
+                raise ConfigError(found)
         base = self._args["base_url"] or "https://api.anthropic.com"
         self.host = urlsplit(base).netloc or base
         if not (self._args["api_key"] or env_key):

@@ -419,7 +419,7 @@ def _read_export(source: Path, *, from_stdin: bool = False) -> dict[str, Any]:
         doc = json.loads(raw.decode("utf-8", errors="replace"))
     except OSError as exc:
         raise UserError(f"Cannot read {source}: {exc.strerror or exc}.") from None
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # bad JSON, too deep, a number of 5,000 digits
         raise UserError(f"{source} is not a JSON export of an agent.") from None
     if not isinstance(doc, dict):
         raise UserError(f"{source} is not a JSON export of an agent.")

@@ -252,6 +252,9 @@ def _rebuild(store: Any, console: Console) -> None:
 def _doctor_api(report: _Report, online: bool) -> None:
     key = os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")
     base = os.environ.get("ANTHROPIC_BASE_URL")
+    if base and config.base_url_problem(base):
+        report.bad(str(config.base_url_problem(base)))
+        return  # nothing can be reached through it
     if base:
         report.ok(f"ANTHROPIC_BASE_URL is {base}")
     if key:

@@ -11,11 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from memgpt_lite.engine.api_rules import validate_request
-from memgpt_lite.engine.config import ConfigError, Settings
+from memgpt_lite.engine.config import FIELD_RULES, ConfigError, Settings
 from memgpt_lite.engine.records import Message, Turn
 from memgpt_lite.engine.shapes import is_time, problem
 from memgpt_lite.engine.text import clean_text
 
+MAX_BLOCK_LIMIT = int(FIELD_RULES["block_limit"][2])  # as for the setting that makes blocks
 BLOCK = {"type": str}
 BLOCK_FIELDS = {"text": {"text": str}, "tool_use": {"id": str, "name": str, "input": dict},
                 "tool_result": {"tool_use_id": str, "?content": (str, list)},
@@ -141,8 +142,10 @@ def blocks_problem(blocks: Any, where: str = "blocks") -> str | None:
     if found:
         return found
     for i, b in enumerate(blocks):
-        if not b["label"].strip() or b["limit"] < 1 or len(b["value"]) > b["limit"]:
-            return f"{where}[{i}] needs a label, a positive limit and a value within it"
+        if not b["label"].strip() or not 1 <= b["limit"] <= MAX_BLOCK_LIMIT \
+                or len(b["value"]) > b["limit"]:
+            return (f"{where}[{i}] needs a label, a limit of 1 to {MAX_BLOCK_LIMIT:,} "
+                    f"characters and a value within it")
         if b.get("scope", "agent") not in SCOPES:
             return f"{where}[{i}].scope must be 'agent' or 'user'"
     return None

@@ -323,7 +323,7 @@ class ChatSession:
         render.print_agents(self.console, self.agent.store)
 
     def cmd_forget(self, rest: str) -> None:
-        from memgpt_lite.terminal.forget_commands import forget_matcher
+        from memgpt_lite.terminal.forget_commands import forget_matcher, planned
 
         flags, query = set(), rest.strip()
         while query.partition(" ")[0] in ("--any", "--regex", "--dry-run"):
@@ -333,14 +333,14 @@ class ChatSession:
         if not query:
             self.console.print("usage: /forget [--any|--regex] [--dry-run] QUERY", markup=False)
             return
+        store = self.agent.store
         try:
             matcher = forget_matcher(query, any_word="--any" in flags,
                                      regex="--regex" in flags)
+            plan = planned(store, store.get_agent_by_id(self.agent.id), matcher)
         except UserError as exc:
             self.console.print(render.shown(str(exc)))
             return
-        store = self.agent.store
-        plan = privacy.plan_forget(store, store.get_agent_by_id(self.agent.id), matcher)
         render.print_forget_plan(self.console, plan, full="--dry-run" in flags)
         if plan.empty or "--dry-run" in flags:
             return

@@ -445,7 +445,9 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
     client = AnthropicClient(timeout=config.timeout_setting(timeout))
     with open_store() as store:
         settings = chat_settings(store, agent_name, model, context_window, thinking,
-                                 max_tokens=max_tokens)
+                                 max_tokens=max_tokens, count=client.count_tokens,
+                                 warn=lambda line: meta.print(render.shown(f"warning: {line}",
+                                                                           "yellow")))
         agent = Agent.open(store, agent_name, model_client=client, summary_client=client,
                            settings=settings)
         view = JsonView(sys.stdout) if json_out else ChatView(
@@ -538,11 +540,16 @@ def _converse(session: ChatSession, typed: bool, type_ahead: TypeAhead) -> int:
 
 
 def chat_settings(store: Any, name: str, model: str | None, context_window: str | None,
-                  thinking: bool | None, *, max_tokens: str | None = None) -> Any:
+                  thinking: bool | None, *, max_tokens: str | None = None,
+                  count: Callable[[Any], int] | None = None,
+                  warn: Callable[[str], None] | None = None) -> Any:
     """Stored settings of the agent (or defaults), then env vars, then flags. Each value is
     checked where it entered (ConfigError naming the flag or variable), and together they
-    must leave room for the system prompt, tools, core memory and one turn."""
-    from memgpt_lite.engine.agent import request_floor
+    must leave room for the system prompt, tools, core memory and one turn, measured as
+    every check of the window measures it (`agent.window_floor`; `count`: the API's
+    count_tokens). A window stored earlier that no longer leaves that room (core memory
+    grew) is not refused, since it was accepted: `warn` says so once and the chat goes on."""
+    from memgpt_lite.engine.agent import window_floor
     from memgpt_lite.engine.memory import default_blocks
 
     row = store.get_agent(name)
@@ -567,8 +574,13 @@ def chat_settings(store: Any, name: str, model: str | None, context_window: str 
     blocks = (store.get_blocks(row.id) if row is not None else
               [Block(label, value, limit) for label, (value, limit)
                in default_blocks(settings.block_limit).items()])
-    floor = request_floor(settings, blocks, row.state.get("counter") if row else None)
-    config.check_room(settings, floor, named)
+    floor = window_floor(settings, blocks, row.state.get("counter") if row else None, count)
+    try:
+        config.check_room(settings, floor, named)
+    except config.ConfigError as exc:
+        if row is None or warn is None or {"context_window", "max_output_tokens"} & set(named):
+            raise
+        warn(f"{exc} The chat goes on, every request over its budget.")
     return settings
 
 

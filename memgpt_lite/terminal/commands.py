@@ -106,11 +106,43 @@ def cmd_agents_set(args: argparse.Namespace) -> int:
         if settings.thinking and settings.max_output_tokens <= settings.thinking_budget:
             raise UserError(f"thinking=on needs max_output_tokens above "
                             f"{settings.thinking_budget:,}.", EXIT_USAGE)
+        check_window(settings, store.get_blocks(row.id), row.state.get("counter"),
+                     {k: k for k in changes})
         store.update_settings(row.id, settings.to_dict())
     shown = ", ".join(f"{k}={v}" for k, v in changes.items())
     print(render.visible(f"Agent {args.name!r}: {shown}."))
     _warn_unknown_models(changes)
     return EXIT_OK
+
+
+def check_window(settings: Any, blocks: list[Any], counter_state: Any,
+                 named: dict[str, str]) -> None:
+    """UserError unless the window holds the fixed part of a request and one turn, measured
+    as the chat measures it at its start (exactly, with the API's free count_tokens, when a
+    key or server is set), so that no window is stored that the next chat refuses."""
+    from memgpt_lite.engine.agent import window_floor
+    from memgpt_lite.engine.config import ConfigError, check_room
+
+    try:
+        check_room(settings, window_floor(settings, blocks, counter_state, _token_count()),
+                   named)
+    except ConfigError as exc:
+        raise UserError(str(exc), EXIT_USAGE) from None
+
+
+def _token_count() -> Any:
+    """The API's count_tokens when a key or a server is set (else None: the estimate)."""
+    from memgpt_lite.engine.config import ConfigError
+    from memgpt_lite.engine.errors import ModelError
+    from memgpt_lite.engine.model import AnthropicClient
+
+    if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")
+            or os.environ.get("ANTHROPIC_BASE_URL")):
+        return None
+    try:
+        return AnthropicClient(max_retries=0, timeout=15.0).count_tokens
+    except (ConfigError, ModelError):
+        return None  # a bad key or URL is the chat's to report; the estimate stands
 
 
 def _warn_unknown_models(changes: dict[str, Any]) -> None:
@@ -396,6 +428,7 @@ def cmd_agents_import(args: argparse.Namespace) -> int:
         except UserError as exc:
             hint = "" if args.name else " Import it with --name NEW."
             raise UserError(str(exc) + hint, EXIT_USAGE) from None
+    _check_imported_window(doc)
     with _open_store() as store:
         if name and store.get_agent(name) is not None:
             raise UserError(f"An agent named {name!r} already exists; "
@@ -410,6 +443,25 @@ def cmd_agents_import(args: argparse.Namespace) -> int:
             f", shared with {', '.join(others)} (this data dir's value is kept; the exported "
             "one is in the block's history)." if others else ".")))
     return EXIT_OK
+
+
+def _check_imported_window(doc: dict[str, Any]) -> None:
+    """An imported agent's window must hold one turn, as for one set by hand. (A malformed
+    export is left to the import's own checks, which name the bad field.)"""
+    from memgpt_lite.engine.config import ConfigError, Settings
+    from memgpt_lite.engine.records import Block
+    from memgpt_lite.engine.store import checks
+
+    meta, blocks = doc.get("agent"), doc.get("blocks")
+    if not isinstance(meta, dict) or checks.blocks_problem(blocks):
+        return
+    try:
+        settings = Settings.from_dict(meta.get("settings"))
+    except ConfigError:
+        return
+    state = meta.get("state") if isinstance(meta.get("state"), dict) else {}
+    check_window(settings, [Block(b["label"], b["value"], b["limit"]) for b in blocks],
+                 state.get("counter"), {"context_window": "the export's context_window"})
 
 
 def _read_export(source: Path, *, from_stdin: bool = False) -> dict[str, Any]:

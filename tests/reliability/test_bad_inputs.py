@@ -141,3 +141,58 @@ def test_a_price_table_nested_too_deeply_is_refused(tmp_path, capsys, monkeypatc
     path = write(tmp_path, "prices.json", "[" * 100_000 + "]" * 100_000)
     monkeypatch.setenv("MEMGPT_LITE_PRICES", str(path))
     assert "is nested too deeply" in one_sentence(capsys, ["models"], 2)
+
+
+# --------------------------------------------------------------------------- engine-owned fields
+
+
+def chatted_export() -> dict:
+    from memgpt_lite.engine.agent import Agent
+
+    with Store(config.db_path()) as store:
+        agent = Agent.open(store, "src", model_client=ScriptedModel(
+            [text_response(f"reply {i}") for i in range(3)]))
+        for i in range(3):
+            assert list(agent.step(f"message {i}"))[-1].completed
+        agent.close()
+        return transfer.export_agent(store, "src")
+
+
+def test_an_import_drops_the_cache_breakpoints_the_engine_sets_itself(tmp_path, capsys):
+    """Queue messages carrying cache_control passed validation, then every request was a
+    400 (more than four breakpoints with the engine's own), and /pop or /retry could not
+    help. The import drops them: the imported agent's next request is valid."""
+    from memgpt_lite.engine.agent import Agent
+    from memgpt_lite.lab.fake_server import FakeAnthropicServer
+
+    doc = chatted_export()
+    for m in doc["messages"]:
+        for block in m["content"]:
+            block["cache_control"] = {"type": "ephemeral"}
+    path = write(tmp_path, "cached.json", json.dumps(doc))
+    assert cli.main(["agents", "import", str(path), "--name", "cached"]) == 0
+    with Store(config.db_path()) as store, FakeAnthropicServer() as server:
+        row = store.get_agent("cached")
+        assert "cache_control" not in json.dumps([m.content for m in store.all_messages(row.id)])
+        client = AnthropicClient(base_url=server.base_url, api_key="test", max_retries=0)
+        agent = Agent.open(store, "cached", model_client=client)
+        assert list(agent.step("still there?"))[-1].completed
+        agent.close()
+
+
+def test_doctor_finds_an_agent_whose_next_request_the_api_refuses(capsys, monkeypatch):
+    from memgpt_lite.engine.records import Message
+
+    chatted_export()
+    with Store(config.db_path()) as store:
+        row = store.get_agent("src")
+        late = store.max_turn_id(row.id) + 1
+        marked = {"type": "ephemeral"}
+        store.add_messages(row.id, [m for i in range(3) for m in (
+            Message("user", [{"type": "text", "text": f"q{i}", "cache_control": marked}],
+                    late + i, in_context=True),
+            Message("assistant", [{"type": "text", "text": f"a{i}"}], late + i,
+                    in_context=True))])
+    assert cli.main(["doctor", "--offline"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL  database: agent 'src':" in out and "cache_control" in out

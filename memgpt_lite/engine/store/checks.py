@@ -164,6 +164,45 @@ def versions_problem(rows: Any, where: str) -> str | None:
     return None
 
 
+# Fields of a content block that the engine sets on every request it builds (the cache
+# breakpoints): one stored in a message would add to the engine's own, and the API refuses
+# more than four. An import drops them; doctor finds an agent that holds them.
+ENGINE_OWNED = ("cache_control",)
+
+
+def without_engine_fields(blocks: Any) -> Any:
+    """Content blocks (and the blocks inside tool results) without ENGINE_OWNED fields."""
+    if not isinstance(blocks, list):
+        return blocks
+    out = []
+    for block in blocks:
+        if isinstance(block, dict):
+            block = {k: v for k, v in block.items() if k not in ENGINE_OWNED}
+            if isinstance(block.get("content"), list):
+                block["content"] = without_engine_fields(block["content"])
+        out.append(block)
+    return out
+
+
+def engine_fields_in(messages: list[Message]) -> int:
+    """How many blocks of `messages` carry a field the engine owns."""
+    def count(blocks: Any) -> int:
+        if not isinstance(blocks, list):
+            return 0
+        return sum(isinstance(b, dict) and (any(k in b for k in ENGINE_OWNED)
+                                            + count(b.get("content"))) for b in blocks)
+    return sum(count(m.content) + count(m.context_content) for m in messages)
+
+
+def next_request_problem(queue: list[Message]) -> str | None:
+    """Why the API would refuse the next request of an agent with this queue (doctor)."""
+    owned = engine_fields_in(queue)
+    if owned:
+        return (f"{owned} message block(s) in its queue carry cache_control, which the engine "
+                f"sets itself: the API refuses every request with more than four")
+    return queue_problem(queue)
+
+
 def queue_problem(messages: list[Message]) -> str | None:
     """Why the queue (the messages in context) could not be sent to the API as history
     before a new user message, or None."""

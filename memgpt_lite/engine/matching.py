@@ -140,6 +140,19 @@ class Matcher:
             left = left[:-1]
         return left, [line.rstrip("\n") for line in removed]
 
+    def drop_sentences(self, text: str) -> tuple[str, list[str]]:
+        """`text` without the sentences a match touches (a line break also ends one): for
+        prose such as the running summary, written as one paragraph, where a line would be
+        the whole of it. Returns (what is left, the sentences removed)."""
+        spans = self.spans(text)
+        if not spans:
+            return text, []
+        kept, removed = [], []
+        for start, end in _sentences(text):
+            touched = any(a < end and start < b for a, b in spans)
+            (removed if touched else kept).append(text[start:end])
+        return "".join(kept).rstrip(), [" ".join(part.split()) for part in removed]
+
     def excerpt(self, text: str, width: int = 100) -> str:
         """One line of `text` around its first match (for previews)."""
         spans = self.spans(text)
@@ -176,6 +189,21 @@ def _time_limit(seconds: float) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+# A sentence ends at . ! ? before a space or the end, at 。！？ (no space follows them), or
+# at a line break; its trailing spaces go with it.
+_SENTENCE_END = re.compile(r"[.!?]+(?=\s|$)\s*|[。！？]+\s*|\n\s*")
+
+
+def _sentences(text: str) -> Iterator[tuple[int, int]]:
+    start = 0
+    for end in _SENTENCE_END.finditer(text):
+        if end.end() > start:
+            yield start, end.end()
+            start = end.end()
+    if start < len(text):
+        yield start, len(text)
 
 
 def _lines(text: str) -> Iterator[tuple[int, str]]:

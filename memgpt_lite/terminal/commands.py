@@ -41,6 +41,7 @@ DEMO_RESOURCE = "demo.jsonl"
 def cmd_core(args: argparse.Namespace) -> int:
     with _open_store() as store:
         row = _require_agent(store, args.agent)
+        _settle(store, row)
         render.print_core_blocks(render.make_console(), store.get_blocks(row.id),
                                  store.shared_block_agents)
     return EXIT_OK
@@ -55,6 +56,7 @@ def cmd_agents_list(args: argparse.Namespace) -> int:
 def cmd_agents_show(args: argparse.Namespace) -> int:
     with _open_store() as store:
         row = _require_agent(store, args.name)
+        _settle(store, row)
         render.print_agent(render.make_console(), store, row, setting_sources(row.settings))
     return EXIT_OK
 
@@ -369,7 +371,12 @@ def cmd_agents_export(args: argparse.Namespace) -> int:
     where = args.output or args.file or "-"
     to_stdout, target = where == "-", Path(where).expanduser()
     with _open_store() as store:
-        _require_agent(store, args.name)
+        row = _require_agent(store, args.name)
+        if not _settle(store, row):
+            raise UserError(f"Agent {row.name!r} is in the middle of a turn (another memgpt-lite "
+                            f"process has it, or this data dir cannot be written to undo a "
+                            f"turn cut off); export it when the turn has ended: an export "
+                            f"never holds a turn's unfinished effects.")
         doc = transfer.export_agent(store, args.name)
     # No sort_keys: stored content keeps its key order, so an import is byte-identical.
     text = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
@@ -484,6 +491,26 @@ def _open_store() -> Any:
     from memgpt_lite.engine.store import open_store
 
     return open_store()
+
+
+def _settle(store: Any, row: Any) -> bool:
+    """Whether the agent reads as its next open leaves it. A turn cut off (kill -9 inside a
+    turn) has its effects in the store until it is undone, which the next open does; a
+    reader undoes it first, when no other process holds the agent (a chat there is in the
+    middle of that turn: its effects are real until it ends). False when a turn is still
+    unfinished."""
+    from memgpt_lite.engine.locking import AgentBusyError
+    from memgpt_lite.engine.store import StoreError
+
+    if not store.unfinished_turns(row.id):
+        return True
+    try:
+        with store.agent_lock(row.name).acquire(wait=0):
+            for turn in store.unfinished_turns(row.id):
+                store.undo_turn(row.id, turn)
+    except (AgentBusyError, StoreError):  # busy; or the undo cannot be written here
+        return False
+    return True
 
 
 def _agent_lock(store: Any, name: str) -> Any:

@@ -161,6 +161,10 @@ class SQLiteStore(BlocksMixin, RecallMixin, ArchiveMixin, TurnsMixin, VectorMixi
         self._open_turns: dict[int, int] = {}
         self._watches: dict[int, AgentWatch] = {}  # see BlocksMixin.watch
         _prepare_file(self.path)
+        self.read_only = self.path.exists() and not os.access(self.path.parent, os.W_OK)
+        if self.read_only:
+            self._open_read_only()
+            return
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
                                        factory=_Connection)
@@ -186,6 +190,37 @@ class SQLiteStore(BlocksMixin, RecallMixin, ArchiveMixin, TurnsMixin, VectorMixi
         except sqlite3.Error as exc:
             self._db.close()
             raise sqlite_error(self.path, exc) from None
+
+    def _open_read_only(self) -> None:
+        """A database in a folder that cannot be written (a read-only mount, a backup):
+        opened for reading, so listing, showing and exporting its agents work. SQLite's
+        write-ahead log needs files beside the database; without them (`immutable`) it reads
+        the database file alone, which nothing can be writing on a read-only medium. Every
+        write is refused in one sentence (see sqlite_error); migrations never run."""
+        uri = self.path.resolve().as_uri()
+        for flags in ("?mode=ro", "?mode=ro&immutable=1"):
+            try:
+                self._db = sqlite3.connect(uri + flags, uri=True, isolation_level=None,
+                                           check_same_thread=False, factory=_Connection)
+                self._db.path = self.path
+                self._db.row_factory = sqlite3.Row
+                self._check_schema()
+                if self._pending_migrations():
+                    raise StoreError(f"The data dir {self.path.parent} is read-only and its "
+                                     f"database is from an older memgpt-lite, which must "
+                                     f"upgrade it first; make it writable once.")
+                return
+            except sqlite3.Error as exc:
+                self._db.close()
+                error = exc
+        raise sqlite_error(self.path, error) from None
+
+    def _pending_migrations(self) -> bool:
+        try:
+            done = {r[0] for r in self._db.execute("SELECT name FROM schema_migrations")}
+        except sqlite3.OperationalError:
+            return True
+        return any(name not in done for name, _ in MIGRATIONS)
 
     def _enable_wal(self) -> None:
         """Switch a new file to WAL. Two processes creating the same file can both be

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.text import Text
 
-from memgpt_lite.terminal import render
+from memgpt_lite.terminal import agent_checks, render
 from memgpt_lite.terminal.exit_codes import EXIT_ERROR, EXIT_OK, EXIT_USAGE, UserError
 from memgpt_lite.terminal.user_input import confirmed
 
@@ -41,7 +41,7 @@ DEMO_RESOURCE = "demo.jsonl"
 def cmd_core(args: argparse.Namespace) -> int:
     with _open_store() as store:
         row = _require_agent(store, args.agent)
-        _settle(store, row)
+        agent_checks.settle(store, row)
         render.print_core_blocks(render.make_console(), store.get_blocks(row.id),
                                  store.shared_block_agents)
     return EXIT_OK
@@ -56,7 +56,7 @@ def cmd_agents_list(args: argparse.Namespace) -> int:
 def cmd_agents_show(args: argparse.Namespace) -> int:
     with _open_store() as store:
         row = _require_agent(store, args.name)
-        _settle(store, row)
+        agent_checks.settle(store, row)
         render.print_agent(render.make_console(), store, row, setting_sources(row.settings))
     return EXIT_OK
 
@@ -108,43 +108,13 @@ def cmd_agents_set(args: argparse.Namespace) -> int:
         if settings.thinking and settings.max_output_tokens <= settings.thinking_budget:
             raise UserError(f"thinking=on needs max_output_tokens above "
                             f"{settings.thinking_budget:,}.", EXIT_USAGE)
-        check_window(settings, store.get_blocks(row.id), row.state.get("counter"),
+        agent_checks.check_window(settings, store.get_blocks(row.id), row.state.get("counter"),
                      {k: k for k in changes})
         store.update_settings(row.id, settings.to_dict())
     shown = ", ".join(f"{k}={v}" for k, v in changes.items())
     print(render.visible(f"Agent {args.name!r}: {shown}."))
     _warn_unknown_models(changes)
     return EXIT_OK
-
-
-def check_window(settings: Any, blocks: list[Any], counter_state: Any,
-                 named: dict[str, str]) -> None:
-    """UserError unless the window holds the fixed part of a request and one turn, measured
-    as the chat measures it at its start (exactly, with the API's free count_tokens, when a
-    key or server is set), so that no window is stored that the next chat refuses."""
-    from memgpt_lite.engine.agent import window_floor
-    from memgpt_lite.engine.config import ConfigError, check_room
-
-    try:
-        check_room(settings, window_floor(settings, blocks, counter_state, _token_count()),
-                   named)
-    except ConfigError as exc:
-        raise UserError(str(exc), EXIT_USAGE) from None
-
-
-def _token_count() -> Any:
-    """The API's count_tokens when a key or a server is set (else None: the estimate)."""
-    from memgpt_lite.engine.config import ConfigError
-    from memgpt_lite.engine.errors import ModelError
-    from memgpt_lite.engine.model import AnthropicClient
-
-    if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")
-            or os.environ.get("ANTHROPIC_BASE_URL")):
-        return None
-    try:
-        return AnthropicClient(max_retries=0, timeout=15.0).count_tokens
-    except (ConfigError, ModelError):
-        return None  # a bad key or URL is the chat's to report; the estimate stands
 
 
 def _warn_unknown_models(changes: dict[str, Any]) -> None:
@@ -372,11 +342,7 @@ def cmd_agents_export(args: argparse.Namespace) -> int:
     to_stdout, target = where == "-", Path(where).expanduser()
     with _open_store() as store:
         row = _require_agent(store, args.name)
-        if not _settle(store, row):
-            raise UserError(f"Agent {row.name!r} is in the middle of a turn (another memgpt-lite "
-                            f"process has it, or this data dir cannot be written to undo a "
-                            f"turn cut off); export it when the turn has ended: an export "
-                            f"never holds a turn's unfinished effects.")
+        agent_checks.settle(store, row, for_export=True)
         doc = transfer.export_agent(store, args.name)
     # No sort_keys: stored content keeps its key order, so an import is byte-identical.
     text = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
@@ -435,7 +401,7 @@ def cmd_agents_import(args: argparse.Namespace) -> int:
         except UserError as exc:
             hint = "" if args.name else " Import it with --name NEW."
             raise UserError(str(exc) + hint, EXIT_USAGE) from None
-    _check_imported_window(doc)
+    agent_checks.check_imported_window(doc)
     with _open_store() as store:
         if name and store.get_agent(name) is not None:
             raise UserError(f"An agent named {name!r} already exists; "
@@ -450,25 +416,6 @@ def cmd_agents_import(args: argparse.Namespace) -> int:
             f", shared with {', '.join(others)} (this data dir's value is kept; the exported "
             "one is in the block's history)." if others else ".")))
     return EXIT_OK
-
-
-def _check_imported_window(doc: dict[str, Any]) -> None:
-    """An imported agent's window must hold one turn, as for one set by hand. (A malformed
-    export is left to the import's own checks, which name the bad field.)"""
-    from memgpt_lite.engine.config import ConfigError, Settings
-    from memgpt_lite.engine.records import Block
-    from memgpt_lite.engine.store import checks
-
-    meta, blocks = doc.get("agent"), doc.get("blocks")
-    if not isinstance(meta, dict) or checks.blocks_problem(blocks):
-        return
-    try:
-        settings = Settings.from_dict(meta.get("settings"))
-    except ConfigError:
-        return
-    state = meta.get("state") if isinstance(meta.get("state"), dict) else {}
-    check_window(settings, [Block(b["label"], b["value"], b["limit"]) for b in blocks],
-                 state.get("counter"), {"context_window": "the export's context_window"})
 
 
 def _read_export(source: Path, *, from_stdin: bool = False) -> dict[str, Any]:
@@ -491,26 +438,6 @@ def _open_store() -> Any:
     from memgpt_lite.engine.store import open_store
 
     return open_store()
-
-
-def _settle(store: Any, row: Any) -> bool:
-    """Whether the agent reads as its next open leaves it. A turn cut off (kill -9 inside a
-    turn) has its effects in the store until it is undone, which the next open does; a
-    reader undoes it first, when no other process holds the agent (a chat there is in the
-    middle of that turn: its effects are real until it ends). False when a turn is still
-    unfinished."""
-    from memgpt_lite.engine.locking import AgentBusyError
-    from memgpt_lite.engine.store import StoreError
-
-    if not store.unfinished_turns(row.id):
-        return True
-    try:
-        with store.agent_lock(row.name).acquire(wait=0):
-            for turn in store.unfinished_turns(row.id):
-                store.undo_turn(row.id, turn)
-    except (AgentBusyError, StoreError):  # busy; or the undo cannot be written here
-        return False
-    return True
 
 
 def _agent_lock(store: Any, name: str) -> Any:

@@ -76,7 +76,8 @@ def test_the_timeout_setting_is_checked_where_it_enters(monkeypatch):
 
 def chat(server: FakeAnthropicServer, *flags: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "memgpt_lite", "chat", "--no-record", *flags],
-                          input="hello\nsecond\n", capture_output=True, text=True, timeout=60,
+                          input="hello\nsecond\nthird\nlast\n", capture_output=True, text=True,
+                          timeout=90,
                           env=child_env(ANTHROPIC_BASE_URL=server.base_url,
                                         ANTHROPIC_API_KEY="test", **env))
 
@@ -93,9 +94,15 @@ def test_a_piped_chat_gives_up_in_one_line_and_goes_on(how):
     assert done.returncode == 1, done.stderr  # one turn failed: the exit status says so
     assert "Traceback" not in done.stdout + done.stderr
     gave_up = [line for line in done.stderr.splitlines() if "Gave up waiting for" in line]
-    assert len(gave_up) == 1 and f"127.0.0.1:{server.port}" in gave_up[0]
-    assert "Fake reply to: second" in done.stdout
-    assert took < 30
+    assert all(f"127.0.0.1:{server.port}" in line for line in gave_up)
+    # The deadline ends a turn before the SDK's last retry when the back-off leaves it no
+    # room, so the three hangs take one turn or more; each failed turn says so in one line,
+    # and the chat goes on: the last message is answered.
+    replies = [t for t in ("hello", "second", "third", "last")
+               if f"Fake reply to: {t}" in done.stdout]
+    assert 1 <= len(gave_up) <= 3 and len(gave_up) + len(replies) == 4
+    assert "last" in replies
+    assert took < 45
 
 
 @pytest.mark.slow

@@ -59,6 +59,7 @@ from memgpt_lite.engine.records import (
     Block,
     ContentBlock,
     Message,
+    ModelRequest,
     ModelResponse,
     PoppedTurns,
     ToolCall,
@@ -131,9 +132,10 @@ class Agent:
         self.pager = Pager(settings, store, row.id, self.counter, self.builder, summariser)
         self.pager.restore(row.state.get("pager"))
         self.redact_secrets = True  # user text and model output, before they are stored
-        # A private key's BEGIN line came without its END line: the next messages may be
-        # the rest of it, piped line by line (see redact.redact_message).
-        self.in_key = False
+        # A secret the last message left open (a private key's BEGIN line without its END,
+        # a token cut at the end): the next messages may be the rest of it, piped line by
+        # line (see redact.redact_message). Its kind, or a false value.
+        self.in_key: str | bool | None = False
         self.lock: AgentLockLike | None = None
         # Called with the turn id once a turn is committed (e.g. background embedding);
         # they must return at once: the reply is not held up by them.
@@ -506,15 +508,41 @@ def tool_schemas() -> list[dict]:
     return memory_tool_schemas() + [EVICT_TURNS_SCHEMA]
 
 
-def request_floor(settings: Settings, blocks: list[Block], counter_state: object = None) -> int:
+def request_floor(settings: Settings, blocks: list[Block], counter_state: object = None,
+                  count: Callable[[ModelRequest], int] | None = None) -> int:
     """The tokens a turn needs at the least: the real request built with an empty queue and
     no summary (tools, system prompt, these core memory blocks) plus one short turn, as
-    the agent's counter (from its stored state; else the cautious default) estimates it."""
+    the agent's counter (from its stored state; else the cautious default) estimates it,
+    or as `count` (the API's count_tokens) counts it exactly."""
     counter = TokenCounter.from_state(counter_state)
     current = [Message("user", [{"type": "text", "text": "Hello."}], 1)]
     inputs = ContextInputs("", [], current, render_core_memory(blocks))
     built = ContextBuilder(settings, tool_schemas(), counter).build(inputs)
-    return built.estimated_tokens + ONE_TURN_TOKENS
+    measured = built.estimated_tokens if count is None else count(built.request)
+    return measured + ONE_TURN_TOKENS
+
+
+# Below this many times the estimated minimum, a window is measured exactly (one free
+# count_tokens call): a server may count a third more than the estimate, and far above the
+# minimum the estimate's error cannot matter (so a chat's start waits for no call).
+EXACT_BELOW = 1.5
+
+
+def window_floor(settings: Settings, blocks: list[Block], counter_state: object = None,
+                 count: Callable[[ModelRequest], int] | None = None) -> int:
+    """`request_floor` as every check of a context window uses it (a chat's flags, the
+    environment, the stored value, `agents set`, an import): measured by `count` when one
+    is at hand and the window is near the minimum, else the calibrated estimate. A server
+    that cannot be asked leaves the estimate."""
+    floor = request_floor(settings, blocks, counter_state)
+    near = settings.context_window < EXACT_BELOW * (
+        floor + settings.max_output_tokens + settings.safety_margin)
+    if count is None or not near:
+        return floor
+    try:
+        return request_floor(settings, blocks, counter_state, count)
+    except ModelError:
+        return floor
 
 
 @dataclass

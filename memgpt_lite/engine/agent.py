@@ -50,16 +50,14 @@ from memgpt_lite.engine.memory import (
     MemoryTools,
     ToolOutcome,
     default_blocks,
-    memory_tool_schemas,
     render_core_memory,
 )
 from memgpt_lite.engine.model import ModelClient
-from memgpt_lite.engine.paging import EVICT_TURNS_SCHEMA, Pager
+from memgpt_lite.engine.paging import Pager
 from memgpt_lite.engine.records import (
     Block,
     ContentBlock,
     Message,
-    ModelRequest,
     ModelResponse,
     PoppedTurns,
     ToolCall,
@@ -76,9 +74,9 @@ from memgpt_lite.engine.text import clean_text, clean_value
 from memgpt_lite.engine.tokens import TokenCounter, cost_usd
 from memgpt_lite.engine.turn_clock import ClockObserver, TurnClock
 from memgpt_lite.engine.turns import first_words, group_turns
+from memgpt_lite.engine.window import tool_schemas, window_for
 
 REPEAT_LIMIT = 3  # identical tool calls in a row before the chain is stopped
-ONE_TURN_TOKENS = 500  # the least room a turn needs on top of the fixed part of a request
 
 
 def utc_now() -> datetime:
@@ -117,7 +115,7 @@ class Agent:
                  summary_client: ModelClient | None, clock: Callable[[], datetime], created: bool):
         self.store, self.row = store, row
         self.settings = settings = replace(settings)  # its own copy: a learned window changes it
-        self.provider_window = _window_for(row.state.get("provider_window"), settings.model)
+        self.provider_window = window_for(row.state.get("provider_window"), settings.model)
         if self.provider_window is not None:
             settings.context_window = min(settings.context_window, self.provider_window)
         self.id, self.name, self.created = row.id, row.name, created
@@ -503,48 +501,6 @@ class Agent:
         return self.store.set_block(self.id, label, value, source="user", expected=expected)
 
 
-def tool_schemas() -> list[dict]:
-    """The tools every request defines: the memory tools and evict_turns."""
-    return memory_tool_schemas() + [EVICT_TURNS_SCHEMA]
-
-
-def request_floor(settings: Settings, blocks: list[Block], counter_state: object = None,
-                  count: Callable[[ModelRequest], int] | None = None) -> int:
-    """The tokens a turn needs at the least: the real request built with an empty queue and
-    no summary (tools, system prompt, these core memory blocks) plus one short turn, as
-    the agent's counter (from its stored state; else the cautious default) estimates it,
-    or as `count` (the API's count_tokens) counts it exactly."""
-    counter = TokenCounter.from_state(counter_state)
-    current = [Message("user", [{"type": "text", "text": "Hello."}], 1)]
-    inputs = ContextInputs("", [], current, render_core_memory(blocks))
-    built = ContextBuilder(settings, tool_schemas(), counter).build(inputs)
-    measured = built.estimated_tokens if count is None else count(built.request)
-    return measured + ONE_TURN_TOKENS
-
-
-# Below this many times the estimated minimum, a window is measured exactly (one free
-# count_tokens call): a server may count a third more than the estimate, and far above the
-# minimum the estimate's error cannot matter (so a chat's start waits for no call).
-EXACT_BELOW = 1.5
-
-
-def window_floor(settings: Settings, blocks: list[Block], counter_state: object = None,
-                 count: Callable[[ModelRequest], int] | None = None) -> int:
-    """`request_floor` as every check of a context window uses it (a chat's flags, the
-    environment, the stored value, `agents set`, an import): measured by `count` when one
-    is at hand and the window is near the minimum, else the calibrated estimate. A server
-    that cannot be asked leaves the estimate."""
-    floor = request_floor(settings, blocks, counter_state)
-    near = settings.context_window < EXACT_BELOW * (
-        floor + settings.max_output_tokens + settings.safety_margin)
-    if count is None or not near:
-        return floor
-    try:
-        return request_floor(settings, blocks, counter_state, count)
-    except ModelError:
-        return floor
-
-
 @dataclass
 class _TurnRun:
     turn_id: int
@@ -582,15 +538,6 @@ def _valid_content(content: list[ContentBlock], stop: str | None) -> list[Conten
 
 def _text_of(message: Message) -> str:
     return "".join(b.get("text", "") for b in message.content if b.get("type") == "text")
-
-
-def _window_for(state: object, model: str) -> int | None:
-    """The window a provider taught the agent for `model` (see Agent._learn_window)."""
-    if isinstance(state, dict) and state.get("model") == model:
-        tokens = state.get("tokens")
-        if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0:
-            return tokens
-    return None
 
 
 def _writable(value: object) -> bool:

@@ -134,7 +134,7 @@ def setting_names(name: str) -> str:
 def check_room(settings: Settings, floor: int, named: dict[str, str]) -> None:
     """ConfigError when max output tokens are more than the model writes, or the context
     window cannot hold `floor` tokens (the fixed part of a request and one turn, see
-    `agent.request_floor`) plus max output tokens and the safety margin. The sentence names
+    `window.request_floor`) plus max output tokens and the safety margin. The sentence names
     the setting as the user gave it (`named`: setting → flag or variable)."""
     out = named.get("max_output_tokens", "max_output_tokens")
     limit = max_output_limit(settings.model)

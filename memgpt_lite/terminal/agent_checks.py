@@ -15,7 +15,7 @@ def check_window(settings: Any, blocks: list[Any], counter_state: Any,
     """UserError unless the window holds the fixed part of a request and one turn, measured
     as the chat measures it at its start (exactly, with the API's free count_tokens, when a
     key or server is set), so that no window is stored that the next chat refuses."""
-    from memgpt_lite.engine.agent import window_floor
+    from memgpt_lite.engine.window import window_floor
     from memgpt_lite.engine.config import ConfigError, check_room
 
     try:

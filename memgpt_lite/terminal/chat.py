@@ -546,10 +546,10 @@ def chat_settings(store: Any, name: str, model: str | None, context_window: str 
     """Stored settings of the agent (or defaults), then env vars, then flags. Each value is
     checked where it entered (ConfigError naming the flag or variable), and together they
     must leave room for the system prompt, tools, core memory and one turn, measured as
-    every check of the window measures it (`agent.window_floor`; `count`: the API's
+    every check of the window measures it (`window.window_floor`; `count`: the API's
     count_tokens). A window stored earlier that no longer leaves that room (core memory
     grew) is not refused, since it was accepted: `warn` says so once and the chat goes on."""
-    from memgpt_lite.engine.agent import window_floor
+    from memgpt_lite.engine.window import window_floor
     from memgpt_lite.engine.memory import default_blocks
 
     row = store.get_agent(name)

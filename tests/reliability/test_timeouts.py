@@ -100,7 +100,7 @@ def test_a_piped_chat_gives_up_in_one_line_and_goes_on(how):
     # and the chat goes on: the last message is answered.
     replies = [t for t in ("hello", "second", "third", "last")
                if f"Fake reply to: {t}" in done.stdout]
-    assert 1 <= len(gave_up) <= 3 and len(gave_up) + len(replies) == 4
+    assert 1 <= len(gave_up) <= 3 and len(gave_up) + len(replies) == 4, done.stderr
     assert "last" in replies
     assert took < 45
 

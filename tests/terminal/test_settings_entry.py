@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from memgpt_lite.engine import config
-from memgpt_lite.engine.agent import Agent, request_floor
+from memgpt_lite.engine.agent import Agent
+from memgpt_lite.engine.window import request_floor
 from memgpt_lite.engine.config import ConfigError, Settings
 from memgpt_lite.engine.memory import default_blocks
 from memgpt_lite.engine.records import Block

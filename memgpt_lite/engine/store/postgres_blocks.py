@@ -44,6 +44,7 @@ class PgBlocksMixin:
     watch = BlocksMixin.watch
     unwatch = BlocksMixin.unwatch
     _observed = BlocksMixin._observed
+    _saw_own_write = BlocksMixin._saw_own_write
 
     # ---------------------------------------------------------------- reading
 
@@ -99,6 +100,7 @@ class PgBlocksMixin:
                         "updated_at) VALUES (%s, %s, %s, %s, %s, %s)",
                         (agent_id, self._next_id("blocks", agent_id), label, value, limit,  # type: ignore[attr-defined]
                          at))
+                self._saw_own_write(agent_id, label, value)
             else:
                 self._write_block(agent_id, label, value, limit)
             self._history(agent_id, label, old.value if old else None, value, source, at, rev,
@@ -125,12 +127,10 @@ class PgBlocksMixin:
             self._x("UPDATE blocks SET value = %s, char_limit = %s, updated_at = %s "
                     "WHERE agent_id = %s AND label = %s",
                     (value, limit, now_iso(), agent_id, label))
-            return
-        self._x("UPDATE shared_blocks SET value = %s, char_limit = %s, updated_at = %s, "
-                "version = version + 1 WHERE id = %s", (value, limit, now_iso(), shared))
-        watch = self._watches.get(agent_id)
-        if watch is not None:  # this agent's own write: not news from another agent
-            watch.seen[label] = value
+        else:
+            self._x("UPDATE shared_blocks SET value = %s, char_limit = %s, updated_at = %s, "
+                    "version = version + 1 WHERE id = %s", (value, limit, now_iso(), shared))
+        self._saw_own_write(agent_id, label, value)
 
     def _shared_id(self, agent_id: int, label: str) -> int | None:
         rows = self._q("SELECT shared_id FROM blocks WHERE agent_id = %s AND label = %s",

@@ -9,8 +9,9 @@ transaction (`transaction()` takes the write lock first), `set_block(expected=..
 a write when the block changed since the caller read it, and undoing a turn restores a
 block only if it still holds what the turn wrote.
 
-While a recording watches an agent (`watch`), every read of a shared block whose value
-another agent wrote is reported to it, so that replay can apply the same edit at the same
+While a recording watches an agent (`watch`), every read of a block whose value was
+written elsewhere (another agent sharing it, or another process serving this agent, such as
+`memgpt-lite mcp`) is reported to it, so that replay can apply the same edit at the same
 point (see recording.py).
 
 A mixin of `sqlite.Store`: it uses the connection, transactions and revision helpers there.
@@ -82,6 +83,7 @@ class BlocksMixin:
                 self._db.execute("INSERT INTO blocks (agent_id, label, value, char_limit, "
                                  "updated_at) VALUES (?, ?, ?, ?, ?)",
                                  (agent_id, label, value, limit, at))
+                self._saw_own_write(agent_id, label, value)
             else:
                 self._write_block(agent_id, label, value, limit)
             self._db.execute(
@@ -98,11 +100,16 @@ class BlocksMixin:
             self._db.execute("UPDATE blocks SET value = ?, char_limit = ?, updated_at = ? "
                              "WHERE agent_id = ? AND label = ?",
                              (value, limit, now_iso(), agent_id, label))
-            return
-        self._db.execute("UPDATE shared_blocks SET value = ?, char_limit = ?, updated_at = ?, "
-                         "version = version + 1 WHERE id = ?", (value, limit, now_iso(), shared))
+        else:
+            self._db.execute("UPDATE shared_blocks SET value = ?, char_limit = ?, "
+                             "updated_at = ?, version = version + 1 WHERE id = ?",
+                             (value, limit, now_iso(), shared))
+        self._saw_own_write(agent_id, label, value)
+
+    def _saw_own_write(self, agent_id: int, label: str, value: str) -> None:
+        """A write through this store is the watched agent's own: not news from elsewhere."""
         watch = self._watches.get(agent_id)
-        if watch is not None:  # this agent's own write: not news from another agent
+        if watch is not None:
             watch.seen[label] = value
 
     def _block_now(self, agent_id: int, label: str) -> Block | None:
@@ -222,9 +229,11 @@ class BlocksMixin:
             del self._watches[agent_id]
 
     def _observed(self, agent_id: int, blocks: list[Block]) -> list[Block]:
+        """Tell the watch of every block read with a value written elsewhere: by another
+        agent sharing it, or by another process serving this agent (an MCP client)."""
         watch = self._watches.get(agent_id)
         for block in blocks if watch is not None else ():
-            if block.scope == USER and watch.seen.get(block.label) != block.value:
+            if watch.seen.get(block.label) != block.value:
                 watch.seen[block.label] = block.value
                 watch.changed(block.label, block.value)
         return blocks

@@ -150,7 +150,7 @@ def _method(runs: int) -> str:
             f"`{SDK_IMPORT}`.")
 
 
-def mcp_main(argv: list[str]) -> int:
+def mcp_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memgpt-lite bench mcp",
         description="time `memgpt-lite mcp` from spawn to its first answers",
@@ -158,6 +158,11 @@ def mcp_main(argv: list[str]) -> int:
                "mcp.json", formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5, metavar="N", help="runs (default 5)")
     parser.add_argument("--json", metavar="OUT", help="also write the report as JSON to OUT")
+    return parser
+
+
+def mcp_main(argv: list[str]) -> int:
+    parser = mcp_parser()
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be 1 or more")

@@ -189,6 +189,10 @@ def parser_for(argv: list[str]) -> tuple[argparse.ArgumentParser, list[str]]:
         from memgpt_lite.lab.bench.load import load_parser
 
         return load_parser(), argv[1:]
+    if argv[:1] == ["mcp"]:
+        from memgpt_lite.lab.bench.mcp_startup import mcp_parser
+
+        return mcp_parser(), argv[1:]
     return suite_parser(), argv
 
 

@@ -133,6 +133,14 @@ class MemoryService:
                     raise
         return cls(store, row, project)
 
+    def refresh(self) -> bool:
+        """Read the agent's row again (a rename meanwhile is its new name); False when the
+        agent was deleted since."""
+        row = self.store.get_agent_by_id(self.row.id)
+        if row is not None:
+            self.row = row
+        return row is not None
+
     def instructions(self) -> str:
         """What the server tells a client about these tools when it connects."""
         return prompts.render(INSTRUCTIONS_PROMPT, agent=self.row.name)
@@ -147,6 +155,9 @@ class MemoryService:
                           f"{', '.join(TOOL_NAMES)}.", "unknown tool")
         args = redact_value(clean_value({} if args is None else args))
         try:
+            if not self.refresh():
+                return _error(f"The agent {self.row.name!r} was deleted while this server ran; "
+                              "restart the server to serve another agent.", name)
             if name == VIEW:
                 return self.view() if args == {} else _error(
                     f"{VIEW} takes no arguments; call it with an empty object {{}}.", name)
@@ -190,10 +201,12 @@ class MemoryService:
     # ---------------------------------------------------------------- resources
 
     def resources(self) -> list[BlockResource]:
-        return [self._resource(b) for b in self.blocks()]
+        return [self._resource(b) for b in self.blocks()] if self.refresh() else []
 
     def read(self, uri: str) -> BlockResource | None:
         """The block resource at `uri`, or None when it names no block of this agent."""
+        if not self.refresh():
+            return None
         head = f"{URI_PREFIX}{quote(self.row.name, safe='')}/core/"
         if not uri.startswith(head):
             return None

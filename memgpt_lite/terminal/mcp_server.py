@@ -14,7 +14,11 @@ hand is written whole; stdout carries nothing but the protocol.
 
 from __future__ import annotations
 
+import io
+import json
 import os
+import sys
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -31,6 +35,7 @@ from memgpt_lite.engine.memory_service import (
     author_of,
     outside_tools,
 )
+from memgpt_lite.engine.text import clean_value
 
 SERVER_NAME = "memgpt-lite"
 TEXT = "text/plain"
@@ -62,9 +67,39 @@ def _attach_dense(service: MemoryService) -> None:
         service.tools.dense = DenseRecall(service.store, service.row.id, embedder)
 
 
-async def serve(server: Server[Any]) -> None:
-    async with stdio_server() as (read, write):
+async def serve(server: Server[Any], stdin: Any = None) -> None:
+    lines = RepairedLines(stdin if stdin is not None else sys.stdin.buffer)
+    async with stdio_server(stdin=lines) as (read, write):  # type: ignore[arg-type]
         await server.run(read, write, server.create_initialization_options())
+
+
+class RepairedLines:
+    """The client's lines, read as UTF-8 (a bad byte becomes U+FFFD), with lone surrogates
+    written as JSON escapes (`\\ud800`, what a JavaScript client sends for a string cut
+    between the two halves of an emoji) made U+FFFD: the SDK's parser refuses them, and the
+    request would never be answered."""
+
+    def __init__(self, binary: Any):
+        wrapper = io.TextIOWrapper(binary, encoding="utf-8", errors="replace")
+        self._file = anyio.wrap_file(wrapper)
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._lines()
+
+    async def _lines(self) -> AsyncIterator[str]:
+        async for line in self._file:
+            yield repaired(line)
+
+
+def repaired(line: str) -> str:
+    if "\\ud" not in line.lower():  # the common case: nothing to look at
+        return line
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return line  # not JSON: the SDK answers it as such
+    clean = clean_value(message)
+    return line if clean is message else json.dumps(clean, ensure_ascii=False) + "\n"
 
 
 def build_server(service: MemoryService) -> Server[Any]:

@@ -302,3 +302,15 @@ def test_forget_reaches_what_an_mcp_client_wrote(target, tmp_path):
         assert store.count_passages(agent_id) == 0
         history = json.dumps(store.block_history(agent_id))
         assert "tulip-42" not in history and "Likes figs." in history
+
+
+def test_a_rename_is_followed_and_a_deleted_agent_is_a_tool_error(stores, tmp_path):
+    chat_store, mcp_store = stores
+    service = serve(mcp_store, tmp_path)
+    chat_store.rename_agent("work", "home")
+    assert "Core memory of agent 'home'" in service.call("core_memory_view", {}).text
+    assert service.resources()[0].uri == "memgpt-lite://agents/home/core/persona"
+    chat_store.delete_agent("home")
+    outcome = service.call("core_memory_append", {"label": "human", "content": "x"})
+    assert outcome.is_error and "'home' was deleted while this server ran" in outcome.text
+    assert service.resources() == [] and service.read(block_uri("home", "human")) is None

@@ -30,7 +30,7 @@ from memgpt_lite.engine.store import open_store
 from memgpt_lite.lab.bench.startup import cli_command
 from memgpt_lite.lab.scripted import text_response, tool_response
 from memgpt_lite.terminal import cli
-from memgpt_lite.terminal.mcp_server import build_server
+from memgpt_lite.terminal.mcp_server import build_server, repaired
 
 TOOLS = ["core_memory_view", "core_memory_append", "core_memory_replace", "conversation_search",
          "archival_insert", "archival_update", "archival_delete", "archival_search"]
@@ -105,6 +105,15 @@ def test_blocks_are_resources_and_an_unknown_one_is_an_error(service):
                                                        ("human", "text/plain")]
     assert "36/5,000 chars, scope agent" in listed[1].description
     assert read.contents[0].text == "Nothing is known about the user yet."
+
+
+def test_lone_surrogates_in_a_line_become_replacement_characters():
+    line = r'{"params": {"content": "cut \ud83d here, whole \ud83d\ude00, kept \\ud800"}}' + "\n"
+    assert json.loads(repaired(line)) == {"params": {"content":
+                                                     "cut \ufffd here, whole 😀, kept \\ud800"}}
+    whole = r'{"content": "\ud83d\ude00 and \\ud800"}' + "\n"
+    assert repaired(whole) is whole  # nothing to repair: the line as it came
+    assert repaired("not json \\ud800\n") == "not json \\ud800\n"
 
 
 def test_without_the_sdk_the_command_names_the_extra(monkeypatch, capsys):
@@ -233,6 +242,34 @@ def test_a_closed_stdin_ends_the_server_cleanly(tmp_path):
     assert value in ("Written before EOF.", "Nothing is known about the user yet.")
     if written:
         assert written[0]["result"]["isError"] is False and value == "Written before EOF."
+
+
+@pytest.mark.slow
+def test_bytes_that_are_not_utf8_and_lone_surrogates_still_get_an_answer():
+    call = (r'{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": '
+            r'"core_memory_append", "arguments": {"label": "human", "content": '
+            r'"cut \ud83d here, a bad byte \xff"}}}').encode().replace(b"\\xff", b"\xff")
+    head = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+             "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                        "clientInfo": {"name": "raw-client", "version": "1"}}},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"}]
+    view = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "core_memory_view", "arguments": {}}}
+    data = b"".join(json.dumps(m).encode() + b"\n" for m in head) + call + b"\n" + \
+        json.dumps(view).encode() + b"\n"
+    proc = subprocess.Popen([*cli_command(), "mcp"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ))
+    proc.stdin.write(data)  # type: ignore[union-attr]
+    proc.stdin.flush()  # type: ignore[union-attr]
+    answers = {}
+    while 3 not in answers:  # stdin stays open until both calls are answered
+        line = proc.stdout.readline()  # type: ignore[union-attr]
+        assert line, proc.stderr.read()  # type: ignore[union-attr]
+        answers[json.loads(line)["id"]] = json.loads(line)
+    proc.stdin.close()  # type: ignore[union-attr]
+    assert proc.wait(60) == 0
+    assert answers[2]["result"]["isError"] is False
+    assert "cut \ufffd here, a bad byte \ufffd" in answers[3]["result"]["content"][0]["text"]
 
 
 class RawServer:

@@ -18,6 +18,7 @@ old versions as the chat's do, and `forget` finds all of it where the chat's edi
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import html
 import re
@@ -166,8 +167,30 @@ class MemoryService:
                 return self.tools.execute(name, args)
             with self.store.transaction():  # a call is written whole or not at all
                 return self.tools.execute(name, args)
-        except (StoreError, sqlite3.OperationalError) as exc:  # locked, full, read-only...
-            return _error(f"The memory store cannot be used right now: {exc}", name)
+        except (StoreError, sqlite3.OperationalError) as exc:  # locked, full, cut off...
+            self._reconnect()
+            again = (" Before trying again, check with core_memory_view or archival_search "
+                     "whether it was applied." if name in WRITES else " Try it again.")
+            return _error(f"The memory store cannot be used right now: {exc}{again}", name)
+
+    def _reconnect(self) -> None:
+        """After a failed call, the next one runs on a new connection: a server lives as
+        long as its client (days, in a desktop app) and would otherwise stay cut off after
+        a database restart. Never for damaged data: that store must go on refusing writes."""
+        if self.store.damage is not None:
+            return
+        try:
+            fresh = self.store.reopen()
+        except StoreError:
+            return  # still unreachable: the next failure tries again
+        old, self.store, self.tools.store = self.store, fresh, fresh
+        if self.tools.dense is not None and hasattr(self.tools.dense, "store"):
+            self.tools.dense.store = fresh  # type: ignore[attr-defined]
+        with contextlib.suppress(Exception):  # the old connection may be dead already
+            old.close()
+
+    def close(self) -> None:
+        self.store.close()
 
     def view(self) -> ToolOutcome:
         """Every core memory block: label, scope, used/limit chars and text, tagged as data

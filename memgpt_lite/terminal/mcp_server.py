@@ -47,10 +47,17 @@ def run_mcp(agent_name: str, project: str | None) -> int:
     from memgpt_lite.engine.store import open_store
 
     root = project_root(project)  # a bad --project is one sentence before anything opens
-    with open_store() as store:
+    store = open_store()
+    try:
         service = MemoryService.open(store, agent_name, root)
+    except BaseException:
+        store.close()
+        raise
+    try:
         _attach_dense(service)
         anyio.run(serve, build_server(service))
+    finally:
+        service.close()  # the store it runs on now (a new one after a reconnect)
     return 0
 
 

@@ -314,3 +314,30 @@ def test_a_rename_is_followed_and_a_deleted_agent_is_a_tool_error(stores, tmp_pa
     outcome = service.call("core_memory_append", {"label": "human", "content": "x"})
     assert outcome.is_error and "'home' was deleted while this server ran" in outcome.text
     assert service.resources() == [] and service.read(block_uri("home", "human")) is None
+
+
+def test_after_a_failed_call_the_next_one_runs_on_a_new_connection(target, tmp_path,
+                                                                   monkeypatch):
+    store = open_store(target)
+    service = serve(store, tmp_path)
+
+    def cut_off(*args, **kwargs):
+        raise StoreError("The database cannot be used: the connection is closed.")
+
+    monkeypatch.setattr(store, "get_agent_by_id", cut_off)
+    failed = service.call("core_memory_append", {"label": "human", "content": "x"})
+    assert failed.is_error and "check with core_memory_view" in failed.text
+    assert service.store is not store and service.tools.store is service.store
+    again = service.call("core_memory_append", {"label": "human", "content": "Back."})
+    assert not again.is_error and human(service.store) == "Back."
+    service.close()
+
+
+def test_a_damaged_store_is_never_reopened(stores, tmp_path, monkeypatch):
+    service = serve(stores[1], tmp_path)
+    damage = StoreError("The database is damaged; memgpt-lite will not write to it.")
+    monkeypatch.setattr(type(service.store), "damage", property(lambda self: damage))
+    monkeypatch.setattr(service.store, "set_block", lambda *a, **k: (_ for _ in ()).throw(damage))
+    outcome = service.call("core_memory_append", {"label": "human", "content": "x"})
+    assert outcome.is_error and "damaged" in outcome.text
+    assert service.store is stores[1]

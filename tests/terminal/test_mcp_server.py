@@ -365,6 +365,28 @@ def test_forget_while_the_server_runs_reaches_what_it_wrote():
     assert b"tulip-42" not in raw  # not in the file or its WAL either
 
 
+@pytest.mark.slow
+def test_a_server_whose_postgres_connection_was_cut_reconnects(pg_url):
+    import psycopg
+
+    server = RawServer(dict(os.environ, MEMGPT_LITE_DATABASE_URL=pg_url))
+    server.call("core_memory_append", {"label": "human", "content": "Before."})
+    assert server.answer()["result"]["isError"] is False
+    dbname = psycopg.conninfo.conninfo_to_dict(pg_url)["dbname"]
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # as a database restart does
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s "
+                     "AND pid <> pg_backend_pid()", (dbname,))
+    server.call("core_memory_append", {"label": "human", "content": "Cut off."})
+    cut = server.answer()["result"]
+    assert cut["isError"] is True and "cannot be used" in cut["content"][0]["text"]
+    server.call("core_memory_append", {"label": "human", "content": "After."})
+    assert server.answer()["result"]["isError"] is False
+    server.proc.stdin.close()  # type: ignore[union-attr]
+    assert server.proc.wait(60) == 0
+    assert human_block({"MEMGPT_LITE_DATABASE_URL": pg_url}).splitlines() == ["Before.",
+                                                                              "After."]
+
+
 class ChatProcess:
     """`memgpt-lite chat` with piped stdin (one message per line), its stdout read by a
     thread so the test can wait for a reply without blocking forever."""

@@ -209,7 +209,8 @@ class MemoryService:
 
     def blocks(self) -> list[Block]:
         """The blocks this agent sees. The one read of core memory here: when the store
-        keys `project` scope blocks by their root, `self.project` is what it is given."""
+        keys `project` scope blocks by their root, `self.project` is what it is given here,
+        and what `self.tools` (which reads and edits blocks for the tools) is given too."""
         return self.store.get_blocks(self.row.id)
 
     def _scope_attributes(self, block: Block) -> str:

@@ -7,10 +7,15 @@ A turn that does not complete (Ctrl-C, an API failure, any exception, a crash) l
 nothing behind: every memory edit, passage, eviction, fold and summary change it made is
 undone (the store journals them, see store/sqlite_turns.py), and its user message stays in
 recall, marked interrupted, for `Agent.retry()`.
+
+The agent takes its model clients and its clock when it is built and is watched, never
+patched: a recorder consumes the events a turn yields (the first, `UserEvent`, carries the
+user's text as stored) and hears of each clock reading through `observed`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field, replace
@@ -30,6 +35,7 @@ from memgpt_lite.engine.events import (
     Event,
     ModelCallStart,
     NoticeEvent,
+    PromptTooLongEvent,
     ResponseEvent,
     TextDelta,
     ThinkingDelta,
@@ -37,6 +43,7 @@ from memgpt_lite.engine.events import (
     ToolResultEvent,
     TurnEndEvent,
     UsageEvent,
+    UserEvent,
 )
 from memgpt_lite.engine.memory import (
     MEMORY_TOOL_NAMES,
@@ -66,6 +73,7 @@ from memgpt_lite.engine.summariser import Summariser
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.engine.text import clean_text, clean_value
 from memgpt_lite.engine.tokens import TokenCounter, cost_usd
+from memgpt_lite.engine.turn_clock import ClockObserver, TurnClock
 from memgpt_lite.engine.turns import first_words, group_turns
 
 REPEAT_LIMIT = 3  # identical tool calls in a row before the chain is stopped
@@ -98,7 +106,11 @@ class TurnFailed(Exception):
 
 
 class Agent:
-    """One named agent over a Store. Not thread-safe; one step at a time."""
+    """One named agent over a Store. Not thread-safe; one step at a time.
+
+    Its model clients and clock are fixed when it is built. Secrets in the user's text are
+    redacted once, by `step`, before the text is stored; every consumer sees that text (the
+    turn's `UserEvent`)."""
 
     def __init__(self, store: Store, row: AgentRow, settings: Settings, model_client: ModelClient,
                  summary_client: ModelClient | None, clock: Callable[[], datetime], created: bool):
@@ -110,8 +122,10 @@ class Agent:
         self.id, self.name, self.created = row.id, row.name, created
         self.model_client = model_client
         self.clock = clock
+        self._turn_clock: TurnClock | None = None  # while a turn runs
+        self._observers: list[ClockObserver] = []
         self.counter = TokenCounter.from_state(row.state.get("counter"))
-        self.tools = MemoryTools(store, row.id, clock=lambda: utc_iso(self.clock()))
+        self.tools = MemoryTools(store, row.id, clock=lambda: utc_iso(self.now()))
         self.builder = ContextBuilder(settings, tool_schemas(), self.counter)
         summariser = Summariser(summary_client or model_client, settings, self.counter)
         self.pager = Pager(settings, store, row.id, self.counter, self.builder, summariser)
@@ -173,6 +187,28 @@ class Agent:
         if self.lock is not None:
             self.lock.release()
 
+    def now(self) -> datetime:
+        """The time the agent stamps things with: during a turn, a reading of its turn's
+        clock (observers are told of it)."""
+        return self._turn_clock() if self._turn_clock is not None else self.clock()
+
+    @contextlib.contextmanager
+    def observed(self, observer: ClockObserver) -> Iterator[None]:
+        """Tell `observer` of every clock reading a turn uses while the block runs."""
+        self._observers.append(observer)
+        try:
+            yield
+        finally:
+            self._observers.remove(observer)
+
+    @contextlib.contextmanager
+    def _turn_time(self) -> Iterator[TurnClock]:
+        self._turn_clock = TurnClock(self.clock, self._observers)
+        try:
+            yield self._turn_clock
+        finally:
+            self._turn_clock = None
+
     # ------------------------------------------------------------------ the loop
     def step(self, text: str) -> Iterator[Event]:
         """Run one turn. Yields events and always ends with a TurnEndEvent. Closing the
@@ -181,43 +217,47 @@ class Agent:
         text = clean_text(text)
         if not text.strip():
             raise ValueError("a turn needs a non-empty message")  # the API rejects empty text
-        if self.redact_secrets:
+        if self.redact_secrets:  # the one place: the store, requests and views get this text
             text, self.in_key = redact_message(text, self.in_key)
-        self._recover()
-        turn_id = self.store.max_turn_id(self.id) + 1
-        user = Message("user", [{"type": "text", "text": text}], turn_id,
-                       created_at=utc_iso(self.clock()), in_context=False)
-        yield from self._turn(user)
+        with self._turn_time() as clock:
+            self._recover()
+            turn_id = self.store.max_turn_id(self.id) + 1
+            user = Message("user", [{"type": "text", "text": text}], turn_id,
+                           created_at=utc_iso(self.now()), in_context=False)
+            yield from self._turn(user, clock.start)
 
     def retry(self) -> Iterator[Event]:
         """Send the last user message again, keeping one copy of it in recall: the message
         of a turn that did not complete is reused as it is stored; a completed turn is popped
         first (its memory edits reverted, see `pop_turns`) and its text sent as a new turn.
         LookupError when there is no message yet."""
-        self._recover()
-        last = self.store.max_turn_id(self.id)
-        messages = self.store.turn_messages(self.id, last)
-        user = next((m for m in messages if m.role == "user"), None)
-        if user is None:
-            raise LookupError("There is no message to retry yet.")
-        replacing = None
-        if len(messages) > 1 or user.status != "interrupted":  # the turn completed
-            # It is undone as the new turn begins; its id is free again then.
-            replacing = [last]
-            user = Message("user", user.content, last, created_at=utc_iso(self.clock()),
-                           in_context=False)
-        yield from self._turn(user, replacing)
+        with self._turn_time() as clock:
+            self._recover()
+            last = self.store.max_turn_id(self.id)
+            messages = self.store.turn_messages(self.id, last)
+            user = next((m for m in messages if m.role == "user"), None)
+            if user is None:
+                raise LookupError("There is no message to retry yet.")
+            replacing = None
+            if len(messages) > 1 or user.status != "interrupted":  # the turn completed
+                # It is undone as the new turn begins; its id is free again then.
+                replacing = [last]
+                user = Message("user", user.content, last, created_at=utc_iso(self.now()),
+                               in_context=False)
+            yield from self._turn(user, clock.start, replacing, retry=True)
 
     def _recover(self) -> None:
         """Undo a turn this store left open (its undo could not be written, e.g. disk full)."""
         for turn in self.store.unfinished_turns(self.id):
             self.store.undo_turn(self.id, turn)
 
-    def _turn(self, user: Message, replacing: list[int] | None = None) -> Iterator[Event]:
+    def _turn(self, user: Message, at: datetime, replacing: list[int] | None = None, *,
+              retry: bool = False) -> Iterator[Event]:
         popped = self.store.begin_turn(self.id, user, replacing)  # in recall before any call
         run = _TurnRun(user.turn_id, [user])
         alerts = self.pager.state()
         try:
+            yield UserEvent(_text_of(user), utc_iso(at), user.turn_id, retry)
             if popped.memory_lines():
                 yield NoticeEvent(f"Turn {user.turn_id} was undone before sending it again: "
                                   + "; ".join(popped.memory_lines()) + ".")
@@ -303,6 +343,7 @@ class Agent:
                     yield item
         except PromptTooLongError as exc:
             run.overflow, run.provider_max = exc.actual, exc.maximum
+            yield PromptTooLongEvent(exc.message, exc.actual, exc.maximum)
             return None
         except ModelError as exc:
             yield from self._fail(exc.message, exc.kind, exc.retryable)
@@ -410,7 +451,7 @@ class Agent:
     def _commit(self, run: _TurnRun) -> None:
         """The whole turn enters the queue in one transaction."""
         user, rest = run.messages[0], run.messages[1:]
-        now = utc_iso(self.clock())
+        now = utc_iso(self.now())
         for m in rest:
             m.created_at = m.created_at or now
         self.store.commit_turn(self.id, user, rest)
@@ -432,7 +473,7 @@ class Agent:
         while turn > 0:
             for m in self.store.turn_messages(self.id, turn):
                 if m.role == "user":
-                    return "".join(b.get("text", "") for b in m.content if b.get("type") == "text")
+                    return _text_of(m)
             turn -= 1
         return None
 
@@ -509,6 +550,10 @@ def _valid_content(content: list[ContentBlock], stop: str | None) -> list[Conten
     if not any(b.get("type") in ("text", "tool_use") for b in blocks):
         blocks.append({"type": "text", "text": "(no reply)"})
     return blocks
+
+
+def _text_of(message: Message) -> str:
+    return "".join(b.get("text", "") for b in message.content if b.get("type") == "text")
 
 
 def _window_for(state: object, model: str) -> int | None:

@@ -184,10 +184,10 @@ def _sample_rows(sample: dict[str, Any], s_index: int, client: Any, settings: Se
     data dir that holds the sample's conversation."""
     from memgpt_lite.engine.agent import Agent
     from memgpt_lite.engine.memory import MemoryTools
-    from memgpt_lite.engine.store import Store
+    from memgpt_lite.engine.store import open_store
 
     with tempfile.TemporaryDirectory(prefix="memgpt-lite-locomo-") as tmp:
-        with Store(Path(tmp) / "locomo.db") as store:
+        with open_store(Path(tmp) / "locomo.db") as store:
             agent = Agent.open(store, "locomo", model_client=client, settings=settings,
                                clock=_after_last(sample))
             mapping = store_locomo_conversation(store, agent.id, sample)

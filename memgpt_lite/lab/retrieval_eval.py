@@ -358,26 +358,32 @@ def _rank_ours(store: Store, agent_id: int, question: str, k: int) -> list[int]:
     return [h.id for h in store.search_messages(agent_id, question, per_page=k).hits]
 
 
-def _rank_and(store: Store, agent_id: int, question: str, k: int) -> list[int]:
-    """Baseline: FTS5's default, an implicit AND of every word of the question."""
-    words = _WORD.findall(question.lower())
-    if not words:
-        return []
-    expr = " ".join('"' + w + '"' for w in _WORD.findall(index_text(" ".join(words))))
-    index = store.fts_table("messages", agent_id)
-    rows = store._db.execute(
-        f"SELECT rowid FROM {index} WHERE {index} MATCH ? ORDER BY rank LIMIT ?",
-        (expr, k)).fetchall()
-    return [r[0] for r in rows]
+def _and_ranker(store: Store) -> Ranker:
+    """Baseline: FTS5's default, an implicit AND of every word of the question, over the
+    same index text in a private FTS5 table (read through the store's protocol)."""
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE VIRTUAL TABLE t USING fts5(body, tokenize='porter unicode61')")
+    rows = [(m.id, index_text(plain_text(m.role, m.content)))
+            for a in store.list_agents() for m in store.all_messages(a.id)]
+    db.executemany("INSERT INTO t(rowid, body) VALUES (?, ?)", [r for r in rows if r[1]])
+
+    def rank(_store: Store, _agent: int, question: str, k: int) -> list[int]:
+        words = _WORD.findall(question.lower())
+        if not words:
+            return []
+        expr = " ".join('"' + w + '"' for w in _WORD.findall(index_text(" ".join(words))))
+        return [r[0] for r in db.execute("SELECT rowid FROM t WHERE t MATCH ? ORDER BY rank "
+                                         "LIMIT ?", (expr, k))]
+    return rank
 
 
 def _trigram_ranker(store: Store) -> Ranker:
     """Alternative CJK indexing for comparison: FTS5's trigram tokenizer, OR of query trigrams."""
     db = sqlite3.connect(":memory:")
     db.execute("CREATE VIRTUAL TABLE t USING fts5(body, tokenize='trigram')")
-    rows = store._db.execute("SELECT id, content, role FROM messages").fetchall()
+    rows = [m for a in store.list_agents() for m in store.all_messages(a.id)]
     db.executemany("INSERT INTO t(rowid, body) VALUES (?, ?)",
-                   [(r[0], plain_text(r[2], json.loads(r[1]))) for r in rows])
+                   [(m.id, plain_text(m.role, m.content)) for m in rows])
 
     def rank(_store: Store, _agent: int, question: str, k: int) -> list[int]:
         q = "".join(question.split())
@@ -403,7 +409,7 @@ def retrieval_eval(*, filler: int = 4000, seed: int = 11, db: str | None = None)
         store, agent_id, evidence = _build_eval_store(Path(tmp) / "eval.db", filler, seed)
         with store:
             rankers = {OURS: _rank_ours,
-                       "baseline: AND of all words": _rank_and,
+                       "baseline: AND of all words": _and_ranker(store),
                        "alternative: trigram tokenizer": _trigram_ranker(store)}
             results = {name: _score(store, agent_id, evidence, fn)
                        for name, fn in rankers.items()}

@@ -118,7 +118,7 @@ class ChatSession:
 
     def run_turn(self, text: str, *, retry: bool = False) -> None:
         with self.hide_typing():
-            self.view.start_turn(text)
+            self.view.start_turn()
             steps = self._steps(text, retry)
             try:
                 for event in steps:
@@ -471,13 +471,13 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
 def _check_agent_name(name: str) -> None:
     """A new agent's name must follow the naming rule; an agent that already has another
     name (from before the rule) is opened as it is."""
-    from memgpt_lite.engine.store import Store
+    from memgpt_lite.engine.store import open_store
 
     problem = config.agent_name_problem(name)
     if problem is None:
         return
     if config.db_path().is_file():
-        with Store.open_default() as store:
+        with open_store(config.db_path()) as store:
             if store.get_agent(name) is not None:
                 return
     raise UserError(problem, EXIT_USAGE)

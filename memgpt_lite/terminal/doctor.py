@@ -100,7 +100,7 @@ def _file_in_the_way(root: Path) -> Path | None:
 
 
 def _doctor_database(report: _Report, console: Console, repair: bool) -> None:
-    from memgpt_lite.engine.store import Store, StoreError
+    from memgpt_lite.engine.store import StoreError, open_store
 
     path = config.db_path()
     if not path.exists():
@@ -114,7 +114,7 @@ def _doctor_database(report: _Report, console: Console, repair: bool) -> None:
         _report_damage(report, path, damage)
         return
     try:
-        with Store(path) as store:
+        with open_store(path) as store:
             problems = _check_store(store, report, console, repair)
     except (StoreError, sqlite3.DatabaseError) as exc:
         report.bad(f"database {path}: {str(exc).strip().splitlines()[0]}")

@@ -294,7 +294,7 @@ class ChatView:
 
     # ---------------------------------------------------------------- lifecycle
 
-    def start_turn(self, text: str = "") -> None:
+    def start_turn(self) -> None:
         self.buffer, self.context_tokens, self.turn = "", 0, Tally()
         self._spinner("thinking…")
 
@@ -417,8 +417,9 @@ class ChatView:
 class JsonView:
     """`chat --json`: one JSON object per event on `file` (stdout), one per line, for
     scripts. Reply text arrives whole in `turn_end` (deltas and raw responses are left out);
-    a `user` object opens each turn and `interrupted` marks a cancelled one. Non-ASCII and
-    control characters are escaped, so a line is always one line of plain text."""
+    the turn's `user` event opens it (the text as the agent stored it, secrets redacted) and
+    `interrupted` marks a cancelled one. Non-ASCII and control characters are escaped, so a
+    line is always one line of plain text."""
 
     SKIPPED = frozenset({"text_delta", "thinking_delta", "response"})
 
@@ -431,8 +432,8 @@ class JsonView:
         self.file.write(json.dumps(obj, ensure_ascii=True) + "\n")
         self.file.flush()
 
-    def start_turn(self, text: str = "") -> None:
-        self.write({"kind": "user", "text": text})
+    def start_turn(self) -> None:
+        pass  # the turn's UserEvent opens it, once the message is stored
 
     def handle(self, event: Any) -> None:
         from memgpt_lite.engine.recording import event_to_dict
@@ -470,7 +471,8 @@ class ReplayView:
     def user(self, turn: RecordedTurn) -> None:
         self._pace(turn.t)
         self.console.print()
-        mark = [("  (interrupted: never answered)", "yellow")] if turn.interrupted else []
+        mark = ([("  (interrupted: never answered)", "yellow")] if turn.interrupted else
+                [("  (the recording ends inside this turn)", "yellow")] if turn.cut else [])
         self.console.print(Text.assemble(("you ", "bold cyan"), (f"{visible(turn.at)}  ", "dim"),
                                          (visible(turn.text), ""), *mark))
 

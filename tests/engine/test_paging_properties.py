@@ -23,7 +23,7 @@ from memgpt_lite.engine.api_rules import count_cache_controls, validate_request
 from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.events import ModelCallStart, ResponseEvent, TurnEndEvent
 from memgpt_lite.engine.records import ModelRequest
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 PAGING_KINDS = {"pressure_alert", "fold", "eviction", "summary", "clip", "notice"}
@@ -84,7 +84,7 @@ def user_text(i: int, n: int) -> str:
 @given(window=st.integers(5_800, 12_000), plans=st.lists(turn_plans, min_size=1, max_size=10))
 def test_paging_invariants(window, plans):
     with tempfile.TemporaryDirectory() as tmp:
-        store = Store(Path(tmp) / "p.db")
+        store = SQLiteStore(Path(tmp) / "p.db")
         try:
             run_session(store, window, plans)
         finally:

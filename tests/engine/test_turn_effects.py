@@ -16,7 +16,8 @@ from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.errors import OverloadedError
 from memgpt_lite.engine.records import Message
-from memgpt_lite.engine.store import Store, open_store
+from memgpt_lite.engine.store import open_store
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 TABLES = {
@@ -34,8 +35,8 @@ SMALL = Settings(context_window=6_000, max_output_tokens=500, safety_margin=100,
 
 
 def tables(store: Store) -> dict[str, list[tuple]]:
-    found = {name: [tuple(r) for r in store._q(sql)] for name, sql in TABLES.items()}
-    state = json.loads(store._q("SELECT state FROM agents WHERE name = 'a'")[0][0])
+    found = {name: [tuple(r) for r in store.db.query(sql)] for name, sql in TABLES.items()}
+    state = json.loads(store.db.query("SELECT state FROM agents WHERE name = 'a'")[0][0])
     pager = state.get("pager") or {"alert_tokens": None, "alert_turn": None}
     found["pager"] = [tuple(sorted(pager.items()))]
     found["search"] = [(h.id, h.text) for h in store.search_passages(1, "fact cello").hits]
@@ -258,7 +259,7 @@ def test_a_retry_in_a_later_recording_replays_strictly(tmp_path):
 def test_old_database_marks_turns_that_never_finished(tmp_path):
     import sqlite3
 
-    from memgpt_lite.engine.store.migrations import MIGRATIONS
+    from memgpt_lite.engine.store.sqlite.migrations import MIGRATIONS
 
     path = tmp_path / "old.db"
     db = sqlite3.connect(path, isolation_level=None)
@@ -273,7 +274,7 @@ def test_old_database_marks_turns_that_never_finished(tmp_path):
         db.execute("INSERT INTO messages (agent_id, turn_id, role, content, created_at, "
                    "in_context) VALUES (1, ?, ?, '[]', '2025-01-01', ?)", (turn, role, queued))
     db.close()
-    with Store(path) as store:
+    with SQLiteStore(path) as store:
         assert [(m.turn_id, m.status) for m in store.all_messages(1)] == [
             (1, ""), (1, ""), (2, "interrupted"), (3, ""), (3, "")]
 

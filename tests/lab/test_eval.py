@@ -224,12 +224,12 @@ def test_json_report_to_an_unwritable_path_is_one_sentence(tmp_path, console):
 
 
 def test_locomo_is_stored_like_chat_turns(tmp_path):
-    from memgpt_lite.engine.store import Store
+    from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 
     data = tmp_path / "locomo10.json"
     synthetic_locomo(data)
     sample = locomo.load_locomo(data)[0]
-    with Store(tmp_path / "s.db") as store:
+    with SQLiteStore(tmp_path / "s.db") as store:
         row = store.create_agent("x", {}, {})
         mapping = locomo.store_locomo_conversation(store, row.id, sample)
         assert sorted(mapping.values()) == ["D1:1", "D1:2", "D1:3", "D2:1", "D2:2"]

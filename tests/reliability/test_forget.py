@@ -30,7 +30,8 @@ from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.input_history import drop_matching
 from memgpt_lite.engine.matching import Matcher
 from memgpt_lite.engine.records import Message
-from memgpt_lite.engine.store import Store, checks, open_store
+from memgpt_lite.engine.store import checks, open_store
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.engine.store.scrub import redact_message
 from memgpt_lite.lab.scripted import ScriptedModel, text_response
 
@@ -303,16 +304,18 @@ def test_a_file_from_before_secure_delete_is_rewritten_whole_at_its_first_forget
     """Written without secure_delete (an earlier version, or a SQLite built without it), a
     file keeps old copies of rows in its free space; the migration marks such a file, and
     its first forget rewrites it whole."""
-    real = Store._enable_wal
+    from memgpt_lite.engine.store.sqlite.database import SQLiteDatabase
+
+    real = SQLiteDatabase._enable_wal
 
     def without_secure_delete(self):
         real(self)
-        self._db.execute("PRAGMA secure_delete = OFF")
+        self.connection.execute("PRAGMA secure_delete = OFF")
 
-    monkeypatch.setattr(Store, "_enable_wal", without_secure_delete)
+    monkeypatch.setattr(SQLiteDatabase, "_enable_wal", without_secure_delete)
     for flagged in (False, True):
         shutil.rmtree(config.data_dir(), ignore_errors=True)
-        with Store(config.db_path()) as store:
+        with SQLiteStore(config.db_path()) as store:
             agent = Agent.open(store, "a", model_client=ScriptedModel([text_response("ok")] * 3))
             list(agent.step("once more: zanzibar"))
             store.add_messages(agent.id, [Message("user", [{"type": "text", "text": f"note {i} "
@@ -321,18 +324,18 @@ def test_a_file_from_before_secure_delete_is_rewritten_whole_at_its_first_forget
             store.delete_turns(agent.id, [1])  # its bytes stay in the file's free space
             list(agent.step("my locker code is zanzibar-7781"))  # pages away from the old copy
             agent.close()
-            store._db.execute("DELETE FROM schema_migrations WHERE name = '006_forget_intents'")
-            store._db.execute("DROP TABLE forget_intents")
-            store._db.execute("DROP TABLE store_flags")
-        monkeypatch.setattr(Store, "_enable_wal", real)
-        with Store(config.db_path()) as store:  # the migration marks the file: it has agents
-            assert [r[0] for r in store._q("SELECT name FROM store_flags")] == ["vacuum_on_forget"]
+            store.db.execute("DELETE FROM schema_migrations WHERE name = '006_forget_intents'")
+            store.db.connection.execute("DROP TABLE forget_intents")
+            store.db.connection.execute("DROP TABLE store_flags")
+        monkeypatch.setattr(SQLiteDatabase, "_enable_wal", real)
+        with SQLiteStore(config.db_path()) as store:  # the migration marks the file: it has agents
+            assert [r[0] for r in store.db.query("SELECT name FROM store_flags")] == ["vacuum_on_forget"]
             if not flagged:
-                store._db.execute("DELETE FROM store_flags")
+                store.db.connection.execute("DELETE FROM store_flags")
             plan = privacy.plan_forget(store, store.get_agent("a"), Matcher.build("zanzibar-7781"))
             privacy.forget(store, plan)
-            assert store._q("SELECT count(*) FROM store_flags")[0][0] == 0
+            assert store.db.query("SELECT count(*) FROM store_flags")[0][0] == 0
         raw = config.db_path().read_bytes()
         assert (b"once more: zanzibar" in raw) is not flagged  # unmarked, the old copy stays
         assert b"zanzibar-7781" not in raw
-        monkeypatch.setattr(Store, "_enable_wal", without_secure_delete)
+        monkeypatch.setattr(SQLiteDatabase, "_enable_wal", without_secure_delete)

@@ -8,7 +8,7 @@ from rel_support import assert_trustworthy, queue_problems, small_settings
 
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.records import Message
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 
@@ -21,7 +21,7 @@ def tool_turn_script() -> list:
 
 
 def fresh(tmp_path, name="ctrlc", settings=None) -> tuple[Store, Agent]:
-    store = Store(tmp_path / "data" / "memgpt_lite.db")
+    store = SQLiteStore(tmp_path / "data" / "memgpt_lite.db")
     agent = Agent.open(store, name, model_client=ScriptedModel([text_response("first, safe")]),
                        settings=settings)
     assert list(agent.step("first message"))[-1].completed

@@ -15,12 +15,12 @@ from rel_support import child_env, recall_texts
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import ConfigError
 from memgpt_lite.engine.model import AnthropicClient
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.lab.fake_server import FakeAnthropicServer, hang, trickle
 
 
 def failed_turn(tmp_path, client) -> tuple[list, float, Store, Agent]:
-    store = Store(tmp_path / "t.db")
+    store = SQLiteStore(tmp_path / "t.db")
     agent = Agent.open(store, "t", model_client=client)
     started = time.monotonic()
     events = list(agent.step("the question"))

@@ -12,7 +12,7 @@ from memgpt_lite.engine.agent import Agent, request_floor
 from memgpt_lite.engine.config import ConfigError, Settings
 from memgpt_lite.engine.memory import default_blocks
 from memgpt_lite.engine.records import Block
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.lab.scripted import ScriptedModel, text_response
 from memgpt_lite.terminal import cli
 from memgpt_lite.terminal.chat import chat_settings
@@ -20,7 +20,7 @@ from memgpt_lite.terminal.chat import chat_settings
 
 @pytest.fixture
 def store(tmp_path):
-    with Store(tmp_path / "s.db") as s:
+    with SQLiteStore(tmp_path / "s.db") as s:
         yield s
 
 
@@ -82,12 +82,12 @@ def test_the_chat_command_refuses_a_tiny_window_in_one_sentence(capsys, monkeypa
     err = capsys.readouterr().err
     assert err.startswith("memgpt-lite: --context-window 10 is too small")
     assert len(err.strip().splitlines()) == 1
-    with Store(config.db_path()) as store:  # nothing was stored
+    with SQLiteStore(config.db_path()) as store:  # nothing was stored
         assert store.get_agent("default") is None
 
 
 def test_notices_name_the_setting_that_is_the_cause(tmp_path):
-    store = Store(tmp_path / "n.db")
+    store = SQLiteStore(tmp_path / "n.db")
     cut = text_response("A long answer", stop_reason="max_tokens")
     agent = Agent.open(store, "a", model_client=ScriptedModel([cut]))
     notices = [e.message for e in agent.step("hi") if e.kind == "notice"]

@@ -50,11 +50,10 @@ from memgpt_lite.engine.memory import (
     MemoryTools,
     ToolOutcome,
     default_blocks,
-    memory_tool_schemas,
     render_core_memory,
 )
 from memgpt_lite.engine.model import ModelClient
-from memgpt_lite.engine.paging import EVICT_TURNS_SCHEMA, Pager
+from memgpt_lite.engine.paging import Pager
 from memgpt_lite.engine.records import (
     Block,
     ContentBlock,
@@ -75,9 +74,9 @@ from memgpt_lite.engine.text import clean_text, clean_value
 from memgpt_lite.engine.tokens import TokenCounter, cost_usd
 from memgpt_lite.engine.turn_clock import ClockObserver, TurnClock
 from memgpt_lite.engine.turns import first_words, group_turns
+from memgpt_lite.engine.window import tool_schemas, window_for
 
 REPEAT_LIMIT = 3  # identical tool calls in a row before the chain is stopped
-ONE_TURN_TOKENS = 500  # the least room a turn needs on top of the fixed part of a request
 
 
 def utc_now() -> datetime:
@@ -116,7 +115,7 @@ class Agent:
                  summary_client: ModelClient | None, clock: Callable[[], datetime], created: bool):
         self.store, self.row = store, row
         self.settings = settings = replace(settings)  # its own copy: a learned window changes it
-        self.provider_window = _window_for(row.state.get("provider_window"), settings.model)
+        self.provider_window = window_for(row.state.get("provider_window"), settings.model)
         if self.provider_window is not None:
             settings.context_window = min(settings.context_window, self.provider_window)
         self.id, self.name, self.created = row.id, row.name, created
@@ -131,9 +130,10 @@ class Agent:
         self.pager = Pager(settings, store, row.id, self.counter, self.builder, summariser)
         self.pager.restore(row.state.get("pager"))
         self.redact_secrets = True  # user text and model output, before they are stored
-        # A private key's BEGIN line came without its END line: the next messages may be
-        # the rest of it, piped line by line (see redact.redact_message).
-        self.in_key = False
+        # A secret the last message left open (a private key's BEGIN line without its END,
+        # a token cut at the end): the next messages may be the rest of it, piped line by
+        # line (see redact.redact_message). Its kind, or a false value.
+        self.in_key: str | bool | None = False
         self.lock: AgentLockLike | None = None
         # Called with the turn id once a turn is committed (e.g. background embedding);
         # they must return at once: the reply is not held up by them.
@@ -501,22 +501,6 @@ class Agent:
         return self.store.set_block(self.id, label, value, source="user", expected=expected)
 
 
-def tool_schemas() -> list[dict]:
-    """The tools every request defines: the memory tools and evict_turns."""
-    return memory_tool_schemas() + [EVICT_TURNS_SCHEMA]
-
-
-def request_floor(settings: Settings, blocks: list[Block], counter_state: object = None) -> int:
-    """The tokens a turn needs at the least: the real request built with an empty queue and
-    no summary (tools, system prompt, these core memory blocks) plus one short turn, as
-    the agent's counter (from its stored state; else the cautious default) estimates it."""
-    counter = TokenCounter.from_state(counter_state)
-    current = [Message("user", [{"type": "text", "text": "Hello."}], 1)]
-    inputs = ContextInputs("", [], current, render_core_memory(blocks))
-    built = ContextBuilder(settings, tool_schemas(), counter).build(inputs)
-    return built.estimated_tokens + ONE_TURN_TOKENS
-
-
 @dataclass
 class _TurnRun:
     turn_id: int
@@ -554,15 +538,6 @@ def _valid_content(content: list[ContentBlock], stop: str | None) -> list[Conten
 
 def _text_of(message: Message) -> str:
     return "".join(b.get("text", "") for b in message.content if b.get("type") == "text")
-
-
-def _window_for(state: object, model: str) -> int | None:
-    """The window a provider taught the agent for `model` (see Agent._learn_window)."""
-    if isinstance(state, dict) and state.get("model") == model:
-        tokens = state.get("tokens")
-        if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0:
-            return tokens
-    return None
 
 
 def _writable(value: object) -> bool:

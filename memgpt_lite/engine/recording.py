@@ -569,7 +569,9 @@ def _read_lines(path: Path, warnings: list[str]) -> Iterator[tuple[int, dict[str
             continue
         try:
             line = json.loads(text)
-        except json.JSONDecodeError:
+        except RecursionError:
+            raise RecordingError(f"{path}: line {number} is nested too deeply to read") from None
+        except ValueError:  # not JSON, or a number of thousands of digits
             if number == len(lines) and not raw.endswith(b"\n"):
                 warnings.append(f"line {number} was cut short (the session ended abruptly); "
                                 f"replaying up to line {number - 1}")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 from datetime import date, timedelta
-from typing import Any
 
 from memgpt_lite.engine import search
 from memgpt_lite.engine.records import Message, SearchHit, SearchPage, now_iso

@@ -126,12 +126,11 @@ class SQLiteDatabase(Transactions):
         super().__init__()
         if not raw:
             prepare_file(self.path)
-        target = f"{self.path.resolve().as_uri()}?mode=ro" if read_only else str(self.path)
-        try:
-            self.connection = sqlite3.connect(target, isolation_level=None, uri=read_only,
-                                              check_same_thread=False, factory=_Connection)
-        except sqlite3.Error as exc:
-            raise sqlite_error(self.path, exc) from None
+        # A database in a folder that cannot be written (a read-only mount, a backup) is read
+        # as it is: listing, showing and exporting work, every write is one sentence.
+        self.read_only = read_only or (not raw and self.path.exists()
+                                       and not os.access(self.path.parent, os.W_OK))
+        self.connection = self._connect()
         self.connection.path = self.path
         try:
             # Before the first read: a second process creating the same new file holds
@@ -140,6 +139,26 @@ class SQLiteDatabase(Transactions):
         except sqlite3.Error as exc:
             self.connection.close()
             raise sqlite_error(self.path, exc) from None
+
+    def _connect(self) -> _Connection:
+        if not self.read_only:
+            try:
+                return sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                                       factory=_Connection)
+            except sqlite3.Error as exc:
+                raise sqlite_error(self.path, exc) from None
+        # Reading a WAL database needs files beside it; where none can be made (`immutable`)
+        # SQLite reads the file alone, which nothing can be writing on a read-only medium.
+        uri, error = self.path.resolve().as_uri(), None
+        for flags in ("?mode=ro", "?mode=ro&immutable=1"):
+            try:
+                conn = sqlite3.connect(uri + flags, uri=True, isolation_level=None,
+                                       check_same_thread=False, factory=_Connection)
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchall()
+                return conn
+            except sqlite3.Error as exc:
+                error = exc
+        raise sqlite_error(self.path, error) from None  # type: ignore[arg-type]
 
     def configure(self) -> None:
         """The store's pragmas (after its schema was checked: a foreign file is never

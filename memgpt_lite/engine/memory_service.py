@@ -8,8 +8,9 @@ same memory beside it. That is safe because nothing is kept here between calls: 
 reads the store afresh, and every write goes through the store's transactions and its
 compare-before-write (`set_block(expected=...)`, retried by MemoryTools), so an edit the chat
 makes between a read and a write here is never lost, and the chat's next request holds what
-was written here. For the same reason nothing here undoes a turn left open: it belongs to a
-chat that may be running it right now.
+was written here. Nothing here undoes a turn left open either: it may belong to a chat
+running it right now (the server settles a turn a dead chat cut off, and only when no
+process holds the agent: see terminal/mcp_server.py).
 
 Every argument is redacted before it is used, as the chat redacts the model's tool inputs;
 block history names the client as the author of each edit (`mcp:NAME`); passages keep their

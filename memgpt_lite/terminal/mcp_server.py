@@ -35,6 +35,7 @@ from memgpt_lite.engine.memory_service import (
     author_of,
     outside_tools,
 )
+from memgpt_lite.engine.store.base import StoreError
 from memgpt_lite.engine.text import clean_value
 
 SERVER_NAME = "memgpt-lite"
@@ -118,11 +119,13 @@ def build_server(service: MemoryService) -> Server[Any]:
         return types.ListToolsResult(tools=[_tool(t) for t in outside_tools()])
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        settle(service)
         outcome = service.call(params.name, params.arguments, author=author_of(client_name(ctx)))
         return types.CallToolResult(content=[types.TextContent(type="text", text=outcome.text)],
                                     is_error=outcome.is_error)
 
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+        settle(service)
         return types.ListResourcesResult(resources=[
             types.Resource(uri=r.uri, name=r.label, title=f"core memory: {r.label}",
                            description=r.description, mime_type=TEXT)
@@ -130,6 +133,7 @@ def build_server(service: MemoryService) -> Server[Any]:
 
     async def read_resource(ctx: Any,
                             params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        settle(service)
         found = service.read(str(params.uri))
         if found is None:
             raise MCPError(INVALID_PARAMS, f"There is no core memory block at {params.uri}; "
@@ -141,6 +145,19 @@ def build_server(service: MemoryService) -> Server[Any]:
                   instructions=service.instructions(), on_list_tools=list_tools,
                   on_call_tool=call_tool, on_list_resources=list_resources,
                   on_read_resource=read_resource)
+
+
+def settle(service: MemoryService) -> None:
+    """Before reading or writing, undo a turn a dead chat left cut off (kill -9), as every
+    reader does, so that no edit lands on effects its undo would take back; only when no
+    process holds the agent: a running chat's open turn is real until it ends."""
+    from memgpt_lite.terminal.agent_checks import settle as settle_agent
+
+    try:
+        if service.refresh():
+            settle_agent(service.store, service.row)
+    except StoreError:
+        pass  # the call itself meets the store's failure and says so
 
 
 def _tool(tool: OutsideTool) -> types.Tool:

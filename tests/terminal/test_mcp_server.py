@@ -107,6 +107,60 @@ def test_blocks_are_resources_and_an_unknown_one_is_an_error(service):
     assert read.contents[0].text == "Nothing is known about the user yet."
 
 
+def cut_off_turn(store, tmp_path) -> int:
+    """A chat's turn left open with an edit in it, as kill -9 mid-turn leaves it."""
+    from memgpt_lite.engine.agent import Agent
+    from memgpt_lite.engine.records import Message
+    from memgpt_lite.lab.scripted import ScriptedModel
+
+    agent = Agent.open(store, "work", model_client=ScriptedModel([]), lock_wait=None)
+    store.begin_turn(agent.id, Message("user", [{"type": "text", "text": "hi"}], 1,
+                                       in_context=False))
+    agent.tools.execute("core_memory_append", {"label": "human", "content": "Cut off."})
+    return agent.id
+
+
+def test_a_turn_a_dead_chat_cut_off_is_undone_before_a_call(tmp_path):
+    with open_store() as chat_store, open_store() as mcp_store:
+        agent_id = cut_off_turn(chat_store, tmp_path)
+        service = MemoryService.open(mcp_store, "work", tmp_path)
+
+        async def main():
+            async with Client(build_server(service), mode="legacy") as client:
+                return await client.call_tool("core_memory_append",
+                                              {"label": "human", "content": "From MCP."})
+
+        assert not run(main).is_error
+        assert mcp_store.unfinished_turns(agent_id) == []
+        assert mcp_store.get_block(agent_id, "human").value == "From MCP."
+
+
+@pytest.mark.slow
+def test_a_turn_another_process_holds_is_left_alone(tmp_path):
+    with open_store() as chat_store, open_store() as mcp_store:
+        agent_id = cut_off_turn(chat_store, tmp_path)
+        code = ("import sys, time; from memgpt_lite.engine.locking import AgentLock; "
+                "AgentLock(sys.argv[1], 'work').acquire(0); print('held', flush=True); "
+                "time.sleep(120)")
+        holder = subprocess.Popen([sys.executable, "-c", code, str(config.data_dir())],
+                                  stdout=subprocess.PIPE, text=True, env=dict(os.environ))
+        try:
+            assert holder.stdout.readline().strip() == "held"  # type: ignore[union-attr]
+            service = MemoryService.open(mcp_store, "work", tmp_path)
+
+            async def main():
+                async with Client(build_server(service), mode="legacy") as client:
+                    return await client.call_tool("core_memory_append",
+                                                  {"label": "human", "content": "From MCP."})
+
+            assert not run(main).is_error
+        finally:
+            holder.kill()
+            holder.wait()
+        assert mcp_store.unfinished_turns(agent_id) == [1]  # the running chat's, untouched
+        assert mcp_store.get_block(agent_id, "human").value == "Cut off.\nFrom MCP."
+
+
 def test_lone_surrogates_in_a_line_become_replacement_characters():
     line = r'{"params": {"content": "cut \ud83d here, whole \ud83d\ude00, kept \\ud800"}}' + "\n"
     assert json.loads(repaired(line)) == {"params": {"content":

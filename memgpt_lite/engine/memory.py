@@ -291,6 +291,9 @@ class MemoryTools:
         # Meaning-based candidates fused with the keyword ones (None: keywords only); set by
         # whoever opens the agent with an embedder, or by a replay (see engine/dense.py).
         self.dense: DenseSide | None = None
+        # Who block history names as the author of an edit: the chat's model ("tool"), or
+        # the MCP client the edit came from ("mcp:NAME", see memory_service.py).
+        self.source = "tool"
 
     def execute(self, name: str, args: object) -> ToolOutcome:
         if name not in MEMORY_TOOL_NAMES:
@@ -320,7 +323,7 @@ class MemoryTools:
                 f"Block {block.label!r} would be {len(new)}/{block.limit} chars, {over} over "
                 f"its limit. Shorten the text, remove or condense old text with "
                 f"core_memory_replace, or store the details with archival_insert.", tool)
-        saved = self.store.set_block(self.agent_id, block.label, new, source="tool",
+        saved = self.store.set_block(self.agent_id, block.label, new, source=self.source,
                                      expected=block.value)
         edit = MemoryEditEvent(block.label, op, block.value, saved.value,  # type: ignore[arg-type]
                                saved.used, saved.limit)

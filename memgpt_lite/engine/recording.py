@@ -19,7 +19,8 @@ version, 2; version 1 is still read) and a `"type"`:
                  another agent's passages would shift them in a replay that lacks them);
                  written before the next event once known, each line listing all so far
                  (older recordings have one line, after the turn's events)
-    shared_block a user-scope block read with a value another agent wrote: label, value and
+    shared_block a block read with a value written elsewhere (another agent sharing it, or
+                 another process serving this agent, e.g. an MCP client): label, value and
                  `after`, the number of the turn's recorded events before that read; replay
                  applies the edit at the same point
     memory       core memory after each turn ({label: value}), for state comparison
@@ -169,7 +170,7 @@ class Recorder:
         self.agent_uid: str | None = None  # the header's agent
         # While a turn runs: how many of its events were written (see `outside_edit`).
         self.turn_events: int | None = None
-        self._seen: dict[str, str] = {}  # shared blocks as the agent last saw them
+        self._seen: dict[str, str] = {}  # core memory blocks as the agent last saw them
         self._watch: tuple[Any, int, AgentWatch] | None = None
 
     @classmethod
@@ -230,13 +231,14 @@ class Recorder:
     # ---------------------------------------------------------------- what other agents change
 
     def watch(self, agent: Any) -> None:
-        """From now on, learn from the store what other agents change under `agent`: edits
-        of the blocks it shares, and the ids its new passages get (see `outside_edit` and
+        """From now on, learn from the store what others change under `agent`: edits of its
+        blocks written elsewhere (another agent sharing a block, another process serving this
+        agent's memory), and the ids its new passages get (see `outside_edit` and
         the passage_ids line). A store reopened after a restart is watched again with what
         the agent had seen, so an edit made meanwhile is still noticed."""
         self.unwatch()
         if not self._seen:
-            self._seen = {b.label: b.value for b in agent.blocks() if b.scope == "user"}
+            self._seen = {b.label: b.value for b in agent.blocks()}
         watch = AgentWatch(self._seen, self.outside_edit)
         agent.store.watch(agent.id, watch)
         self._watch = (agent.store, agent.id, watch)
@@ -257,7 +259,7 @@ class Recorder:
             self._watch = None
 
     def outside_edit(self, label: str, value: str) -> None:
-        """The agent read a shared block with a value another agent wrote. Within a turn it
+        """The agent read a block with a value written elsewhere. Within a turn it
         is noted with how many of the turn's events came before it; between turns it is a
         command before the next input. Replay applies it at the same point."""
         if self.turn_events is None:

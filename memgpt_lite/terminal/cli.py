@@ -29,6 +29,8 @@ environment:
   MEMGPT_LITE_CONTEXT_WINDOW  context budget in tokens
   MEMGPT_LITE_MAX_TOKENS      max output tokens per model call
   MEMGPT_LITE_PRICES          a JSON price table for cost figures
+  MEMGPT_LITE_PROJECT         the project directory (as mcp --project; default: the
+                              working directory)
   VISUAL, EDITOR              the editor for /core edit
 
 examples:
@@ -92,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_recording_parsers(sub)
     _add_eval_parser(sub)
     _add_forget_parser(sub)
+    _add_mcp_parser(sub)
     # Listed for --help only: main() hands everything after `bench` to the bench's own parser.
     sub.add_parser("bench", help="run the benchmark suite offline and print one table "
                                  "(--quick, --json OUT; `bench --help` for more)", add_help=False)
@@ -202,6 +205,19 @@ def _add_forget_parser(sub: Any) -> None:
                    help="print the preview (and, with --yes, what was done) as JSON")
     p.add_argument("--yes", action="store_true", help="forget without asking")
     p.set_defaults(func=lambda a: _forgetting().cmd_forget(_joined_query(a)))
+
+
+def _add_mcp_parser(sub: Any) -> None:
+    p = _parser(sub, "mcp", "serve an agent's memory to MCP clients (Claude Code, Claude "
+                "Desktop, Cursor) over stdio; needs pip install 'memgpt-lite[mcp]'",
+                "claude mcp add memgpt-lite -- memgpt-lite mcp --agent work",
+                "memgpt-lite mcp --agent work --project ~/src/blog")
+    _agent_arg(p)
+    p.add_argument("--project", metavar="DIR",
+                   help="the project whose project-scope memory is served: the git top level "
+                        "of DIR, else DIR (default: $MEMGPT_LITE_PROJECT, else the working "
+                        "directory)")
+    p.set_defaults(func=_mcp)
 
 
 def _joined_query(args: argparse.Namespace) -> argparse.Namespace:
@@ -438,6 +454,19 @@ def _completion(args: argparse.Namespace) -> int:
 
     sys.stdout.write(completion.script(args.shell, build_parser()))
     return 0
+
+
+MCP_EXTRA = "pip install 'memgpt-lite[mcp]'"
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    try:  # the SDK comes with the mcp extra; nothing else ever imports it
+        from memgpt_lite.terminal import mcp_server
+    except ImportError as exc:
+        if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types", "anyio"):
+            raise
+        raise UserError(f"memgpt-lite mcp needs the MCP Python SDK: {MCP_EXTRA}.") from None
+    return mcp_server.run_mcp(args.agent, args.project)
 
 
 def _chat(args: argparse.Namespace) -> int:

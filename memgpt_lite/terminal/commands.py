@@ -586,7 +586,7 @@ def cmd_bench(argv: list[str]) -> int:
 
     console = render.make_console(sys.stderr)
     try:
-        if not console.is_terminal or any(a in ("-h", "--help", "store", "load") for a in argv):
+        if not console.is_terminal or any(a in ("-h", "--help", "store", "load", "mcp") for a in argv):
             return int(bench.main(argv) or 0)
         from memgpt_lite.lab.bench.suite import SECTIONS
         from memgpt_lite.terminal.progress import SectionProgress

@@ -64,8 +64,9 @@ class AgentRow:
 @dataclass
 class AgentWatch:
     """What a recording of one agent must learn about state it does not own alone (see
-    recording.py): `changed(label, value)` hears every read of a user-scope block whose
-    value another agent wrote since this agent last read or wrote it; `passage_ids` collects
+    recording.py): `changed(label, value)` hears every read of a block whose value was
+    written elsewhere (another agent sharing it, another process serving this agent) since
+    this agent last read or wrote it through this store; `passage_ids` collects
     the ids given to the agent's new passages (ids are global to the data dir)."""
 
     seen: dict[str, str]

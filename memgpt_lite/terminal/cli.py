@@ -159,7 +159,8 @@ def _add_eval_parser(sub: Any) -> None:
                 "memgpt-lite eval correct-core-fact --model haiku",
                 "memgpt-lite eval scenario.toml --model sonnet --json a.json",
                 "memgpt-lite eval --compare a.json b.json",
-                "memgpt-lite eval locomo locomo10.json --retrieval-only")
+                "memgpt-lite eval locomo locomo10.json --retrieval-only",
+                "memgpt-lite eval locomo locomo10.json --retrieval-only --db postgresql://me@host/db")
     p.add_argument("scenarios", nargs="*", metavar="SCENARIO",
                    help="scenario .toml files or bundled scenario names (default: all the "
                         "bundled ones), or `locomo FILE` / `nkv FILE` for the dataset runners")
@@ -175,6 +176,9 @@ def _add_eval_parser(sub: Any) -> None:
     p.add_argument("--embedder", metavar="SPEC",
                    help="LoCoMo retrieval: also score dense and hybrid search with this "
                         "embedder (onnx:FOLDER or http, as MEMGPT_LITE_EMBEDDER)")
+    p.add_argument("--db", dest="eval_db", metavar="URL",
+                   help="LoCoMo retrieval: store the conversations in a scratch database on "
+                        "this postgresql:// server (created and dropped) instead of SQLite")
     p.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"),
                    help="compare two JSON reports check by check")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON (- for stdout)")

@@ -201,7 +201,6 @@ def test_locomo_retrieval_only_reports_recall_per_category(tmp_path, console):
     assert result["overall"]["n"] == 4
     assert result["by_category"]["4 single-hop"]["recall@5"] == 1.0
     assert result["by_category"]["1 multi-hop"]["recall@10"] == 1.0
-    assert not any(q["tool_error"] for q in result["questions"])
     first = result["questions"][0]
     assert first["retrieved"][0] == "D1:3"
     code = eval_commands.cmd_eval(SimpleNamespace(scenario="locomo", file=str(data), retrieval_only=True,

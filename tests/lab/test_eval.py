@@ -58,7 +58,8 @@ def test_fixed_clock_and_session_clock_jump():
     model = ScriptedModel(good_script())
     scenarios.run_scenario(Scenario.load(BUNDLED), model)
     search = json.dumps(model.requests[5].messages)
-    assert "2026-01-01 09:01" in search  # turn 2 said it at start + 60 s
+    # Search results name the day of each hit (turn 2 said it at start + 60 s, that day).
+    assert "2026-01-01\n- user: " in search.encode().decode("unicode_escape")
 
 
 def test_every_check_type_and_a_deliberate_failure(tmp_path):

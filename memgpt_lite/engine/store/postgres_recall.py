@@ -6,6 +6,8 @@ The Postgres twin of sqlite_recall.py, method for method. A mixin of `postgres.P
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import json
 import math
 from typing import Any
@@ -187,7 +189,8 @@ class PgRecallMixin:
                         start_date: str | None = None, end_date: str | None = None, *,
                         dense: dict[int, float] | None = None,
                         keyword_weight: float = search.KEYWORD_WEIGHT,
-                        context: bool = True) -> SearchPage:
+                        context: bool = True, leave_out: Collection[int] = (),
+                        below: Collection[int] = ()) -> SearchPage:
         """As the SQLite store's (see sqlite_recall.py): BM25 over any query term plus a
         share of matching neighbours', fused with `dense` when given; each hit brings the
         reply that followed it."""
@@ -195,11 +198,12 @@ class PgRecallMixin:
         scores = self.keyword_scores(agent_id, query, start_date, end_date)
         if dense:
             scores = search.fuse(scores, dense, keyword_weight)
+        scores = search.place(scores, leave_out, below)
         if not scores:
             return SearchPage([], page, 0, 0)
         ids = search.top_page(scores, page, per_page)
         reply_of = {i: r for i, r in self._reply_ids(agent_id, ids).items()
-                    if r not in ids} if context else {}
+                    if r not in ids and r not in leave_out} if context else {}
         rows = self._message_hits(agent_id, [*ids, *set(reply_of.values()) - set(ids)], scores)
         by_id = {h.id: h for h in rows}
         hits = [by_id[i] for i in ids]

@@ -18,11 +18,10 @@ from typing import TYPE_CHECKING
 
 from memgpt_lite.engine import prompts
 from memgpt_lite.engine.events import Event, MemoryEditEvent
+from memgpt_lite.engine import recall_page
 from memgpt_lite.engine.recall_page import (
-    CONTEXT_CHARS,
     HIT_CHARS,
     LAYOUT,
-    PER_PAGE,
     TURN_QUERY,
     one_line,
     page_lines,
@@ -426,7 +425,7 @@ class MemoryTools:
         dense, weight, events = self.dense_candidates(tool, "messages", query, start, end)
         leave_out, below = self.visible() if self.visible and self.layout >= 2 else ([], [])
         result = self.store.search_messages(self.agent_id, query, page,
-                                            per_page or PER_PAGE[self.layout], start_date=start,
+                                            per_page or recall_page.PER_PAGE[self.layout], start_date=start,
                                             end_date=end, dense=dense, keyword_weight=weight,
                                             leave_out=leave_out, below=below)
         return result, events

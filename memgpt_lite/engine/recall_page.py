@@ -67,7 +67,8 @@ def _layout2(hits: list[SearchHit], query: str) -> list[str]:
             also = sorted(set(seen[" ".join(hit.text.lower().split())]) - {day})
             more = f" (also said {', '.join(also)})" if also else ""
             lines.append(f"- {hit.role}{_status(hit)}: {window(hit, query)}{more}")
-            lines += [f"  ↳ {r.role}: {one_line(r.text, REPLY_CHARS)}" for r in hit.context]
+            if REPLY_CHARS > 0:
+                lines += [f"  ↳ {r.role}: {one_line(r.text, REPLY_CHARS)}" for r in hit.context]
     return lines
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from memgpt_lite.engine.config import Settings
+from memgpt_lite.engine.recall_page import LAYOUT
 from memgpt_lite.engine.records import ModelRequest, parse_iso, utc_iso
 from memgpt_lite.lab.harness import (
     DEFAULT_CLOCK,
@@ -30,14 +31,7 @@ from memgpt_lite.lab.harness import (
     parse_clock,
 )
 from memgpt_lite.lab.judge import ask_judge
-from memgpt_lite.lab.locomo_retrieval import (
-    DENSE_METHODS,
-    KEYWORD_METHODS,
-    METRICS,
-    CachedDense,
-    dense_only,
-    score_method,
-)
+from memgpt_lite.lab.locomo_retrieval import METRICS, CachedDense, dense_only, score_method
 from memgpt_lite.lab.recall_metrics import TokenBudget
 
 LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop",
@@ -135,7 +129,8 @@ def run_locomo(path: str | Path, *, retrieval_only: bool = True, model_client: A
                settings: Settings | None = None, judge: Any = None,
                progress: Progress | None = None, limit: int | None = None,
                embedder: Any = None, keyword_weight: float | None = None,
-               db: str | None = None) -> dict[str, Any]:
+               db: str | None = None, layout: int | None = None,
+               weights: tuple[float, ...] = ()) -> dict[str, Any]:
     """LoCoMo: retrieval figures of the evidence through search (retrieval only; see
     `locomo_retrieval`), or token F1 of the agent's answers (needs `model_client`). Per
     category and overall.
@@ -144,11 +139,14 @@ def run_locomo(path: str | Path, *, retrieval_only: bool = True, model_client: A
     with an `embedder` also dense-only and hybrid (see `search.fuse`). The top-level
     `by_category` and `overall` are those of the best method run: hybrid with an embedder,
     else keyword. With `db` (a postgresql:// server) the conversations are stored in a
-    scratch database there, created and dropped; else in a temporary SQLite file."""
+    scratch database there, created and dropped; else in a temporary SQLite file. `layout`
+    picks conversation_search's page layout (recall_page.py); each of `weights` adds a
+    method "hybrid W" fused with that keyword share (for choosing it by cross-validation)."""
     samples = load_locomo(path)
     if not retrieval_only and model_client is None:
         raise ScenarioError("answering LoCoMo questions needs a model (--model), or use --retrieval-only")
-    options = {"embedder": embedder, "keyword_weight": keyword_weight}
+    options = {"embedder": embedder, "keyword_weight": keyword_weight, "layout": layout,
+               "weights": weights}
     rows: list[dict[str, Any]] = []
     with _locomo_store(db) as store:
         for s_index, sample in enumerate(samples):
@@ -191,7 +189,8 @@ def _locomo_store(db: str | None) -> Iterator[Any]:
 
 def _method_tables(rows: list[dict[str, Any]], metrics: tuple[str, ...]) -> dict[str, Any]:
     out = {}
-    for method in (*KEYWORD_METHODS, *DENSE_METHODS):
+    names = dict.fromkeys(m for r in rows for m in r.get("methods", {}))
+    for method in names:
         picked = [{"category": r["category"], **r["methods"][method]} for r in rows
                   if method in r.get("methods", {})]
         if picked:
@@ -239,12 +238,19 @@ class _Side:
         self.texts = {mapping[m.id]: plain_text(m.role, m.content)
                       for m in store.all_messages(agent_id) if m.id in mapping}
         self.budget = TokenBudget()
-        self.keyword = MemoryTools(store, agent_id)
+        self.layout = options.get("layout") or LAYOUT
+        self.keyword = self.tools(None)
         self.dense = _dense_side(store, agent_id, options)
-        self.hybrid = None
-        if self.dense is not None:
-            self.hybrid = MemoryTools(store, agent_id)
-            self.hybrid.dense = self.dense
+        self.hybrid = None if self.dense is None else self.tools(self.dense)
+        self.weights = {w: self.tools(self.dense.with_weight(w)) for w in options["weights"]
+                        if self.dense is not None}
+
+    def tools(self, dense: Any) -> Any:
+        from memgpt_lite.engine.memory import MemoryTools
+
+        tools = MemoryTools(self.store, self.agent_id)
+        tools.dense, tools.layout = dense, self.layout
+        return tools
 
 
 def _dense_side(store: Any, agent_id: int, options: dict[str, Any]) -> CachedDense | None:
@@ -289,11 +295,13 @@ def _locomo_recall(row: dict[str, Any], evidence: list[str], side: _Side) -> dic
     row["methods"], retrieved = {}, {}
     row["methods"]["keyword"], retrieved["keyword"] = score_method(*common, side.keyword, *rest)
     if side.dense is not None and side.hybrid is not None:
-        scores, weight, _ = side.dense.rank("conversation_search", "messages", question)
+        scores, _, _ = side.dense.rank("conversation_search", "messages", question)
         row["methods"]["dense"] = dense_only(store, agent_id, scores or {}, evidence,
                                              side.mapping)
-        row["methods"]["hybrid"], retrieved["hybrid"] = score_method(
-            *common, side.hybrid, *rest, dense=scores, keyword_weight=weight)
+        row["methods"]["hybrid"], retrieved["hybrid"] = score_method(*common, side.hybrid,
+                                                                     *rest)
+        for w, tools in side.weights.items():
+            row["methods"][f"hybrid {w}"], _ = score_method(*common, tools, *rest)
     best = "hybrid" if side.dense is not None else "keyword"
     row.update(row["methods"][best])
     row["evidence"], row["retrieved"] = evidence, retrieved[best]

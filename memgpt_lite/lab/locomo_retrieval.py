@@ -22,8 +22,6 @@ from typing import Any
 from memgpt_lite.engine.memory import MemoryTools
 from memgpt_lite.lab.recall_metrics import BUDGETS, TokenBudget, recall_at
 
-KEYWORD_METHODS = ("keyword",)
-DENSE_METHODS = ("dense", "hybrid")
 MAX_PAGES = 12  # enough pages for the largest budget, even of one-line hits
 RANKED = 20  # hits ranked per question for recall@k
 
@@ -83,10 +81,10 @@ def _last_page(text: str, page: int) -> bool:
 
 def score_method(store: Any, agent_id: int, question: str, tools: MemoryTools,
                  evidence: list[str], mapping: dict[int, str], texts: dict[str, str],
-                 budget: TokenBudget, **search: Any) -> tuple[dict[str, float], list[str | None]]:
-    """One method's row for one question (see the module docstring), and its top ten hits
-    as dia_ids."""
-    page = store.search_messages(agent_id, question, per_page=RANKED, **search)
+                 budget: TokenBudget) -> tuple[dict[str, float], list[str | None]]:
+    """One method's row for one question (see the module docstring), ranked as `tools`
+    rank for conversation_search, and its top ten hits as dia_ids."""
+    page, _ = tools.message_page(question, per_page=RANKED)
     hits = [mapping.get(h.id) for h in page.hits]
     want = set(evidence)
     row = {f"recall@{k}": recall_at(hits, want, k) for k in (5, 10, 20)}

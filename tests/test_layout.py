@@ -11,6 +11,7 @@ from pathlib import Path
 import memgpt_lite
 
 PACKAGE = Path(memgpt_lite.__file__).parent
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
 PARTS = ("engine", "terminal", "lab")
 MAX_LINES = 600  # a longer module must say why in its docstring
 
@@ -128,3 +129,38 @@ def test_code_refers_to_the_readme_not_to_documents_outside_the_repository():
             continue  # the pattern above names them
         found = outside.search(path.read_text("utf-8"))
         assert found is None, f"{path.name} mentions {found.group()!r}"
+
+
+def _module_table() -> dict[str, set[str]]:
+    """The names in backticks in each part's rows of docs/architecture.md's module table."""
+    named: dict[str, set[str]] = defaultdict(set)
+    for line in ARCHITECTURE.read_text("utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells[0] in PARTS:
+            named[cells[0]] |= set(re.findall(r"`([^`]+)`", " ".join(cells[1:])))
+    return named
+
+
+def _suffixes(path: Path, part_name: str) -> set[str]:
+    """How the table may name a module: `blocks.py`, `sqlite/blocks.py`, `store/sqlite/...`."""
+    parts = path.relative_to(PACKAGE / part_name).parts
+    return {"/".join(parts[i:]) for i in range(len(parts))}
+
+
+def test_the_architecture_page_names_every_module_in_its_part():
+    named = _module_table()
+    missing, stale = [], []
+    known: dict[str, set[str]] = defaultdict(set)
+    for name, path in modules().items():
+        owner = part(name)
+        if owner is None:
+            continue
+        known[owner] |= _suffixes(path, owner)
+        if path.name not in ("__init__.py", "__main__.py") and not (
+                _suffixes(path, owner) & named[owner]):
+            missing.append(f"{owner}/{path.relative_to(PACKAGE / owner).as_posix()}")
+    for owner, names in named.items():
+        stale += [f"{owner}: {n}" for n in sorted(names) if n.endswith(".py")
+                  and n not in known[owner]]
+    assert not missing, f"docs/architecture.md does not name {missing}"
+    assert not stale, f"docs/architecture.md names modules that do not exist: {stale}"

@@ -1,4 +1,4 @@
-"""Building the request in the cache-friendly layout (README "Architecture"), with a token ledger.
+"""Building the request in the cache-friendly layout (docs/architecture.md), with a token ledger.
 
     tools → system (static, breakpoint) → summary (breakpoint) → FIFO queue (breakpoint on
     its last message) → current turn (breakpoint on its last stable message) → tail data

@@ -232,7 +232,7 @@ class OnnxEmbedder:
 def _onnx_file(folder: Path) -> Path:
     if not (folder / "tokenizer.json").is_file():
         raise EmbeddingError(f"{folder} holds no tokenizer.json; give the folder of an ONNX "
-                             "sentence-embedding model (see the README's Hybrid search).")
+                             "sentence-embedding model (see docs/search.md).")
     candidates = [folder / "model.onnx"] + sorted(folder.glob("*.onnx"))
     for path in candidates:
         if path.is_file():
@@ -254,7 +254,7 @@ def _file_id(path: Path) -> str:
 
 @dataclass
 class EmbeddingConfig:
-    """Which embedder to use, from the environment (see the README's Hybrid search)."""
+    """Which embedder to use, from the environment (see docs/search.md)."""
 
     kind: str = "none"  # none | onnx | http
     path: str = ""

@@ -1,5 +1,5 @@
 """Core memory blocks and the memory tools the model calls (corrections of archival memory
-included: README "Memory and paging").
+included: docs/memory.md).
 
 Every tool failure caused by the model's input comes back as an `is_error` ToolOutcome with
 a sentence the model can act on; `MemoryTools.execute` does not raise for bad input.
@@ -40,7 +40,7 @@ MEMORY_TOOL_NAMES = ("core_memory_append", "core_memory_replace", "conversation_
 GLIMPSE_CHARS = 100  # a similar passage is shown by its first words
 EDIT_TRIES = 3  # reads of a shared block per edit (see MemoryTools._compare_and_retry)
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-# Every argument is bounded (README "Memory and paging"): a model's mistake must come back as
+# Every argument is bounded (docs/memory.md): a model's mistake must come back as
 # an error it can act on, never reach SQLite as a number it cannot hold or a text that
 # costs minutes to index.
 MAX_PAGE = 1_000

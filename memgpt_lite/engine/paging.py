@@ -1,4 +1,4 @@
-"""The paging controller (README "Memory and paging"): the context window is RAM, and the model decides
+"""The paging controller (docs/memory.md): the context window is RAM, and the model decides
 what to page out; the controller only steps in when the model did not.
 
 Checked before every model call, on the estimated size of the next request:

@@ -210,7 +210,7 @@ def top_page(scores: dict[int, float], page: int, per_page: int) -> list[int]:
 # keyword-only search (the default) must not pay for it, not even at import.
 
 # The keyword side's share in fused scores; the dense side gets the rest. Measured on LoCoMo
-# (see the README's retrieval table): 0.6-0.7 is best with small local models.
+# (see docs/benchmarks.md, Retrieval quality): 0.6-0.7 is best with small local models.
 KEYWORD_WEIGHT = 0.7
 DENSE_CANDIDATES = 100  # the dense side proposes its best rows, ranked with the keyword ones
 
@@ -230,7 +230,7 @@ def dense_top(matrix: object, scales: object, query: object, limit: int,
               mask: object = None) -> list[tuple[int, float]]:
     """(row index, cosine) of the `limit` rows most similar to the unit `query`, best first,
     among those where `mask` is true. An exact scan, chunked so the float copy of the int8
-    matrix stays small (see the README's benchmarks for its cost per 100k rows)."""
+    matrix stays small (see docs/benchmarks.md for its cost per 100k rows)."""
     import numpy as np
 
     n = len(scales)  # type: ignore[arg-type]

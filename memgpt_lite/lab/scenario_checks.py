@@ -2,7 +2,7 @@
 a run produced (`RunState`). Every scorer returns (passed, detail); passed is None when the
 check was skipped (a judge check without a judge).
 
-Types (README "Recording, replay and evaluation" lists them with what each reads):
+Types (docs/recording.md lists them with what each reads):
 replies (`reply_contains`, `reply_not_contains`, `reply_matches`), memory (`core_contains`,
 `core_not_contains`, `archival_contains`, `archival_not_contains`, `memory_contains`,
 `memory_not_contains`, `summary_contains`), tools (`tool_called`, `tool_not_called`),

@@ -491,7 +491,7 @@ def _decode_stdin_leniently() -> None:
 
 
 def _context_size(agent: Any) -> tuple[int, int]:
-    """The one context number (README "The chat"): what the next request holds before your
+    """The one context number (docs/chat.md): what the next request holds before your
     next message — tools, system prompt, summary, queue and core memory — by the counter
     anchored on the last response's usage; the same as `/context`."""
     report = agent.context_report()

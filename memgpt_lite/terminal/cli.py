@@ -366,14 +366,19 @@ def _main(argv: list[str]) -> int:
 def _take_db(argv: list[str]) -> list[str]:
     """The global `--db URL` (before the command) becomes MEMGPT_LITE_DATABASE_URL, so every
     command, and every process it starts, opens the same store."""
-    if argv[:1] == ["--db"] and len(argv) > 1:
-        url, rest = argv[1], argv[2:]
-    elif argv[:1] and argv[0].startswith("--db="):
-        url, rest = argv[0][len("--db="):], argv[1:]
-    else:
-        return argv
-    os.environ["MEMGPT_LITE_DATABASE_URL"] = url
+    url, rest = split_db(argv)
+    if url is not None:
+        os.environ["MEMGPT_LITE_DATABASE_URL"] = url
     return rest
+
+
+def split_db(argv: list[str]) -> tuple[str | None, list[str]]:
+    """The global `--db URL` before the command, if any, and the arguments after it."""
+    if argv[:1] == ["--db"] and len(argv) > 1:
+        return argv[1], argv[2:]
+    if argv[:1] and argv[0].startswith("--db="):
+        return argv[0][len("--db="):], argv[1:]
+    return None, argv
 
 
 def _reader_left() -> int:

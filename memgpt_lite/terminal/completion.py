@@ -1,5 +1,5 @@
 """Shell completion scripts for bash, zsh and fish, generated from the argparse parser, so
-they list exactly the commands, actions and options that `--help` does (README "Usage").
+they list exactly the commands, actions and options that `--help` does (README "Commands").
 
 zsh uses the bash script through zsh's own bashcompinit. Stdlib only.
 """

@@ -114,7 +114,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     embedder = configured_embedder(args.embedder)
     if embedder is None:
         raise UserError("No embedder is configured: set MEMGPT_LITE_EMBEDDER (onnx:FOLDER or "
-                        "http; see the README's Hybrid search) or pass --embedder.")
+                        "http; see docs/search.md) or pass --embedder.")
     console = Console(highlight=False)
     with open_store() as store:
         agents = [a for a in store.list_agents() if args.agent in (None, a.name)]

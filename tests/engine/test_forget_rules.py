@@ -217,7 +217,7 @@ def test_a_turn_left_open_by_a_dead_process_cannot_bring_the_text_back(backend):
     with open_store() as store:
         Agent.open(store, "a", model_client=ScriptedModel([])).close()
         assert store.get_block(store.get_agent("a").id, "human").value == "Likes tea"
-    if backend == "sqlite":  # the file's bytes (Postgres: the README on dead row versions)
+    if backend == "sqlite":  # the file's bytes (Postgres: docs/postgres.md on dead row versions)
         assert b"zanzibar" not in config.db_path().read_bytes()
 
 
@@ -335,7 +335,7 @@ def test_renaming_then_deleting_an_agent_leaves_no_file_of_it(backend, capsys, m
     assert not [p for p in left if uid in str(p) or "old" in p.name or "new" in p.name]
     assert not [p for p in left if p.suffix in (".jsonl", ".db") and "recordings" in p.parts]
     assert cli.main(["core", "--agent", "other"]) == 0
-    if backend == "postgres":  # no row of it is left (old row versions: see the README)
+    if backend == "postgres":  # no row of it is left (old row versions: see docs/postgres.md)
         with open_store() as store:
             assert [a.name for a in store.list_agents()] == ["other"]
             assert store._q("SELECT count(*) FROM messages WHERE content LIKE '%%quokka%%'") \

@@ -24,7 +24,7 @@ def test_retrieval_eval_scores_every_method():
         assert groups["all"]["n"] == len(retrieval_eval.CASES)
         assert 0 <= groups["all"]["recall@5"] <= groups["all"]["recall@10"] <= 1
     ours = data["results"]["ours (OR, porter, stop words, CJK bigrams)"]
-    assert ours["cjk"]["hit@5"] == 1.0  # every Chinese/Japanese case (README "Retrieval quality")
+    assert ours["cjk"]["hit@5"] == 1.0  # every Chinese/Japanese case (docs/benchmarks.md)
 
 
 def test_main_prints_json(capsys):

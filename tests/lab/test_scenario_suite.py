@@ -5,8 +5,7 @@ under the second. Where they can, the passing policies answer from what the engi
 them (a search result, the core memory in the request), so a pass also shows the memory
 path works.
 
-A live run of the same files: `memgpt-lite eval --model ID` (README "Recording, replay and
-evaluation")."""
+A live run of the same files: `memgpt-lite eval --model ID` (docs/recording.md)."""
 
 from __future__ import annotations
 

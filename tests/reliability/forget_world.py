@@ -249,7 +249,7 @@ def assert_no_match_left(home: Path, matcher: Matcher, gone: tuple[str, ...] = (
     history = InputHistory(home).lines()
     assert drop_matching(history, matcher)[1] == []
     assert not any(g in line for g in gone for line in history)
-    raw = b""  # Postgres keeps old row versions until VACUUM reuses them: see the README
+    raw = b""  # Postgres keeps old row versions until VACUUM reuses them: see docs/postgres.md
     if not config.database_url():
         raw = (home / config.DB_FILENAME).read_bytes()
         wal = home / (config.DB_FILENAME + "-wal")

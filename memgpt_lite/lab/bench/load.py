@@ -149,7 +149,7 @@ def _row(what: str, seconds: float, reports: list[dict], checks: list[dict]) -> 
             "interleaved": sum(c["interleaved"] for c in checks)}
 
 
-def load_main(argv: list[str]) -> int:
+def load_parser() -> argparse.ArgumentParser:
     import os
 
     parser = argparse.ArgumentParser(
@@ -161,6 +161,11 @@ def load_main(argv: list[str]) -> int:
     parser.add_argument("--agents", type=int, default=8)
     parser.add_argument("--turns", type=int, default=40, help="turns per process")
     parser.add_argument("--json", action="store_true")
+    return parser
+
+
+def load_main(argv: list[str]) -> int:
+    parser = load_parser()
     args = parser.parse_args(argv)
     if not args.db:
         parser.error("give a Postgres server with --db URL (or MEMGPT_LITE_DATABASE_URL)")

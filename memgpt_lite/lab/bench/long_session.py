@@ -10,7 +10,7 @@ an earlier request wrote at one of its cache breakpoints (up to 20 blocks back, 
 does), and writes the rest up to its last breakpoint (the rule is `fake_server.prefix_cache`,
 shared with the fake server). Three layouts run side by side on the same script:
 
-  memgpt_lite  core memory in the tail of the request (README "Architecture"), paging on
+  memgpt_lite  core memory in the tail of the request (docs/architecture.md), paging on
   classic      MemGPT's layout: core memory inside the system prompt, paging on
   full         full history, no paging, until a request would overflow the window
 

@@ -1,7 +1,7 @@
 """The recording section: what recording a session costs, against `--no-record`.
 
-A recording carries only what changed since the agent's base snapshot (README "Recording,
-replay and evaluation"), so its cost should grow with the session, not with the agent. This
+A recording carries only what changed since the agent's base snapshot (docs/benchmarks.md,
+"Reading the recording cost"), so its cost should grow with the session, not with the agent. This
 section grows one agent to each size, then runs the same piped one-message chat as a user
 would, in subprocesses against the local fake server: without recording, recorded for the
 first time (which writes the base snapshot), and recorded again (the steady state). It

@@ -116,7 +116,7 @@ class StderrProgress:
 
 
 def render_markdown(report: dict[str, Any], command: str) -> str:
-    """The README-ready table: sections as row groups, then how each section measured."""
+    """The table for docs/benchmarks.md: sections as row groups, then how each section measured."""
     m = report["machine"]
     lines = [f"`{command}` · memgpt-lite {report['version']} · {report['seconds']:.0f} s · "
              f"{report['started_at'][:10]}",

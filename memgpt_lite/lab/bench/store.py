@@ -30,7 +30,7 @@ from memgpt_lite.lab.bench.report import Figure, Row, Section, Target, latency_f
 from memgpt_lite.lab.bench.stats import percentile
 
 LANG_NAMES = {"en": "English", "zh": "Chinese"}
-# Keyword search, p50 of one memory-tool call (the README's benchmark targets).
+# Keyword search, p50 of one memory-tool call (the targets in docs/benchmarks.md).
 KEYWORD_TARGETS = {100_000: Target("p50", 3, "ms"), 1_000_000: Target("p50", 10, "ms")}
 
 

@@ -176,7 +176,19 @@ def _embedders(specs: list[str] | None) -> list[str]:
     return [s for s in specs if s.strip().lower() != "none"]
 
 
-def store_main(argv: list[str]) -> int:
+def parser_for(argv: list[str]) -> tuple[argparse.ArgumentParser, list[str]]:
+    """The parser of `memgpt-lite bench ARGV` and the arguments it reads, as `main` dispatches
+    them (the docs' command lines are checked against it)."""
+    if argv[:1] == ["store"]:
+        return store_parser(), argv[1:]
+    if argv[:1] == ["load"]:
+        from memgpt_lite.lab.bench.load import load_parser
+
+        return load_parser(), argv[1:]
+    return suite_parser(), argv
+
+
+def store_parser() -> argparse.ArgumentParser:
     import os
 
     parser = argparse.ArgumentParser(
@@ -194,7 +206,11 @@ def store_main(argv: list[str]) -> int:
     parser.add_argument("--db", metavar="URL", default=os.environ.get("MEMGPT_LITE_DATABASE_URL"),
                         help="a postgresql:// server to measure beside SQLite")
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def store_main(argv: list[str]) -> int:
+    args = store_parser().parse_args(argv)
     if args.db:
         return _compare_main(args)
     rows = [store_benchmark(n, queries=args.queries or 300)

@@ -47,6 +47,7 @@ from memgpt_lite.engine.memory import (
     render_core_memory,
 )
 from memgpt_lite.engine.model import ModelClient
+from memgpt_lite.engine.recall_page import LAYOUT
 from memgpt_lite.engine.paging import EVICT_TURNS_SCHEMA, Pager
 from memgpt_lite.engine.records import (
     Block,
@@ -286,6 +287,12 @@ class Agent:
         return ContextInputs(summary, self.store.context_messages(self.id), current,
                              render_core_memory(self.blocks()), tools_enabled=tools_enabled)
 
+    def set_search_layout(self, layout: int) -> None:
+        """Search as a recording made with `layout` did (recall_page.py): its tool
+        definitions and its pages, so a replay of it sends the recorded requests."""
+        self.tools.layout = layout
+        self.builder.tools = tool_schemas(layout)
+
     def _visible(self, run: _TurnRun) -> tuple[list[int], list[int]]:
         """What a search should not spend the model's tokens on: the turn it is in (its
         stored messages), and the messages of the queue, which the model still sees."""
@@ -471,9 +478,9 @@ class Agent:
         return self.store.set_block(self.id, label, value, source="user", expected=expected)
 
 
-def tool_schemas() -> list[dict]:
+def tool_schemas(layout: int = LAYOUT) -> list[dict]:
     """The tools every request defines: the memory tools and evict_turns."""
-    return memory_tool_schemas() + [EVICT_TURNS_SCHEMA]
+    return memory_tool_schemas(layout) + [EVICT_TURNS_SCHEMA]
 
 
 def request_floor(settings: Settings, blocks: list[Block], counter_state: object = None) -> int:

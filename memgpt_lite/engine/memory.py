@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import TYPE_CHECKING
 
-from memgpt_lite.engine import prompts
+from memgpt_lite.engine import prompts, recall_page
 from memgpt_lite.engine.events import Event, MemoryEditEvent
-from memgpt_lite.engine import recall_page
 from memgpt_lite.engine.recall_page import (
     HIT_CHARS,
     LAYOUT,
@@ -68,8 +67,16 @@ def _tool(name: str, description: str, properties: dict, required: list[str]) ->
                              "required": required, "additionalProperties": False}}
 
 
-def memory_tool_schemas() -> list[dict]:
-    """Anthropic tool definitions for the seven memory tools (stable: part of the cache)."""
+def _message_page(layout: int) -> dict:
+    """conversation_search's page argument, naming the page size of the search layout."""
+    size = recall_page.PER_PAGE[layout]
+    return _PAGE if size == 5 else {
+        **_PAGE, "description": f"1-based page of results ({size} per page). Default 1."}
+
+
+def memory_tool_schemas(layout: int = LAYOUT) -> list[dict]:
+    """Anthropic tool definitions for the seven memory tools (stable: part of the cache);
+    `layout`: the search layout conversation_search pages with (recall_page.py)."""
     return [
         _tool("core_memory_append",
               "Add a line to a core memory block. Core memory is always in your context, so "
@@ -98,7 +105,7 @@ def memory_tool_schemas() -> list[dict]:
               "(names, nouns) and try synonyms if the first search finds nothing. Only what "
               "the user and you said is searched, not tool calls or results.",
               {"query": {**_QUERY, "description": "Keywords or a question."},
-               "page": _PAGE,
+               "page": _message_page(layout),
                "start_date": {**_DAY, "description": "Only messages on or after this "
                                                      "day, YYYY-MM-DD."},
                "end_date": {**_DAY, "description": "Only messages on or before this "
@@ -424,8 +431,8 @@ class MemoryTools:
         tool = "conversation_search"
         dense, weight, events = self.dense_candidates(tool, "messages", query, start, end)
         leave_out, below = self.visible() if self.visible and self.layout >= 2 else ([], [])
-        result = self.store.search_messages(self.agent_id, query, page,
-                                            per_page or recall_page.PER_PAGE[self.layout], start_date=start,
+        size = per_page or recall_page.PER_PAGE[self.layout]
+        result = self.store.search_messages(self.agent_id, query, page, size, start_date=start,
                                             end_date=end, dense=dense, keyword_weight=weight,
                                             leave_out=leave_out, below=below)
         return result, events

@@ -23,7 +23,12 @@ LAYOUT = 2  # the current layout; recordings name theirs (see recording.py)
 HIT_CHARS = 500  # longer hits are cut (layout 1) or windowed (layout 2)
 CONTEXT_CHARS = 300  # layout 1: the reply under a hit
 REPLY_CHARS = 300  # layout 2: the reply under a hit
-PER_PAGE = {1: 5, 2: 5}  # hits per page, by layout
+# Layout 2 shows the reply under a hit only when the hit asks something: the answer to a
+# question follows it, while a statement's reply is mostly a reaction ("Wow, congrats!").
+REPLIES_UNDER = "questions"  # or "all"
+# Hits per page, by layout. Ten one-line hits are ~700 tokens (the engine's count), so two
+# pages fill the 1,000-2,000 tokens a model reads of a search (docs/search.md).
+PER_PAGE = {1: 5, 2: 10}
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+")
 TURN_QUERY = re.compile(r"\s*turn:(\d{1,15})\s*")  # "turn:57": that turn's messages whole
 
@@ -67,9 +72,13 @@ def _layout2(hits: list[SearchHit], query: str) -> list[str]:
             also = sorted(set(seen[" ".join(hit.text.lower().split())]) - {day})
             more = f" (also said {', '.join(also)})" if also else ""
             lines.append(f"- {hit.role}{_status(hit)}: {window(hit, query)}{more}")
-            if REPLY_CHARS > 0:
+            if REPLY_CHARS > 0 and (REPLIES_UNDER == "all" or _asks(hit.text)):
                 lines += [f"  ↳ {r.role}: {one_line(r.text, REPLY_CHARS)}" for r in hit.context]
     return lines
+
+
+def _asks(text: str) -> bool:
+    return "?" in text or "？" in text
 
 
 def window(hit: SearchHit, query: str, limit: int = HIT_CHARS) -> str:

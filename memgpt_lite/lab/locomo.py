@@ -231,7 +231,6 @@ class _Side:
 
     def __init__(self, store: Any, agent_id: int, mapping: dict[int, str],
                  options: dict[str, Any]):
-        from memgpt_lite.engine.memory import MemoryTools
         from memgpt_lite.engine.search import plain_text
 
         self.store, self.agent_id, self.mapping = store, agent_id, mapping

@@ -27,9 +27,11 @@ WEIGHTS = (0.5, 0.6, 0.7, 0.8)
 VARIANTS: dict[str, tuple[int, dict[str, Any]]] = {
     "layout 1 (before)": (1, {}),
     "layout 2": (2, {}),
+    "layout 2, replies under every hit": (2, {"REPLIES_UNDER": "all"}),
     "layout 2, no replies": (2, {"REPLY_CHARS": 0}),
     "layout 2, replies cut at 120": (2, {"REPLY_CHARS": 120}),
-    "layout 2, 10 hits a page": (2, {"PER_PAGE": {1: 5, 2: 10}}),
+    "layout 2, 5 hits a page": (2, {"PER_PAGE": {1: 5, 2: 5}}),
+    "layout 2, 20 hits a page": (2, {"PER_PAGE": {1: 5, 2: 20}}),
 }
 
 

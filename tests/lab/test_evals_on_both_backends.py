@@ -6,9 +6,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from test_eval import synthetic_locomo
+
 import memgpt_lite
 from memgpt_lite.lab import locomo, retrieval_eval
-from test_eval import synthetic_locomo
 
 LAB = Path(memgpt_lite.__file__).parent / "lab"
 

@@ -124,7 +124,7 @@ def _session(store: Store, name: str, steps: list, history: InputHistory) -> Pat
                        settings=settings())
     # The world's paging (which tool results get folded, which turns flushed) was sized on
     # search layout 1's longer pages; forget is what it tests, so it keeps that layout.
-    agent.tools.layout = 1
+    agent.set_search_layout(1)
     recorder = recording.start_recording(agent)
     for text, calls, reply in steps:
         history.append(text.split("\n"))

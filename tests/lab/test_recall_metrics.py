@@ -49,3 +49,15 @@ def test_two_fold_reports_each_half_with_the_choice_made_on_the_other():
 
     result = two_fold(["x", "y"], [1, 2], score)
     assert result["chosen"] == [1, 2] and result["values"] == [0.0, 0.0]
+
+
+def test_locomo_through_the_chat_scores_what_the_model_got_back(tmp_path):
+    from test_eval import synthetic_locomo
+
+    from memgpt_lite.lab import locomo_chat
+
+    data = tmp_path / "locomo10.json"
+    synthetic_locomo(data)
+    result = locomo_chat.run(str(data))
+    assert result["categories 1-4"]["n"] == 3
+    assert result["categories 1-4"]["in 1000 tokens"] == 1.0

@@ -7,10 +7,15 @@ A turn that does not complete (Ctrl-C, an API failure, any exception, a crash) l
 nothing behind: every memory edit, passage, eviction, fold and summary change it made is
 undone (the store journals them, see store/sqlite_turns.py), and its user message stays in
 recall, marked interrupted, for `Agent.retry()`.
+
+The agent takes its model clients and its clock when it is built and is watched, never
+patched: a recorder consumes the events a turn yields (the first, `UserEvent`, carries the
+user's text as stored) and hears of each clock reading through `observed`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field, replace
@@ -30,6 +35,7 @@ from memgpt_lite.engine.events import (
     Event,
     ModelCallStart,
     NoticeEvent,
+    PromptTooLongEvent,
     ResponseEvent,
     TextDelta,
     ThinkingDelta,
@@ -37,18 +43,17 @@ from memgpt_lite.engine.events import (
     ToolResultEvent,
     TurnEndEvent,
     UsageEvent,
+    UserEvent,
 )
 from memgpt_lite.engine.memory import (
     MEMORY_TOOL_NAMES,
     MemoryTools,
     ToolOutcome,
     default_blocks,
-    memory_tool_schemas,
     render_core_memory,
 )
 from memgpt_lite.engine.model import ModelClient
-from memgpt_lite.engine.recall_page import LAYOUT
-from memgpt_lite.engine.paging import EVICT_TURNS_SCHEMA, Pager
+from memgpt_lite.engine.paging import Pager
 from memgpt_lite.engine.records import (
     Block,
     ContentBlock,
@@ -67,10 +72,11 @@ from memgpt_lite.engine.summariser import Summariser
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.engine.text import clean_text, clean_value
 from memgpt_lite.engine.tokens import TokenCounter, cost_usd
+from memgpt_lite.engine.turn_clock import ClockObserver, TurnClock
 from memgpt_lite.engine.turns import first_words, group_turns
+from memgpt_lite.engine.window import tool_schemas, window_for
 
 REPEAT_LIMIT = 3  # identical tool calls in a row before the chain is stopped
-ONE_TURN_TOKENS = 500  # the least room a turn needs on top of the fixed part of a request
 
 
 def utc_now() -> datetime:
@@ -99,28 +105,35 @@ class TurnFailed(Exception):
 
 
 class Agent:
-    """One named agent over a Store. Not thread-safe; one step at a time."""
+    """One named agent over a Store. Not thread-safe; one step at a time.
+
+    Its model clients and clock are fixed when it is built. Secrets in the user's text are
+    redacted once, by `step`, before the text is stored; every consumer sees that text (the
+    turn's `UserEvent`)."""
 
     def __init__(self, store: Store, row: AgentRow, settings: Settings, model_client: ModelClient,
                  summary_client: ModelClient | None, clock: Callable[[], datetime], created: bool):
         self.store, self.row = store, row
         self.settings = settings = replace(settings)  # its own copy: a learned window changes it
-        self.provider_window = _window_for(row.state.get("provider_window"), settings.model)
+        self.provider_window = window_for(row.state.get("provider_window"), settings.model)
         if self.provider_window is not None:
             settings.context_window = min(settings.context_window, self.provider_window)
         self.id, self.name, self.created = row.id, row.name, created
         self.model_client = model_client
         self.clock = clock
+        self._turn_clock: TurnClock | None = None  # while a turn runs
+        self._observers: list[ClockObserver] = []
         self.counter = TokenCounter.from_state(row.state.get("counter"))
-        self.tools = MemoryTools(store, row.id, clock=lambda: utc_iso(self.clock()))
+        self.tools = MemoryTools(store, row.id, clock=lambda: utc_iso(self.now()))
         self.builder = ContextBuilder(settings, tool_schemas(), self.counter)
         summariser = Summariser(summary_client or model_client, settings, self.counter)
         self.pager = Pager(settings, store, row.id, self.counter, self.builder, summariser)
         self.pager.restore(row.state.get("pager"))
         self.redact_secrets = True  # user text and model output, before they are stored
-        # A private key's BEGIN line came without its END line: the next messages may be
-        # the rest of it, piped line by line (see redact.redact_message).
-        self.in_key = False
+        # A secret the last message left open (a private key's BEGIN line without its END,
+        # a token cut at the end): the next messages may be the rest of it, piped line by
+        # line (see redact.redact_message). Its kind, or a false value.
+        self.in_key: str | bool | None = False
         self.lock: AgentLockLike | None = None
         # Called with the turn id once a turn is committed (e.g. background embedding);
         # they must return at once: the reply is not held up by them.
@@ -174,6 +187,28 @@ class Agent:
         if self.lock is not None:
             self.lock.release()
 
+    def now(self) -> datetime:
+        """The time the agent stamps things with: during a turn, a reading of its turn's
+        clock (observers are told of it)."""
+        return self._turn_clock() if self._turn_clock is not None else self.clock()
+
+    @contextlib.contextmanager
+    def observed(self, observer: ClockObserver) -> Iterator[None]:
+        """Tell `observer` of every clock reading a turn uses while the block runs."""
+        self._observers.append(observer)
+        try:
+            yield
+        finally:
+            self._observers.remove(observer)
+
+    @contextlib.contextmanager
+    def _turn_time(self) -> Iterator[TurnClock]:
+        self._turn_clock = TurnClock(self.clock, self._observers)
+        try:
+            yield self._turn_clock
+        finally:
+            self._turn_clock = None
+
     # ------------------------------------------------------------------ the loop
     def step(self, text: str) -> Iterator[Event]:
         """Run one turn. Yields events and always ends with a TurnEndEvent. Closing the
@@ -182,43 +217,47 @@ class Agent:
         text = clean_text(text)
         if not text.strip():
             raise ValueError("a turn needs a non-empty message")  # the API rejects empty text
-        if self.redact_secrets:
+        if self.redact_secrets:  # the one place: the store, requests and views get this text
             text, self.in_key = redact_message(text, self.in_key)
-        self._recover()
-        turn_id = self.store.max_turn_id(self.id) + 1
-        user = Message("user", [{"type": "text", "text": text}], turn_id,
-                       created_at=utc_iso(self.clock()), in_context=False)
-        yield from self._turn(user)
+        with self._turn_time() as clock:
+            self._recover()
+            turn_id = self.store.max_turn_id(self.id) + 1
+            user = Message("user", [{"type": "text", "text": text}], turn_id,
+                           created_at=utc_iso(self.now()), in_context=False)
+            yield from self._turn(user, clock.start)
 
     def retry(self) -> Iterator[Event]:
         """Send the last user message again, keeping one copy of it in recall: the message
         of a turn that did not complete is reused as it is stored; a completed turn is popped
         first (its memory edits reverted, see `pop_turns`) and its text sent as a new turn.
         LookupError when there is no message yet."""
-        self._recover()
-        last = self.store.max_turn_id(self.id)
-        messages = self.store.turn_messages(self.id, last)
-        user = next((m for m in messages if m.role == "user"), None)
-        if user is None:
-            raise LookupError("There is no message to retry yet.")
-        replacing = None
-        if len(messages) > 1 or user.status != "interrupted":  # the turn completed
-            # It is undone as the new turn begins; its id is free again then.
-            replacing = [last]
-            user = Message("user", user.content, last, created_at=utc_iso(self.clock()),
-                           in_context=False)
-        yield from self._turn(user, replacing)
+        with self._turn_time() as clock:
+            self._recover()
+            last = self.store.max_turn_id(self.id)
+            messages = self.store.turn_messages(self.id, last)
+            user = next((m for m in messages if m.role == "user"), None)
+            if user is None:
+                raise LookupError("There is no message to retry yet.")
+            replacing = None
+            if len(messages) > 1 or user.status != "interrupted":  # the turn completed
+                # It is undone as the new turn begins; its id is free again then.
+                replacing = [last]
+                user = Message("user", user.content, last, created_at=utc_iso(self.now()),
+                               in_context=False)
+            yield from self._turn(user, clock.start, replacing, retry=True)
 
     def _recover(self) -> None:
         """Undo a turn this store left open (its undo could not be written, e.g. disk full)."""
         for turn in self.store.unfinished_turns(self.id):
             self.store.undo_turn(self.id, turn)
 
-    def _turn(self, user: Message, replacing: list[int] | None = None) -> Iterator[Event]:
+    def _turn(self, user: Message, at: datetime, replacing: list[int] | None = None, *,
+              retry: bool = False) -> Iterator[Event]:
         popped = self.store.begin_turn(self.id, user, replacing)  # in recall before any call
         run = _TurnRun(user.turn_id, [user])
         alerts = self.pager.state()
         try:
+            yield UserEvent(_text_of(user), utc_iso(at), user.turn_id, retry)
             if popped.memory_lines():
                 yield NoticeEvent(f"Turn {user.turn_id} was undone before sending it again: "
                                   + "; ".join(popped.memory_lines()) + ".")
@@ -317,6 +356,7 @@ class Agent:
                     yield item
         except PromptTooLongError as exc:
             run.overflow, run.provider_max = exc.actual, exc.maximum
+            yield PromptTooLongEvent(exc.message, exc.actual, exc.maximum)
             return None
         except ModelError as exc:
             yield from self._fail(exc.message, exc.kind, exc.retryable)
@@ -428,7 +468,7 @@ class Agent:
     def _commit(self, run: _TurnRun) -> None:
         """The whole turn enters the queue in one transaction."""
         user, rest = run.messages[0], run.messages[1:]
-        now = utc_iso(self.clock())
+        now = utc_iso(self.now())
         for m in rest:
             m.created_at = m.created_at or now
         self.store.commit_turn(self.id, user, rest)
@@ -450,7 +490,7 @@ class Agent:
         while turn > 0:
             for m in self.store.turn_messages(self.id, turn):
                 if m.role == "user":
-                    return "".join(b.get("text", "") for b in m.content if b.get("type") == "text")
+                    return _text_of(m)
             turn -= 1
         return None
 
@@ -476,22 +516,6 @@ class Agent:
             raise ValueError(f"{label} would be {len(value):,} chars, {len(value) - block.limit:,}"
                              f" over its limit of {block.limit:,}.")
         return self.store.set_block(self.id, label, value, source="user", expected=expected)
-
-
-def tool_schemas(layout: int = LAYOUT) -> list[dict]:
-    """The tools every request defines: the memory tools and evict_turns."""
-    return memory_tool_schemas(layout) + [EVICT_TURNS_SCHEMA]
-
-
-def request_floor(settings: Settings, blocks: list[Block], counter_state: object = None) -> int:
-    """The tokens a turn needs at the least: the real request built with an empty queue and
-    no summary (tools, system prompt, these core memory blocks) plus one short turn, as
-    the agent's counter (from its stored state; else the cautious default) estimates it."""
-    counter = TokenCounter.from_state(counter_state)
-    current = [Message("user", [{"type": "text", "text": "Hello."}], 1)]
-    inputs = ContextInputs("", [], current, render_core_memory(blocks))
-    built = ContextBuilder(settings, tool_schemas(), counter).build(inputs)
-    return built.estimated_tokens + ONE_TURN_TOKENS
 
 
 @dataclass
@@ -529,13 +553,8 @@ def _valid_content(content: list[ContentBlock], stop: str | None) -> list[Conten
     return blocks
 
 
-def _window_for(state: object, model: str) -> int | None:
-    """The window a provider taught the agent for `model` (see Agent._learn_window)."""
-    if isinstance(state, dict) and state.get("model") == model:
-        tokens = state.get("tokens")
-        if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0:
-            return tokens
-    return None
+def _text_of(message: Message) -> str:
+    return "".join(b.get("text", "") for b in message.content if b.get("type") == "text")
 
 
 def _writable(value: object) -> bool:

@@ -1,5 +1,7 @@
 """The events `Agent.step()` yields: the terminal renders them, the recorder stores them and
-the tally counts them."""
+the tally counts them. A turn's first event is its `UserEvent` (the text as stored); the
+only thing an observer learns outside these events is each clock reading (see
+`Agent.observed`)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,19 @@ from memgpt_lite.engine.records import (
     ToolResult,
     Usage,
 )
+
+
+@dataclass
+class UserEvent:
+    """The turn's user message has been stored: its text as stored (secrets redacted, see
+    redact.py), the one every consumer shows or keeps; `at` is the turn's first clock
+    reading (ISO), `retry` whether the turn sends a stored message again."""
+
+    text: str
+    at: str
+    turn_id: int
+    retry: bool = False
+    kind: Literal["user"] = "user"
 
 
 @dataclass
@@ -37,6 +52,17 @@ class ModelCallStart:
     purpose: Literal["chat", "summary"] = "chat"
     model: str = ""
     kind: Literal["model_call"] = "model_call"
+
+
+@dataclass
+class PromptTooLongEvent:
+    """The provider refused a chat request as too long; the agent makes room and sends it
+    again. Its numbers (when the provider gave them) steer the token counter."""
+
+    message: str
+    actual: int | None = None
+    maximum: int | None = None
+    kind: Literal["prompt_too_long"] = "prompt_too_long"
 
 
 @dataclass
@@ -180,7 +206,8 @@ class TurnEndEvent:
 
 
 Event = Union[
-    TextDelta, ThinkingDelta, ModelCallStart, ResponseEvent, ToolCallEvent, ToolResultEvent,
-    MemoryEditEvent, PressureAlertEvent, FoldEvent, EvictionEvent, SummaryEvent, ClipEvent,
-    UsageEvent, NoticeEvent, DenseSearchEvent, ErrorEvent, TurnEndEvent,
+    UserEvent, TextDelta, ThinkingDelta, ModelCallStart, PromptTooLongEvent, ResponseEvent,
+    ToolCallEvent, ToolResultEvent, MemoryEditEvent, PressureAlertEvent, FoldEvent,
+    EvictionEvent, SummaryEvent, ClipEvent, UsageEvent, NoticeEvent, DenseSearchEvent,
+    ErrorEvent, TurnEndEvent,
 ]

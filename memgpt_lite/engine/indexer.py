@@ -16,7 +16,7 @@ from typing import Any
 
 from memgpt_lite.engine.dense import DenseRecall
 from memgpt_lite.engine.embeddings import Embedder, EmbeddingError
-from memgpt_lite.engine.store.sqlite_vectors import KINDS
+from memgpt_lite.engine.store.vectors import KINDS
 
 BATCH = 32  # rows per embedding call: a turn's messages in one or two calls
 

@@ -33,7 +33,7 @@ from memgpt_lite.engine.recording_scrub import RecordingScrub, scrub_recording
 from memgpt_lite.engine.records import now_iso
 from memgpt_lite.engine.store import AgentRow, Store, snapshot
 from memgpt_lite.engine.store.scrub import LINES, PLACES, Unit
-from memgpt_lite.engine.store.sqlite_forget import STORE
+from memgpt_lite.engine.store.forget import STORE
 
 __all__ = ["FORGOTTEN", "ForgetPlan", "ForgetResult", "plan_forget", "forget",
            "finish_pending", "delete_agent_files", "exported_secret"]

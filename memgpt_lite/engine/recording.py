@@ -16,7 +16,9 @@ version, 2; version 1 is still read) and a `"type"`:
                  memory_edit, pressure_alert, eviction, summary, usage, turn_end, ...)
     clock        every reading of the agent's clock during the turn, replayed in order
     passage_ids  the ids the turn's new passages got (ids are global to the data dir, so
-                 another agent's passages would shift them in a replay that lacks them)
+                 another agent's passages would shift them in a replay that lacks them);
+                 written before the next event once known, each line listing all so far
+                 (older recordings have one line, after the turn's events)
     shared_block a user-scope block read with a value another agent wrote: label, value and
                  `after`, the number of the turn's recorded events before that read; replay
                  applies the edit at the same point
@@ -27,12 +29,21 @@ version, 2; version 1 is still read) and a `"type"`:
                  shared block, seen between turns); replay applies it at the same point
     interrupted  the consumer closed the turn early (Ctrl-C)
     prompt_too_long  the provider refused a chat request as too long (message, actual,
-                 maximum): the agent evicts and retries without an event, so the recorder
-                 notes it itself and replay raises the same error at the same call
+                 maximum): the agent evicts and retries; replay raises the same error at
+                 the same call. Like the user line, it is not counted among the turn's
+                 events (UNCOUNTED_KINDS), as recordings always had it.
 
 Text and thinking deltas are not written: the `response` line that follows holds the same
 text exactly as received, and the replay client re-chunks it. Every line carries `t`, seconds
 since the recorder opened, so a replay can pace itself like the live session.
+
+The recorder is an observer: it writes the events a turn yields (its `user` line from the
+turn's UserEvent, the text as the agent stored it) and the clock readings the agent tells it
+of (`Agent.observed`). It never touches the agent's clock or model client.
+
+A recording that ends inside a turn (the process was killed, or the disk filled) has no
+`memory` line for that turn: replay runs it up to its last recorded event and cuts it
+there, as the next start of the live agent undid it.
 
 `replay.py` feeds a recording's user inputs through a fresh agent. This module never prints.
 Why it is longer than most: the writer and the reader of the format live in one module, so
@@ -56,15 +67,9 @@ from typing import Any
 from memgpt_lite import __version__
 from memgpt_lite.engine import prompts, recall_page
 from memgpt_lite.engine.config import recordings_dir
-from memgpt_lite.engine.errors import PromptTooLongError
-from memgpt_lite.engine.events import Event, NoticeEvent, ResponseEvent, TextDelta, ThinkingDelta
+from memgpt_lite.engine.events import Event, NoticeEvent, ResponseEvent, UserEvent
 from memgpt_lite.engine.recording_schema import line_problem
-from memgpt_lite.engine.records import (
-    ModelRequest,
-    ModelResponse,
-    utc_iso,
-)
-from memgpt_lite.engine.redact import redact_message
+from memgpt_lite.engine.records import ModelResponse, utc_iso
 from memgpt_lite.engine.store import StoreError, snapshot
 from memgpt_lite.engine.store.base import AgentWatch
 from memgpt_lite.engine.text import clean_value
@@ -73,8 +78,11 @@ RECORDING_VERSION = 2
 BASES = "bases"  # the folder of base snapshots, beside an agent's recordings
 # Deltas are redundant with the response line that follows them (see module docstring).
 UNRECORDED_KINDS = frozenset({"text_delta", "thinking_delta"})
-# A recorded line that is not an agent event (see _RecordingModelClient).
 PROMPT_TOO_LONG = "prompt_too_long"
+# Lines of a turn that are not counted among its events (a shared_block's `after`, where an
+# interrupted turn was cut): the user line opens the turn, and a provider's refusal was
+# noted beside the events before it was an event itself.
+UNCOUNTED_KINDS = frozenset({"user", PROMPT_TOO_LONG})
 
 
 class RecordingError(Exception):
@@ -213,9 +221,12 @@ class Recorder:
     def event(self, event: Event) -> None:
         if event.kind in UNRECORDED_KINDS:
             return
+        if isinstance(event, UserEvent):
+            self.user(event.text, event.at, retry=event.retry)
+            return
         data = event_to_dict(event)
         self.write({"type": data.pop("kind"), **data})
-        if self.turn_events is not None:
+        if self.turn_events is not None and event.kind not in UNCOUNTED_KINDS:
             self.turn_events += 1
 
     # ---------------------------------------------------------------- what other agents change
@@ -339,83 +350,75 @@ def _has_history(agent: Any) -> bool:
                 or any(b.scope == "user" for b in agent.blocks()))
 
 
-class _RecordingClock:
-    """Wraps the agent's clock for one turn and keeps every reading.
-
-    Replay serves the readings back in order: the user message, the commit and anything
-    else the engine stamps get the live session's times, so search results that show
-    times (and every later request) match byte for byte."""
-
-    def __init__(self, real: Callable[[], datetime]):
-        self.real = real
-        self.first: datetime | None = real()
-        self.readings: list[str] = []
-
-    def __call__(self) -> datetime:
-        moment = self.first if self.first is not None else self.real()
-        self.first = None
-        self.readings.append(utc_iso(moment))
-        return moment
-
-
-class _RecordingModelClient:
-    """Wraps the agent's chat client for one turn and records a "prompt too long" refusal.
-
-    The agent answers that error by evicting and retrying, without an event, so nothing else
-    in the recording says that the call failed, or with which numbers (they steer the token
-    counter, hence every later request)."""
-
-    def __init__(self, real: Any, recorder: Recorder):
-        self.real, self.recorder = real, recorder
-
-    def stream(self, request: ModelRequest) -> Iterator[TextDelta | ThinkingDelta | ModelResponse]:
-        try:
-            yield from self.real.stream(request)
-        except PromptTooLongError as exc:
-            self.recorder.write({"type": PROMPT_TOO_LONG, "message": exc.message,
-                                 "actual": exc.actual, "maximum": exc.maximum})
-            raise
-
-
 def recorded_step(agent: Any, recorder: Recorder, text: str, *,
                   retry: bool = False) -> Iterator[Event]:
     """`agent.step(text)` (with retry: `agent.retry()`, `text` being the message it sends
-    again), recording the user input and every event while passing them on.
+    again), recording the turn's events and clock readings while passing the events on.
 
-    Closing this generator early (Ctrl-C) closes the agent's turn too and records that. When
-    the recording cannot be written, the turn goes on and one NoticeEvent says so."""
-    real, real_client = agent.clock, agent.model_client
-    clock = agent.clock = _RecordingClock(real)
-    agent.model_client = _RecordingModelClient(real_client, recorder)
-    watch = recorder.watching(agent)
-    other = None if watch is not None or recorder.agent_uid is None else agent.name
-    # The agent redacts secrets before storing; the recording must not keep them either.
-    recorder.user(redact_message(text, getattr(agent, "in_key", False))[0]
-                  if getattr(agent, "redact_secrets", True) else text,
-                  utc_iso(clock.first), retry=retry, agent=other)  # type: ignore[arg-type]
-    if watch is not None:
-        watch.passage_ids.clear()
-    recorder.turn_events = 0
+    The turn's lines start at its UserEvent (the agent stored the message); closing this
+    generator early (Ctrl-C) closes the agent's turn too and records that. When the
+    recording cannot be written, the turn goes on and one NoticeEvent says so."""
+    log = _TurnLog(recorder, agent)
     inner = agent.retry() if retry else agent.step(text)
     finished = False
-    try:
-        for event in inner:
-            recorder.event(event)
-            yield event
-            if recorder.failed and not recorder.announced:
-                recorder.announced = True
-                yield NoticeEvent(recorder.failed, "warning")
-        finished = True
-    finally:
-        inner.close()
-        agent.clock, agent.model_client = real, real_client
-        if not finished:
-            recorder.interrupted()
-        if watch is not None and watch.passage_ids:
-            recorder.write({"type": "passage_ids", "ids": list(watch.passage_ids)})
-        recorder.write({"type": "clock", "readings": clock.readings})
-        recorder.memory(core_memory(agent))  # may note an edit read here: still this turn
-        recorder.turn_events = None
+    with agent.observed(log):
+        try:
+            for event in inner:
+                log.event(event)
+                yield event
+                if recorder.failed and not recorder.announced:
+                    recorder.announced = True
+                    yield NoticeEvent(recorder.failed, "warning")
+            finished = True
+        finally:
+            inner.close()
+            log.end(interrupted=not finished)
+
+
+class _TurnLog:
+    """What a recorder writes of one turn of `agent`: its events, the clock readings the
+    agent tells it of (see Agent.observed), and the ids its new passages got. Those are
+    written as soon as they are known, before the next event, so that a recording cut short
+    by a kill still replays what it holds (each passage_ids line lists them all so far)."""
+
+    def __init__(self, recorder: Recorder, agent: Any):
+        self.recorder, self.agent = recorder, agent
+        self.watch = recorder.watching(agent)
+        # Another agent than the header's took the turn (a multi-agent eval).
+        self.other = None if self.watch is not None or recorder.agent_uid is None else agent.name
+        self.readings: list[str] = []
+        self.started = False
+        self.ids_written = 0
+
+    def clock_read(self, moment: datetime) -> None:
+        self.readings.append(utc_iso(moment))
+
+    def event(self, event: Event) -> None:
+        if isinstance(event, UserEvent):
+            self.started = True
+            self.recorder.user(event.text, event.at, retry=event.retry, agent=self.other)
+            if self.watch is not None:
+                self.watch.passage_ids.clear()
+            self.recorder.turn_events = 0
+            return
+        self._passage_ids()
+        self.recorder.event(event)
+
+    def _passage_ids(self) -> None:
+        ids = self.watch.passage_ids if self.watch is not None else []
+        if len(ids) > self.ids_written:
+            self.recorder.write({"type": "passage_ids", "ids": list(ids)})
+            self.ids_written = len(ids)
+
+    def end(self, *, interrupted: bool) -> None:
+        if not self.started:  # the message was never stored: nothing of a turn to write
+            return
+        if interrupted:
+            self.recorder.interrupted()
+        self._passage_ids()
+        self.recorder.write({"type": "clock", "readings": self.readings})
+        self.recorder.memory(core_memory(self.agent))  # may note an edit read here: this turn
+        self.recorder.turn_events = None
 
 
 # --------------------------------------------------------------------------- reading
@@ -439,6 +442,13 @@ class RecordedTurn:
     passage_ids: list[int] = field(default_factory=list)  # the ids its new passages got
     outside_edits: list[dict[str, Any]] = field(default_factory=list)  # shared_block lines
     agent: str | None = None  # set when another agent than the header's took the turn
+    cut: bool = False  # the recording ends inside this turn (see `ends_early`)
+
+    @property
+    def ends_early(self) -> bool:
+        """The live turn stopped after its last recorded event: closed (Ctrl-C), or cut by
+        the end of the recording (a kill, a full disk), which the next start undid."""
+        return self.interrupted or self.cut
 
     def lines(self, kind: str) -> list[dict[str, Any]]:
         return [e for e in self.events if e["type"] == kind]
@@ -503,6 +513,10 @@ class Recording:
                 turns[-1].events.append(line)
         if header is None:
             raise RecordingError(f"{path} has no header line; it is not a memgpt-lite recording")
+        if turns and turns[-1].memory is None:  # every turn that ends has a memory line
+            turns[-1].cut = True
+            warnings.append(f"the recording ends inside turn {len(turns)} (the session ended "
+                            "abruptly); it is replayed up to its last recorded event")
         return cls(path, header, turns, commands, warnings)
 
     def calls(self) -> list[RecordedCall]:
@@ -556,7 +570,9 @@ def _read_lines(path: Path, warnings: list[str]) -> Iterator[tuple[int, dict[str
             continue
         try:
             line = json.loads(text)
-        except json.JSONDecodeError:
+        except RecursionError:
+            raise RecordingError(f"{path}: line {number} is nested too deeply to read") from None
+        except ValueError:  # not JSON, or a number of thousands of digits
             if number == len(lines) and not raw.endswith(b"\n"):
                 warnings.append(f"line {number} was cut short (the session ended abruptly); "
                                 f"replaying up to line {number - 1}")

@@ -87,16 +87,22 @@ def line_problem(line: Any, version: int) -> str | None:
     if "t" in line and not fits(line["t"], NUMBER):
         return "its time t is not a number"
     return (problem(line, spec, "") or _time_problem(line) or _blocks_problem(line)
-            or _settings_problem(line))
+            or _header_problem(line))
 
 
-def _settings_problem(line: dict[str, Any]) -> str | None:
+def _header_problem(line: dict[str, Any]) -> str | None:
+    """The settings, and the blocks the replay starts from: each within the block limit
+    those settings give (the store refuses a longer value)."""
     if line["type"] != "header":
         return None
     try:
-        Settings.from_dict(line["settings"])
+        settings = Settings.from_dict(line["settings"])
     except ConfigError as exc:
         return str(exc).rstrip(".")
+    for label, value in (line.get("blocks") or {}).items():
+        if len(value) > settings.block_limit:
+            return (f"blocks.{label:.40} holds {len(value):,} characters, over the block "
+                    f"limit of {settings.block_limit:,}")
     return None
 
 

@@ -21,6 +21,7 @@ from memgpt_lite.engine.errors import PromptTooLongError
 from memgpt_lite.engine.events import Event, TextDelta, ThinkingDelta
 from memgpt_lite.engine.recording import (
     PROMPT_TOO_LONG,
+    UNCOUNTED_KINDS,
     UNRECORDED_KINDS,
     RecordedCall,
     RecordedTurn,
@@ -32,6 +33,9 @@ from memgpt_lite.engine.records import ModelRequest, ModelResponse, parse_iso, u
 from memgpt_lite.engine.store import StoreError, snapshot, transfer
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.engine.text import shorten
+
+# Events that do not count among a turn's recorded events (see recording.UNCOUNTED_KINDS).
+_NOT_COUNTED = UNRECORDED_KINDS | UNCOUNTED_KINDS
 
 # What a recorded error line (error_kind) raises again in replay.
 _ERROR_CLASSES: dict[str, type[errors.ModelError]] = {
@@ -354,15 +358,17 @@ class _Replayer:
         self._compare(turn, events)
 
     def _drive(self, turn: RecordedTurn) -> list[Event]:
-        recorded = [line for line in turn.events if line["type"] != PROMPT_TOO_LONG]
-        limit = len(recorded) if turn.interrupted else None
+        recorded = [line for line in turn.events if line["type"] not in UNCOUNTED_KINDS]
+        # A turn the live session closed (Ctrl-C) or that the recording cuts off (a kill) is
+        # closed at the same point: the replay never asks for a call that got no answer.
+        limit = len(recorded) if turn.ends_early else None
         seen: list[Event] = []
         edits = list(turn.outside_edits)
         self._outside_edits(edits, 0)
         gen = self.agent.retry() if turn.retry else self.agent.step(turn.text)
         try:
             for event in gen:
-                if event.kind not in UNRECORDED_KINDS:
+                if event.kind not in _NOT_COUNTED:
                     seen.append(event)
                     self._outside_edits(edits, len(seen))
                 self.report.tally.add(event)
@@ -371,7 +377,7 @@ class _Replayer:
                     self.observer.event(event, at)
                 self._check_client()
                 if limit is not None and len(seen) >= limit:
-                    break  # the live turn was closed here (Ctrl-C): close it at the same point
+                    break
         except Divergence as exc:  # raised by the replay client through the agent
             self._note(exc.info)
             if self.strict:
@@ -418,7 +424,7 @@ class _Replayer:
 
     def _compare_calls(self, turn: RecordedTurn) -> tuple[str, str] | None:
         left = self.client.remaining_in_turn()
-        if left and not turn.interrupted:
+        if left and not turn.ends_early:
             return "calls", f"the agent made {left} model call(s) fewer than recorded"
         return None
 
@@ -475,9 +481,10 @@ def _replay_store(path: Path, clock: ReplayClock) -> Any:
     """A Store whose passages are stamped by the replay clock, not the wall clock (archival
     search shows passage dates, and a replay on another day must still match), and get the
     ids the live ones got."""
-    from memgpt_lite.engine.store import Store  # heavy modules load only when replaying
+    # heavy modules load only when replaying; a replay always runs on SQLite (snapshot.py)
+    from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 
-    class ReplayStore(Store):
+    class ReplayStore(SQLiteStore):
         planned_passage_ids: list[int]  # the ids the live turn's passages got (per turn)
 
         def add_passage(self, agent_id: int, text: str, tags: list[str] | None = None,

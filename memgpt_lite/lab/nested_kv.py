@@ -96,10 +96,10 @@ def _accuracy(correct: list[bool]) -> dict[str, Any]:
 def _run_kv_example(ex: KVExample, model_client: Any, settings: Settings) -> tuple[str, int]:
     """(reply, archival searches) of a fresh agent that holds the example's pairs."""
     from memgpt_lite.engine.agent import Agent
-    from memgpt_lite.engine.store import Store
+    from memgpt_lite.engine.store import open_store
 
     with tempfile.TemporaryDirectory(prefix="memgpt-lite-nkv-") as tmp:
-        with Store(Path(tmp) / "nkv.db") as store:
+        with open_store(Path(tmp) / "nkv.db") as store:
             agent = Agent.open(store, "nkv", model_client=model_client, settings=settings,
                                clock=StepClock(parse_clock(DEFAULT_CLOCK)))
             for key, value in ex.pairs:

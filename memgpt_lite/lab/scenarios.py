@@ -112,6 +112,10 @@ class Scenario:
             raise ScenarioError(f"no scenario file at {path}") from None
         except tomllib.TOMLDecodeError as exc:
             raise ScenarioError(f"{path} is not valid TOML: {exc}") from None
+        except RecursionError:
+            raise ScenarioError(f"{path} is nested too deeply to be a scenario") from None
+        except OSError as exc:
+            raise ScenarioError(f"cannot read {path}: {exc.strerror or exc}") from None
         scenario = cls.from_dict(data, default_name=path.stem)
         scenario.path = path
         return scenario
@@ -203,11 +207,11 @@ class _Agents:
 
     def __init__(self, scenario: Scenario, settings: Settings, client: Any,
                  summary_client: Any, clock: StepClock, db: Path):
-        from memgpt_lite.engine.store import Store
+        from memgpt_lite.engine.store import open_store
 
         self.scenario, self.settings, self.db, self.clock = scenario, settings, db, clock
         self.client, self.summary_client = client, summary_client
-        self.store = Store(db)
+        self.store = open_store(db)
         self.open: dict[str, Any] = {}
         self._create()
 
@@ -232,10 +236,10 @@ class _Agents:
         return self.open[name]
 
     def restart(self) -> None:
-        from memgpt_lite.engine.store import Store
+        from memgpt_lite.engine.store import open_store
 
         self.close()
-        self.store, self.open = Store(self.db), {}
+        self.store, self.open = open_store(self.db), {}
 
     def close(self) -> None:
         for agent in self.open.values():

@@ -250,7 +250,7 @@ def print_tokens(console: Console, tally: Tally) -> None:
 
 PREVIEW_PER_PLACE = 20  # units listed per place before "… and N more" (--dry-run: all)
 _UNITS = {"messages": "message", "passages": "passage", "core memory": "line",
-          "summary": "line", "block history": "value", "base snapshots": "file",
+          "summary": "sentence", "block history": "value", "base snapshots": "file",
           "recordings": "file", "input history": "line"}
 
 
@@ -298,7 +298,7 @@ def _place_note(plan: ForgetPlan, place: str) -> str:
                          "match (deleting would break a turn the API is sent)")
         return "; ".join(parts)
     return {"passages": "deleted", "core memory": "lines removed from blocks",
-            "summary": "lines removed from the running summary",
+            "summary": "sentences removed from the running summary (the rest is kept)",
             "block history": "matching lines removed from old and new values",
             "base snapshots": "rewritten like the store",
             "recordings": "the matching text becomes [forgotten]",

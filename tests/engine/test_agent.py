@@ -22,7 +22,7 @@ from memgpt_lite.engine.events import (
     TurnEndEvent,
 )
 from memgpt_lite.engine.records import ModelResponse, Usage
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
@@ -34,7 +34,7 @@ def thinking_block(text: str, signature: str = "sig") -> dict:
 
 @pytest.fixture
 def store(tmp_path):
-    s = Store(tmp_path / "agent.db")
+    s = SQLiteStore(tmp_path / "agent.db")
     yield s
     s.close()
 
@@ -251,8 +251,8 @@ RESTART = textwrap.dedent("""
     import json, sys
     from memgpt_lite.engine.agent import Agent
     from memgpt_lite.lab.scripted import ScriptedModel, text_response
-    from memgpt_lite.engine.store import Store
-    store = Store(sys.argv[1])
+    from memgpt_lite.engine.store.sqlite.store import SQLiteStore
+    store = SQLiteStore(sys.argv[1])
     model = ScriptedModel([text_response(sys.argv[3])], validate=True)
     agent = Agent.open(store, "restart", model_client=model)
     list(agent.step(sys.argv[2]))
@@ -280,7 +280,7 @@ def test_restart_continues_the_conversation(tmp_path):
 def test_passages_are_dated_by_the_agent_clock(tmp_path):
     from datetime import datetime, timezone
 
-    store = Store(tmp_path / "clock.db")
+    store = SQLiteStore(tmp_path / "clock.db")
     fixed = datetime(2024, 5, 6, 7, 8, 9, tzinfo=timezone.utc)
     model = ScriptedModel([tool_response([("archival_insert", {"content": "Kyoto trip in May"})]),
                            text_response("saved")], validate=True)

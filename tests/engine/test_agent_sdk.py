@@ -15,7 +15,7 @@ from memgpt_lite.engine.events import (
     TurnEndEvent,
 )
 from memgpt_lite.engine.model import AnthropicClient
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.lab.fake_server import sse_events
 
 USAGE = {"input_tokens": 900, "output_tokens": 20, "cache_creation_input_tokens": 0,
@@ -46,7 +46,7 @@ class API:
 def agent_over(tmp_path, api: API) -> Agent:
     client = AnthropicClient(api_key="test", max_retries=0,
                              http_client=httpx2.Client(transport=httpx2.MockTransport(api)))
-    return Agent.open(Store(tmp_path / "sdk.db"), "sdk", model_client=client)
+    return Agent.open(SQLiteStore(tmp_path / "sdk.db"), "sdk", model_client=client)
 
 
 def test_parallel_tool_round_trip_through_the_sdk(tmp_path):

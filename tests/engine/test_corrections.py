@@ -16,7 +16,8 @@ from memgpt_lite.engine import replay as replay_mod
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.errors import OverloadedError
 from memgpt_lite.engine.memory import MemoryTools, ToolOutcome
-from memgpt_lite.engine.store import Store, open_store, transfer
+from memgpt_lite.engine.store import open_store, transfer
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 OLD = "Jonas is allergic to peanuts."
@@ -30,7 +31,7 @@ def store(store_target):
     s.close()
 
 
-def tools_for(store: Store, name: str = "a") -> MemoryTools:
+def tools_for(store: SQLiteStore, name: str = "a") -> MemoryTools:
     agent = store.create_agent(name, {}, {"human": ("", 500)})
     return MemoryTools(store, agent.id, clock=lambda: "2026-02-01T10:00:00Z")
 
@@ -183,7 +184,7 @@ def test_search_never_returns_a_superseded_or_deleted_version(tmp_path_factory, 
     """Every version's text carries a unique marker word (vN); after any sequence of
     inserts, updates and deletes, a search finds each marker only while its version is a
     passage's current text, and every hit is a live passage as it is now."""
-    with Store(tmp_path_factory.mktemp("prop") / "db") as store:
+    with SQLiteStore(tmp_path_factory.mktemp("prop") / "db") as store:
         tools, other = tools_for(store), tools_for(store, "other")
         run(other, "archival_insert", content="otter heron v999 belongs to another agent")
         current: dict[int, str] = {}
@@ -212,17 +213,17 @@ def test_search_never_returns_a_superseded_or_deleted_version(tmp_path_factory, 
 # ---------------------------------------------------------------- turns: undo, /pop, replay
 
 
-def tables(store: Store) -> dict[str, list[tuple]]:
+def tables(store: SQLiteStore) -> dict[str, list[tuple]]:
     queries = {"passages": "SELECT id, text, tags, norm, index_text, created_at, turn_id "
                            "FROM passages ORDER BY id",
                "history": "SELECT * FROM passage_history ORDER BY id",
                "effects": "SELECT * FROM turn_effects"}
-    found = {k: [tuple(r) for r in store._q(q)] for k, q in queries.items()}
+    found = {k: [tuple(r) for r in store.db.query(q)] for k, q in queries.items()}
     found["search"] = [(h.id, h.text) for h in store.search_passages(1, "peanuts cello").hits]
     return found
 
 
-def agent_with(target: str, script) -> tuple[Store, Agent]:
+def agent_with(target: str, script) -> tuple[SQLiteStore, Agent]:
     store = open_store(target)
     agent = Agent.open(store, "a", model_client=ScriptedModel(script, validate=True),
                        summary_client=ScriptedModel([]))
@@ -301,7 +302,8 @@ def test_retry_of_a_turn_that_updated_sends_it_against_the_original(tmp_path):
     list(agent.step("remember"))
     list(agent.step("news"))
     events = list(agent.retry())
-    assert events[-1].completed and "put back" in events[0].message
+    assert events[0].kind == "user" and events[0].retry  # the turn opens with its message
+    assert events[-1].completed and "put back" in events[1].message
     assert [v.text for v in store.passage_versions(agent.id)] == [OLD]
 
 
@@ -365,7 +367,7 @@ def test_export_and_import_carry_the_history_to_new_ids(store):
     versions = store.passage_versions(copy.id)
     assert passage.text == NEW and versions[0].passage_id == passage.id
     assert versions[1].passage_id != passage.id
-    if isinstance(store, Store):  # on SQLite ids are the data dir's (Postgres: the agent's)
+    if isinstance(store, SQLiteStore):  # on SQLite ids are the data dir's (Postgres: the agent's)
         assert passage.id != kept and versions[1].passage_id not in (gone, kept)
     assert versions[1].reason == "moved to Porto"
     assert store.deleted_version(copy.id, versions[1].passage_id) is not None
@@ -397,8 +399,8 @@ def test_deleting_a_passage_purges_its_history(store):
 def test_an_old_database_gets_passage_history_and_keeps_its_ids(tmp_path):
     import sqlite3
 
-    from memgpt_lite.engine.store import fts
-    from memgpt_lite.engine.store.migrations import MIGRATIONS
+    from memgpt_lite.engine.store.sqlite import fts
+    from memgpt_lite.engine.store.sqlite.migrations import MIGRATIONS
 
     path = tmp_path / "old.db"
     db = sqlite3.connect(path, isolation_level=None)
@@ -413,7 +415,7 @@ def test_an_old_database_gets_passage_history_and_keeps_its_ids(tmp_path):
                "VALUES (41, 1, 'old fact', 'old fact', 'old fact', '2025-01-01')")
     fts.rebuild(db, 1)
     db.close()
-    with Store(path) as store:
+    with SQLiteStore(path) as store:
         assert store.applied_migrations()[-1] == "007_passage_history_and_shared_blocks"
         assert [(b.label, b.scope) for b in store.get_blocks(1)] == [("human", "agent")]
         tools = MemoryTools(store, 1)
@@ -425,7 +427,7 @@ def test_forget_reaches_old_versions_in_the_store_the_bases_and_the_recordings(t
     from memgpt_lite.engine import config, privacy
     from memgpt_lite.engine.store import snapshot
 
-    store = Store(config.db_path())
+    store = SQLiteStore(config.db_path())
     agent = Agent.open(store, "a", model_client=ScriptedModel([
         tool_response([("archival_insert", {"content": "The wifi password is tulip-42."})]),
         text_response("Saved."),

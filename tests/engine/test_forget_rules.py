@@ -176,7 +176,7 @@ def test_no_cap_on_matches_and_the_preview_counts_what_it_does_not_list(backend,
     with open_store() as store:
         row = store.get_agent("default")
         assert store.search_messages(row.id, "4321").total == 0
-        assert store._q("SELECT count(*) FROM messages WHERE content LIKE '%4321%'")[0][0] == 0
+        assert store.db.query("SELECT count(*) FROM messages WHERE content LIKE '%4321%'")[0][0] == 0
 
 
 # --------------------------------------------------------------------------- other places
@@ -212,7 +212,7 @@ def test_a_turn_left_open_by_a_dead_process_cannot_bring_the_text_back(backend):
         store.set_block(agent.id, "human", "Likes tea")
         store._open_turns.clear()
         privacy.forget(store, privacy.plan_forget(store, agent.row, Matcher.build("zanzibar")))
-        assert store._q("SELECT count(*) FROM turn_effects")[0][0] == 0
+        assert store.db.query("SELECT count(*) FROM turn_effects")[0][0] == 0
         assert store.get_block(agent.id, "human").value == "Likes tea"
     with open_store() as store:
         Agent.open(store, "a", model_client=ScriptedModel([])).close()
@@ -338,7 +338,7 @@ def test_renaming_then_deleting_an_agent_leaves_no_file_of_it(backend, capsys, m
     if backend == "postgres":  # no row of it is left (old row versions: see docs/postgres.md)
         with open_store() as store:
             assert [a.name for a in store.list_agents()] == ["other"]
-            assert store._q("SELECT count(*) FROM messages WHERE content LIKE '%%quokka%%'") \
+            assert store.db.query("SELECT count(*) FROM messages WHERE content LIKE '%%quokka%%'") \
                 == [(0,)]
         return
     data = config.db_path().read_bytes()
@@ -369,3 +369,19 @@ def test_a_line_of_a_shared_block_goes_for_every_agent_sharing_it(backend, capsy
             block = store.get_block(store.get_agent(name).id, "human")
             assert block.value == "Name: Ada\n" and block.scope == "user"
         assert "Elm" not in json.dumps(store.block_history(store.get_agent("a").id))
+
+
+def test_forgetting_one_fact_of_the_summary_keeps_the_others(backend):
+    """The summariser writes one paragraph: forgetting its line erased every fact in it.
+    The unit is the sentence: the preview lists it, and the rest of the summary stays."""
+    summary = ("The user has a beagle called Rex. They work as a nurse in Oslo. "
+               "Their sister visits in May.")
+    with open_store() as store:
+        agent = scripted_agent(store, "a", [text_response("ok")])
+        store.set_summary(agent.id, summary)
+        plan = privacy.plan_forget(store, agent.row, Matcher.build("Rex"))
+        [unit] = [u for u in plan.units if u.place == "summary"]
+        assert unit.lines == ["The user has a beagle called Rex."]
+        privacy.forget(store, plan)
+        assert store.get_agent("a").summary == ("They work as a nurse in Oslo. "
+                                                "Their sister visits in May.")

@@ -19,8 +19,9 @@ from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.matching import Matcher
 from memgpt_lite.engine.records import Message, ModelRequest, ModelResponse
-from memgpt_lite.engine.store import Store, snapshot
-from memgpt_lite.engine.store.migrations import MIGRATIONS
+from memgpt_lite.engine.store import snapshot
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
+from memgpt_lite.engine.store.sqlite.migrations import MIGRATIONS
 from memgpt_lite.lab.scripted import estimate_usage
 
 WORDS = ("garden tulip bike deploy hexo budget recipe invoice python sqlite beagle rex "
@@ -35,7 +36,7 @@ def history(rng: random.Random, n: int) -> list[str]:
     return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 9))) for _ in range(n)]
 
 
-def ranked(store: Store, agent_id: int, query: str) -> list[tuple[str, float]]:
+def ranked(store: SQLiteStore, agent_id: int, query: str) -> list[tuple[str, float]]:
     page = store.search_messages(agent_id, query, per_page=10)
     return [(h.text, round(h.score, 9)) for h in page.hits]
 
@@ -48,7 +49,7 @@ def test_ranking_does_not_depend_on_other_agents(tmp_path):
     ranks every query identically: positions and statistics are the agent's own."""
     rng = random.Random(3)
     mine, theirs = history(rng, 60), history(rng, 90)
-    alone, shared = Store(tmp_path / "alone.db"), Store(tmp_path / "shared.db")
+    alone, shared = SQLiteStore(tmp_path / "alone.db"), SQLiteStore(tmp_path / "shared.db")
     a1 = alone.create_agent("me", {}, {})
     a2, other = shared.create_agent("me", {}, {}), shared.create_agent("other", {}, {})
     for i, body in enumerate(mine, 1):
@@ -75,7 +76,7 @@ def test_old_database_gets_per_agent_positions_and_indexes(tmp_path):
                    (1 + i % 2, i, json.dumps([{"type": "text", "text": f"tulip {i}"}]),
                     f"tulip {i}"))
     db.close()
-    with Store(path) as store:
+    with SQLiteStore(path) as store:
         assert store.integrity_problems() == []
         for agent_id in (1, 2):
             assert store.message_positions(agent_id) == [1, 2, 3]
@@ -112,7 +113,7 @@ class Policy:
         yield response
 
 
-def open_agent(store: Store, name: str) -> Agent:
+def open_agent(store: SQLiteStore, name: str) -> Agent:
     return Agent.open(store, name, model_client=Policy(), summary_client=Policy(),
                       settings=Settings(context_window=7_000, max_output_tokens=500))
 
@@ -128,7 +129,7 @@ def record(agent: Agent, inputs: list[str]) -> Path:
 
 def test_a_large_agent_records_a_base_once_and_small_headers_after(tmp_path, monkeypatch):
     monkeypatch.setattr(snapshot, "BASE_REFRESH_ROWS", 30)
-    store = Store(config.db_path())
+    store = SQLiteStore(config.db_path())
     agent = open_agent(store, "big")
     for body in history(random.Random(5), 40):
         list(agent.step(body))
@@ -147,7 +148,7 @@ def test_a_large_agent_records_a_base_once_and_small_headers_after(tmp_path, mon
 
 def test_a_missing_base_is_one_sentence(tmp_path, monkeypatch):
     monkeypatch.setattr(snapshot, "BASE_REFRESH_ROWS", 5)
-    store = Store(config.db_path())
+    store = SQLiteStore(config.db_path())
     agent = open_agent(store, "a")
     for body in history(random.Random(1), 10):
         list(agent.step(body))
@@ -160,7 +161,7 @@ def test_a_missing_base_is_one_sentence(tmp_path, monkeypatch):
 
 def test_ids_reused_after_a_pop_replay_from_base_and_delta(tmp_path, monkeypatch):
     monkeypatch.setattr(snapshot, "BASE_REFRESH_ROWS", 5)
-    store = Store(config.db_path())
+    store = SQLiteStore(config.db_path())
     agent = open_agent(store, "a")
     for body in history(random.Random(2), 10):
         list(agent.step(body))
@@ -173,7 +174,7 @@ def test_ids_reused_after_a_pop_replay_from_base_and_delta(tmp_path, monkeypatch
 
 def test_forget_removes_the_text_from_the_base_files(tmp_path, monkeypatch):
     monkeypatch.setattr(snapshot, "BASE_REFRESH_ROWS", 5)
-    store = Store(config.db_path())
+    store = SQLiteStore(config.db_path())
     agent = open_agent(store, "a")
     for body in history(random.Random(4), 10) + ["my locker code is zanzibar"]:
         list(agent.step(body))
@@ -210,7 +211,7 @@ def test_strict_replay_of_every_recording_never_diverges(tmp_path_factory, monke
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("MEMGPT_LITE_HOME", str(home))
     rng = random.Random(seed)
-    store = Store(config.db_path())
+    store = SQLiteStore(config.db_path())
     agents = {name: open_agent(store, name) for name in ("a", "b")}
     current, recorders, made_after_forget = "a", {}, []
 

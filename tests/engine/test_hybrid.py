@@ -19,15 +19,15 @@ from memgpt_lite.engine.indexer import attach_embedder, index_agent
 from memgpt_lite.engine.memory import MemoryTools
 from memgpt_lite.engine.records import Message
 from memgpt_lite.engine.search import KEYWORD_WEIGHT, fuse
-from memgpt_lite.engine.store import Store
-from memgpt_lite.engine.store.migrations import MIGRATIONS
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
+from memgpt_lite.engine.store.sqlite.migrations import MIGRATIONS
 from memgpt_lite.lab.fake_embeddings import ConceptEmbedder, FakeEmbeddingsServer
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 np = pytest.importorskip("numpy")
 
 
-def say(store: Store, agent_id: int, turn: int, *lines: tuple[str, str]) -> list[int]:
+def say(store: SQLiteStore, agent_id: int, turn: int, *lines: tuple[str, str]) -> list[int]:
     msgs = [Message(role, [{"type": "text", "text": text}], turn, in_context=False,  # type: ignore[arg-type]
                     created_at=f"2025-03-{turn:02d}T10:00:00Z") for role, text in lines]
     store.add_messages(agent_id, msgs)
@@ -36,7 +36,7 @@ def say(store: Store, agent_id: int, turn: int, *lines: tuple[str, str]) -> list
 
 @pytest.fixture
 def store(tmp_path):
-    with Store(tmp_path / "db.sqlite") as s:
+    with SQLiteStore(tmp_path / "db.sqlite") as s:
         yield s
 
 
@@ -103,7 +103,7 @@ def test_vectors_are_stored_int8_with_their_model_and_go_with_their_rows(store, 
     pid = store.add_passage(agent_id, "Biscuit the beagle likes carrots")
     index_agent(store, agent_id, emb)
     store.delete_passages(agent_id, [pid])
-    assert store._q("SELECT count(*) FROM vectors WHERE kind = 'passages'")[0][0] == 0
+    assert store.db.query("SELECT count(*) FROM vectors WHERE kind = 'passages'")[0][0] == 0
 
 
 def test_a_changed_text_loses_its_stale_vector(store, agent_id):
@@ -119,7 +119,7 @@ def test_a_changed_text_loses_its_stale_vector(store, agent_id):
 def test_deleting_an_agent_deletes_its_vectors(store, agent_id):
     index_agent(store, agent_id, ConceptEmbedder())
     store.delete_agent("a")
-    assert store._q("SELECT count(*) FROM vectors")[0][0] == 0
+    assert store.db.query("SELECT count(*) FROM vectors")[0][0] == 0
 
 
 def test_a_switch_of_model_reindexes(store, agent_id):
@@ -137,7 +137,7 @@ def test_an_old_database_gets_the_vector_table(tmp_path):
         apply(db)
         db.execute("INSERT INTO schema_migrations VALUES (?, '2025-01-01')", (name,))
     db.close()
-    with Store(path) as s:
+    with SQLiteStore(path) as s:
         assert "005_vectors" in s.applied_migrations()
         aid = s.create_agent("x", {}, {}).id
         say(s, aid, 1, ("user", "my puppy"))
@@ -198,7 +198,7 @@ def search_then_answer(query: str) -> list:
     return [tool_response([("conversation_search", {"query": query})]), text_response("ok")]
 
 
-def open_agent(store: Store, script: list) -> Agent:
+def open_agent(store: SQLiteStore, script: list) -> Agent:
     return Agent.open(store, "a", model_client=ScriptedModel(script),
                       settings=Settings(context_window=20_000, max_output_tokens=500))
 
@@ -249,7 +249,7 @@ def test_a_failing_endpoint_degrades_to_keywords_with_one_notice(store, agent_id
 # --------------------------------------------------------------------------- replay
 
 
-def record_hybrid(store: Store, agent_id: int) -> tuple:
+def record_hybrid(store: SQLiteStore, agent_id: int) -> tuple:
     emb = ConceptEmbedder()
     index_agent(store, agent_id, emb)
     agent = open_agent(store, search_then_answer("puppy") + [text_response("bye")])

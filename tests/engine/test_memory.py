@@ -17,12 +17,12 @@ from memgpt_lite.engine.memory import (
     render_core_memory,
 )
 from memgpt_lite.engine.records import Block, Message
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 
 
 @pytest.fixture
 def store(tmp_path):
-    s = Store(tmp_path / "db")
+    s = SQLiteStore(tmp_path / "db")
     yield s
     s.close()
 
@@ -271,7 +271,7 @@ def test_archival_insert_search_and_duplicates(tools):
                                            st.text(max_size=12), st.lists(st.text(max_size=4)),
                                            st.floats(allow_nan=True)))))
 def test_execute_never_raises(tmp_path_factory, name, args):
-    s = Store(tmp_path_factory.mktemp("fuzz") / "db")
+    s = SQLiteStore(tmp_path_factory.mktemp("fuzz") / "db")
     try:
         agent = s.create_agent("a", {}, {"human": ("Name: Ann", 40)})
         out = MemoryTools(s, agent.id).execute(name, args)

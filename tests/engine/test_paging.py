@@ -26,7 +26,7 @@ from memgpt_lite.engine.events import (
 from memgpt_lite.engine.memory import MemoryTools, ToolOutcome
 from memgpt_lite.engine.records import Message, canonical_json
 from memgpt_lite.engine.shrink import CLIP_NOTE
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.engine.summariser import Summariser, chunk_turns, truncate_summary
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.engine.tokens import TokenCounter
@@ -58,7 +58,7 @@ def clock():
 
 def make_agent(tmp_path, *, window: int = WINDOW, summary_script=None, **settings):
     """A summariser client of its own, so a flush never eats the chat model's script."""
-    store = Store(tmp_path / "paging.db")
+    store = SQLiteStore(tmp_path / "paging.db")
     model = ScriptedModel([], validate=True)
     if summary_script is None:
         summary_script = [text_response("- summary")] * 20

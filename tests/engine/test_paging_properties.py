@@ -23,7 +23,7 @@ from memgpt_lite.engine.api_rules import count_cache_controls, validate_request
 from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.events import ModelCallStart, ResponseEvent, TurnEndEvent
 from memgpt_lite.engine.records import ModelRequest
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 PAGING_KINDS = {"pressure_alert", "fold", "eviction", "summary", "clip", "notice"}
@@ -84,14 +84,14 @@ def user_text(i: int, n: int) -> str:
 @given(window=st.integers(5_800, 12_000), plans=st.lists(turn_plans, min_size=1, max_size=10))
 def test_paging_invariants(window, plans):
     with tempfile.TemporaryDirectory() as tmp:
-        store = Store(Path(tmp) / "p.db")
+        store = SQLiteStore(Path(tmp) / "p.db")
         try:
             run_session(store, window, plans)
         finally:
             store.close()
 
 
-def run_session(store: Store, window: int, plans: list[dict]) -> None:
+def run_session(store: SQLiteStore, window: int, plans: list[dict]) -> None:
     policy = Policy()
     model = ScriptedModel([policy] * 400, validate=True)
     summariser = ScriptedModel([lambda r: text_response("- summary of old turns")] * 400,
@@ -139,7 +139,7 @@ def sent_in_turn(turn_id: int, events: list) -> list[tuple[int, str, list]]:
     return out
 
 
-def check_recall(store: Store, agent_id: int, sent: list[tuple[int, str, list]]) -> None:
+def check_recall(store: SQLiteStore, agent_id: int, sent: list[tuple[int, str, list]]) -> None:
     stored = [m for t in range(1, store.max_turn_id(agent_id) + 1)
               for m in store.turn_messages(agent_id, t)]
     assert store.agent_stats(agent_id)["messages"] == len(sent) == len(stored)

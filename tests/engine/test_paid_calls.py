@@ -10,7 +10,7 @@ from memgpt_lite.engine import replay as replay_mod
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.records import Message
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.lab.scenarios import TurnRecord, totals
 from memgpt_lite.lab.scripted import ScriptedModel, text_response
@@ -19,8 +19,8 @@ from memgpt_lite.terminal import render
 SMALL = Settings(context_window=6_000, max_output_tokens=500, safety_margin=100)
 
 
-def agent_that_must_flush(tmp_path) -> tuple[Store, Agent]:
-    store = Store(tmp_path / "a.db")
+def agent_that_must_flush(tmp_path) -> tuple[SQLiteStore, Agent]:
+    store = SQLiteStore(tmp_path / "a.db")
     agent = Agent.open(store, "a", model_client=ScriptedModel([text_response("Fine.")]),
                        summary_client=ScriptedModel([text_response("New summary.")] * 20),
                        settings=SMALL)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.recall_page import page_lines, window
 from memgpt_lite.engine.records import SearchHit
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store import open_store
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 
@@ -36,7 +36,7 @@ def test_a_page_names_each_day_once_and_shows_identical_texts_once():
 
 
 def test_search_never_returns_the_current_turn_and_ranks_the_queue_last(tmp_path):
-    store = Store(tmp_path / "a.db")
+    store = open_store(tmp_path / "a.db")
     search = ("conversation_search", {"query": "Biscuit dog"})
     model = ScriptedModel([text_response("Noted."), text_response("Sure."),
                            tool_response([search]), text_response("Found it.")], validate=True)

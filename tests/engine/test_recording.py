@@ -4,24 +4,28 @@ from __future__ import annotations
 
 import json
 import stat
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from memgpt_lite.engine import agent as agent_module
 from memgpt_lite.engine import recording
+from memgpt_lite.engine import replay as replay_mod
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import Settings, recordings_dir
+from memgpt_lite.engine.errors import PromptTooLongError
 from memgpt_lite.engine.records import ModelResponse
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 START = datetime(2026, 1, 5, 10, 0, tzinfo=timezone.utc)
 
 
 def _agent(tmp_path: Path, script: list, name: str = "ada") -> Agent:
-    store = Store(tmp_path / "db.sqlite")
+    store = SQLiteStore(tmp_path / "db.sqlite")
     return Agent.open(store, name, model_client=ScriptedModel(script),
                       settings=Settings(context_window=8_000), clock=lambda: START)
 
@@ -46,9 +50,9 @@ def test_every_line_is_versioned_json_with_a_type(tmp_path):
     assert header["prompt_digests"]["system.md"] and header["version"]
     assert user == {"v": 2, "type": "user", "text": "I am Ada", "at": "2026-01-05T10:00:00Z",
                     "t": user["t"]}
-    recorded = [line["type"] for line in lines[2:]]
+    recorded = [line["type"] for line in lines[1:]]
     expected = [e.kind for e in events if e.kind not in recording.UNRECORDED_KINDS]
-    assert recorded[: len(expected)] == expected  # one line per event, in order
+    assert recorded[: len(expected)] == expected  # one line per event (user first), in order
     assert recorded[len(expected):] == ["clock", "memory"]
     assert lines[-1]["blocks"]["human"].endswith("Name: Ada")
     response = next(line for line in lines if line["type"] == "response")
@@ -128,3 +132,74 @@ def test_unreadable_recordings_give_one_sentence(tmp_path):
     newer.write_text('{"v":99,"type":"header"}\n')
     with pytest.raises(recording.RecordingError, match="newer memgpt-lite"):
         recording.Recording.load(newer)
+
+
+class SealedAgent(Agent):
+    """An agent whose attributes only its own code may set once it is open: anything else
+    that sets one (a recorder swapping its clock or model client) fails the turn."""
+
+    def __setattr__(self, name, value):
+        setter = sys._getframe(1).f_code.co_filename
+        if self.__dict__.get("sealed") and Path(setter) != Path(agent_module.__file__):
+            raise AttributeError(f"agent.{name} set from {setter}")
+        super().__setattr__(name, value)
+
+
+def test_recording_observes_the_agent_and_never_reassigns_its_attributes(tmp_path):
+    """The turn is recorded from the agent's events and the clock readings it reports:
+    its clock and model client stay the ones it was built with, during the turn too."""
+    seen: list[bool] = []  # whether the agent used its own clock and client at each use
+
+    def clock():
+        seen.append(agent.clock is clock)
+        return START
+
+    class Client(ScriptedModel):
+        def stream(self, request):
+            seen.append(agent.model_client is self)
+            yield from super().stream(request)
+
+    refusal = PromptTooLongError("prompt is too long: 9000 tokens > 8000 maximum",
+                                 actual=9000, maximum=8000)
+    client = Client([tool_response([("archival_insert", {"content": "Ada keeps bees"})]),
+                     text_response("Noted."), refusal, text_response("Still here.")])
+    summary = ScriptedModel([text_response("Earlier: bees.")] * 3)
+    store = SQLiteStore(tmp_path / "db.sqlite")
+    agent = SealedAgent.open(store, "ada", model_client=client, summary_client=summary,
+                             settings=Settings(context_window=8_000), clock=clock)
+    agent.__dict__["sealed"] = True
+    path = tmp_path / "r.jsonl"
+    with recording.Recorder(path) as rec:
+        recording.record_header(agent, rec)
+        for text in ("I keep bees", "and now?"):
+            assert list(recording.recorded_step(agent, rec, text))[-1].completed
+    assert seen and all(seen)
+    assert agent.clock is clock and agent.model_client is client
+    lines = _lines(path)
+    assert [line["type"] for line in lines if line["type"] in ("user", "clock")] == [
+        "user", "clock", "user", "clock"]
+    refused = next(line for line in lines if line["type"] == "prompt_too_long")
+    assert refused == {"v": 2, "type": "prompt_too_long", "message": refusal.message,
+                       "actual": 9000, "maximum": 8000, "t": refused["t"]}
+    assert all(line["readings"] for line in lines if line["type"] == "clock")
+    report = replay_mod.replay(path, strict=True)
+    assert report.ok and report.completed, report.divergences
+
+
+def test_the_turn_opens_with_its_message_as_stored(tmp_path):
+    """The first event of a turn is the user's text as the agent stored it (secrets
+    redacted): the recording's user line, the store and the event hold the same text."""
+    key = "sk-ant-api03-" + "Q" * 40
+    agent = _agent(tmp_path, [text_response("ok"), text_response("again")])
+    path = tmp_path / "r.jsonl"
+    with recording.Recorder(path) as rec:
+        recording.record_header(agent, rec)
+        first = list(recording.recorded_step(agent, rec, f"my key is {key}"))[0]
+        retried = list(recording.recorded_step(agent, rec, "", retry=True))[0]
+    assert first.kind == "user" and first.text == "my key is [redacted: anthropic key]"
+    assert (first.at, first.turn_id, first.retry) == ("2026-01-05T10:00:00Z", 1, False)
+    assert (retried.text, retried.retry) == (first.text, True)
+    users = [line for line in _lines(path) if line["type"] == "user"]
+    assert [(u["text"], u.get("retry")) for u in users] == [(first.text, None), (first.text, True)]
+    stored = agent.store.turn_messages(agent.id, 1)[0].content[0]["text"]
+    assert stored == first.text and key not in path.read_text()

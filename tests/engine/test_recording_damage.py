@@ -87,10 +87,10 @@ def test_a_bad_line_in_the_middle_is_named(session, tmp_path):
 
 def test_a_damaged_snapshot_in_the_header_is_one_sentence(tmp_path):
     from memgpt_lite.engine.agent import Agent
-    from memgpt_lite.engine.store import Store
+    from memgpt_lite.engine.store.sqlite.store import SQLiteStore
     from memgpt_lite.lab.scripted import ScriptedModel
 
-    store = Store(tmp_path / "live.db")
+    store = SQLiteStore(tmp_path / "live.db")
     model = ScriptedModel([text_response(f"r{i}") for i in range(4)])
     agent = Agent.open(store, "ada", model_client=model)
     list(agent.step("before the recording"))

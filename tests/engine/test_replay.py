@@ -17,7 +17,7 @@ from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.errors import OverloadedError, PromptTooLongError
 from memgpt_lite.engine.records import ModelRequest
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 from memgpt_lite.terminal import cli, commands, render
 from memgpt_lite.terminal.view import ReplayView
@@ -36,7 +36,7 @@ class Clock:
         return self.now
 
 
-class ClockedStore(Store):
+class ClockedStore(SQLiteStore):
     """Passages stamped by the agent's clock, as replay stamps them (archival_search shows
     their date; the live store would use the wall clock, far from this test's clock)."""
 
@@ -174,7 +174,7 @@ def test_restart_forced_flush_with_summariser_and_errors_replay_strictly(tmp_pat
 
 
 def test_session_of_an_agent_with_history_replays_from_its_snapshot(tmp_path):
-    store = Store(tmp_path / "live.db")
+    store = SQLiteStore(tmp_path / "live.db")
     model = ScriptedModel([text_response("first"), text_response("second: you said hello")])
     clock = Clock()
     agent = Agent.open(store, "ada", model_client=model, clock=clock)
@@ -188,7 +188,7 @@ def test_session_of_an_agent_with_history_replays_from_its_snapshot(tmp_path):
 
 
 def test_interrupted_turn_and_user_commands_replay(tmp_path):
-    store = Store(tmp_path / "live.db")
+    store = SQLiteStore(tmp_path / "live.db")
     model = ScriptedModel([text_response("a long answer " * 10), text_response("short")])
     agent = Agent.open(store, "ada", model_client=model, clock=Clock())
     path = tmp_path / "r.jsonl"
@@ -244,7 +244,7 @@ def test_sessions_command_lists_recordings(tmp_path, monkeypatch):
                         lambda **_: Console(file=out, width=200, color_system=None))
     assert commands.cmd_sessions(SimpleNamespace(agent=None)) == 0
     assert "No recorded sessions" in out.getvalue()
-    store = Store(config.db_path())
+    store = SQLiteStore(config.db_path())
     agent = Agent.open(store, "ada", model_client=ScriptedModel([text_response("hi")]))
     with recording.Recorder.for_agent(agent) as rec:
         recording.record_header(agent, rec)
@@ -259,8 +259,9 @@ def test_replay_of_a_missing_file_is_a_usage_error(tmp_path, capsys):
 
 
 def test_provider_prompt_too_long_is_recorded_and_replays_strictly(tmp_path):
-    """The agent evicts and retries after a "prompt too long" refusal without an event; the
-    replay must refuse the same call with the same numbers, not report a divergence."""
+    """The agent evicts and retries after a "prompt too long" refusal (one event, recorded
+    as the line it always was); the replay must refuse the same call with the same numbers,
+    not report a divergence."""
     inputs = ["hello there", "and again", "third"]
     script = [text_response("hi"), text_response("ok"),
               PromptTooLongError("prompt is too long: 9000 tokens > 8000 maximum",

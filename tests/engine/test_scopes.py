@@ -17,7 +17,8 @@ from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.errors import OverloadedError
 from memgpt_lite.engine.memory import default_blocks, render_core_memory
 from memgpt_lite.engine.records import ModelRequest
-from memgpt_lite.engine.store import Store, open_store, transfer
+from memgpt_lite.engine.store import open_store, transfer
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.engine.store.base import BlockChanged
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 from memgpt_lite.terminal import cli
@@ -42,7 +43,7 @@ def store(request):
         yield s
 
 
-def open_agent(store: Store, name: str, script=(), *, share: bool = True) -> Agent:
+def open_agent(store: SQLiteStore, name: str, script=(), *, share: bool = True) -> Agent:
     if store.get_agent(name) is None:
         row = store.create_agent(name, {}, default_blocks(5_000))
         if share:
@@ -68,7 +69,7 @@ def test_an_edit_shows_up_in_the_next_request_of_every_sharing_agent(store):
     assert [(b.label, b.scope) for b in solo.blocks()] == [("persona", "agent"),
                                                           ("human", "agent")]
     assert store.shared_block_agents("human") == ["home", "work"]
-    assert store._q("SELECT count(*) FROM shared_blocks")[0][0] == 1
+    assert store.db.query("SELECT count(*) FROM shared_blocks")[0][0] == 1
 
 
 def test_an_edit_made_between_two_model_calls_is_in_the_second_request(store):
@@ -202,7 +203,7 @@ def test_a_new_agent_with_a_shared_block_replays_strictly(store, tmp_path):
 
 def test_a_recording_reopened_after_a_restart_still_notices_other_agents(tmp_path):
     db = config.db_path()
-    with Store(db) as first:
+    with SQLiteStore(db) as first:
         work = open_agent(first, "work")
         home = open_agent(first, "home", [text_response("one")])
         path = tmp_path / "rec.jsonl"
@@ -210,7 +211,7 @@ def test_a_recording_reopened_after_a_restart_still_notices_other_agents(tmp_pat
         recording.record_header(home, recorder)
         list(recording.recorded_step(home, recorder, "first"))
         work.lock = None
-    with Store(db) as second:  # a new process: store and agent reopened, same recording
+    with SQLiteStore(db) as second:  # a new process: store and agent reopened, same recording
         recorder.restart()
         open_agent(second, "work").edit_block("human", "Edited while home was closed.")
         home = open_agent(second, "home", [text_response("two")])
@@ -254,7 +255,7 @@ def test_export_says_which_blocks_are_shared_and_import_joins_them(store):
 def test_import_into_another_data_dir_creates_the_shared_block(store, tmp_path):
     open_agent(store, "home").edit_block("human", "Name: Ada.")
     doc = transfer.export_agent(store, "home")
-    with Store(tmp_path / "other.db") as other:
+    with SQLiteStore(tmp_path / "other.db") as other:
         row = transfer.import_agent(other, doc)
         block = other.get_block(row.id, "human")
         assert (block.value, block.scope) == ("Name: Ada.", "user")
@@ -276,7 +277,7 @@ def test_deleting_one_agent_never_deletes_a_shared_block_others_use(store):
     store.delete_agent("home")
     assert work.blocks()[1].value == "Name: Ada." and work.blocks()[1].scope == "user"
     store.delete_agent("work")
-    assert store._q("SELECT count(*) FROM shared_blocks")[0][0] == 0
+    assert store.db.query("SELECT count(*) FROM shared_blocks")[0][0] == 0
 
 
 def test_unshare_gives_an_agent_its_own_copy(store):
@@ -287,7 +288,7 @@ def test_unshare_gives_an_agent_its_own_copy(store):
     assert home.blocks()[1].value == "Name: Ada." and home.blocks()[1].scope == "user"
     assert work.blocks()[1].scope == "agent"
     assert store.unshare_block(home.id, "human")
-    assert store._q("SELECT count(*) FROM shared_blocks")[0][0] == 0
+    assert store.db.query("SELECT count(*) FROM shared_blocks")[0][0] == 0
 
 
 # ---------------------------------------------------------------- the command line
@@ -302,7 +303,7 @@ def test_agents_create_share_core_and_delete_on_the_command_line(capsys):
     assert cli.main(["agents", "create", "work"]) == 1
     assert "already exists" in capsys.readouterr().err
     assert cli.main(["agents", "create", "x", "--share", "no spaces"]) == 2
-    with Store(config.db_path()) as store:
+    with SQLiteStore(config.db_path()) as store:
         open_agent(store, "home").edit_block("human", "Name: Ada.")
     assert cli.main(["core", "--agent", "work"]) == 0
     out = capsys.readouterr().out

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from memgpt_lite.engine.records import Message
 from memgpt_lite.engine.search import match_expression, query_terms
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 
 
 def text_msg(role, text, turn, created_at=None):
@@ -16,7 +16,7 @@ def text_msg(role, text, turn, created_at=None):
 @pytest.fixture(scope="module")
 def seeded(tmp_path_factory):
     """One store with a small realistic history, shared by the read-only tests."""
-    s = Store(tmp_path_factory.mktemp("search") / "db")
+    s = SQLiteStore(tmp_path_factory.mktemp("search") / "db")
     agent = s.create_agent("a", {}, {})
     texts = [
         ("user", "部署博客前必须运行 hexo g", "2025-03-01T09:00:00Z"),
@@ -98,7 +98,7 @@ def test_date_range_is_inclusive_by_day(seeded):
 
 
 def test_pagination(tmp_path):
-    s = Store(tmp_path / "db")
+    s = SQLiteStore(tmp_path / "db")
     aid = s.create_agent("a", {}, {}).id
     s.add_messages(aid, [text_msg("user", f"note number {i} about apples", i) for i in range(12)])
     p1 = s.search_messages(aid, "apples")
@@ -113,7 +113,7 @@ def test_pagination(tmp_path):
 
 
 def test_passage_search_tags_and_delete(tmp_path):
-    s = Store(tmp_path / "db")
+    s = SQLiteStore(tmp_path / "db")
     aid = s.create_agent("a", {}, {}).id
     p1 = s.add_passage(aid, "Ann's sister lives in Lisbon", ["family"])
     s.add_passage(aid, "Lisbon trip planned for May", ["travel", "plans"])
@@ -130,7 +130,7 @@ def test_passage_search_tags_and_delete(tmp_path):
 
 
 def test_near_duplicate(tmp_path):
-    s = Store(tmp_path / "db")
+    s = SQLiteStore(tmp_path / "db")
     aid = s.create_agent("a", {}, {}).id
     pid = s.add_passage(aid, "The user's dog is named Rex and he is a beagle.")
     assert s.near_duplicate(aid, "  the USER'S dog is named   rex and he is a beagle.  ").id == pid
@@ -185,7 +185,7 @@ def test_question_framing_words_are_stop_words():
 
 
 def test_irregular_verb_forms_match_the_past_tense(tmp_path):
-    s = Store(tmp_path / "db")
+    s = SQLiteStore(tmp_path / "db")
     aid = s.create_agent("a", {}, {}).id
     s.add_messages(aid, [text_msg("user", "Caroline: I went to a support group yesterday.", 1),
                          text_msg("user", "Caroline: We saw a grizzly bear from the car.", 2),
@@ -196,7 +196,7 @@ def test_irregular_verb_forms_match_the_past_tense(tmp_path):
 
 
 def test_long_words_also_match_by_prefix(tmp_path):
-    s = Store(tmp_path / "db")
+    s = SQLiteStore(tmp_path / "db")
     aid = s.create_agent("a", {}, {}).id
     s.add_messages(aid, [text_msg("user", "I'm allergic to peanuts.", 1),
                          text_msg("user", "I take my medication every morning.", 2),
@@ -209,7 +209,7 @@ def test_long_words_also_match_by_prefix(tmp_path):
 
 
 def test_neighbouring_match_lifts_a_reply_above_an_isolated_mention(tmp_path):
-    s = Store(tmp_path / "db")
+    s = SQLiteStore(tmp_path / "db")
     aid = s.create_agent("a", {}, {}).id
     s.add_messages(aid, [
         text_msg("user", "Oscar: How is Pepper doing after the surgery?", 1),

@@ -8,7 +8,8 @@ import json
 from memgpt_lite.engine import recording
 from memgpt_lite.engine import replay as replay_mod
 from memgpt_lite.engine.agent import Agent
-from memgpt_lite.engine.store import Store, transfer
+from memgpt_lite.engine.store import transfer
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.engine.text import clean_text, clean_value
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
@@ -27,7 +28,7 @@ def test_clean_text_replaces_what_is_not_unicode_and_keeps_the_rest():
 
 
 def test_undecodable_input_is_stored_searched_exported_recorded_and_replayed(tmp_path):
-    store = Store(tmp_path / "a.db")
+    store = SQLiteStore(tmp_path / "a.db")
     model = ScriptedModel([
         tool_response([("core_memory_append", {"label": "human",
                                                "content": "Wrote bad \udcff bytes."})]),
@@ -53,7 +54,7 @@ def test_undecodable_input_is_stored_searched_exported_recorded_and_replayed(tmp
 
 
 def test_an_import_with_lone_surrogates_is_stored_with_the_rule(tmp_path):
-    store = Store(tmp_path / "a.db")
+    store = SQLiteStore(tmp_path / "a.db")
     agent = Agent.open(store, "a", model_client=ScriptedModel([text_response("Hi.")]))
     assert list(agent.step("hello"))[-1].completed
     doc = json.loads(json.dumps(transfer.export_agent(store, "a")))

@@ -17,7 +17,7 @@ from memgpt_lite.engine.memory import (
 )
 from memgpt_lite.engine.paging import EVICT_TURNS_SCHEMA
 from memgpt_lite.engine.records import ModelResponse, Usage
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 SURROGATE = st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)
@@ -61,8 +61,8 @@ def arguments(name: str) -> st.SearchStrategy:
                      shaped.flatmap(lambda d: extra.map(lambda e: {**e, **d})), JSON)
 
 
-def seeded_agent(tmp_path) -> tuple[Store, Agent]:
-    store = Store(tmp_path / "fuzz.db")
+def seeded_agent(tmp_path) -> tuple[SQLiteStore, Agent]:
+    store = SQLiteStore(tmp_path / "fuzz.db")
     script = [tool_response([("archival_insert", {"content": f"fact {i} about otters"})])
               if i % 2 == 0 else text_response(f"reply {i} about otters") for i in range(12)]
     agent = Agent.open(store, "f", model_client=ScriptedModel(script))
@@ -105,7 +105,7 @@ def test_evict_turns_answers_any_json(tmp_path):
 
 
 def test_a_page_beyond_any_number_sqlite_holds_is_an_error_the_model_reads(tmp_path):
-    store = Store(tmp_path / "a.db")
+    store = SQLiteStore(tmp_path / "a.db")
     model = ScriptedModel([tool_response([("archival_search", {"query": "x", "page": 2**62}),
                                           ("conversation_search", {"query": "x",
                                                                    "page": -(2**70)})]),
@@ -125,7 +125,7 @@ def test_every_argument_is_bounded_by_its_schema():
 
 
 def test_a_paused_reply_ending_in_whitespace_is_not_resent_as_an_invalid_prefill(tmp_path):
-    store = Store(tmp_path / "a.db")
+    store = SQLiteStore(tmp_path / "a.db")
     paused = ModelResponse([{"type": "text", "text": "Working on it… \n"}], "pause_turn",
                            Usage(10, 5))
     model = ScriptedModel([paused, text_response("Done.")], validate=True)

@@ -16,7 +16,8 @@ from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.errors import OverloadedError
 from memgpt_lite.engine.records import Message
-from memgpt_lite.engine.store import Store, open_store
+from memgpt_lite.engine.store import open_store
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 TABLES = {
@@ -33,16 +34,16 @@ SMALL = Settings(context_window=6_000, max_output_tokens=500, safety_margin=100,
                  fold_min_chars=600)
 
 
-def tables(store: Store) -> dict[str, list[tuple]]:
-    found = {name: [tuple(r) for r in store._q(sql)] for name, sql in TABLES.items()}
-    state = json.loads(store._q("SELECT state FROM agents WHERE name = 'a'")[0][0])
+def tables(store: SQLiteStore) -> dict[str, list[tuple]]:
+    found = {name: [tuple(r) for r in store.db.query(sql)] for name, sql in TABLES.items()}
+    state = json.loads(store.db.query("SELECT state FROM agents WHERE name = 'a'")[0][0])
     pager = state.get("pager") or {"alert_tokens": None, "alert_turn": None}
     found["pager"] = [tuple(sorted(pager.items()))]
     found["search"] = [(h.id, h.text) for h in store.search_passages(1, "fact cello").hits]
     return found
 
 
-def assert_only_the_message_was_added(before, after, store: Store, text: str) -> None:
+def assert_only_the_message_was_added(before, after, store: SQLiteStore, text: str) -> None:
     added = after["messages"][len(before["messages"]):]
     assert after["messages"][:len(before["messages"])] == before["messages"]
     assert [(json.loads(r[4])[0]["text"], r[3], r[6], r[7]) for r in added] == [
@@ -60,7 +61,7 @@ def _each_backend(store_target):
     BACKEND["target"] = store_target
 
 
-def opened(tmp_path, script, settings=None) -> tuple[Store, Agent]:
+def opened(tmp_path, script, settings=None) -> tuple[SQLiteStore, Agent]:
     store = open_store(BACKEND["target"])
     agent = Agent.open(store, "a", model_client=ScriptedModel(script, validate=True),
                        summary_client=ScriptedModel([]), settings=settings)
@@ -105,7 +106,7 @@ def test_a_529_after_evict_turns_leaves_the_queue_and_summary_as_before(tmp_path
     assert sorted({m.turn_id for m in store.context_messages(agent.id)}) == [1, 2, 3, 4]
 
 
-def prefill(store: Store, agent: Agent) -> None:
+def prefill(store: SQLiteStore, agent: Agent) -> None:
     """A queue big enough that the next turn folds a bulky tool result and flushes."""
     bulky = [Message("user", [{"type": "text", "text": "list the files"}], 1),
              Message("assistant", [{"type": "tool_use", "id": "t1", "name": "archival_search",
@@ -258,7 +259,7 @@ def test_a_retry_in_a_later_recording_replays_strictly(tmp_path):
 def test_old_database_marks_turns_that_never_finished(tmp_path):
     import sqlite3
 
-    from memgpt_lite.engine.store.migrations import MIGRATIONS
+    from memgpt_lite.engine.store.sqlite.migrations import MIGRATIONS
 
     path = tmp_path / "old.db"
     db = sqlite3.connect(path, isolation_level=None)
@@ -273,7 +274,7 @@ def test_old_database_marks_turns_that_never_finished(tmp_path):
         db.execute("INSERT INTO messages (agent_id, turn_id, role, content, created_at, "
                    "in_context) VALUES (1, ?, ?, '[]', '2025-01-01', ?)", (turn, role, queued))
     db.close()
-    with Store(path) as store:
+    with SQLiteStore(path) as store:
         assert [(m.turn_id, m.status) for m in store.all_messages(1)] == [
             (1, ""), (1, ""), (2, "interrupted"), (3, ""), (3, "")]
 

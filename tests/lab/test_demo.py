@@ -155,7 +155,7 @@ def _alert_turn_ids(request: ModelRequest) -> list[int]:
 def build_demo(path: Path) -> DemoResponder:
     """Run the real agent on the hand-written script and record it to `path`."""
     from memgpt_lite.engine.agent import Agent
-    from memgpt_lite.engine.store import Store
+    from memgpt_lite.engine.store.sqlite.store import SQLiteStore
     from memgpt_lite.lab.scripted import ScriptedModel
 
     responder = DemoResponder()
@@ -163,7 +163,7 @@ def build_demo(path: Path) -> DemoResponder:
     clock = SimpleNamespace(now=START)
     ticks = iter(i * 0.2 for i in range(100_000))
     path.unlink(missing_ok=True)
-    with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "demo.db") as store:
+    with tempfile.TemporaryDirectory() as tmp, SQLiteStore(Path(tmp) / "demo.db") as store:
         agent = Agent.open(store, "demo", model_client=model, settings=DEMO_SETTINGS,
                            clock=lambda: clock.now)
         with recording.Recorder(path, timer=lambda: next(ticks)) as rec:

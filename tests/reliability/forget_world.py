@@ -18,6 +18,7 @@ from memgpt_lite.engine.matching import Matcher
 from memgpt_lite.engine.recording_scrub import KEEP_KEYS
 from memgpt_lite.engine.records import ModelRequest, ModelResponse, Usage
 from memgpt_lite.engine.store import Store, open_store, snapshot
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.engine.store.scrub import strings as walk
 from memgpt_lite.lab.scripted import estimate_usage
 
@@ -157,8 +158,8 @@ def _build() -> dict:
                  "folded": [m.id for m in store.context_messages(a.id) if m.context_content],
                  "evicted": sum(not m.in_context for m in store.all_messages(a.id)),
                  "bases": sorted(config.recordings_dir().rglob("bases/*.db"))}
-        if isinstance(store, Store):
-            store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        if isinstance(store, SQLiteStore):
+            store.db.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return facts
 
 
@@ -170,7 +171,7 @@ def live_rows(home: Path, sql: str, params: tuple = ()) -> list[dict]:
     database of $MEMGPT_LITE_DATABASE_URL (`?` parameters either way)."""
     if config.database_url():
         with open_store() as store:
-            cur = store._x(sql.replace("?", "%s"), params)
+            cur = store.db.connection.execute(sql.replace("?", "%s"), params)
             names = [d.name for d in cur.description]
             return [dict(zip(names, r)) for r in cur.fetchall()]
     db = sqlite3.connect(home / config.DB_FILENAME)

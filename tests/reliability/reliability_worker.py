@@ -38,7 +38,8 @@ from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.events import TextDelta
 from memgpt_lite.engine.records import ModelRequest, ModelResponse, Usage
-from memgpt_lite.engine.store import is_postgres_url, migrations, open_store
+from memgpt_lite.engine.store import is_postgres_url, open_store
+from memgpt_lite.engine.store.sqlite import migrations
 from memgpt_lite.lab.scripted import tool_response
 
 
@@ -140,18 +141,18 @@ def stop_in_a_migration(db: str) -> None:
     """The second migration is applied, but its ledger row is not written yet, when the
     worker blocks."""
     if is_postgres_url(db):
-        from memgpt_lite.engine.store import postgres, postgres_migrations
+        from memgpt_lite.engine.store.postgres import database, migrations as pg_migrations
 
-        second = postgres_migrations.MIGRATIONS[1][1]
-        real = postgres.PostgresStore._x
+        second = pg_migrations.MIGRATIONS[1][1]
+        real = database.PostgresDatabase.execute
 
-        def stop_midway(self, sql, params=None):
-            cur = real(self, sql, params)
+        def stop_midway(self, sql, params=()):
+            count = real(self, sql, params)
             if sql == second:
                 block("migration")
-            return cur
+            return count
 
-        postgres.PostgresStore._x = stop_midway  # type: ignore[method-assign]
+        database.PostgresDatabase.execute = stop_midway  # type: ignore[method-assign]
         return
     apply = migrations.MIGRATIONS[1][1]
 
@@ -180,6 +181,7 @@ def random_run(db: str, name: str, seed: int, n: int) -> None:
 
     agent = Agent.open(store, name, model_client=Client(answer, delay=0.001),
                        summary_client=Client(summarise, delay=0.001), settings=settings())
+    say("OPEN")  # the random moment is counted from here, not from a start-up that varies
     for i in range(n):
         run_turn(agent, f"message {i} " + "blah " * rng.randrange(1, 200))
 
@@ -223,12 +225,9 @@ def forget(home: str, where: str, query: str) -> None:
         return result
 
     if where == "intent":  # on the store of $MEMGPT_LITE_DATABASE_URL, else the data dir's
-        from memgpt_lite.engine import config
-        from memgpt_lite.engine.store import Store
+        from memgpt_lite.engine.store.sql import SQLStore  # both backends' store
 
-        if config.database_url():
-            from memgpt_lite.engine.store.postgres import PostgresStore as Store  # noqa: F811
-        Store.apply_forget = lambda *a, **k: block("intent")  # type: ignore[method-assign]
+        SQLStore.apply_forget = lambda *a, **k: block("intent")  # type: ignore[method-assign]
     elif where == "store":
         privacy._scrub_files = lambda *a, **k: block("store")
     elif where == "recording":

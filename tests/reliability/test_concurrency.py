@@ -17,7 +17,8 @@ from rel_support import assert_trustworthy, child_env, start_worker, wait_for_li
 from memgpt_lite.engine import config
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.locking import AgentBusyError, AgentLock, lock_path
-from memgpt_lite.engine.store import Store, StoreError
+from memgpt_lite.engine.store import StoreError
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.lab.scripted import ScriptedModel, text_response
 
 
@@ -48,7 +49,7 @@ def test_second_chat_on_the_same_agent_waits_then_refuses(tmp_path):
     finally:
         holder.kill()
         holder.wait()
-    with Store(config.db_path()) as store:  # nothing of the refused process was written
+    with SQLiteStore(config.db_path()) as store:  # nothing of the refused process was written
         row = store.get_agent("same")
         texts = [m.content[0].get("text") for m in store.context_messages(row.id)]
         assert "hello from the second process" not in texts
@@ -64,7 +65,7 @@ def test_second_process_gets_the_agent_when_the_first_lets_go(tmp_path):
     first.communicate(timeout=30)
     assert second.returncode == 0, err2
     assert "COMMITTED" in out2
-    with Store(db) as store:
+    with SQLiteStore(db) as store:
         row = store.get_agent("shared")
         turns = {}
         for m in store.context_messages(row.id):
@@ -95,7 +96,7 @@ def test_a_killed_holder_leaves_no_stale_lock(tmp_path):
     wait_for_line(holder, "LOCKED")
     holder.send_signal(signal.SIGKILL)
     holder.wait()
-    with Store(db) as store:
+    with SQLiteStore(db) as store:
         started = time.monotonic()
         agent = Agent.open(store, "crashy", model_client=ScriptedModel([text_response("hi")]))
         assert time.monotonic() - started < 0.5
@@ -104,7 +105,7 @@ def test_a_killed_holder_leaves_no_stale_lock(tmp_path):
 
 @pytest.mark.slow
 def test_lock_in_process(tmp_path):
-    store = Store(tmp_path / "data" / "db.sqlite")
+    store = SQLiteStore(tmp_path / "data" / "db.sqlite")
     a = Agent.open(store, "x", model_client=ScriptedModel([]))
     again = Agent.open(store, "x", model_client=ScriptedModel([]))  # re-entrant per process
     path = lock_path(store.path.parent, "x")

@@ -19,7 +19,8 @@ from memgpt_lite.engine import config
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.records import Message
-from memgpt_lite.engine.store import Store, StoreError
+from memgpt_lite.engine.store import StoreError
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.lab.fake_server import FakeAnthropicServer
 from memgpt_lite.lab.scripted import ScriptedModel, text_response
 
@@ -51,7 +52,7 @@ def test_a_recordings_folder_that_cannot_be_made_costs_no_turn(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "Fake reply to: hello" in done.stdout and "Fake reply to: second" in done.stdout
     assert_one_clean_line(done.stdout + done.stderr, "Cannot record this session")
-    with Store(config.db_path()) as store:
+    with SQLiteStore(config.db_path()) as store:
         texts = recall_texts(store, store.get_agent("default").id)
     assert "hello" in texts and "second" in texts
 
@@ -104,7 +105,7 @@ def test_a_recording_that_fails_mid_session_says_so_once_and_the_chat_goes_on(tm
     from memgpt_lite.terminal.render import make_console
     from memgpt_lite.terminal.view import ChatView
 
-    store = Store(config.db_path())
+    store = SQLiteStore(config.db_path())
     agent = Agent.open(store, model_client=ScriptedModel([text_response(f"Reply {i}.")
                                                           for i in range(3)]))
     out = io.StringIO()
@@ -133,7 +134,7 @@ def test_a_recording_that_fails_mid_session_says_so_once_and_the_chat_goes_on(tm
 def damaged_db(tmp_path) -> Path:
     """A real database with garbage written over the page that holds a queued message."""
     path = config.db_path()
-    with Store(path) as store:
+    with SQLiteStore(path) as store:
         agent = store.create_agent("default", Settings().to_dict(),
                                    {"human": ("", 100), "persona": ("", 100)})
         for t in range(1, 200):
@@ -157,7 +158,7 @@ def digest(path: Path) -> str:
 def test_a_damaged_page_is_one_sentence_and_the_store_writes_nothing(tmp_path):
     path = damaged_db(tmp_path)
     before = digest(path)
-    store = Store(path)
+    store = SQLiteStore(path)
     with pytest.raises(StoreError) as info:
         agent = Agent.open(store, model_client=ScriptedModel([text_response("never")]),
                            lock_wait=None)

@@ -13,7 +13,7 @@ from rel_support import queue_problems, recall_texts
 
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.model import AnthropicClient
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.lab.fake_server import (
     FakeAnthropicServer,
     connection_reset,
@@ -49,8 +49,8 @@ def server():
         yield s
 
 
-def open_agent(tmp_path, server, **client_args) -> tuple[Store, Agent]:
-    store = Store(tmp_path / "data" / "memgpt_lite.db")
+def open_agent(tmp_path, server, **client_args) -> tuple[SQLiteStore, Agent]:
+    store = SQLiteStore(tmp_path / "data" / "memgpt_lite.db")
     client = AnthropicClient(base_url=server.base_url, api_key="test",
                              max_retries=client_args.pop("max_retries", 0),
                              timeout=client_args.pop("timeout", 0.5))
@@ -146,7 +146,7 @@ def test_no_server_at_all(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again: nothing listens there
-    store = Store(tmp_path / "db.sqlite")
+    store = SQLiteStore(tmp_path / "db.sqlite")
     agent = Agent.open(store, "offline", model_client=AnthropicClient(
         base_url=f"http://127.0.0.1:{port}", api_key="test", max_retries=0, timeout=1))
     events = list(agent.step("the question"))

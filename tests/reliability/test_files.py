@@ -15,7 +15,8 @@ from rel_support import child_env, queue_problems, recall_texts
 
 from memgpt_lite.engine import config
 from memgpt_lite.engine.agent import Agent
-from memgpt_lite.engine.store import Store, StoreError
+from memgpt_lite.engine.store import StoreError
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 
@@ -67,7 +68,7 @@ def test_recording_directories_are_private(tmp_path):
 def test_wal_and_shm_files_are_private_while_open(tmp_path):
     old = os.umask(0)
     try:
-        store = Store(config.db_path())
+        store = SQLiteStore(config.db_path())
         agent = Agent.open(store, "w", model_client=ScriptedModel([text_response("ok")]))
         list(agent.step("hello"))
         names = modes(config.data_dir())
@@ -103,13 +104,13 @@ class FullDisk:
         return getattr(self._db, name)
 
 
-def full_disk_agent(tmp_path, script) -> tuple[Store, Agent, FullDisk]:
-    store = Store(tmp_path / "data" / "memgpt_lite.db")
+def full_disk_agent(tmp_path, script) -> tuple[SQLiteStore, Agent, FullDisk]:
+    store = SQLiteStore(tmp_path / "data" / "memgpt_lite.db")
     agent = Agent.open(store, "full", model_client=ScriptedModel(
         [text_response("first, safe"), *script]))
     assert list(agent.step("first message"))[-1].completed
-    disk = FullDisk(store._db)
-    store._db = disk  # type: ignore[assignment]
+    disk = FullDisk(store.db.connection)
+    store.db.connection = disk  # type: ignore[assignment]
     return store, agent, disk
 
 
@@ -176,7 +177,7 @@ def tiny_fs(tmp_path):
 
 @pytest.mark.slow
 def test_a_really_full_disk(tiny_fs):
-    store = Store(tiny_fs / "memgpt_lite.db")
+    store = SQLiteStore(tiny_fs / "memgpt_lite.db")
     agent = Agent.open(store, "real", model_client=ScriptedModel(
         [text_response("first, safe")] + [text_response("x" * 300_000)] * 4))
     assert list(agent.step("first message"))[-1].completed
@@ -191,7 +192,7 @@ def test_a_really_full_disk(tiny_fs):
     assert error is not None and "is full" in str(error)
     assert queue_problems(store, agent.id) == []
     store.close()
-    with Store(tiny_fs / "memgpt_lite.db") as again:  # reopens; what was committed is there
+    with SQLiteStore(tiny_fs / "memgpt_lite.db") as again:  # reopens; what was committed is there
         row = again.get_agent("real")
         assert "first, safe" in recall_texts(again, row.id)
 
@@ -199,7 +200,7 @@ def test_a_really_full_disk(tiny_fs):
 @pytest.mark.slow
 def test_a_read_only_data_dir(tiny_fs):
     db = tiny_fs / "memgpt_lite.db"
-    store = Store(db)
+    store = SQLiteStore(db)
     agent = Agent.open(store, "ro", model_client=ScriptedModel([text_response("first, safe")]))
     list(agent.step("first message"))
     agent.close()
@@ -208,7 +209,7 @@ def test_a_read_only_data_dir(tiny_fs):
     with pytest.raises(StoreError) as info:
         # SQLite may still open the file for reading (a full tiny disk can keep its WAL):
         # then the first write is refused in the same one sentence.
-        Store(db).set_summary(1, "a write")
+        SQLiteStore(db).set_summary(1, "a write")
     message = str(info.value)
     assert "\n" not in message
     assert "read-only" in message, message
@@ -216,7 +217,7 @@ def test_a_read_only_data_dir(tiny_fs):
 
 @pytest.mark.slow
 def test_chat_on_a_read_only_data_dir_says_so_in_one_line(tiny_fs):
-    store = Store(tiny_fs / "memgpt_lite.db")
+    store = SQLiteStore(tiny_fs / "memgpt_lite.db")
     store.close()
     subprocess.run(["mount", "-o", "remount,ro", str(tiny_fs)], check=True)
     proc = subprocess.run([sys.executable, "-m", "memgpt_lite", "chat", "--no-record"],
@@ -227,3 +228,28 @@ def test_chat_on_a_read_only_data_dir_says_so_in_one_line(tiny_fs):
     assert proc.returncode == 1
     assert proc.stderr.startswith("memgpt-lite: ") and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_a_read_only_data_dir_can_still_be_listed_shown_and_exported(tiny_fs):
+    """A backup on a read-only medium: reading it must work; every write is one sentence."""
+    store = SQLiteStore(tiny_fs / "memgpt_lite.db")
+    agent = Agent.open(store, "ro", model_client=ScriptedModel([text_response("first, safe")]))
+    list(agent.step("a message worth keeping"))
+    agent.close()
+    store.close()
+    subprocess.run(["mount", "-o", "remount,ro", str(tiny_fs)], check=True)
+
+    def run(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "memgpt_lite", *argv], capture_output=True,
+                              text=True, timeout=60, env=child_env(MEMGPT_LITE_HOME=str(tiny_fs)))
+
+    listed = run("agents", "list")
+    assert listed.returncode == 0 and "ro" in listed.stdout, listed.stderr
+    assert run("core", "--agent", "ro").returncode == 0
+    exported = run("agents", "export", "ro")
+    assert exported.returncode == 0, exported.stderr
+    assert "a message worth keeping" in exported.stdout
+    refused = run("agents", "set", "ro", "model=haiku")
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and "Read-only" in refused.stderr

@@ -30,7 +30,8 @@ from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.input_history import drop_matching
 from memgpt_lite.engine.matching import Matcher
 from memgpt_lite.engine.records import Message
-from memgpt_lite.engine.store import Store, checks, open_store
+from memgpt_lite.engine.store import checks, open_store
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.engine.store.scrub import redact_message
 from memgpt_lite.lab.scripted import ScriptedModel, text_response
 
@@ -303,16 +304,18 @@ def test_a_file_from_before_secure_delete_is_rewritten_whole_at_its_first_forget
     """Written without secure_delete (an earlier version, or a SQLite built without it), a
     file keeps old copies of rows in its free space; the migration marks such a file, and
     its first forget rewrites it whole."""
-    real = Store._enable_wal
+    from memgpt_lite.engine.store.sqlite.database import SQLiteDatabase
+
+    real = SQLiteDatabase._enable_wal
 
     def without_secure_delete(self):
         real(self)
-        self._db.execute("PRAGMA secure_delete = OFF")
+        self.connection.execute("PRAGMA secure_delete = OFF")
 
-    monkeypatch.setattr(Store, "_enable_wal", without_secure_delete)
+    monkeypatch.setattr(SQLiteDatabase, "_enable_wal", without_secure_delete)
     for flagged in (False, True):
         shutil.rmtree(config.data_dir(), ignore_errors=True)
-        with Store(config.db_path()) as store:
+        with SQLiteStore(config.db_path()) as store:
             agent = Agent.open(store, "a", model_client=ScriptedModel([text_response("ok")] * 3))
             list(agent.step("once more: zanzibar"))
             store.add_messages(agent.id, [Message("user", [{"type": "text", "text": f"note {i} "
@@ -321,18 +324,52 @@ def test_a_file_from_before_secure_delete_is_rewritten_whole_at_its_first_forget
             store.delete_turns(agent.id, [1])  # its bytes stay in the file's free space
             list(agent.step("my locker code is zanzibar-7781"))  # pages away from the old copy
             agent.close()
-            store._db.execute("DELETE FROM schema_migrations WHERE name = '006_forget_intents'")
-            store._db.execute("DROP TABLE forget_intents")
-            store._db.execute("DROP TABLE store_flags")
-        monkeypatch.setattr(Store, "_enable_wal", real)
-        with Store(config.db_path()) as store:  # the migration marks the file: it has agents
-            assert [r[0] for r in store._q("SELECT name FROM store_flags")] == ["vacuum_on_forget"]
+            store.db.execute("DELETE FROM schema_migrations WHERE name = '006_forget_intents'")
+            store.db.connection.execute("DROP TABLE forget_intents")
+            store.db.connection.execute("DROP TABLE store_flags")
+        monkeypatch.setattr(SQLiteDatabase, "_enable_wal", real)
+        with SQLiteStore(config.db_path()) as store:  # the migration marks the file: it has agents
+            assert [r[0] for r in store.db.query("SELECT name FROM store_flags")] == ["vacuum_on_forget"]
             if not flagged:
-                store._db.execute("DELETE FROM store_flags")
+                store.db.connection.execute("DELETE FROM store_flags")
             plan = privacy.plan_forget(store, store.get_agent("a"), Matcher.build("zanzibar-7781"))
             privacy.forget(store, plan)
-            assert store._q("SELECT count(*) FROM store_flags")[0][0] == 0
+            assert store.db.query("SELECT count(*) FROM store_flags")[0][0] == 0
         raw = config.db_path().read_bytes()
         assert (b"once more: zanzibar" in raw) is not flagged  # unmarked, the old copy stays
         assert b"zanzibar-7781" not in raw
-        monkeypatch.setattr(Store, "_enable_wal", without_secure_delete)
+        monkeypatch.setattr(SQLiteDatabase, "_enable_wal", without_secure_delete)
+
+
+@pytest.mark.slow
+def test_a_regex_that_backtracks_without_end_is_stopped_with_one_sentence(tmp_path):
+    """`(a+)+$` over a long line of a's never returns in Python's engine: the preview gives
+    up with one sentence and nothing changes (a subprocess, so a hang fails the test)."""
+    import subprocess
+    import sys
+
+    from rel_support import child_env
+
+    line = "a" * 5_000 + "!"
+    with SQLiteStore(config.db_path()) as store:
+        agent = Agent.open(store, "re", model_client=ScriptedModel([text_response("ok")]))
+        assert list(agent.step(line))[-1].completed
+        agent.close()
+    done = subprocess.run([sys.executable, "-m", "memgpt_lite", "forget", "--regex", "(a+)+$",
+                           "--agent", "re", "--yes"], capture_output=True, text=True,
+                          timeout=120, env=child_env())
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith("memgpt-lite: The pattern '(a+)+$' took over 3 s on one text")
+    assert done.stderr.rstrip().endswith("Nothing was forgotten.")
+    with SQLiteStore(config.db_path()) as store:
+        row = store.get_agent("re")
+        assert line in [b["text"] for m in store.all_messages(row.id) for b in m.content
+                        if b.get("type") == "text"]
+
+
+def test_a_regex_that_is_fine_still_forgets_and_a_written_down_forget_is_unbounded():
+    quick = Matcher.build("(a+)+$", "regex")
+    assert quick.bounded and quick.spans("aaa") == [(0, 3)]
+    assert not Matcher.from_spec(quick.spec()).bounded
+    assert not Matcher.build("a b").bounded  # phrases never backtrack without end

@@ -20,7 +20,7 @@ from rel_support import REPO, child_env, start_worker, wait_for_line
 from memgpt_lite.engine import config, privacy, recording_scrub
 from memgpt_lite.engine import replay as replay_mod
 from memgpt_lite.engine.matching import Matcher
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.terminal import cli
 
 QUERY = "Rex"
@@ -41,7 +41,7 @@ def reference(template, tmp_path_factory, monkeypatch):
     home = tmp_path_factory.mktemp("reference") / "home"
     shutil.copytree(template, home)
     monkeypatch.setenv("MEMGPT_LITE_HOME", str(home))
-    with Store(config.db_path()) as store:
+    with SQLiteStore(config.db_path()) as store:
         plan = privacy.plan_forget(store, store.get_agent("a"), Matcher.build(QUERY))
         privacy.forget(store, plan)
     monkeypatch.undo()
@@ -216,7 +216,7 @@ def test_a_file_that_cannot_be_written_keeps_the_forget_pending(template, tmp_pa
     out = capsys.readouterr().out
     assert "Not finished: cannot change" in out and "No space left on device" in out
     assert "the next memgpt-lite command tries again" in out
-    with Store(config.db_path()) as store:
+    with SQLiteStore(config.db_path()) as store:
         assert len(store.forget_intents()) == 1
         assert store.search_messages(store.get_agent("a").id, "Rex").total == 0  # the store is
     monkeypatch.setattr(recording_scrub, "_replace", real)

@@ -11,12 +11,12 @@ from rel_support import queue_problems, store_problems
 
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.records import ModelResponse, Usage
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 
 def run(tmp_path, script, text="hello", **agent_attrs):
-    store = Store(tmp_path / "data" / "memgpt_lite.db")
+    store = SQLiteStore(tmp_path / "data" / "memgpt_lite.db")
     model = ScriptedModel(script, validate=True)
     agent = Agent.open(store, "mis", model_client=model)
     for k, v in agent_attrs.items():
@@ -88,7 +88,7 @@ def test_endless_tool_calling_is_bounded(tmp_path):
                 if isinstance(b, dict) and b.get("type") == "tool_result")
         return tool_response([("archival_search", {"query": f"thing {n}"})])
 
-    store = Store(tmp_path / "data" / "memgpt_lite.db")
+    store = SQLiteStore(tmp_path / "data" / "memgpt_lite.db")
     model = ScriptedModel([keep_calling] * 40, validate=True)
     agent = Agent.open(store, "loop", model_client=model)
     events = list(agent.step("hello"))

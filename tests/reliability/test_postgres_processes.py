@@ -18,7 +18,7 @@ from test_crash import kill
 
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.store import open_store
-from memgpt_lite.engine.store.migrations import MIGRATIONS
+from memgpt_lite.engine.store.sqlite.migrations import MIGRATIONS
 from memgpt_lite.lab.scripted import ScriptedModel, text_response
 
 pytestmark = pytest.mark.slow  # every test here starts real processes
@@ -49,7 +49,7 @@ def test_kill_at_a_stage_of_a_turn(pg_url, stage):
         row = store.get_agent("crash")
         assert store.get_block(row.id, "human").value == "Nothing is known about the user yet."
         assert store.count_passages(row.id) == 0
-        assert store._q("SELECT count(*) FROM turn_effects")[0][0] == 0
+        assert store.db.query("SELECT count(*) FROM turn_effects")[0][0] == 0
         cut = [m for m in store.all_messages(row.id) if m.content[0].get("text") == typed[-1]]
         assert [(m.status, m.in_context) for m in cut] == [("interrupted", False)]
 
@@ -74,6 +74,7 @@ def test_kill_at_random_moments_repeatedly(pg_url):
     answered: list[str] = []
     for round_ in range(4):
         proc = start_worker("random", pg_url, "rnd", str(77 + round_), "1000")
+        wait_for_line(proc, "OPEN")
         time.sleep(rng.uniform(0.8, 2.0))
         kill(proc)
         out = proc.stdout.read().splitlines()  # type: ignore[union-attr]

@@ -9,7 +9,7 @@ from rel_support import queue_problems
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.model import AnthropicClient
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.lab.fake_server import FakeAnthropicServer
 
@@ -26,7 +26,7 @@ def test_a_smaller_provider_window_is_learned_once_and_kept(tmp_path):
     db = tmp_path / "w.db"
     with FakeAnthropicServer(context_window=6_000) as server:
         client = AnthropicClient(base_url=server.base_url, api_key="test", max_retries=0)
-        with Store(db) as store:
+        with SQLiteStore(db) as store:
             agent = Agent.open(store, "w", model_client=client, summary_client=client,
                                settings=Settings(context_window=32_000))
             events = [e for line in LINES for e in agent.step(line)]
@@ -40,7 +40,7 @@ def test_a_smaller_provider_window_is_learned_once_and_kept(tmp_path):
         assert max(e.budget for e in events if e.kind == "usage") == 32_000 - 2_048 - 1_000
         assert [e.budget for e in events if e.kind == "usage"][-1] == 6_000 - 2_048 - 1_000
 
-        with Store(db) as store:  # a new process: still 6,000, still no overflow
+        with SQLiteStore(db) as store:  # a new process: still 6,000, still no overflow
             again = Agent.open(store, "w", model_client=client, summary_client=client,
                                settings=Settings(context_window=32_000))
             assert again.settings.budget == 6_000 - 2_048 - 1_000

@@ -23,7 +23,7 @@ from memgpt_lite.engine.events import (
     PressureAlertEvent,
 )
 from memgpt_lite.engine.records import Usage
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.engine.turns import turn_ranges
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 from memgpt_lite.terminal.chat import ChatSession, interactive_loop, piped_loop
@@ -37,7 +37,7 @@ class Chat:
     """A ChatSession on a real store and agent, rendering into a string."""
 
     def __init__(self, script, *, plain=False, confirm=None, edit=None):
-        self.store = Store(config.db_path())
+        self.store = SQLiteStore(config.db_path())
         self.model = ScriptedModel(script)
         self.agent = Agent.open(self.store, model_client=self.model, clock=lambda: FIXED)
         self.buf = io.StringIO()
@@ -72,7 +72,7 @@ def chat_factory():
 def assert_store_consistent(store):
     """PRAGMA integrity_check plus the store's search-index checks."""
     assert store.integrity_problems() == []
-    assert store._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert store.db.connection.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
 def expect(text: str) -> str:

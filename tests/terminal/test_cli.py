@@ -15,7 +15,7 @@ import pytest
 
 from memgpt_lite.engine import config
 from memgpt_lite.engine.agent import Agent
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 from memgpt_lite.terminal import cli
 
@@ -37,7 +37,7 @@ def make_agent(name: str = "default", *, recorded: bool = False) -> None:
         text_response("Noted, Ada."),
         text_response("Hexo is a static site generator."),
     ]
-    with Store(config.db_path()) as store:
+    with SQLiteStore(config.db_path()) as store:
         agent = Agent.open(store, name, model_client=ScriptedModel(script), clock=lambda: FIXED)
         recorder = None
         if recorded:
@@ -192,9 +192,9 @@ def test_export_delete_import_round_trips_every_table(tmp_path, capsys, monkeypa
     assert cli.main(["agents", "delete", "default", "--yes"]) == 0
     assert "removed 1 recording file(s), 0 base snapshot(s), the folder" in capsys.readouterr().out
     assert not recordings[0].exists()
-    with Store(config.db_path()) as store:
+    with SQLiteStore(config.db_path()) as store:
         assert store.get_agent("default") is None
-        assert store._db.execute("SELECT count(*) FROM messages").fetchone()[0] == 0
+        assert store.db.connection.execute("SELECT count(*) FROM messages").fetchone()[0] == 0
 
     assert cli.main(["agents", "import", str(export)]) == 0
     assert snapshot("default") == before
@@ -274,7 +274,7 @@ def test_forget_changes_exactly_the_previewed_units_and_scrubs_recordings(capsys
     assert history.read_text() == "/core\nWhat is Hexo?\n"
     for line in recording.read_text().splitlines():
         json.loads(line)
-    with Store(config.db_path()) as store:
+    with SQLiteStore(config.db_path()) as store:
         row = store.get_agent("default")
         assert store.search_messages(row.id, "tulip").total == 0
         assert store.search_passages(row.id, "tulip").total == 0
@@ -320,9 +320,9 @@ def test_doctor_on_fresh_and_broken_data_dirs(capsys):
 
 def test_doctor_repair_rebuilds_a_search_index_out_of_step(capsys):
     make_agent()
-    with Store(config.db_path()) as store:
+    with SQLiteStore(config.db_path()) as store:
         agent_id = store.get_agent("default").id
-        store._db.execute(f"DELETE FROM fts_messages_{agent_id}_docsize WHERE id = "
+        store.db.connection.execute(f"DELETE FROM fts_messages_{agent_id}_docsize WHERE id = "
                           "(SELECT min(id) FROM messages WHERE index_text != '')")
     assert cli.main(["doctor"]) == 1
     out = capsys.readouterr().out
@@ -359,7 +359,7 @@ def test_chat_flags_are_stored_with_the_agent(tmp_path):
 
     done = chat("--model", "claude-haiku-5-5", "--context-window", "9000", "--max-tokens", "1500")
     assert done.returncode == 0, done.stderr
-    with Store(config.db_path()) as store:
+    with SQLiteStore(config.db_path()) as store:
         stored = store.get_agent("flags").settings
     assert (stored["model"], stored["context_window"], stored["max_output_tokens"]) == (
         "claude-haiku-5-5", 9000, 1500)
@@ -367,7 +367,7 @@ def test_chat_flags_are_stored_with_the_agent(tmp_path):
     assert refused.returncode != 0 and "--max-tokens 2048" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
     assert chat("--thinking").returncode == 0  # 1,500 stored max tokens: allowed
-    with Store(config.db_path()) as store:
+    with SQLiteStore(config.db_path()) as store:
         assert store.get_agent("flags").settings["thinking"] is True
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from memgpt_lite.engine import config
 from memgpt_lite.engine.records import Message
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.lab.fake_embeddings import FakeEmbeddingsServer
 from memgpt_lite.lab.fake_server import FakeAnthropicServer
 
@@ -26,7 +26,7 @@ def run(*args: str, env: dict[str, str] | None = None, stdin: str = "") -> subpr
 
 
 def seed(name: str, texts: list[str]) -> None:
-    with Store(config.db_path()) as store:
+    with SQLiteStore(config.db_path()) as store:
         row = store.create_agent(name, {}, {})
         store.add_messages(row.id, [Message("user", [{"type": "text", "text": t}], i + 1,
                                             in_context=False) for i, t in enumerate(texts)])
@@ -77,7 +77,7 @@ def test_a_chat_with_an_embedder_embeds_its_turns_in_the_background():
         proc = run("chat", "--no-record", "--agent", "h", env=env,
                    stdin="my puppy is called Biscuit\n")
     assert proc.returncode == 0, proc.stderr
-    with Store(config.db_path()) as store:
+    with SQLiteStore(config.db_path()) as store:
         agent = store.get_agent("h")
         counts = store.vector_counts(agent.id, "http:fake")["messages"]
     assert counts["rows"] == 2 and counts["current"] == 2  # embedded before the chat ended
@@ -112,7 +112,7 @@ def test_slash_search_ranks_like_the_tool_and_says_when_it_falls_back(tmp_path):
     from memgpt_lite.terminal.view import ChatView
 
     seed("default", ["We adopted a beagle called Biscuit.", "The garden is green."])
-    with Store(config.db_path()) as store:
+    with SQLiteStore(config.db_path()) as store:
         agent = Agent.open(store, model_client=ScriptedModel([]))
         emb = ConceptEmbedder()
         index_agent(store, agent.id, emb)

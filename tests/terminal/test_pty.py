@@ -12,7 +12,7 @@ import pytest
 
 from memgpt_lite.engine import config
 from memgpt_lite.engine.api_rules import validate_request
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.lab.fake_server import FakeAnthropicServer, hang
 from memgpt_lite.lab.scripted import text_response
 
@@ -96,7 +96,7 @@ def test_chat_on_a_pty_streams_edits_pastes_and_survives_ctrl_c(server):
     assert texts[2].endswith("tell me a long story")
     assert len(server.requests) == 4  # Ctrl-C did not retry the hanging call
 
-    with Store(config.db_path()) as store:
+    with SQLiteStore(config.db_path()) as store:
         agent = store.get_agent("default")
         queue = store.context_messages(agent.id)
         assert [(m.turn_id, m.role) for m in queue] == [
@@ -110,7 +110,7 @@ def test_chat_on_a_pty_streams_edits_pastes_and_survives_ctrl_c(server):
         assert validate_request(body) is None
         hits = store.search_messages(agent.id, "long story")
         assert [(h.turn_id, h.role) for h in hits.hits] == [(3, "user")]  # kept in recall
-        assert store._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert store.db.connection.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     history = (config.data_dir() / "chat_history").read_text()
     assert "/core" in history and "tell me a long story" in history
     assert "pasted" not in history

@@ -22,7 +22,7 @@ from memgpt_lite.engine import config, recording
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.events import ModelCallStart, ResponseEvent, TextDelta, TurnEndEvent
 from memgpt_lite.engine.records import ModelResponse, Usage
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.lab.fake_server import FakeAnthropicServer, overloaded, unauthorized
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 from memgpt_lite.terminal import cli
@@ -73,7 +73,7 @@ class Chat:
 
 @pytest.fixture
 def store():
-    with Store(config.db_path()) as s:
+    with SQLiteStore(config.db_path()) as s:
         yield s
 
 
@@ -302,7 +302,7 @@ def test_completion_scripts_are_generated_from_the_parser(shell):
 
 def test_agents_set_validates_and_show_says_where_values_come_from(capsys, monkeypatch):
     assert cli.main(["agents", "set", "nobody", "model=haiku"]) == 1
-    with Store(config.db_path()) as s:
+    with SQLiteStore(config.db_path()) as s:
         Agent.open(s, model_client=ScriptedModel([])).close()
     capsys.readouterr()
     assert cli.main(["agents", "set", "default", "model=haiku", "context_window=16000"]) == 0
@@ -319,7 +319,7 @@ def test_agents_set_validates_and_show_says_where_values_come_from(capsys, monke
     assert rows["max_output_tokens"] == ["1,024", "env", "MEMGPT_LITE_MAX_TOKENS"]
     assert rows["thinking"] == ["off", "default"]
     assert cli.main(["agents", "set", "default", "--reset", "model"]) == 0
-    with Store(config.db_path()) as s:
+    with SQLiteStore(config.db_path()) as s:
         assert s.get_agent("default").settings["model"] == "claude-sonnet-5-5"
         assert s.get_agent("default").settings["context_window"] == 16000
 
@@ -393,7 +393,7 @@ RAW = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]|\xc2[\x80-\x9f]")
 def test_stored_text_is_shown_as_text_by_every_command(server):
     text = " ".join(HOSTILE)
     name = "[/]\x1b[2J"
-    with Store(config.db_path()) as s:
+    with SQLiteStore(config.db_path()) as s:
         agent = Agent.open(s, name, model_client=ScriptedModel([
             tool_response([("archival_insert", {"content": f"passage {text}"})]),
             text_response(f"reply {text}")]), clock=lambda: FIXED)
@@ -470,7 +470,7 @@ def test_stdin_that_is_not_utf8_is_sent_with_replacement_characters(server):
 
 
 def test_an_export_that_fails_leaves_the_old_file_whole(tmp_path, monkeypatch, capsys):
-    with Store(config.db_path()) as s:
+    with SQLiteStore(config.db_path()) as s:
         Agent.open(s, model_client=ScriptedModel([])).close()
     target = tmp_path / "default.json"
     target.write_text("the previous export\n")
@@ -486,14 +486,14 @@ def test_an_export_that_fails_leaves_the_old_file_whole(tmp_path, monkeypatch, c
 
 
 def test_import_of_a_file_with_bytes_that_are_not_utf8(tmp_path, capsys):
-    with Store(config.db_path()) as s:
+    with SQLiteStore(config.db_path()) as s:
         Agent.open(s, model_client=ScriptedModel([])).close()
     path = tmp_path / "a.json"
     assert cli.main(["agents", "export", "default", str(path)]) == 0
     raw = path.read_bytes().replace(b'"Nothing is known', b'"\xff Nothing is known')
     path.write_bytes(raw)
     assert cli.main(["agents", "import", str(path), "--name", "copy"]) == 0
-    with Store(config.db_path()) as s:
+    with SQLiteStore(config.db_path()) as s:
         assert s.get_block(s.get_agent("copy").id, "human").value.startswith("\ufffd Nothing")
 
 
@@ -526,7 +526,7 @@ def test_a_file_in_the_data_dirs_path_is_one_sentence(tmp_path):
 
 
 def damage_middle_page() -> None:
-    with Store(config.db_path()) as s:
+    with SQLiteStore(config.db_path()) as s:
         agent = Agent.open(s, model_client=ScriptedModel([text_response("ok " * 300)] * 40))
         for i in range(12):
             list(agent.step(f"message {i} " + "lorem ipsum dolor " * 200))
@@ -575,12 +575,12 @@ def test_doctor_checks_the_key_and_the_connection(server):
 
 
 def test_doctor_repair_and_eval_show_plain_progress_when_piped(capsys):
-    with Store(config.db_path()) as s:
+    with SQLiteStore(config.db_path()) as s:
         for name in ("a", "b"):
             agent = Agent.open(s, name, model_client=ScriptedModel([text_response("ok")]))
             list(agent.step("hello there"))
             agent.close()
-        s._db.execute("DELETE FROM fts_messages_1_docsize WHERE id = "
+        s.db.connection.execute("DELETE FROM fts_messages_1_docsize WHERE id = "
                       "(SELECT min(id) FROM messages WHERE index_text != '')")  # out of step
     assert cli.main(["doctor", "--repair", "--offline"]) == 0
     assert "  rebuilding search indexes: 2/2 (100%) · b" in capsys.readouterr().out

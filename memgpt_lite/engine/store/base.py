@@ -1,13 +1,14 @@
 """What every store backend shares: its error types, the agent record, and the `Store`
 protocol, which lists exactly the store methods the engine, the terminal and the lab call.
 
-Two backends conform: `sqlite.SQLiteStore` (one file per data dir, the default) and
-`postgres.PostgresStore` (one database for many machines). `open_store` in this package's
-`__init__` picks one. Behind the protocol both keep the same promises: every read and write
-is scoped by agent; methods commit on their own unless called inside `transaction()`, whose
-nested uses join the outermost one; every write bumps the agent's revision and stamps the
-rows it changed, deletions leave tombstones (recordings carry deltas, see `snapshot.py`);
-search ranks alike (the same words, the same BM25; see the README's Postgres section).
+Two backends conform: `sqlite.store.SQLiteStore` (one file per data dir, the default) and
+`postgres.store.PostgresStore` (one database for many machines), both the one store of
+`sql.SQLStore` over their own database. `open_store` in this package's `__init__` picks one.
+Behind the protocol both keep the same promises: every read and write is scoped by agent;
+methods commit on their own unless called inside `transaction()`, whose nested uses join the
+outermost one; every write bumps the agent's revision and stamps the rows it changed,
+deletions leave tombstones (recordings carry deltas, see `snapshot.py`); search ranks alike
+(the same words, the same BM25; see docs/postgres.md).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from memgpt_lite.engine.matching import Matcher
 from memgpt_lite.engine.records import (
     Block,
     Message,
@@ -25,6 +27,7 @@ from memgpt_lite.engine.records import (
     SearchHit,
     SearchPage,
 )
+
 
 
 class StoreError(Exception):
@@ -70,6 +73,39 @@ class AgentWatch:
     passage_ids: list[int] = field(default_factory=list)
 
 
+@dataclass
+class ForgetIntent:
+    """A forget written down before it started (see engine/privacy.py and store/forget.py)."""
+
+    id: int
+    agent_id: int
+    agent_uid: str
+    matcher: Matcher
+    stage: str
+    created_at: str
+
+
+@dataclass
+class Unit:
+    """One thing a forget changes (see store/scrub.py: its places find and change them)."""
+
+    place: str
+    key: int | str  # a row id, or a block's label
+    action: str  # DELETE, REDACT or LINES
+    text: str  # the unit's text, for the preview
+    lines: list[str] = field(default_factory=list)  # LINES: the lines that go
+    turn_id: int | None = None
+    role: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"place": self.place, "id": self.key, "action": self.action, "text": self.text}
+        if self.lines:
+            out["lines"] = self.lines
+        if self.turn_id is not None:
+            out.update(turn=self.turn_id, role=self.role)
+        return out
+
+
 class AgentLockLike(Protocol):
     """One agent's process lock (see `locking.AgentLock`)."""
 
@@ -77,11 +113,6 @@ class AgentLockLike(Protocol):
     def release(self) -> None: ...
     def __enter__(self) -> Any: ...
     def __exit__(self, *exc: object) -> None: ...
-
-
-# The history tables of an agent, as recordings and base snapshots hold them.
-HISTORY_TABLES = ("block_history", "messages", "passages", "passage_history")
-SNAPSHOT_TABLES = ("agents", "blocks", *HISTORY_TABLES)
 
 
 @runtime_checkable
@@ -114,6 +145,10 @@ class Store(Protocol):
     def applied_migrations(self) -> list[str]: ...
     def schema_version(self) -> int: ...
     def integrity_problems(self) -> list[str]: ...
+    def disk_bytes(self) -> int:
+        """What the store's data takes on disk now (benchmarks)."""
+        ...
+
     def rebuild_search_index(self, on_agent: Callable[[str], None] | None = None) -> None: ...
 
     # ---------------------------------------------------------------- agents
@@ -208,14 +243,14 @@ class Store(Protocol):
                                  new_ids: dict[int, int]) -> None: ...
 
     # ---------------------------------------------------------------- forget
-    def add_forget_intent(self, agent_id: int, agent_uid: str, matcher: Any) -> int: ...
-    def forget_intents(self) -> list[Any]: ...
+    def add_forget_intent(self, agent_id: int, agent_uid: str, matcher: Matcher) -> int: ...
+    def forget_intents(self) -> list[ForgetIntent]: ...
     def drop_forget_intent(self, intent_id: int) -> None: ...
-    def forget_units(self, agent_id: int, matcher: Any) -> list[Any]:
+    def forget_units(self, agent_id: int, matcher: Matcher) -> list[Unit]:
         """What forgetting `matcher` changes in the agent's rows (store/scrub.py units)."""
         ...
 
-    def apply_forget(self, agent_id: int, units: list[Any], matcher: Any,
+    def apply_forget(self, agent_id: int, units: list[Unit], matcher: Matcher,
                      intent_id: int | None = None) -> None: ...
     def wipe_freed(self) -> bool:
         """Leave no freed copy of deleted text where the backend can reach it (SQLite: the
@@ -251,7 +286,7 @@ class Store(Protocol):
 
     def snapshot_rows(self, agent_id: int, table: str,
                       since: int | None = None) -> Iterator[dict[str, Any]]:
-        """The agent's rows of one of SNAPSHOT_TABLES (history tables: stamped after
+        """The agent's rows of one of tables.SNAPSHOT_TABLES (history tables: stamped after
         revision `since`, if given) with SQLite's columns and values, ordered by id."""
         ...
 

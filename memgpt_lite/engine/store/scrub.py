@@ -11,8 +11,9 @@ A **unit** is what a user sees in the preview and what changes, nothing more:
 * passages: a passage whose text or a tag matches is deleted;
 * passage history: an old version of a passage (replaced by `archival_update`, removed by
   `archival_delete`) whose text or a tag matches is deleted;
-* core memory, summary: a line of a block, or of the running summary, is removed (a block
-  in "user" scope is one row that several agents share: its line goes for all of them);
+* core memory, summary: a line of a block, or a sentence of the running summary, is removed
+  (a block in "user" scope is one row that several agents share: its line goes for all of
+  them);
 * block history: the matching lines of an edit's old and new values are removed.
 
 Each place is an entry of `PLACES`; a table holding more agent text joins the reach with
@@ -24,71 +25,49 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from memgpt_lite.engine.matching import FORGOTTEN, Matcher
 from memgpt_lite.engine.records import now_iso
 from memgpt_lite.engine.search import index_text, plain_text
 from memgpt_lite.engine.shrink import refold
-from memgpt_lite.engine.store import fts
-from memgpt_lite.engine.text import clean_text, clean_value
+from memgpt_lite.engine.store.base import Unit
+from memgpt_lite.engine.store.core import KeywordIndex
+from memgpt_lite.engine.store.database import Database, dumps
 
 # Keys of content blocks that name structure, not what anyone said.
 STRUCTURAL = frozenset({"type", "id", "tool_use_id", "name", "signature", "data",
                         "cache_control", "is_error"})
-DELETE, REDACT, LINES = "delete", "redact", "remove lines"
-
-
-@dataclass
-class Unit:
-    """One thing a forget changes (see the module docstring)."""
-
-    place: str
-    key: int | str  # a row id, or a block's label
-    action: str  # DELETE, REDACT or LINES
-    text: str  # the unit's text, for the preview
-    lines: list[str] = field(default_factory=list)  # LINES: the lines that go
-    turn_id: int | None = None
-    role: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {"place": self.place, "id": self.key, "action": self.action, "text": self.text}
-        if self.lines:
-            out["lines"] = self.lines
-        if self.turn_id is not None:
-            out.update(turn=self.turn_id, role=self.role)
-        return out
+DELETE, REDACT, LINES = "delete", "redact", "remove lines"  # what becomes of a Unit
 
 
 class Writer:
-    """Changes to one agent's rows in one file. On the live store (`live`), changed rows
-    are stamped with one new revision, deletions leave tombstones and the agent's search
-    index follows (see store/sqlite.py); a base snapshot has none of these."""
+    """Changes to one agent's rows in one database. On the live store (an `index` given),
+    changed rows are stamped with one new revision, deletions leave tombstones and the
+    agent's keyword index follows (see store/core.py); a base snapshot has none of these."""
 
-    def __init__(self, db: sqlite3.Connection, agent_id: int, *, live: bool):
-        self.db, self.agent_id, self.live = db, agent_id, live
-        self.indexed = live and agent_id in fts.indexed_agents(db)
+    def __init__(self, db: Database, agent_id: int, index: KeywordIndex | None = None):
+        self.db, self.agent_id, self.index = db, agent_id, index
+        self.live = index is not None
         self._rev: int | None = None
 
     def rev(self) -> int:
         if self._rev is None:
             if self.live:
                 self.db.execute("UPDATE agents SET rev = rev + 1 WHERE id = ?", (self.agent_id,))
-            row = self.db.execute("SELECT rev FROM agents WHERE id = ?",
-                                  (self.agent_id,)).fetchone()
-            self._rev = row[0] if row else 0
+            rows = self.db.query("SELECT rev FROM agents WHERE id = ?", (self.agent_id,))
+            self._rev = rows[0][0] if rows else 0
         return self._rev
 
     def delete(self, table: str, ids: list[int], fts_kind: str | None = None) -> None:
         if not ids:
             return
-        if fts_kind and self.indexed:
-            rows = [(i, t) for i in ids for (t,) in self.db.execute(
-                f"SELECT index_text FROM {table} WHERE id = ?", (i,))]
-            fts.remove(self.db, fts_kind, self.agent_id, rows)
+        if fts_kind and self.index is not None:
+            rows = [(i, t) for i in ids for (t,) in self.db.query(
+                f"SELECT index_text FROM {table} WHERE agent_id = ? AND id = ?",
+                (self.agent_id, i))]
+            self.index.remove(fts_kind, self.agent_id, rows)
         self.db.executemany(f"DELETE FROM {table} WHERE id = ? AND agent_id = ?",
                             [(i, self.agent_id) for i in ids])
         if self.live:
@@ -96,24 +75,27 @@ class Writer:
                                 "VALUES (?, ?, ?, ?)",
                                 [(self.agent_id, table, i, self.rev()) for i in ids])
 
-    def reindex(self, kind: str, row_id: int, old: str, new: str) -> None:
-        if self.indexed and old != new:
-            fts.remove(self.db, kind, self.agent_id, [(row_id, old)])
-            fts.add(self.db, kind, self.agent_id, [(row_id, new)])
+    def unindex(self, kind: str, row_id: int, old: str) -> None:
+        """Before a row's text changes."""
+        if self.index is not None:
+            self.index.remove(kind, self.agent_id, [(row_id, old)])
+
+    def reindex(self, kind: str, row_id: int, new: str) -> None:
+        """After a row's text changed."""
+        if self.index is not None:
+            self.index.add(kind, self.agent_id, [(row_id, new)])
 
     def optimize(self) -> None:
-        """Merge the agent's index into one segment, so the pages that held a forgotten
-        term are freed (and zeroed: the store runs with secure_delete)."""
-        if self.indexed:
-            for kind in fts.KINDS:
-                name = fts.table(kind, self.agent_id)
-                self.db.execute(f"INSERT INTO {name}({name}) VALUES ('optimize')")
+        """Leave no index page holding a forgotten term (see KeywordIndex.optimize)."""
+        if self.index is not None:
+            self.index.optimize(self.agent_id)
 
 
 class Place(Protocol):
     name: str
+    tables: tuple[str, ...]  # where its units live (store/tables.py names the place back)
 
-    def find(self, db: sqlite3.Connection, agent_id: int, matcher: Matcher) -> list[Unit]: ...
+    def find(self, db: Database, agent_id: int, matcher: Matcher) -> list[Unit]: ...
 
     def apply(self, w: Writer, units: list[Unit], matcher: Matcher) -> None: ...
 
@@ -125,11 +107,10 @@ class Place(Protocol):
 _SPACE = r"(?:\s|\\(?:[nrtfb]|u00[01][0-9a-fA-F]))+"
 
 
-def probe(db: sqlite3.Connection, matcher: Matcher) -> str:
-    """Register `forget_probe(text)` on the connection: true for stored text (JSON or not)
-    that may hold a match, so that only those rows are decoded. Returns its name."""
-    db.create_function("forget_probe", 1, _prober(probe_pattern(matcher)), deterministic=True)
-    return "forget_probe"
+def probe(db: Database, matcher: Matcher) -> Callable[[str], str]:
+    """SQL over a column that is true for stored text (JSON or not) that may hold a match,
+    so that only those rows are decoded (see `Database.text_filter`)."""
+    return db.text_filter(_prober(probe_pattern(matcher)))
 
 
 def probe_pattern(matcher: Matcher) -> re.Pattern[str] | None:
@@ -148,7 +129,7 @@ def _forms(word: str) -> str:
     return "(?:" + "|".join(map(re.escape, sorted(forms))) + ")"
 
 
-def _prober(needle: re.Pattern[str] | None) -> Any:
+def _prober(needle: re.Pattern[str] | None) -> Callable[[object], bool]:
     def forget_probe(text: object) -> bool:
         return isinstance(text, str) and (needle is None or needle.search(text) is not None)
 
@@ -185,16 +166,17 @@ class MessagePlace:
     """Messages: deleted, or redacted inside while they are in the queue."""
 
     name = "messages"
+    tables = ("messages",)
 
-    def find(self, db: sqlite3.Connection, agent_id: int, matcher: Matcher) -> list[Unit]:
+    def find(self, db: Database, agent_id: int, matcher: Matcher) -> list[Unit]:
         fn = probe(db, matcher)
         # A base snapshot written before turns had a status has no such column.
-        status = "status" if "status" in _columns(db, "messages") else "''"
+        status = "status" if "status" in db.columns("messages") else "''"
         units = []
-        for row in db.execute(
+        for row in db.query(
                 f"SELECT id, turn_id, role, content, context_content, in_context, {status} "
-                f"FROM messages WHERE agent_id = ? AND ({fn}(content) OR {fn}(context_content)) "
-                "ORDER BY id", (agent_id,)):
+                f"FROM messages WHERE agent_id = ? AND ({fn('content')} OR "
+                f"{fn('context_content')}) ORDER BY id", (agent_id,)):
             content = json.loads(row[3])
             context = None if row[4] is None else json.loads(row[4])
             texts = [s for s in (*strings(content), *strings(context)) if matcher.hits(s)]
@@ -212,19 +194,21 @@ class MessagePlace:
                 self._redact(w, int(unit.key), matcher)
 
     def _redact(self, w: Writer, message_id: int, matcher: Matcher) -> None:
-        row = w.db.execute("SELECT role, content, context_content, index_text FROM messages "
-                           "WHERE id = ? AND agent_id = ?", (message_id, w.agent_id)).fetchone()
-        if row is None:
+        rows = w.db.query("SELECT role, content, context_content, index_text FROM messages "
+                          "WHERE id = ? AND agent_id = ?", (message_id, w.agent_id))
+        if not rows:
             return
+        row = rows[0]
         content = json.loads(row[1])
         context = None if row[2] is None else json.loads(row[2])
         new_content, new_context = redact_message(content, context, matcher)
-        indexed = index_text(clean_text(plain_text(row[0], new_content)))
+        indexed = index_text(w.db.text(plain_text(row[0], new_content)))
+        w.unindex("messages", message_id, row[3])
         w.db.execute("UPDATE messages SET content = ?, context_content = ?, index_text = ?, "
                      "rev = ? WHERE id = ? AND agent_id = ?",
-                     (_dumps(new_content), None if new_context is None else _dumps(new_context),
+                     (dumps(new_content), None if new_context is None else dumps(new_context),
                       indexed, w.rev(), message_id, w.agent_id))
-        w.reindex("messages", message_id, row[3], indexed)
+        w.reindex("messages", message_id, indexed)
 
 
 def redact_message(content: list[dict[str, Any]], context: list[dict[str, Any]] | None,
@@ -294,15 +278,16 @@ class RowPlace:
     def __init__(self, table: str, name: str, columns: tuple[str, ...],
                  json_columns: tuple[str, ...] = (), fts_kind: str | None = None):
         self.table, self.name, self.columns = table, name, columns
+        self.tables = (table,)
         self.json_columns, self.fts_kind = json_columns, fts_kind
 
-    def find(self, db: sqlite3.Connection, agent_id: int, matcher: Matcher) -> list[Unit]:
-        if not _columns(db, self.table):  # a base snapshot from before the table existed
+    def find(self, db: Database, agent_id: int, matcher: Matcher) -> list[Unit]:
+        if not db.columns(self.table):  # a base snapshot from before the table existed
             return []
         fn = probe(db, matcher)
-        where = " OR ".join(f"{fn}({c})" for c in self.columns)
+        where = " OR ".join(fn(c) for c in self.columns)
         units = []
-        for row in db.execute(f"SELECT id, {', '.join(self.columns)} FROM {self.table} "
+        for row in db.query(f"SELECT id, {', '.join(self.columns)} FROM {self.table} "
                               f"WHERE agent_id = ? AND ({where}) ORDER BY id", (agent_id,)):
             texts = [s for col, value in zip(self.columns, row[1:])
                      for s in strings(json.loads(value) if col in self.json_columns else value)]
@@ -322,10 +307,11 @@ class BlockPlace:
     in user scope lives in `shared_blocks`; the agent's row only points at it."""
 
     name = "core memory"
+    tables = ("blocks", "shared_blocks")
 
-    def find(self, db: sqlite3.Connection, agent_id: int, matcher: Matcher) -> list[Unit]:
+    def find(self, db: Database, agent_id: int, matcher: Matcher) -> list[Unit]:
         units = []
-        for label, value in db.execute(_block_select(db) + "WHERE b.agent_id = ? ORDER BY b.id",
+        for label, value in db.query(_block_select(db) + "WHERE b.agent_id = ? ORDER BY b.id",
                                        (agent_id,)):
             left, gone = matcher.drop_lines(value)
             if gone:
@@ -333,45 +319,47 @@ class BlockPlace:
         return units
 
     def apply(self, w: Writer, units: list[Unit], matcher: Matcher) -> None:
-        shared = "shared_id" in _columns(w.db, "blocks")
+        shared = "shared_id" in w.db.columns("blocks") and bool(w.db.columns("shared_blocks"))
         for unit in units:
-            row = w.db.execute(_block_select(w.db) + "WHERE b.agent_id = ? AND b.label = ?",
-                               (w.agent_id, unit.key)).fetchone()
-            value = matcher.drop_lines(row[1] if row else "")[0]
-            sid = w.db.execute("SELECT shared_id FROM blocks WHERE agent_id = ? AND label = ?",
-                               (w.agent_id, unit.key)).fetchone() if shared else None
-            if sid and sid[0] is not None and _columns(w.db, "shared_blocks"):
+            rows = w.db.query(_block_select(w.db) + "WHERE b.agent_id = ? AND b.label = ?",
+                              (w.agent_id, unit.key))
+            value = matcher.drop_lines(rows[0][1] if rows else "")[0]
+            sid = w.db.query("SELECT shared_id FROM blocks WHERE agent_id = ? AND label = ?",
+                             (w.agent_id, unit.key)) if shared else []
+            if sid and sid[0][0] is not None:
                 w.db.execute("UPDATE shared_blocks SET value = ?, updated_at = ?, "
-                             "version = version + 1 WHERE id = ?", (value, now_iso(), sid[0]))
+                             "version = version + 1 WHERE id = ?", (value, now_iso(), sid[0][0]))
             else:
                 w.db.execute("UPDATE blocks SET value = ?, updated_at = ? WHERE agent_id = ? "
                              "AND label = ?", (value, now_iso(), w.agent_id, unit.key))
 
 
-def _block_select(db: sqlite3.Connection) -> str:
-    """Each block's label and value, wherever the value lives (see store/sqlite_blocks.py)."""
-    if "shared_id" in _columns(db, "blocks") and _columns(db, "shared_blocks"):
+def _block_select(db: Database) -> str:
+    """Each block's label and value, wherever the value lives (see store/blocks.py)."""
+    if "shared_id" in db.columns("blocks") and db.columns("shared_blocks"):
         return ("SELECT b.label, coalesce(s.value, b.value) FROM blocks b "
                 "LEFT JOIN shared_blocks s ON s.id = b.shared_id ")
     return "SELECT b.label, b.value FROM blocks b "
 
 
 class SummaryPlace:
-    """Lines of the running summary (sent with every request)."""
+    """Sentences of the running summary (sent with every request): the summariser writes
+    one paragraph, so its line would be the whole summary, unrelated facts included."""
 
     name = "summary"
+    tables = ("agents",)
 
-    def find(self, db: sqlite3.Connection, agent_id: int, matcher: Matcher) -> list[Unit]:
-        row = db.execute("SELECT summary FROM agents WHERE id = ?", (agent_id,)).fetchone()
-        left, gone = matcher.drop_lines(row[0] if row else "")
+    def find(self, db: Database, agent_id: int, matcher: Matcher) -> list[Unit]:
+        rows = db.query("SELECT summary FROM agents WHERE id = ?", (agent_id,))
+        left, gone = matcher.drop_sentences(rows[0][0] if rows else "")
         return [Unit(self.name, "summary", LINES, left, lines=gone)] if gone else []
 
     def apply(self, w: Writer, units: list[Unit], matcher: Matcher) -> None:
         if units:
-            (summary,) = w.db.execute("SELECT summary FROM agents WHERE id = ?",
-                                      (w.agent_id,)).fetchone()
+            ((summary,),) = w.db.query("SELECT summary FROM agents WHERE id = ?",
+                                       (w.agent_id,))
             w.db.execute("UPDATE agents SET summary = ? WHERE id = ?",
-                         (matcher.drop_lines(summary)[0], w.agent_id))
+                         (matcher.drop_sentences(summary)[0], w.agent_id))
 
 
 class BlockHistoryPlace:
@@ -379,13 +367,14 @@ class BlockHistoryPlace:
     carry them): their matching lines go."""
 
     name = "block history"
+    tables = ("block_history",)
 
-    def find(self, db: sqlite3.Connection, agent_id: int, matcher: Matcher) -> list[Unit]:
+    def find(self, db: Database, agent_id: int, matcher: Matcher) -> list[Unit]:
         fn = probe(db, matcher)
         units = []
-        for row_id, label, old, new in db.execute(
+        for row_id, label, old, new in db.query(
                 "SELECT id, label, old_value, new_value FROM block_history WHERE agent_id = ? "
-                f"AND ({fn}(old_value) OR {fn}(new_value)) ORDER BY id", (agent_id,)):
+                f"AND ({fn('old_value')} OR {fn('new_value')}) ORDER BY id", (agent_id,)):
             gone = matcher.drop_lines(old or "")[1] + matcher.drop_lines(new)[1]
             if gone:
                 units.append(Unit(self.name, row_id, LINES, label, lines=list(dict.fromkeys(gone))))
@@ -393,9 +382,9 @@ class BlockHistoryPlace:
 
     def apply(self, w: Writer, units: list[Unit], matcher: Matcher) -> None:
         for unit in units:
-            row = w.db.execute("SELECT old_value, new_value FROM block_history WHERE id = ? "
-                               "AND agent_id = ?", (unit.key, w.agent_id)).fetchone()
-            if row is not None:
+            rows = w.db.query("SELECT old_value, new_value FROM block_history WHERE id = ? "
+                              "AND agent_id = ?", (unit.key, w.agent_id))
+            for row in rows:
                 old = None if row[0] is None else matcher.drop_lines(row[0])[0]
                 w.db.execute("UPDATE block_history SET old_value = ?, new_value = ?, rev = ? "
                              "WHERE id = ? AND agent_id = ?",
@@ -413,7 +402,7 @@ PLACES: list[Place] = [
 ]
 
 
-def find_units(db: sqlite3.Connection, agent_id: int, matcher: Matcher) -> list[Unit]:
+def find_units(db: Database, agent_id: int, matcher: Matcher) -> list[Unit]:
     """Every unit the matcher changes in the agent's rows, place by place."""
     return [u for place in PLACES for u in place.find(db, agent_id, matcher)]
 
@@ -425,12 +414,3 @@ def apply_units(w: Writer, units: list[Unit], matcher: Matcher) -> None:
         if mine:
             place.apply(w, mine, matcher)
     w.optimize()
-
-
-def _columns(db: sqlite3.Connection, table: str) -> set[str]:
-    return {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
-
-
-def _dumps(value: Any) -> str:
-    """JSON as the store writes a column (sqlite.dumps, which imports this module)."""
-    return json.dumps(clean_value(value), ensure_ascii=False)

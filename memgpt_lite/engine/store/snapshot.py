@@ -16,7 +16,8 @@ not with the agent; past `BASE_REFRESH_ROWS` changed rows a new base is written.
 
 Whatever the live store (SQLite or Postgres), bases are SQLite files and a replay always
 materialises into SQLite: the live store hands over its rows with SQLite's columns
-(`Store.snapshot_rows`). A SQLite store copies them file to file (ATTACH), faster.
+(`Store.snapshot_rows`, through the table registry). A SQLite store copies them file to file
+(`SQLiteStore.copy_agent`), faster.
 """
 
 from __future__ import annotations
@@ -24,30 +25,29 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from memgpt_lite.engine.matching import Matcher
-from memgpt_lite.engine.store import checks, fts, scrub
-from memgpt_lite.engine.store.base import HISTORY_TABLES, SNAPSHOT_TABLES
-from memgpt_lite.engine.store.base import Store as AnyStore
-from memgpt_lite.engine.store.sqlite import SQLiteStore as Store
-from memgpt_lite.engine.store.sqlite import dumps
+from memgpt_lite.engine.store import checks, scrub
+from memgpt_lite.engine.store.base import Store
+from memgpt_lite.engine.store.database import dumps
+from memgpt_lite.engine.store.sqlite import fts
+from memgpt_lite.engine.store.sqlite.database import SQLiteDatabase
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
+from memgpt_lite.engine.store.tables import HISTORY_TABLES, JSON_COLUMNS, SNAPSHOT_TABLES
 from memgpt_lite.engine.text import clean_value
 
 BASE_REFRESH_ROWS = 2_000  # a delta with more changed rows than this gets a new base instead
-# Columns holding JSON: decoded in a delta, so that text inside them is plain JSON strings
-# (which a forget can find and scrub) rather than JSON encoded inside a string.
-JSON_COLUMNS = {"agents": ("settings", "state"), "messages": ("content", "context_content"),
-                "passages": ("tags",), "passage_history": ("tags",)}
+# Columns holding JSON (tables.py) are decoded in a delta, so that text inside them is plain
+# JSON strings (which a forget can find and scrub) rather than JSON encoded inside a string.
 __all__ = ["HISTORY_TABLES", "choose_base", "write_base", "changes_since", "materialise",
            "apply", "forget_in_base", "pending_rows"]
 _COPY_CHUNK = 5_000  # rows per insert when a base is written from another backend
 
 
-def choose_base(store: AnyStore, agent_id: int, folder: Path) -> tuple[Path | None, int]:
+def choose_base(store: Store, agent_id: int, folder: Path) -> tuple[Path | None, int]:
     """The base a new recording of the agent should start from, and its revision: the newest
     base in `folder` while the changes since it stay small, else a new one written now (or
     none, revision -1, while the agent's whole history is small)."""
@@ -68,7 +68,7 @@ def _bases(folder: Path) -> list[tuple[int, Path]]:
     return found
 
 
-def write_base(store: AnyStore, agent_id: int, folder: Path) -> tuple[Path, int]:
+def write_base(store: Store, agent_id: int, folder: Path) -> tuple[Path, int]:
     """Copy the agent's rows into a new SQLite file in `folder` (0600, written whole or not
     at all), named by the revision it holds; returns (path, revision)."""
     tmp = folder / f"base-{os.getpid()}.tmp"
@@ -83,30 +83,15 @@ def write_base(store: AnyStore, agent_id: int, folder: Path) -> tuple[Path, int]
     return path, rev
 
 
-def _write_base(store: AnyStore, agent_id: int, tmp: Path) -> int:
-    with Store(tmp) as empty:  # the current schema, in a file of its own
-        empty._db.execute("PRAGMA journal_mode = DELETE")
-        if not isinstance(store, Store):
+def _write_base(store: Store, agent_id: int, tmp: Path) -> int:
+    with SQLiteStore(tmp) as empty:  # the current schema, in a file of its own
+        empty.db.execute("PRAGMA journal_mode = DELETE")
+        if not isinstance(store, SQLiteStore):
             return _copy_rows(store, agent_id, empty)
-    db = store._db
-    db.execute("ATTACH DATABASE ? AS base", (str(tmp),))
-    try:
-        db.execute("BEGIN")  # one read snapshot of the live rows, whatever else writes
-        try:
-            rev = db.execute("SELECT rev FROM agents WHERE id = ?", (agent_id,)).fetchone()[0]
-            _copy(db, "agents", "id", agent_id)
-            for table in ("blocks", *HISTORY_TABLES):
-                _copy(db, table, "agent_id", agent_id)
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-    finally:
-        db.execute("DETACH DATABASE base")
-    return rev
+    return store.copy_agent(agent_id, tmp)
 
 
-def _copy_rows(store: AnyStore, agent_id: int, base: Store) -> int:
+def _copy_rows(store: Store, agent_id: int, base: SQLiteStore) -> int:
     """The agent's rows from any store into the empty SQLite `base`, read in one snapshot."""
     with store.read_snapshot(), base.transaction():
         rev = store.revision(agent_id)
@@ -114,7 +99,7 @@ def _copy_rows(store: AnyStore, agent_id: int, base: Store) -> int:
             rows = store.snapshot_rows(agent_id, table)
             while chunk := [row for _, row in zip(range(_COPY_CHUNK), rows)]:
                 cols = list(chunk[0])
-                base._db.executemany(
+                base.db.executemany(
                     f"INSERT INTO {table} ({', '.join(cols)}) VALUES "
                     f"({', '.join('?' * len(cols))})", [[r[c] for c in cols] for r in chunk])
     return rev
@@ -125,33 +110,25 @@ def forget_in_base(path: Path, agent_id: int, matcher: Matcher, *, apply: bool =
     """Forget in a base file as in the live store (row ids are the live ones; see scrub.py),
     then rewrite the file so that no freed page still holds the text. Returns the units
     changed ([]: the file is left as it was). `apply=False` only looks."""
-    uri = f"{path.resolve().as_uri()}?mode={'rw' if apply else 'ro'}"
-    db = sqlite3.connect(uri, uri=True, isolation_level=None)
+    db = SQLiteDatabase(path, raw=True, read_only=not apply)
     try:
         units = scrub.find_units(db, agent_id, matcher)
         if units and apply:
             db.execute("PRAGMA secure_delete = ON")
-            db.execute("BEGIN IMMEDIATE")
-            scrub.apply_units(scrub.Writer(db, agent_id, live=False), units, matcher)
-            db.execute("COMMIT")
+            with db.transaction():
+                scrub.apply_units(scrub.Writer(db, agent_id), units, matcher)
             db.execute("VACUUM")
     finally:
         db.close()
     return units
 
 
-def _copy(db: Any, table: str, key: str, agent_id: int) -> None:
-    cols = ", ".join(r[1] for r in db.execute(f"PRAGMA main.table_info({table})"))
-    db.execute(f"INSERT INTO base.{table} ({cols}) SELECT {cols} FROM main.{table} "
-               f"WHERE {key} = ?", (agent_id,))
-
-
-def pending_rows(store: AnyStore, agent_id: int, since: int) -> int:
+def pending_rows(store: Store, agent_id: int, since: int) -> int:
     """How many history rows (and deletions) a delta since revision `since` would carry."""
     return store.count_changes(agent_id, since)
 
 
-def changes_since(store: AnyStore, agent_id: int, since: int) -> dict[str, Any]:
+def changes_since(store: Store, agent_id: int, since: int) -> dict[str, Any]:
     """The delta of the agent since revision `since` (-1: everything)."""
     with store.read_snapshot():
         agent = _rows(store, agent_id, "agents")[0]
@@ -164,7 +141,7 @@ def changes_since(store: AnyStore, agent_id: int, since: int) -> dict[str, Any]:
     return delta
 
 
-def _block_rows(store: AnyStore, agent_id: int) -> list[dict[str, Any]]:
+def _block_rows(store: Store, agent_id: int) -> list[dict[str, Any]]:
     """The agent's blocks as it sees them: a user-scope block with the shared value, marked
     with its scope (a replay recreates it as a shared block, so requests render alike)."""
     rows = []
@@ -174,7 +151,7 @@ def _block_rows(store: AnyStore, agent_id: int) -> list[dict[str, Any]]:
     return rows
 
 
-def _rows(store: AnyStore, agent_id: int, table: str,
+def _rows(store: Store, agent_id: int, table: str,
           since: int | None = None) -> list[dict[str, Any]]:
     rows = list(store.snapshot_rows(agent_id, table, since))
     for row in rows:
@@ -185,7 +162,7 @@ def _rows(store: AnyStore, agent_id: int, table: str,
 
 
 def materialise(base: Path | None, delta: dict[str, Any], target: Path,
-                open_store: Callable[[Path], Store] = Store) -> Store:
+                open_store: Callable[[Path], SQLiteStore] = SQLiteStore) -> SQLiteStore:
     """A store at `target` holding the agent as it was: `base` (if any) plus `delta`."""
     if base is not None:
         shutil.copyfile(base, target)
@@ -198,7 +175,7 @@ def materialise(base: Path | None, delta: dict[str, Any], target: Path,
     return store
 
 
-def apply(store: Store, delta: dict[str, Any]) -> None:
+def apply(store: SQLiteStore, delta: dict[str, Any]) -> None:
     """Apply a delta on top of what the store holds; ValueError (one phrase naming the
     field) when the delta is damaged, before or after it was applied (a queue that the API
     would refuse)."""
@@ -208,7 +185,7 @@ def apply(store: Store, delta: dict[str, Any]) -> None:
     agent_id = delta["agent"]["id"]
     with store.transaction():
         _upsert(store, "agents", delta["agent"])
-        store._db.execute("DELETE FROM blocks WHERE agent_id = ?", (agent_id,))
+        store.db.execute("DELETE FROM blocks WHERE agent_id = ?", (agent_id,))
         for row in delta["blocks"]:
             row = dict(row)
             shared = row.pop("scope", "agent") == "user"
@@ -219,30 +196,30 @@ def apply(store: Store, delta: dict[str, Any]) -> None:
         # and a new row with the same id can both be in one delta; the row is the truth.
         for kind, row_id in delta.get("tombstones") or []:
             if kind in HISTORY_TABLES:
-                store._db.execute(f"DELETE FROM {kind} WHERE id = ? AND agent_id = ?",
+                store.db.execute(f"DELETE FROM {kind} WHERE id = ? AND agent_id = ?",
                                   (row_id, agent_id))
         for table in HISTORY_TABLES:
             for row in delta.get(table) or []:
                 _upsert(store, table, row)
-        fts.rebuild(store._db, agent_id)
+        fts.rebuild(store.db.connection, agent_id)
         found = checks.queue_problem(store.context_messages(agent_id))
         if found:
             raise ValueError(found)
 
 
-def _share(store: Store, agent_id: int, row: dict[str, Any]) -> None:
+def _share(store: SQLiteStore, agent_id: int, row: dict[str, Any]) -> None:
     """Make the block a user-scope one holding the delta's value."""
     store.share_block(agent_id, row["label"])
     store.apply_outside_edit(agent_id, row["label"], clean_value(row["value"]))
 
 
-def _upsert(store: Store, table: str, row: dict[str, Any]) -> None:
+def _upsert(store: SQLiteStore, table: str, row: dict[str, Any]) -> None:
     values = dict(clean_value(row))  # a recording's JSON may hold lone surrogates
     for col in JSON_COLUMNS.get(table, ()):
         if values.get(col) is not None:
             values[col] = dumps(values[col])
     cols = list(values)
     updates = ", ".join(f"{c} = excluded.{c}" for c in cols if c != "id")
-    store._db.execute(
+    store.db.execute(
         f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) "
         f"ON CONFLICT (id) DO UPDATE SET {updates}", [values[c] for c in cols])

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from memgpt_lite.engine.store.fts import TOKENIZER
+from memgpt_lite.engine.store.sqlite.fts import TOKENIZER
 
 K1, B = 1.2, 0.75  # FTS5's bm25() defaults
 MAX_TOKEN_CHARS = 100  # a longer token is kept as its start plus a hash (index key limits)

@@ -10,18 +10,16 @@ as before."""
 
 from __future__ import annotations
 
-import sqlite3
-from typing import Any
 
 from memgpt_lite.engine.records import Message, now_iso
 from memgpt_lite.engine.store import checks
-from memgpt_lite.engine.store.base import AgentRow, IntegrityProblem, StoreError
+from memgpt_lite.engine.store.base import AgentRow, IntegrityProblem, Store, StoreError
 
 EXPORT_FORMAT = "memgpt-lite-agent"
 EXPORT_VERSION = 1
 
 
-def export_agent(store: Any, name: str) -> dict:
+def export_agent(store: Store, name: str) -> dict:
     agent = store.get_agent(name)
     if agent is None:
         raise StoreError(f"There is no agent named {name!r}.")
@@ -49,7 +47,7 @@ def export_agent(store: Any, name: str) -> dict:
     }
 
 
-def import_agent(store: Any, doc: dict, name: str | None = None) -> AgentRow:
+def import_agent(store: Store, doc: dict, name: str | None = None) -> AgentRow:
     """Create an agent from an export. Every field is checked first (StoreError naming the
     first bad one); nothing is written unless all of it is usable."""
     if not isinstance(doc, dict) or doc.get("format") != EXPORT_FORMAT:
@@ -64,19 +62,21 @@ def import_agent(store: Any, doc: dict, name: str | None = None) -> AgentRow:
         raise StoreError(f"The agent export is damaged: {found}; nothing was imported.")
     try:
         return _import(store, doc, name, messages)
-    except (sqlite3.IntegrityError, IntegrityProblem) as exc:  # e.g. a block label twice
-        detail = exc.detail if isinstance(exc, IntegrityProblem) else exc
-        raise StoreError(f"The agent export is damaged ({detail}); nothing was imported.") \
+    except IntegrityProblem as exc:  # e.g. a block label twice
+        raise StoreError(f"The agent export is damaged ({exc.detail}); nothing was imported.") \
             from None
 
 
 def _messages(rows: list[dict]) -> list[Message]:
-    return [Message(m["role"], m["content"], int(m["turn_id"]), None, m["created_at"],
-                    bool(m["in_context"]), m.get("context_content"), m.get("status") or "")
+    """The export's messages, without the fields the engine sets on requests itself."""
+    clean = checks.without_engine_fields
+    return [Message(m["role"], clean(m["content"]), int(m["turn_id"]), None, m["created_at"],
+                    bool(m["in_context"]), clean(m.get("context_content")),
+                    m.get("status") or "")
             for m in rows]
 
 
-def _import(store: Any, doc: dict, name: str | None, messages: list[Message]) -> AgentRow:
+def _import(store: Store, doc: dict, name: str | None, messages: list[Message]) -> AgentRow:
     meta = doc["agent"]
     with store.transaction():
         agent = store.create_agent(name or meta["name"], dict(meta["settings"]), {})

@@ -54,7 +54,7 @@ class HybridBench:
         """Called by the store section when the English corpus holds `size` messages."""
         if corpus.lang != "en":
             return
-        args = [sys.executable, "-m", "memgpt_lite.lab.bench.hybrid", str(corpus.store.path),
+        args = [sys.executable, "-m", "memgpt_lite.lab.bench.hybrid", corpus.target,
                 str(corpus.agent_id), str(size), str(self.queries),
                 *(["--throughput"] if not self.measured else []),
                 *(f"--embedder={spec}" for spec in self.specs)]
@@ -92,8 +92,7 @@ class _Worker:
             self.model = self.embedder.name
 
     def run(self, corpus: Any, size: int, throughput: bool) -> dict[str, Any]:
-        self.vectored = corpus.store._q("SELECT count(*) FROM vectors WHERE agent_id = ?",
-                                        (corpus.agent_id,))[0][0]
+        self.vectored = sum(corpus.store.vector_models(corpus.agent_id).values())
         if throughput:
             self._throughput(corpus)
         self._add_vectors(corpus, size)
@@ -109,10 +108,9 @@ class _Worker:
         from memgpt_lite.lab.bench.store import db_megabytes
 
         before, added = db_megabytes(corpus.store), size - self.vectored
-        gen, last = np.random.default_rng(size), self._last_id(corpus)
-        while chunk := [r[0] for r in corpus.store._q(
-                "SELECT id FROM messages WHERE agent_id = ? AND id > ? ORDER BY id LIMIT 10000",
-                (corpus.agent_id, last))]:
+        gen, last = np.random.default_rng(size), 0
+        while chunk := [i for i, _ in corpus.store.texts_to_embed(
+                corpus.agent_id, "messages", self.model, limit=10_000, after_id=last)]:
             vecs = gen.standard_normal((len(chunk), self.dim)).astype(np.float32)
             vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
             corpus.store.put_vectors(corpus.agent_id, "messages", self.model, chunk, vecs)
@@ -123,11 +121,6 @@ class _Worker:
         if added >= 10_000:
             growth = self.section.data.setdefault("vector_mb_per_100k", {})
             growth[added] = round(grown / added * 100_000, 1)
-
-    def _last_id(self, corpus: Any) -> int:
-        rows = corpus.store._q("SELECT coalesce(max(row_id), 0) FROM vectors WHERE agent_id = ? "
-                               "AND kind = 'messages'", (corpus.agent_id,))
-        return rows[0][0]
 
     def _scan_row(self, corpus: Any, size: int) -> None:
         import numpy as np
@@ -212,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     from types import SimpleNamespace
 
     from memgpt_lite.engine.embeddings import EmbeddingConfig
-    from memgpt_lite.engine.store import Store
+    from memgpt_lite.engine.store import open_store
     from memgpt_lite.lab.bench.report import StderrProgress
 
     parser = argparse.ArgumentParser(prog="python -m memgpt_lite.lab.bench.hybrid")
@@ -223,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     embedders = [EmbeddingConfig.from_env({**os.environ, "MEMGPT_LITE_EMBEDDER": spec}).build()
                  for spec in args.embedder]
-    with Store(args.db) as store:
+    with open_store(args.db) as store:
         corpus = SimpleNamespace(store=store, agent_id=int(args.agent_id), lang="en")
         worker = _Worker([e for e in embedders if e is not None], int(args.queries),
                          StderrProgress())

@@ -230,13 +230,13 @@ class TurnStats:
 def run_session(variant: str, window: int, turns: int, seed: int = 1,
                 progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     from memgpt_lite.engine.agent import Agent  # heavy imports stay out of `--help`
-    from memgpt_lite.engine.store import Store
+    from memgpt_lite.engine.store import open_store
 
     rng = random.Random(seed)
     policy = Policy()
     settings = Settings(context_window=window if variant != "full" else 10**9)
     with tempfile.TemporaryDirectory() as tmp:
-        store = Store(Path(tmp) / "bench.db")
+        store = open_store(Path(tmp) / "bench.db")
         agent = Agent.open(store, "bench", model_client=SimModel(policy),
                            summary_client=SimModel(summariser_policy), settings=settings)
         if variant == "classic":

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from memgpt_lite.engine.memory import MemoryTools
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store import Store, open_store
 from memgpt_lite.lab.bench.corpus import (
     corpus_messages,
     corpus_passage,
@@ -38,7 +38,7 @@ def store_benchmark(size: int, *, queries: int = 300, batch: int = 1000, seed: i
     """Build a temporary store with `size` messages; time inserts and conversation_search."""
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory() as tmp:
-        store = Store(Path(tmp) / "bench.db")
+        store = open_store(Path(tmp) / "bench.db")
         agent = store.create_agent("bench", {}, {"human": ("", 5000)})
         msgs = synthetic_messages(rng, size)
         t0 = time.perf_counter()
@@ -70,6 +70,7 @@ class Corpus:
     home: Path  # a data dir (MEMGPT_LITE_HOME) holding memgpt_lite.db
     store: Store
     agent_id: int
+    target: str = ""  # what the store was opened from (open_store), for child processes
     messages: int = 0
     passages: int = 0
     message_seconds: float = 0.0
@@ -82,10 +83,11 @@ def open_corpus(home: Path, lang: str) -> Corpus:
     from memgpt_lite.engine.memory import default_blocks
 
     settings = Settings(context_window=ENGINE_WINDOW)
-    store = Store(home / DB_FILENAME)
+    target = str(home / DB_FILENAME)
+    store = open_store(target)
     # Created as Agent.open creates agents, so the engine and chat sections can open it.
     row = store.create_agent(BENCH_AGENT, settings.to_dict(), default_blocks(settings.block_limit))
-    return Corpus(lang, home, store, row.id, rng=random.Random(f"corpus-{lang}"))
+    return Corpus(lang, home, store, row.id, target, rng=random.Random(f"corpus-{lang}"))
 
 
 def grow_messages(corpus: Corpus, size: int, batch: int) -> None:
@@ -129,8 +131,7 @@ def search_latencies(corpus: Corpus, tool: str, queries: list[str]) -> list[floa
 
 
 def db_megabytes(store: Store) -> float:
-    store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # size of the file, not the WAL
-    return store.path.stat().st_size / 1e6
+    return store.disk_bytes() / 1e6
 
 
 def run_store(workdir: Path, plan: Plan, progress: Callable[[str], None],

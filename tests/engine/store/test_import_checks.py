@@ -8,13 +8,14 @@ import copy
 import pytest
 
 from memgpt_lite.engine.agent import Agent
-from memgpt_lite.engine.store import Store, StoreError, transfer
+from memgpt_lite.engine.store import StoreError, transfer
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 
 @pytest.fixture(scope="module")
 def export(tmp_path_factory) -> dict:
-    store = Store(tmp_path_factory.mktemp("x") / "db")
+    store = SQLiteStore(tmp_path_factory.mktemp("x") / "db")
     model = ScriptedModel([tool_response([("archival_insert", {"content": "Ann likes tea"})]),
                            text_response("Noted."), text_response("Hi again.")])
     agent = Agent.open(store, "ann", model_client=model)
@@ -68,7 +69,7 @@ HOSTILE = [
 def test_a_bad_field_is_named_and_nothing_is_written(tmp_path, export, path, value, field):
     doc = copy.deepcopy(export)
     _set(doc, path, value)
-    with Store(tmp_path / "db") as store:
+    with SQLiteStore(tmp_path / "db") as store:
         with pytest.raises(StoreError, match="damaged") as info:
             transfer.import_agent(store, doc, name="copy")
         assert field in str(info.value) and "nothing was imported" in str(info.value)
@@ -89,7 +90,7 @@ def test_a_queue_the_api_would_refuse_is_refused(tmp_path, export):
     empty = copy.deepcopy(export)
     _queue(empty)[-1]["content"] = [{"type": "text", "text": "   "}]
     cases["empty text"] = empty
-    with Store(tmp_path / "db") as store:
+    with SQLiteStore(tmp_path / "db") as store:
         for name, doc in cases.items():
             with pytest.raises(StoreError, match="queue") as info:
                 transfer.import_agent(store, doc, name="copy")

@@ -23,7 +23,8 @@ from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.matching import Matcher
 from memgpt_lite.engine.records import Message, ModelResponse
-from memgpt_lite.engine.store import SQLiteStore, StoreError, open_store, snapshot
+from memgpt_lite.engine.store import StoreError, open_store, snapshot
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.lab.scripted import ScriptedModel, estimate_usage, text_response, tool_response
 from memgpt_lite.terminal import cli
 
@@ -42,7 +43,7 @@ def run_cli(*args: str, stdin: str = "", **env: str) -> subprocess.CompletedProc
 
 
 def test_open_store_picks_the_backend(tmp_path, monkeypatch, pg_url):
-    from memgpt_lite.engine.store.postgres import PostgresStore
+    from memgpt_lite.engine.store.postgres.store import PostgresStore
 
     with open_store() as store:
         assert isinstance(store, SQLiteStore) and store.location == str(config.db_path())
@@ -116,7 +117,7 @@ def test_a_newer_schema_or_another_programs_tables_are_refused_and_left_alone(pg
 
 @pytest.mark.slow
 def test_processes_opening_a_new_database_at_once_migrate_it_once(pg_url):
-    from memgpt_lite.engine.store.postgres_migrations import MIGRATIONS as PG_MIGRATIONS
+    from memgpt_lite.engine.store.postgres.migrations import MIGRATIONS as PG_MIGRATIONS
 
     code = "import sys; from memgpt_lite.engine.store import open_store; open_store(sys.argv[1])"
     procs = [subprocess.Popen([sys.executable, "-c", code, pg_url], cwd=REPO,
@@ -125,17 +126,19 @@ def test_processes_opening_a_new_database_at_once_migrate_it_once(pg_url):
         assert p.wait(timeout=60) == 0, p.stderr.read()  # type: ignore[union-attr]
     with open_store(pg_url) as store:
         assert store.schema_version() == len(PG_MIGRATIONS)
-        assert store._q("SELECT count(*) FROM schema_migrations")[0][0] == len(PG_MIGRATIONS)
+        assert store.db.query("SELECT count(*) FROM schema_migrations")[0][0] == len(PG_MIGRATIONS)
 
 
-def test_snapshot_rows_have_exactly_the_sqlite_columns(tmp_path):
-    pytest.importorskip("psycopg")
-    from memgpt_lite.engine.store.postgres import SQLITE_COLUMNS
+def test_snapshot_rows_have_exactly_the_sqlite_columns(tmp_path, pg_url):
+    from memgpt_lite.engine.store.tables import SNAPSHOT_TABLES
 
-    with SQLiteStore(tmp_path / "s.db") as store:
-        for table, cols in SQLITE_COLUMNS.items():
-            found = tuple(r[1] for r in store._q(f"PRAGMA table_info({table})"))
-            assert cols == found, f"{table}: the Postgres store must hand over {found}"
+    with SQLiteStore(tmp_path / "s.db") as lite, open_store(pg_url) as pg:
+        for store in (lite, pg):
+            agent = store.create_agent("a", {}, {"human": ("x", 100)})
+            for table in SNAPSHOT_TABLES:
+                found = tuple(r[1] for r in lite.db.query(f"PRAGMA table_info({table})"))
+                rows = list(store.snapshot_rows(agent.id, table))
+                assert all(tuple(r) == found for r in rows), f"{table}: must hand over {found}"
 
 
 def test_ids_the_model_sees_are_counted_per_agent(pg_url):
@@ -173,11 +176,11 @@ def test_term_row_counts_follow_every_write_and_doctor_mends_them(pg_url):
         pid = store.add_passage(aid, "the blog runs on hexo")
         store.add_passage(aid, "hexo again")
         store.delete_passages(aid, [pid])
-        assert [store._term_docs_off(k, aid) for k in ("messages", "passages")] == [0, 0]
+        assert [store.index._term_docs_off(k, aid) for k in ("messages", "passages")] == [0, 0]
         assert store.search_messages(aid, "deploy").total == 1
-        assert store._q("SELECT docs FROM term_docs WHERE lexeme = %s", (f"{aid}:blog",)) == \
+        assert store.db.query("SELECT docs FROM term_docs WHERE lexeme = ?", (f"{aid}:blog",)) == \
             [(1,)]
-        store._q("UPDATE term_docs SET docs = docs + 5 RETURNING 1")  # behind its back
+        store.db.execute("UPDATE term_docs SET docs = docs + 5")  # behind its back
         assert "messages search index of agent 'a'" in store.integrity_problems()[0]
         store.rebuild_search_index()
         assert store.integrity_problems() == []
@@ -263,7 +266,7 @@ def test_an_agent_moves_between_backends_with_every_table(tmp_path, pg_url):
 
 
 def test_doctor_checks_and_repairs_a_postgres_database(capsys, pg_url):
-    from memgpt_lite.engine.store.postgres_migrations import MIGRATIONS as PG_MIGRATIONS
+    from memgpt_lite.engine.store.postgres.migrations import MIGRATIONS as PG_MIGRATIONS
 
     make_history(pg_url)
     assert cli.main(["--db", pg_url, "doctor", "--offline"]) == 0
@@ -272,7 +275,7 @@ def test_doctor_checks_and_repairs_a_postgres_database(capsys, pg_url):
     assert f"database {pg_url}: schema version {n} ({n} migrations applied), 2 agent(s)" in out
     assert "integrity check and search index consistency" in out
     with open_store(pg_url) as store:  # an index entry out of step with its text
-        store._q("UPDATE messages SET terms = NULL WHERE id = 1 RETURNING id")
+        store.db.execute("UPDATE messages SET terms = NULL WHERE id = 1")
     assert cli.main(["--db", pg_url, "doctor", "--offline"]) == 1
     out = capsys.readouterr().out
     assert "FAIL  database: the messages search index of agent 'ada' is out of step" in out
@@ -371,7 +374,7 @@ def test_forget_on_postgres_deletes_the_turns_and_passages_and_no_other_agents(p
         assert [p.text for p in store.list_passages(row.id)] == ["Ada's cat is Tim."]
         assert store.forget_units(row.id, Matcher.build("bike")) == []
         assert store.forget_intents() == []
-        assert "bike" not in json.dumps(store._q("SELECT * FROM messages WHERE agent_id = %s",
+        assert "bike" not in json.dumps(store.db.query("SELECT * FROM messages WHERE agent_id = ?",
                                                  (row.id,)))
         assert store.search_messages(other.id, "bike").total == 1
         assert store.integrity_problems() == []
@@ -384,7 +387,8 @@ def test_bench_store_measures_both_backends_in_a_scratch_database(pg_url, capsys
 
     def databases() -> set[str]:
         with psycopg.connect(pg_url) as conn:
-            return {r[0] for r in conn.execute("SELECT datname FROM pg_database")}
+            return {r[0] for r in conn.execute("SELECT datname FROM pg_database")
+                    if r[0].startswith("memgpt_lite_bench_")}  # other tests may run at once
 
     before = databases()
     assert suite.store_main(["--db", pg_url, "--sizes", "300,600", "--queries", "5",

@@ -7,8 +7,9 @@ import pytest
 
 from memgpt_lite.engine import config
 from memgpt_lite.engine.records import Message
-from memgpt_lite.engine.store import Store, StoreError, transfer
-from memgpt_lite.engine.store.migrations import MIGRATIONS, _m001_initial
+from memgpt_lite.engine.store import StoreError, transfer
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
+from memgpt_lite.engine.store.sqlite.migrations import MIGRATIONS, _m001_initial
 
 
 def text_msg(role, text, turn, **kw):
@@ -17,7 +18,7 @@ def text_msg(role, text, turn, **kw):
 
 @pytest.fixture
 def store(tmp_path):
-    s = Store(tmp_path / "data" / "memgpt.db")
+    s = SQLiteStore(tmp_path / "data" / "memgpt.db")
     yield s
     s.close()
 
@@ -32,14 +33,14 @@ def agent(store):
 
 
 def test_open_default_uses_data_dir_with_private_permissions(_isolated_home):
-    with Store.open_default() as s:
+    with SQLiteStore(config.db_path()) as s:
         assert s.path == config.db_path()
     assert stat.S_IMODE(_isolated_home.stat().st_mode) == 0o700
     assert stat.S_IMODE(config.db_path().stat().st_mode) == 0o600
 
 
 def test_pragmas(store):
-    db = store._db
+    db = store.db.connection
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
     assert db.execute("PRAGMA busy_timeout").fetchone()[0] >= 1000
@@ -48,16 +49,16 @@ def test_pragmas(store):
 def test_fresh_db_has_every_migration_in_ledger(store):
     assert store.applied_migrations() == [name for name, _ in MIGRATIONS]
     assert store.schema_version() == len(MIGRATIONS)
-    rows = store._db.execute("SELECT name, applied_at FROM schema_migrations").fetchall()
+    rows = store.db.connection.execute("SELECT name, applied_at FROM schema_migrations").fetchall()
     assert all(r[1].endswith("Z") for r in rows)
 
 
 def test_reopen_does_not_reapply(tmp_path):
     path = tmp_path / "db"
-    Store(path).close()
-    with Store(path) as s:
+    SQLiteStore(path).close()
+    with SQLiteStore(path) as s:
         assert s.applied_migrations() == [name for name, _ in MIGRATIONS]
-        assert s._db.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == len(
+        assert s.db.connection.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == len(
             MIGRATIONS)
 
 
@@ -79,7 +80,7 @@ def make_old_db(path):
 def test_old_db_is_upgraded_and_existing_rows_become_searchable(tmp_path):
     path = tmp_path / "old.db"
     make_old_db(path)
-    with Store(path) as s:
+    with SQLiteStore(path) as s:
         assert s.applied_migrations() == [name for name, _ in MIGRATIONS]
         agent = s.get_agent("old")
         assert [h.text for h in s.search_messages(agent.id, "cats").hits] == ["my cat Tom"]
@@ -92,13 +93,13 @@ def test_not_a_database_is_refused_and_untouched(tmp_path):
     path.write_bytes(b"these are my notes, not a database\n" * 50)
     before = path.read_bytes()
     with pytest.raises(StoreError, match="not a SQLite database"):
-        Store(path)
+        SQLiteStore(path)
     assert path.read_bytes() == before
 
 
 def test_newer_schema_is_refused_and_untouched(tmp_path):
     path = tmp_path / "new.db"
-    Store(path).close()
+    SQLiteStore(path).close()
     db = sqlite3.connect(path)
     db.execute("INSERT INTO schema_migrations VALUES ('099_from_the_future', 'x')")
     db.commit()
@@ -106,7 +107,7 @@ def test_newer_schema_is_refused_and_untouched(tmp_path):
     db.close()
     before = path.read_bytes()
     with pytest.raises(StoreError, match="newer memgpt-lite.*099_from_the_future"):
-        Store(path)
+        SQLiteStore(path)
     assert path.read_bytes() == before
 
 
@@ -118,23 +119,23 @@ def test_foreign_sqlite_db_is_refused_and_untouched(tmp_path):
     db.close()
     before = path.read_bytes()
     with pytest.raises(StoreError, match="another program"):
-        Store(path)
+        SQLiteStore(path)
     assert path.read_bytes() == before
 
 
 def test_empty_file_is_initialised(tmp_path):
     path = tmp_path / "empty.db"
     path.touch()
-    with Store(path) as s:
+    with SQLiteStore(path) as s:
         assert s.schema_version() == len(MIGRATIONS)
 
 
 def test_locked_database_gives_store_error(tmp_path):
     path = tmp_path / "db"
-    s = Store(path)
+    s = SQLiteStore(path)
     other = sqlite3.connect(path, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")
-    s._db.execute("PRAGMA busy_timeout = 50")
+    s.db.connection.execute("PRAGMA busy_timeout = 50")
     try:
         with pytest.raises(StoreError, match="locked"):
             s.create_agent("x", {}, {})
@@ -190,8 +191,8 @@ def test_delete_agent_removes_all_its_memory(store, agent):
     store.add_passage(agent.id, "a fact")
     store.delete_agent("default")
     for table in ("messages", "passages", "blocks", "block_history", "tombstones"):
-        assert store._db.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0, table
-    left = store._db.execute("SELECT name FROM sqlite_master WHERE name LIKE ?",
+        assert store.db.connection.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0, table
+    left = store.db.connection.execute("SELECT name FROM sqlite_master WHERE name LIKE ?",
                              (f"%\\_{agent.id}%",)).fetchall()
     assert [r[0] for r in left if r[0].endswith(f"_{agent.id}")] == []  # its indexes went too
     assert store.integrity_problems() == []
@@ -320,7 +321,7 @@ def test_integrity_detects_out_of_sync_index(store, agent):
     store.add_message(agent.id, text_msg("user", "hello world", 1))
     assert store.integrity_problems() == []
     # change the stored text behind the index's back
-    store._db.execute("UPDATE messages SET index_text = 'other words' WHERE id = 1")
+    store.db.connection.execute("UPDATE messages SET index_text = 'other words' WHERE id = 1")
     problems = store.integrity_problems()
     assert problems and "messages search index of agent 'default'" in problems[0]
     store.rebuild_search_index()
@@ -352,7 +353,7 @@ def test_queue_reads_see_every_change_made_through_the_store(store, agent):
 def test_queue_reads_see_changes_from_another_connection_and_rollbacks(store, agent):
     store.add_message(agent.id, text_msg("user", "original", 1))
     assert queue_texts(store, agent.id) == ["original"]
-    with Store(store.path) as other:
+    with SQLiteStore(store.path) as other:
         msg = other.context_messages(agent.id)[0]
         msg.content = [{"type": "text", "text": "changed elsewhere"}]
         other.update_message(agent.id, msg)

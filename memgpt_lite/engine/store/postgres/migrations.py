@@ -1,8 +1,8 @@
 """The Postgres schema: named, append-only migrations, recorded in a ledger table by the
-store (see postgres.py), each applied in one transaction with its ledger row.
+store (see store.py), each applied in one transaction with its ledger row.
 
 Postgres's list is its own (its own SQL), with SQLite's names where a step means the same
-(migrations.py), so the two ledgers read alike. What differs from SQLite, and why:
+(sqlite/migrations.py), so the two ledgers read alike. What differs from SQLite, and why:
 
 * Rows of an agent's history are keyed (agent_id, id), the id counted per agent (the store
   gives max + 1). A replay runs on SQLite holding that one agent, where a new row gets the
@@ -140,7 +140,7 @@ CREATE INDEX block_history_turn ON block_history (agent_id, turn_id);
 CREATE INDEX passages_turn ON passages (agent_id, turn_id);
 """
 
-# Vectors are derived data (see postgres_vectors.py): deleting a row, or changing its text,
+# Vectors are derived data (see store/vectors.py): deleting a row, or changing its text,
 # deletes its vector; deletions are counted per agent (a cache key for in-memory copies).
 # Deletions are handled per statement, so deleting an agent's million rows is one join.
 _VECTORS = """
@@ -193,7 +193,7 @@ CREATE TRIGGER vectors_passages_au AFTER UPDATE OF index_text ON passages FOR EA
 
 # A forget is written down before it starts and crossed out when done (engine/privacy.py).
 # SQLite's migration of this name also flags an old file for one VACUUM at its first forget;
-# Postgres has no such file to rewrite (see postgres_forget.py).
+# Postgres has no such file to rewrite (see store.py).
 _FORGET_INTENTS = """
 CREATE TABLE forget_intents (
     id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

@@ -1,4 +1,5 @@
-"""The schema: named, append-only migrations, recorded in a ledger table by the store."""
+"""The SQLite schema: named, append-only migrations, recorded in a ledger table by the store
+(sqlite/store.py), each applied in one transaction with its ledger row."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import secrets
 import sqlite3
 from collections.abc import Callable
 
-from memgpt_lite.engine.store import fts
+from memgpt_lite.engine.store.sqlite import fts
 
 
 def _run(db: sqlite3.Connection, script: str) -> None:
@@ -168,12 +169,15 @@ def _m004_turn_effects(db: sqlite3.Connection) -> None:
         AND NOT EXISTS (SELECT 1 FROM messages o WHERE o.agent_id = messages.agent_id
                         AND o.turn_id = messages.turn_id AND o.id != messages.id);
     """)
+
+
 def _m005_vectors(db: sqlite3.Connection) -> None:
     """Embeddings of messages and passages for hybrid search, one per row, recording the
     model that made them; and a covering index that keyword search reads candidates'
-    positions and dates from, instead of their (large) rows. Derived data (see store/sqlite_vectors.py): triggers delete a
-    row's vector with the row or when its text changes, and count deletions per agent (id =
-    the agent's id; a cache key, not agent data) so that in-memory copies know to reload."""
+    positions and dates from, instead of their (large) rows. Derived data (see
+    store/vectors.py): triggers delete a row's vector with the row or when its text
+    changes, and count deletions per agent (id = the agent's id; a cache key, not agent
+    data) so that in-memory copies know to reload."""
     _run(db, """
     CREATE TABLE vectors (
         id INTEGER PRIMARY KEY,

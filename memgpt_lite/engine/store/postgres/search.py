@@ -10,7 +10,7 @@ while they match at most RANK_CAP rows (`search.candidate_terms`, each count cap
 FTS5's is), the newest RANK_CAP rows matching any (`ORDER BY id DESC`), and FTS5's BM25 over
 the agent's own rows. So both stores find and rank the same rows with the same scores.
 
-A mixin of `postgres.PostgresStore`.
+`PgIndex` is this backend's `core.KeywordIndex`.
 """
 
 from __future__ import annotations
@@ -45,13 +45,60 @@ def tsquery(agent_id: int, phrase: Phrase) -> str:
     return "(" + " & ".join(parts) + ")"
 
 
-class PgSearchMixin:
-    """The index columns of each written row, and BM25 search over them."""
+class PgIndex:
+    """The keyword index of a Postgres store: the index columns of each written row, the
+    agent's totals, and BM25 search over them (see the module docstring)."""
 
-    _q: Any
-    _x: Any
-    _many: Any
-    transaction: Any
+    def __init__(self, db: Any):
+        self.db = db  # a PostgresDatabase
+
+    def _q(self, sql: str, params: Any = ()) -> list[tuple]:
+        return self.db.query(sql, params)
+
+    def _x(self, sql: str, params: Any = ()) -> None:
+        self.db.execute(sql, params)
+
+    def create_agent(self, agent_id: int) -> None:
+        self._x("INSERT INTO search_stats (agent_id, kind) VALUES (?, 'messages'), "
+                "(?, 'passages')", (agent_id, agent_id))
+
+    def drop_agent(self, agent_id: int) -> None:
+        pass  # the agent's rows, totals and counts go with it (ON DELETE CASCADE)
+
+    def optimize(self, agent_id: int) -> None:
+        pass  # no segments to merge: the store VACUUMs after a forget (see store.py)
+
+    # ---------------------------------------------------------------- the rows' columns
+
+    def insert_columns(self, agent_id: int, texts: list[str],
+                       ) -> tuple[tuple[str, ...], tuple[str, ...], list[tuple[Any, ...]]]:
+        return (("terms", "term_counts", "length"), ("array_to_tsvector(?::text[])", "?", "?"),
+                self._analyse(agent_id, texts))
+
+    def inserted(self, kind: str, agent_id: int, rows: list[tuple[int, str]],
+                 values: list[tuple[Any, ...]]) -> None:
+        self._stats_add(agent_id, kind, sum(1 for _, text in rows if text),
+                        sum(v[2] for v in values), [v[0] for v in values])
+
+    def remove(self, kind: str, agent_id: int, rows: list[tuple[int, str]]) -> None:
+        """Take rows about to be deleted or changed out of the agent's totals (their index
+        columns still hold what was counted)."""
+        ids = [i for i, _ in rows]
+        for start in range(0, len(ids), 500):
+            chunk = ids[start:start + 500]
+            gone = self._q(f"SELECT index_text, length, tsvector_to_array(terms) FROM {kind} "
+                           f"WHERE agent_id = ? AND id IN ({', '.join('?' * len(chunk))})",
+                           (agent_id, *chunk))
+            self._stats_add(agent_id, kind, -sum(1 for r in gone if r[0]),
+                            -sum(r[1] for r in gone), [r[2] for r in gone], sign=-1)
+
+    def add(self, kind: str, agent_id: int, rows: list[tuple[int, str]]) -> None:
+        """Index rows whose text changed: their columns anew, and into the totals."""
+        analysed = self._analyse(agent_id, [text for _, text in rows])
+        self.db.executemany(f"UPDATE {kind} SET terms = array_to_tsvector(?::text[]), "
+                            "term_counts = ?, length = ? WHERE agent_id = ? AND id = ?",
+                            [(*a, agent_id, i) for (i, _), a in zip(rows, analysed)])
+        self.inserted(kind, agent_id, rows, analysed)
 
     # ---------------------------------------------------------------- writing
 
@@ -78,26 +125,26 @@ class PgSearchMixin:
         """Count rows written (sign 1) or deleted (sign -1) into the agent's totals: `rows`
         with text, their `tokens`, and each row's lexemes into `term_docs`."""
         if rows or tokens:
-            self._x("UPDATE search_stats SET rows = rows + %s, tokens = tokens + %s "
-                    "WHERE agent_id = %s AND kind = %s", (rows, tokens, agent_id, kind))
+            self._x("UPDATE search_stats SET rows = rows + ?, tokens = tokens + ? "
+                    "WHERE agent_id = ? AND kind = ?", (rows, tokens, agent_id, kind))
         docs: dict[str, int] = {}
         for row in lexemes:
             for lex in row or ():
                 docs[lex] = docs.get(lex, 0) + sign
         if not docs:
             return
-        self._x("INSERT INTO term_docs (agent_id, kind, lexeme, docs) SELECT %s, %s, x, n "
-                "FROM unnest(%s::text[], %s::bigint[]) AS u(x, n) ON CONFLICT (agent_id, kind, "
+        self._x("INSERT INTO term_docs (agent_id, kind, lexeme, docs) SELECT ?, ?, x, n "
+                "FROM unnest(?::text[], ?::bigint[]) AS u(x, n) ON CONFLICT (agent_id, kind, "
                 "lexeme) DO UPDATE SET docs = term_docs.docs + excluded.docs",
                 (agent_id, kind, list(docs), list(docs.values())))
         if sign < 0:
-            self._x("DELETE FROM term_docs WHERE agent_id = %s AND kind = %s AND "
-                    "lexeme = ANY(%s::text[]) AND docs <= 0", (agent_id, kind, list(docs)))
+            self._x("DELETE FROM term_docs WHERE agent_id = ? AND kind = ? AND "
+                    "lexeme = ANY(?::text[]) AND docs <= 0", (agent_id, kind, list(docs)))
 
     # ---------------------------------------------------------------- searching
 
-    def _keyword_rows(self, kind: str, agent_id: int, query: str, where: list[str],
-                      params: list[Any]) -> list[tuple[int, float, int]]:
+    def scores(self, kind: str, agent_id: int, query: str, where: list[str],
+               params: list[Any]) -> list[tuple[int, float, int]]:
         """(id, BM25, seq; 0 for passages) of the newest RANK_CAP rows of the agent matching
         any chosen term of the query and the extra `where` conditions (on `m`)."""
         strings = search.match_terms(query)
@@ -114,8 +161,8 @@ class PgSearchMixin:
         rows = self._candidates(kind, agent_id, chosen, where, params)
         if not rows:
             return []
-        n_rows, n_tokens = self._q("SELECT rows, tokens FROM search_stats WHERE agent_id = %s "
-                                   "AND kind = %s", (agent_id, kind))[0]
+        n_rows, n_tokens = self._q("SELECT rows, tokens FROM search_stats WHERE agent_id = ? "
+                                   "AND kind = ?", (agent_id, kind))[0]
         idfs = [terms.idf(n_rows, n) for n in hits]
         avgdl = n_tokens / n_rows
         return [(i, terms.bm25(freqs, idfs, length, avgdl), seq)
@@ -129,14 +176,14 @@ class PgSearchMixin:
         counts = [0] * len(phrases)
         exact = {lexeme(agent_id, p.tokens[0]) for p in phrases
                  if len(p.tokens) == 1 and not p.prefix}
-        docs = dict(self._q("SELECT lexeme, docs FROM term_docs WHERE agent_id = %s AND "
-                            "kind = %s AND lexeme = ANY(%s::text[])",
+        docs = dict(self._q("SELECT lexeme, docs FROM term_docs WHERE agent_id = ? AND "
+                            "kind = ? AND lexeme = ANY(?::text[])",
                             (agent_id, kind, list(exact)))) if exact else {}
         prefixes = [(i, p) for i, p in enumerate(phrases) if len(p.tokens) == 1 and p.prefix]
         if prefixes:
             limit = f" LIMIT {int(cap)}" if cap is not None else ""
-            parts = [f"(SELECT count(*) FROM (SELECT 1 FROM {kind} WHERE agent_id = %s AND "
-                     f"terms @@ %s::tsquery{limit}) s{i})" for i, _ in prefixes]
+            parts = [f"(SELECT count(*) FROM (SELECT 1 FROM {kind} WHERE agent_id = ? AND "
+                     f"terms @@ ?::tsquery{limit}) s{i})" for i, _ in prefixes]
             params = [x for _, p in prefixes for x in (agent_id, tsquery(agent_id, p))]
             for (i, _), n in zip(prefixes, self._q("SELECT " + ", ".join(parts), params)[0]):
                 counts[i] = n
@@ -149,8 +196,8 @@ class PgSearchMixin:
         return counts
 
     def _phrase_rows(self, kind: str, agent_id: int, phrase: Phrase) -> list[int]:
-        rows = self._q(f"SELECT id, index_text FROM {kind} WHERE agent_id = %s AND "
-                       "terms @@ %s::tsquery", (agent_id, tsquery(agent_id, phrase)))
+        rows = self._q(f"SELECT id, index_text FROM {kind} WHERE agent_id = ? AND "
+                       "terms @@ ?::tsquery", (agent_id, tsquery(agent_id, phrase)))
         docs = TOKENIZER_INSTANCE.token_lists([r[1] for r in rows])
         return [r[0] for r, doc in zip(rows, docs) if phrase.freq(doc)]
 
@@ -163,12 +210,12 @@ class PgSearchMixin:
         if not usable:
             return []
         phrase_text = any(len(p.tokens) > 1 for p in usable)  # then counted from the text
-        has = ", ".join("m.terms @@ %s::tsquery" for _ in chosen)
+        has = ", ".join("m.terms @@ ?::tsquery" for _ in chosen)
         starts = "".join(", (SELECT count(*) FROM unnest(tsvector_to_array(m.terms)) x "
-                         "WHERE x ^@ %s)" for p in chosen if p.prefix and len(p.tokens) == 1)
+                         "WHERE x ^@ ?)" for p in chosen if p.prefix and len(p.tokens) == 1)
         sql = (f"SELECT m.id, m.length, {'m.seq' if kind == 'messages' else '0'}, "
                f"m.term_counts, {'m.index_text' if phrase_text else 'NULL'}, {has}{starts} "
-               f"FROM {kind} m WHERE m.agent_id = %s AND m.terms @@ %s::tsquery"
+               f"FROM {kind} m WHERE m.agent_id = ? AND m.terms @@ ?::tsquery"
                f"{''.join(' AND ' + w for w in where)} ORDER BY m.id DESC"
                + ("" if phrase_text else f" LIMIT {search.RANK_CAP}"))
         args = [tsquery(agent_id, p) if p.tokens else "" for p in chosen]
@@ -186,16 +233,16 @@ class PgSearchMixin:
 
     # ---------------------------------------------------------------- checking, rebuilding
 
-    def search_problems(self, agent_id: int, name: str) -> list[str]:
+    def problems(self, agent_id: int, name: str) -> list[str]:
         """[] when every row's index columns and the agent's totals agree with its text."""
         found = []
         for kind in KINDS:
             differ = self._rows_out_of_step(kind, agent_id)
             totals = self._q(f"SELECT count(*) FILTER (WHERE index_text <> ''), "
-                             f"coalesce(sum(length), 0) FROM {kind} WHERE agent_id = %s",
+                             f"coalesce(sum(length), 0) FROM {kind} WHERE agent_id = ?",
                              (agent_id,))[0]
-            stats = self._q("SELECT rows, tokens FROM search_stats WHERE agent_id = %s AND "
-                            "kind = %s", (agent_id, kind))
+            stats = self._q("SELECT rows, tokens FROM search_stats WHERE agent_id = ? AND "
+                            "kind = ?", (agent_id, kind))
             if stats and tuple(stats[0]) == tuple(totals) and not differ \
                     and not self._term_docs_off(kind, agent_id):
                 continue
@@ -207,8 +254,8 @@ class PgSearchMixin:
     def _rows_out_of_step(self, kind: str, agent_id: int) -> int:
         differ, after = 0, 0
         while rows := self._q(f"SELECT id, index_text, tsvector_to_array(terms), "
-                              f"term_counts, length FROM {kind} WHERE agent_id = %s AND "
-                              f"id > %s ORDER BY id LIMIT {_CHUNK}", (agent_id, after)):
+                              f"term_counts, length FROM {kind} WHERE agent_id = ? AND "
+                              f"id > ? ORDER BY id LIMIT {_CHUNK}", (agent_id, after)):
             for row, (lexemes, counts, length) in zip(
                     rows, self._analyse(agent_id, [r[1] for r in rows])):
                 expected = (sorted(lexemes) if lexemes is not None else None,
@@ -221,30 +268,30 @@ class PgSearchMixin:
     def _term_docs_off(self, kind: str, agent_id: int) -> int:
         """How many terms' row counts in `term_docs` differ from the rows' own terms."""
         return self._q(f"SELECT count(*) FROM (SELECT x, count(*) AS n FROM {kind} m, "
-                       "unnest(tsvector_to_array(m.terms)) x WHERE m.agent_id = %s GROUP BY x) "
-                       "a FULL JOIN (SELECT lexeme, docs FROM term_docs WHERE agent_id = %s AND "
-                       "kind = %s) b ON a.x = b.lexeme WHERE a.n IS DISTINCT FROM b.docs",
+                       "unnest(tsvector_to_array(m.terms)) x WHERE m.agent_id = ? GROUP BY x) "
+                       "a FULL JOIN (SELECT lexeme, docs FROM term_docs WHERE agent_id = ? AND "
+                       "kind = ?) b ON a.x = b.lexeme WHERE a.n IS DISTINCT FROM b.docs",
                        (agent_id, agent_id, kind))[0][0]
 
-    def reindex_agent(self, agent_id: int) -> None:
+    def rebuild(self, agent_id: int) -> None:
         """Recompute the index columns of every row of the agent, and its totals."""
         for kind in KINDS:
             after = 0
-            while rows := self._q(f"SELECT id, index_text FROM {kind} WHERE agent_id = %s "
-                                  f"AND id > %s ORDER BY id LIMIT {_CHUNK}", (agent_id, after)):
+            while rows := self._q(f"SELECT id, index_text FROM {kind} WHERE agent_id = ? "
+                                  f"AND id > ? ORDER BY id LIMIT {_CHUNK}", (agent_id, after)):
                 analysed = self._analyse(agent_id, [r[1] for r in rows])
-                self._many(f"UPDATE {kind} SET terms = array_to_tsvector(%s::text[]), "
-                           "term_counts = %s, length = %s WHERE agent_id = %s AND id = %s",
+                self.db.executemany(f"UPDATE {kind} SET terms = array_to_tsvector(?::text[]), "
+                           "term_counts = ?, length = ? WHERE agent_id = ? AND id = ?",
                            [(*a, agent_id, r[0]) for r, a in zip(rows, analysed)])
                 after = rows[-1][0]
-            self._x(f"INSERT INTO search_stats (agent_id, kind, rows, tokens) SELECT %s, %s, "
+            self._x(f"INSERT INTO search_stats (agent_id, kind, rows, tokens) SELECT ?, ?, "
                     f"count(*) FILTER (WHERE index_text <> ''), coalesce(sum(length), 0) FROM "
-                    f"{kind} WHERE agent_id = %s ON CONFLICT (agent_id, kind) DO UPDATE SET "
+                    f"{kind} WHERE agent_id = ? ON CONFLICT (agent_id, kind) DO UPDATE SET "
                     "rows = excluded.rows, tokens = excluded.tokens", (agent_id, kind, agent_id))
-            self._x("DELETE FROM term_docs WHERE agent_id = %s AND kind = %s", (agent_id, kind))
-            self._x(f"INSERT INTO term_docs (agent_id, kind, lexeme, docs) SELECT %s, %s, x, "
+            self._x("DELETE FROM term_docs WHERE agent_id = ? AND kind = ?", (agent_id, kind))
+            self._x(f"INSERT INTO term_docs (agent_id, kind, lexeme, docs) SELECT ?, ?, x, "
                     f"count(*) FROM {kind} m, unnest(tsvector_to_array(m.terms)) x WHERE "
-                    "m.agent_id = %s GROUP BY x", (agent_id, kind, agent_id))
+                    "m.agent_id = ? GROUP BY x", (agent_id, kind, agent_id))
 
 
 def _prefix(agent_id: int, phrase: Phrase) -> str:

@@ -1,0 +1,128 @@
+"""Agents in the store: one row each (name, model, settings, running summary, what the engine
+learned, revision), created with their core memory blocks and deleted with everything of
+theirs (the schema cascades; a user-scope block goes only when no other agent uses it).
+
+A mixin of `sql.SQLStore`, over the database seam (see core.py).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from typing import Any
+
+from memgpt_lite.engine.records import now_iso
+from memgpt_lite.engine.store.base import AgentRow, IntegrityProblem, StoreError
+from memgpt_lite.engine.store.blocks import BlocksMixin
+
+_AGENT = "id, name, model, settings, summary, created_at, last_used_at, uid, state"
+
+
+def _agent(row: tuple | None) -> AgentRow | None:
+    if row is None:
+        return None
+    return AgentRow(row[0], row[1], row[2], json.loads(row[3]), row[4], row[5], row[6],
+                    row[7], json.loads(row[8] or "{}"))
+
+
+class AgentsMixin(BlocksMixin):
+    """Agents: created, read, changed, renamed, deleted."""
+
+    def create_agent(self, name: str, settings: dict,
+                     blocks: dict[str, tuple[str, int]]) -> AgentRow:
+        name = self.db.text(name)
+        with self.transaction():
+            if self.get_agent(name) is not None:
+                raise StoreError(f"An agent named {name!r} already exists.")
+            try:
+                agent_id = self.db.insert(
+                    "INSERT INTO agents (name, model, settings, created_at, uid) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (name, self.db.text(str(settings.get("model", ""))), self._dumps(settings),
+                     now_iso(), secrets.token_hex(8)))
+            except IntegrityProblem:  # another process created it a moment ago
+                raise StoreError(f"An agent named {name!r} already exists.") from None
+            self.index.create_agent(agent_id)
+            for label, (value, limit) in blocks.items():
+                self.set_block(agent_id, label, value, limit, source="init")
+        return self.get_agent_by_id(agent_id)  # type: ignore[return-value]
+
+    def get_agent(self, name: str) -> AgentRow | None:
+        rows = self.db.query(f"SELECT {_AGENT} FROM agents WHERE name = ?",
+                             (self.db.text(name),))
+        return _agent(rows[0] if rows else None)
+
+    def get_agent_by_id(self, agent_id: int) -> AgentRow | None:
+        rows = self.db.query(f"SELECT {_AGENT} FROM agents WHERE id = ?", (agent_id,))
+        return _agent(rows[0] if rows else None)
+
+    def list_agents(self) -> list[AgentRow]:
+        """By name, in code point order (as SQLite compares text)."""
+        agents = [_agent(r) for r in self.db.query(f"SELECT {_AGENT} FROM agents")]
+        return sorted(agents, key=lambda a: a.name)  # type: ignore[union-attr]
+
+    def _require_agent(self, name: str) -> AgentRow:
+        agent = self.get_agent(name)
+        if agent is None:
+            raise StoreError(f"There is no agent named {name!r}.")
+        return agent
+
+    def agent_stats(self, agent_id: int) -> dict:
+        messages, turns = self.db.query("SELECT count(*), count(DISTINCT turn_id) FROM messages "
+                                        "WHERE agent_id = ?", (agent_id,))[0]
+        passages = self.db.query("SELECT count(*) FROM passages WHERE agent_id = ?",
+                                 (agent_id,))[0][0]
+        agent = self.get_agent_by_id(agent_id)
+        return {"turns": turns, "messages": messages, "passages": passages,
+                "last_used_at": agent.last_used_at if agent else None}
+
+    def _update_agent(self, agent_id: int, column: str, value: Any) -> None:
+        self.db.execute(f"UPDATE agents SET {column} = ? WHERE id = ?", (value, agent_id))
+
+    def update_settings(self, agent_id: int, settings: dict) -> None:
+        with self.transaction():
+            self._update_agent(agent_id, "settings", self._dumps(settings))
+            if "model" in settings:
+                self._update_agent(agent_id, "model", self.db.text(str(settings["model"])))
+
+    def set_summary(self, agent_id: int, summary: str) -> None:
+        with self.transaction():
+            if self.open_turn(agent_id) is not None:
+                old = self.db.query("SELECT summary FROM agents WHERE id = ?", (agent_id,))
+                self._journal(agent_id, "summary", "", old[0][0] if old else "")
+            self._update_agent(agent_id, "summary", self.db.text(summary))
+
+    def _undo_summary(self, agent_id: int, target: str, before: str) -> None:
+        self.set_summary(agent_id, before)
+
+    def set_state(self, agent_id: int, state: dict) -> None:
+        """The agent's runtime state (what the engine learned and must keep across
+        restarts), stored as given."""
+        self._update_agent(agent_id, "state", self._dumps(state))
+
+    def restore_agent(self, agent_id: int, *, summary: str, created_at: str,
+                      last_used_at: str | None, state: dict | None = None) -> None:
+        self.db.execute("UPDATE agents SET summary = ?, created_at = ?, last_used_at = ?, "
+                        "state = ? WHERE id = ?", (self.db.text(summary), created_at,
+                                                   last_used_at, self._dumps(state or {}),
+                                                   agent_id))
+
+    def touch(self, agent_id: int) -> None:
+        self._update_agent(agent_id, "last_used_at", now_iso())
+
+    def rename_agent(self, old: str, new: str) -> None:
+        with self.transaction():
+            agent = self._require_agent(old)
+            if self.get_agent(new) is not None:
+                raise StoreError(f"An agent named {new!r} already exists.")
+            self._update_agent(agent.id, "name", self.db.text(new))
+
+    def delete_agent(self, name: str) -> None:
+        """Delete the agent and everything of it; a user-scope block goes only when no other
+        agent uses it."""
+        with self.transaction():
+            agent = self._require_agent(name)
+            self.index.drop_agent(agent.id)
+            self.db.execute("DELETE FROM agents WHERE id = ?", (agent.id,))  # cascades
+            self.drop_unused_shared_blocks()
+        self._decoded.clear()  # message ids can be given again after a delete

@@ -1,0 +1,57 @@
+"""Forgetting in the store: the intents that make a forget resumable, and the one transaction
+that changes an agent's rows (store/scrub.py decides what changes, place by place). What the
+backend's files keep of the old text afterwards is the backend's to wipe (`wipe_freed`:
+SQLite zeroes freed pages and empties its WAL; Postgres VACUUMs, see docs/postgres.md).
+
+A mixin of `sql.SQLStore`, over the database seam (see core.py).
+"""
+
+from __future__ import annotations
+
+import json
+
+from memgpt_lite.engine.matching import Matcher
+from memgpt_lite.engine.records import now_iso
+from memgpt_lite.engine.store import scrub
+from memgpt_lite.engine.store.base import ForgetIntent
+from memgpt_lite.engine.store.core import StoreCore
+
+STORE, FILES = "store", "files"  # what is left to do: everything, or the files outside
+
+
+__all__ = ["FILES", "STORE", "ForgetIntent", "ForgetMixin"]
+
+
+class ForgetMixin(StoreCore):
+    """Forget intents and forgetting units."""
+
+    def add_forget_intent(self, agent_id: int, agent_uid: str, matcher: Matcher) -> int:
+        return self.db.insert("INSERT INTO forget_intents (agent_id, agent_uid, spec, stage, "
+                              "created_at) VALUES (?, ?, ?, ?, ?)",
+                              (agent_id, agent_uid, json.dumps(matcher.spec()), STORE,
+                               now_iso()))
+
+    def forget_intents(self) -> list[ForgetIntent]:
+        """Forgets started and not finished, oldest first."""
+        rows = self.db.query("SELECT id, agent_id, agent_uid, spec, stage, created_at "
+                             "FROM forget_intents ORDER BY id")
+        return [ForgetIntent(r[0], r[1], r[2], Matcher.from_spec(json.loads(r[3])), r[4], r[5])
+                for r in rows]
+
+    def drop_forget_intent(self, intent_id: int) -> None:
+        self.db.execute("DELETE FROM forget_intents WHERE id = ?", (intent_id,))
+
+    def forget_units(self, agent_id: int, matcher: Matcher) -> list[scrub.Unit]:
+        """What forgetting `matcher` would change in the agent's rows (see scrub.py)."""
+        return scrub.find_units(self.db, agent_id, matcher)
+
+    def apply_forget(self, agent_id: int, units: list[scrub.Unit], matcher: Matcher,
+                     intent_id: int | None = None) -> None:
+        """Change exactly `units`, in one transaction with the intent's next stage."""
+        with self.transaction():
+            self._bump(agent_id)  # the agent's other writers wait (Postgres: its row lock)
+            scrub.apply_units(scrub.Writer(self.db, agent_id, self.index), units, matcher)
+            if intent_id is not None:
+                self.db.execute("UPDATE forget_intents SET stage = ? WHERE id = ?",
+                                (FILES, intent_id))
+        self._decoded.clear()  # ids can be given again after a delete; content changes

@@ -1,0 +1,1 @@
+"""The SQLite backend: one file per data dir (the default). See store.py."""

@@ -1,0 +1,39 @@
+"""The agent's clock as one turn reads it, and who is told of each reading.
+
+Everything a turn stamps (its user message, its passages, its commit) comes from the agent's
+clock. A recording keeps every reading of a turn, so that its replay serves them back in
+order and its requests (search results show times) match byte for byte. The agent makes one
+`TurnClock` per turn and tells its observers of each reading (see `Agent.observed`); nobody
+wraps or replaces the agent's clock from outside.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Protocol
+
+
+class ClockObserver(Protocol):
+    """Told of every reading of the clock a turn uses (a recorder keeps them)."""
+
+    def clock_read(self, moment: datetime) -> None: ...
+
+
+class TurnClock:
+    """One turn's readings of `clock`. The first is taken as the turn starts (`start`, the
+    turn's time) and is what the first use gets: the user message is stamped with the turn's
+    time, and the clock is read once per use, so a replay that serves the recorded readings
+    in order gives every use the live session's time."""
+
+    def __init__(self, clock: Callable[[], datetime], observers: Sequence[ClockObserver]):
+        self.start = clock()
+        self._clock, self._observers = clock, observers
+        self._unused: datetime | None = self.start
+
+    def __call__(self) -> datetime:
+        moment = self._unused if self._unused is not None else self._clock()
+        self._unused = None
+        for observer in self._observers:
+            observer.clock_read(moment)
+        return moment

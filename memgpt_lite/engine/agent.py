@@ -326,6 +326,19 @@ class Agent:
         return ContextInputs(summary, self.store.context_messages(self.id), current,
                              render_core_memory(self.blocks()), tools_enabled=tools_enabled)
 
+    def set_search_layout(self, layout: int) -> None:
+        """Search as a recording made with `layout` did (recall_page.py): its tool
+        definitions and its pages, so a replay of it sends the recorded requests."""
+        self.tools.layout = layout
+        self.builder.tools = tool_schemas(layout)
+
+    def _visible(self, run: _TurnRun) -> tuple[list[int], list[int]]:
+        """What a search should not spend the model's tokens on: the turn it is in (its
+        stored messages), and the messages of the queue, which the model still sees."""
+        current = [m.id for m in run.messages if m.id is not None]
+        queued = [m.id for m in self.store.context_messages(self.id) if m.id is not None]
+        return current, queued
+
     def _tools_off(self, run: _TurnRun) -> bool:
         """Tools are withheld on the per-turn limit's last call and after a stopped loop."""
         return run.calls >= self.settings.max_calls_per_turn or run.stop_tools
@@ -432,7 +445,11 @@ class Agent:
 
     def _dispatch(self, call: ToolCall, run: _TurnRun) -> tuple[ToolOutcome, list[Event]]:
         if call.name in MEMORY_TOOL_NAMES:
-            outcome = self.tools.execute(call.name, call.input)
+            self.tools.visible = lambda: self._visible(run)
+            try:
+                outcome = self.tools.execute(call.name, call.input)
+            finally:
+                self.tools.visible = None
             return outcome, outcome.events
         if call.name == "evict_turns":
             inputs = self._inputs(run)

@@ -66,7 +66,7 @@ from pathlib import Path
 from typing import Any
 
 from memgpt_lite import __version__
-from memgpt_lite.engine import prompts
+from memgpt_lite.engine import prompts, recall_page
 from memgpt_lite.engine.config import recordings_dir
 from memgpt_lite.engine.events import Event, NoticeEvent, ResponseEvent, UserEvent
 from memgpt_lite.engine.recording_schema import line_problem
@@ -204,11 +204,13 @@ class Recorder:
                blocks: dict[str, str] | None = None, agent_uid: str | None = None,
                base: str | None = None, delta: dict[str, Any] | None = None,
                source: str = "live", note: str | None = None,
-               created_at: str | None = None) -> None:
+               created_at: str | None = None,
+               search_layout: int = recall_page.LAYOUT) -> None:
         self.agent_uid = agent_uid
         self.write({"type": "header", "agent": agent, "agent_uid": agent_uid,
                     "settings": settings, "model": model,
                     "prompt_digests": prompts.digests(), "version": __version__,
+                    "search_layout": search_layout,
                     "created_at": created_at or utc_iso(datetime.now(timezone.utc)),
                     "source": source, "note": note, "blocks": blocks or {},
                     "base": base, "delta": delta})
@@ -336,7 +338,8 @@ def record_header(agent: Any, recorder: Recorder, *, source: str = "live",
                     settings=agent.settings.to_dict(), model=agent.settings.model,
                     blocks=core_memory(agent), delta=delta,
                     base=None if base is None else base.relative_to(folder).as_posix(),
-                    source=source, note=note, created_at=created_at)
+                    source=source, note=note, created_at=created_at,
+                    search_layout=agent.tools.layout)
     recorder.watch(agent)
 
 

@@ -33,6 +33,7 @@ LINES: dict[str, dict[str, Spec]] = {
                "?agent_uid": OPT_STR, "?base": OPT_STR, "?delta": (dict, None),
                "?snapshot": (dict, None), "?source": OPT_STR, "?note": OPT_STR,
                "?created_at": OPT_STR, "?version": OPT_STR, "?prompt_digests": (dict, None),
+               "?search_layout": (int, None),
                "?forgotten": (FORGOTTEN, None)},
     "user": {"text": str, "?at": OPT_STR, "?retry": bool, "?agent": str},
     "model_call": {"call_index": int, "request_digest": str, "estimated_tokens": int,

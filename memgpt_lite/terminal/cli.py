@@ -91,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--embedder", metavar="SPEC",
                    help="onnx:FOLDER or http (default: $MEMGPT_LITE_EMBEDDER)")
     p.set_defaults(func=lambda a: _embedding_commands().cmd_index(a))
+    _add_embeddings_parser(sub)
     _add_recording_parsers(sub)
     _add_eval_parser(sub)
     _add_forget_parser(sub)
@@ -106,6 +107,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="bash, zsh or fish")
     p.set_defaults(func=_completion)
     return parser
+
+
+def _add_embeddings_parser(sub: Any) -> None:
+    p = _parser(sub, "embeddings", "install a known embedding model for hybrid search, or list "
+                "them", "memgpt-lite embeddings list", "memgpt-lite embeddings install",
+                "memgpt-lite embeddings install e5-small --no-index")
+    inner = p.add_subparsers(dest="embeddings_command", metavar="ACTION")
+    q = _parser(inner, "list", "show the known models: size, languages, measured recall, "
+                "installed", "memgpt-lite embeddings list")
+    q.set_defaults(func=lambda a: _embedding_commands().cmd_embeddings_list(a))
+    q = _parser(inner, "install", "fetch a model once (checked by sha256), make it the "
+                "default embedder and index every agent", "memgpt-lite embeddings install",
+                "memgpt-lite embeddings install bge-small")
+    q.add_argument("model", nargs="?", metavar="MODEL",
+                   help="a known model (default: minilm; see `embeddings list`)")
+    q.add_argument("--no-index", action="store_true",
+                   help="only install; run `memgpt-lite index` later")
+    q.set_defaults(func=lambda a: _embedding_commands().cmd_embeddings_install(a))
+    p.set_defaults(func=lambda a: _help(p))
 
 
 def _add_chat_parser(sub: Any) -> None:
@@ -162,7 +182,8 @@ def _add_eval_parser(sub: Any) -> None:
                 "memgpt-lite eval correct-core-fact --model haiku",
                 "memgpt-lite eval scenario.toml --model sonnet --json a.json",
                 "memgpt-lite eval --compare a.json b.json",
-                "memgpt-lite eval locomo locomo10.json --retrieval-only")
+                "memgpt-lite eval locomo locomo10.json --retrieval-only",
+                "memgpt-lite eval locomo locomo10.json --retrieval-only --db postgresql://me@host/db")
     p.add_argument("scenarios", nargs="*", metavar="SCENARIO",
                    help="scenario .toml files or bundled scenario names (default: all the "
                         "bundled ones), or `locomo FILE` / `nkv FILE` for the dataset runners")
@@ -178,6 +199,9 @@ def _add_eval_parser(sub: Any) -> None:
     p.add_argument("--embedder", metavar="SPEC",
                    help="LoCoMo retrieval: also score dense and hybrid search with this "
                         "embedder (onnx:FOLDER or http, as MEMGPT_LITE_EMBEDDER)")
+    p.add_argument("--db", dest="eval_db", metavar="URL",
+                   help="LoCoMo retrieval: store the conversations in a scratch database on "
+                        "this postgresql:// server (created and dropped) instead of SQLite")
     p.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"),
                    help="compare two JSON reports check by check")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON (- for stdout)")

@@ -201,7 +201,8 @@ def _dataset(console: Console, name: str, args: argparse.Namespace) -> int:
             judge = client if (client is not None and getattr(args, "judge", False)) else None
             result = locomo.run_locomo(file, retrieval_only=retrieval, model_client=client,
                                        settings=settings, judge=judge, progress=counted,
-                                       embedder=_embedder(args, retrieval))
+                                       embedder=_embedder(args, retrieval),
+                                       db=_scratch_server(args, retrieval))
         else:
             result = nested_kv.run_nested_kv(file, _live_client(args), settings=settings,
                                              progress=counted)
@@ -220,6 +221,22 @@ def _embedder(args: argparse.Namespace, retrieval: bool) -> Any:
     from memgpt_lite.terminal.embedding_commands import configured_embedder
 
     return configured_embedder(args.embedder)
+
+
+def _scratch_server(args: argparse.Namespace, retrieval: bool) -> str | None:
+    """`eval locomo --retrieval-only --db URL`: the Postgres server to work on."""
+    url = getattr(args, "eval_db", None)
+    if not url:
+        return None
+    from memgpt_lite.engine.store import is_postgres_url
+
+    if not retrieval:
+        raise _UsageError("--db applies to `eval locomo --retrieval-only`; answering runs in "
+                          "a temporary SQLite store")
+    if not is_postgres_url(url):
+        raise _UsageError(f"--db takes a postgresql:// URL (the retrieval eval works in a "
+                          f"scratch database on that server), got {url!r}")
+    return url
 
 
 def _write_json(console: Console, target: str | None, report: dict[str, Any]) -> None:

@@ -13,7 +13,7 @@ deletions leave tombstones (recordings carry deltas, see `snapshot.py`); search 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -209,7 +209,11 @@ class Store(Protocol):
     def search_messages(self, agent_id: int, query: str, page: int = 1, per_page: int = 5,
                         start_date: str | None = None, end_date: str | None = None, *,
                         dense: dict[int, float] | None = None, keyword_weight: float = ...,
-                        context: bool = True) -> SearchPage: ...
+                        context: bool = True, leave_out: Collection[int] = (),
+                        below: Collection[int] = ()) -> SearchPage:
+        """`leave_out`: ids never returned (the current turn); `below`: ids ranked after
+        every other candidate (messages the model still sees in its context)."""
+        ...
     def replies(self, agent_id: int, ids: list[int]) -> dict[int, list[SearchHit]]: ...
 
     # ---------------------------------------------------------------- archival

@@ -40,6 +40,7 @@ class SQLiteStore(SQLStore):
             db.configure()
             super().__init__(db, fts.FTS5Index(db))
             self._migrate()
+            db.check_pages()
         except StoreError:
             db.close()
             raise

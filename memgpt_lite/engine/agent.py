@@ -52,11 +52,10 @@ from memgpt_lite.engine.memory import (
     MemoryTools,
     ToolOutcome,
     default_blocks,
-    memory_tool_schemas,
     render_core_memory,
 )
 from memgpt_lite.engine.model import ModelClient
-from memgpt_lite.engine.paging import EVICT_TURNS_SCHEMA, Pager
+from memgpt_lite.engine.paging import Pager
 from memgpt_lite.engine.records import (
     Block,
     ContentBlock,
@@ -77,10 +76,10 @@ from memgpt_lite.engine.tally import Tally
 from memgpt_lite.engine.text import clean_text, clean_value
 from memgpt_lite.engine.tokens import TokenCounter, cost_usd
 from memgpt_lite.engine.turn_clock import ClockObserver, TurnClock
+from memgpt_lite.engine.window import tool_schemas, window_for
 
 BLOCK_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,49}")
 REPEAT_LIMIT = 3  # identical tool calls in a row before the chain is stopped
-ONE_TURN_TOKENS = 500  # the least room a turn needs on top of the fixed part of a request
 
 
 def utc_now() -> datetime:
@@ -102,7 +101,7 @@ class Agent:
                  summary_client: ModelClient | None, clock: Callable[[], datetime], created: bool):
         self.store, self.row = store, row
         self.settings = settings = replace(settings)  # its own copy: a learned window changes it
-        self.provider_window = _window_for(row.state.get("provider_window"), settings.model)
+        self.provider_window = window_for(row.state.get("provider_window"), settings.model)
         if self.provider_window is not None:
             settings.context_window = min(settings.context_window, self.provider_window)
         self.id, self.name, self.created = row.id, row.name, created
@@ -117,9 +116,10 @@ class Agent:
         self.pager = Pager(settings, store, row.id, self.counter, self.builder, summariser)
         self.pager.restore(row.state.get("pager"))
         self.redact_secrets = True  # user text and model output, before they are stored
-        # A private key's BEGIN line came without its END line: the next messages may be
-        # the rest of it, piped line by line (see redact.redact_message).
-        self.in_key = False
+        # A secret the last message left open (a private key's BEGIN line without its END,
+        # a token cut at the end): the next messages may be the rest of it, piped line by
+        # line (see redact.redact_message). Its kind, or a false value.
+        self.in_key: str | bool | None = False
         self.lock: AgentLockLike | None = None
         # Called with the turn id once a turn is committed (e.g. background embedding);
         # they must return at once: the reply is not held up by them.
@@ -365,6 +365,19 @@ class Agent:
         return ContextInputs(summary, self.store.context_messages(self.id), current,
                              render_core_memory(self.blocks()), tools_enabled=tools_enabled)
 
+    def set_search_layout(self, layout: int) -> None:
+        """Search as a recording made with `layout` did (recall_page.py): its tool
+        definitions and its pages, so a replay of it sends the recorded requests."""
+        self.tools.layout = layout
+        self.builder.tools = tool_schemas(layout)
+
+    def _visible(self, run: _TurnRun) -> tuple[list[int], list[int]]:
+        """What a search should not spend the model's tokens on: the turn it is in (its
+        stored messages), and the messages of the queue, which the model still sees."""
+        current = [m.id for m in run.messages if m.id is not None]
+        queued = [m.id for m in self.store.context_messages(self.id) if m.id is not None]
+        return current, queued
+
     def _tools_off(self, run: _TurnRun) -> bool:
         """Tools are withheld on the per-turn limit's last call and after a stopped loop."""
         return run.calls >= self.settings.max_calls_per_turn or run.stop_tools
@@ -471,7 +484,11 @@ class Agent:
 
     def _dispatch(self, call: ToolCall, run: _TurnRun) -> tuple[ToolOutcome, list[Event]]:
         if call.name in MEMORY_TOOL_NAMES:
-            outcome = self.tools.execute(call.name, call.input)
+            self.tools.visible = lambda: self._visible(run)
+            try:
+                outcome = self.tools.execute(call.name, call.input)
+            finally:
+                self.tools.visible = None
             return outcome, outcome.events
         if call.name == "evict_turns":
             inputs = self._inputs(run)
@@ -554,22 +571,6 @@ class Agent:
         return self.store.set_block(self.id, label, value, limit, source=source)
 
 
-def tool_schemas() -> list[dict]:
-    """The tools every request defines: the memory tools and evict_turns."""
-    return memory_tool_schemas() + [EVICT_TURNS_SCHEMA]
-
-
-def request_floor(settings: Settings, blocks: list[Block], counter_state: object = None) -> int:
-    """The tokens a turn needs at the least: the real request built with an empty queue and
-    no summary (tools, system prompt, these core memory blocks) plus one short turn, as
-    the agent's counter (from its stored state; else the cautious default) estimates it."""
-    counter = TokenCounter.from_state(counter_state)
-    current = [Message("user", [{"type": "text", "text": "Hello."}], 1)]
-    inputs = ContextInputs("", [], current, render_core_memory(blocks))
-    built = ContextBuilder(settings, tool_schemas(), counter).build(inputs)
-    return built.estimated_tokens + ONE_TURN_TOKENS
-
-
 @dataclass
 class _TurnRun:
     turn_id: int
@@ -591,10 +592,3 @@ def _text_of(message: Message) -> str:
                    if b.get("type") == "text" and not is_attachment(b))
 
 
-def _window_for(state: object, model: str) -> int | None:
-    """The window a provider taught the agent for `model` (see Agent._learn_window)."""
-    if isinstance(state, dict) and state.get("model") == model:
-        tokens = state.get("tokens")
-        if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0:
-            return tokens
-    return None

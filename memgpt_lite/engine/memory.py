@@ -16,10 +16,17 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import TYPE_CHECKING
 
-from memgpt_lite.engine import prompts
+from memgpt_lite.engine import prompts, recall_page
 from memgpt_lite.engine.events import Event, MemoryEditEvent
+from memgpt_lite.engine.recall_page import (
+    HIT_CHARS,
+    LAYOUT,
+    TURN_QUERY,
+    one_line,
+    page_lines,
+)
 from memgpt_lite.engine.records import Block, SearchHit, SearchPage
-from memgpt_lite.engine.search import KEYWORD_WEIGHT
+from memgpt_lite.engine.search import KEYWORD_WEIGHT, plain_text
 from memgpt_lite.engine.store import Store
 from memgpt_lite.engine.store.base import BlockChanged
 from memgpt_lite.engine.text import changed_parts, clean_value, neutralise_tags, shorten
@@ -29,8 +36,6 @@ if TYPE_CHECKING:
 
 MEMORY_TOOL_NAMES = ("core_memory_append", "core_memory_replace", "conversation_search",
                      "archival_insert", "archival_update", "archival_delete", "archival_search")
-HIT_CHARS = 500  # longer hits are cut so one search result cannot flood the context
-CONTEXT_CHARS = 300  # the reply shown under a hit is context, cut shorter
 GLIMPSE_CHARS = 100  # a similar passage is shown by its first words
 EDIT_TRIES = 3  # reads of a shared block per edit (see MemoryTools._compare_and_retry)
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -62,8 +67,16 @@ def _tool(name: str, description: str, properties: dict, required: list[str]) ->
                              "required": required, "additionalProperties": False}}
 
 
-def memory_tool_schemas() -> list[dict]:
-    """Anthropic tool definitions for the seven memory tools (stable: part of the cache)."""
+def _message_page(layout: int) -> dict:
+    """conversation_search's page argument, naming the page size of the search layout."""
+    size = recall_page.PER_PAGE[layout]
+    return _PAGE if size == 5 else {
+        **_PAGE, "description": f"1-based page of results ({size} per page). Default 1."}
+
+
+def memory_tool_schemas(layout: int = LAYOUT) -> list[dict]:
+    """Anthropic tool definitions for the seven memory tools (stable: part of the cache);
+    `layout`: the search layout conversation_search pages with (recall_page.py)."""
     return [
         _tool("core_memory_append",
               "Add a line to a core memory block. Core memory is always in your context, so "
@@ -92,7 +105,7 @@ def memory_tool_schemas() -> list[dict]:
               "(names, nouns) and try synonyms if the first search finds nothing. Only what "
               "the user and you said is searched, not tool calls or results.",
               {"query": {**_QUERY, "description": "Keywords or a question."},
-               "page": _PAGE,
+               "page": _message_page(layout),
                "start_date": {**_DAY, "description": "Only messages on or after this "
                                                      "day, YYYY-MM-DD."},
                "end_date": {**_DAY, "description": "Only messages on or before this "
@@ -248,49 +261,8 @@ def _error(text: str, name: str) -> ToolOutcome:
     return ToolOutcome(text, True, f"{name} error: {shorten(text, 60)}")
 
 
-def _hit_line(text: str, limit: int = HIT_CHARS, query: str = "") -> str:
-    """One hit as one inert line, cut at `limit` chars. A long hit whose first match of
-    `query` lies past the first third of that is shown around the match instead (an attached
-    file's part that was asked for, not its opening)."""
-    text = neutralise_tags(" ".join(text.split()))  # one line per hit, inert
-    if len(text) <= limit:
-        return text
-    start = max(0, min(_first_match(text, query) - limit // 3, len(text) - limit))
-    if start <= limit // 3:
-        return text[:limit] + f" …[+{len(text) - limit} chars]"
-    after = len(text) - start - limit
-    return (f"[{start} chars before] …{text[start:start + limit]}"
-            + (f" …[+{after} chars]" if after > 0 else ""))
-
-
-def _first_match(text: str, query: str) -> int:
-    """Where the first of the query's words (or, for a long word, its first five letters)
-    appears in `text`, ignoring case; 0 when none does."""
-    from memgpt_lite.engine.search import query_terms
-
-    lower = text.lower()
-    found = []
-    for term in query_terms(query) if query else []:
-        word = term.rstrip("*")
-        at = lower.find(word)
-        if at < 0 and len(word) >= 7:
-            at = lower.find(word[:5])
-        if at >= 0:
-            found.append(at)
-    return min(found, default=0)
-
-
-def _message_lines(hit: SearchHit, query: str = "") -> list[str]:
-    """A message hit as one line, and the reply that followed it indented below it."""
-    status = " (interrupted, never answered)" if hit.status == "interrupted" else ""
-    lines = [f"- {_when(hit)} {hit.role}{status}: {_hit_line(hit.text, query=query)}"]
-    lines += [f"  ↳ reply {_when(r)} {r.role}: {_hit_line(r.text, CONTEXT_CHARS)}"
-              for r in hit.context]
-    return lines
-
-
-def _when(hit: SearchHit) -> str:
-    return hit.created_at.replace("T", " ").rstrip("Z")[:16]
+def _hit_line(text: str, limit: int = HIT_CHARS) -> str:
+    return one_line(text, limit)
 
 
 def _parse_date(value: str | None, name: str) -> tuple[date | None, str | None]:
@@ -316,6 +288,14 @@ class MemoryTools:
         # Meaning-based candidates fused with the keyword ones (None: keywords only); set by
         # whoever opens the agent with an embedder, or by a replay (see engine/dense.py).
         self.dense: DenseSide | None = None
+        # Who block history names as the author of an edit: the chat's model ("tool"), or
+        # the MCP client the edit came from ("mcp:NAME", see memory_service.py).
+        self.source = "tool"
+        # conversation_search's page layout (recall_page.py); a replay sets its recording's.
+        self.layout = LAYOUT
+        # (ids never shown: the current turn; ids ranked last: what the model still sees in
+        # its context), set by the agent for each tool call; None outside a turn.
+        self.visible: Callable[[], tuple[list[int], list[int]]] | None = None
 
     def execute(self, name: str, args: object) -> ToolOutcome:
         if name not in MEMORY_TOOL_NAMES:
@@ -345,7 +325,7 @@ class MemoryTools:
                 f"Block {block.label!r} would be {len(new)}/{block.limit} chars, {over} over "
                 f"its limit. Shorten the text, remove or condense old text with "
                 f"core_memory_replace, or store the details with archival_insert.", tool)
-        saved = self.store.set_block(self.agent_id, block.label, new, source="tool",
+        saved = self.store.set_block(self.agent_id, block.label, new, source=self.source,
                                      expected=block.value)
         edit = MemoryEditEvent(block.label, op, block.value, saved.value,  # type: ignore[arg-type]
                                saved.used, saved.limit)
@@ -437,12 +417,40 @@ class MemoryTools:
         if problem:
             return _error(problem, tool)
         start_iso, end_iso = start and start.isoformat(), end and end.isoformat()
-        dense, weight, events = self.dense_candidates(tool, "messages", query, start_iso, end_iso)
-        result = self.store.search_messages(self.agent_id, query, page, start_date=start_iso,
-                                            end_date=end_iso, dense=dense,
-                                            keyword_weight=weight)
-        lines = [line for h in result.hits for line in _message_lines(h, query)]
+        turn = TURN_QUERY.fullmatch(query) if self.layout >= 2 else None
+        if turn:
+            return self._whole_turn(int(turn.group(1)))
+        result, events = self.message_page(query, page, start_iso, end_iso)
+        lines = page_lines(result.hits, query, self.layout)
         return self._page_outcome(tool, query, result, lines, events)
+
+    def message_page(self, query: str, page: int = 1, start: str | None = None,
+                     end: str | None = None, *,
+                     per_page: int | None = None) -> tuple[SearchPage, list[Event]]:
+        """The page of message hits conversation_search shows (and the dense side's events):
+        from layout 2 on, never the current turn, and what is still in the context window
+        ranked after what the model cannot see."""
+        tool = "conversation_search"
+        dense, weight, events = self.dense_candidates(tool, "messages", query, start, end)
+        leave_out, below = self.visible() if self.visible and self.layout >= 2 else ([], [])
+        size = per_page or recall_page.PER_PAGE[self.layout]
+        result = self.store.search_messages(self.agent_id, query, page, size, start_date=start,
+                                            end_date=end, dense=dense, keyword_weight=weight,
+                                            leave_out=leave_out, below=below)
+        return result, events
+
+    def _whole_turn(self, turn_id: int) -> ToolOutcome:
+        """`turn:N`: the texts of turn N whole, for a hit shown only in part."""
+        tool = "conversation_search"
+        texts = [(m, plain_text(m.role, m.content))
+                 for m in self.store.turn_messages(self.agent_id, turn_id)]
+        lines = [f"- {m.created_at[:16].replace('T', ' ')} {m.role}: {one_line(t, MAX_TEXT)}"
+                 for m, t in texts if t.strip()]
+        if not lines:
+            return _error(f"There is no turn {turn_id} with text in the conversation history.",
+                          tool)
+        return ToolOutcome("\n".join([f"turn {turn_id}, {len(lines)} messages", *lines]), False,
+                           f"{tool} turn:{turn_id} → {len(lines)} messages")
 
     def archival_search(self, query: str, page: int = 1,
                         tags: list[str] | None = None) -> ToolOutcome:
@@ -454,8 +462,7 @@ class MemoryTools:
         result = self.store.search_passages(self.agent_id, query, page, tags=_tags(tags),
                                             dense=dense, keyword_weight=weight)
         lines = [f"- #{h.id} {h.created_at[:10]}"
-                 + (f" [tags: {', '.join(h.tags)}]" if h.tags else "")
-                 + f": {_hit_line(h.text, query=query)}"
+                 + (f" [tags: {', '.join(h.tags)}]" if h.tags else "") + f": {_hit_line(h.text)}"
                  for h in result.hits]
         return self._page_outcome(tool, query, result, lines, events)
 
@@ -472,10 +479,7 @@ class MemoryTools:
                       events: list[Event]) -> ToolOutcome:
         head = f"page {result.page} of {result.pages}, {result.total} results"
         summary = f'{tool} "{shorten(query, 40)}"'
-        if result.page > 1:
-            summary += f" page {result.page}"
-        # The summary is the user's line; the model's text ("N results") is kept as it was
-        # recorded, so earlier recordings still replay.
+        summary += f" page {result.page}" if result.page > 1 else ""
         summary += f" → {result.total} result{'' if result.total == 1 else 's'}"
         if result.total == 0:
             lines = ["No matches. Try other keywords or synonyms"

@@ -56,8 +56,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("database_url", "MEMGPT_LITE_DATABASE_URL", "database",
             "postgresql://user@host/db: the agents' store on Postgres (as --db)", flag="--db"),
     Setting("embedder", "MEMGPT_LITE_EMBEDDER", "embedder",
-            "hybrid search: onnx:FOLDER (a local model), http (an endpoint) or none",
-            default="none"),
+            "hybrid search: onnx:FOLDER (a local model), http (an endpoint) or none "
+            "(unset: the model `embeddings install` made the default, if any)"),
     Setting("embeddings_url", "MEMGPT_LITE_EMBEDDINGS_URL", "text",
             "the embeddings endpoint's API base, e.g. http://localhost:11434/v1"),
     Setting("embeddings_model", "MEMGPT_LITE_EMBEDDINGS_MODEL", "text",
@@ -78,6 +78,9 @@ SETTINGS: tuple[Setting, ...] = (
             "the data dir (default: the platform's user data dir)", file=False),
     Setting("config", "MEMGPT_LITE_CONFIG", "path",
             "the config file (default: config.toml in the platform's config dir)", file=False),
+    Setting("project", "MEMGPT_LITE_PROJECT", "path",
+            "the project directory (as mcp --project; default: the working directory)",
+            flag="--project", file=False),
 )
 BY_KEY = {s.key: s for s in SETTINGS}
 AGENT_KEYS = tuple(s.key for s in SETTINGS if s.agent)

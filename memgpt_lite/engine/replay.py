@@ -322,6 +322,8 @@ class _Replayer:
         agent = Agent.open(self.store, name, model_client=self.client,
                            summary_client=self.client.for_purpose("summary"),
                            settings=settings, clock=self.clock)
+        # Recordings made before search layouts were named used layout 1 (recall_page.py).
+        agent.set_search_layout(int(header.get("search_layout") or 1))
         if first and not (header.get("snapshot") or header.get("delta")):
             self._restore_blocks(agent, header.get("blocks") or {})
         return agent

@@ -18,7 +18,7 @@ from rich.console import Console
 
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.terminal import render
-from memgpt_lite.terminal.exit_codes import EXIT_USAGE, UserError
+from memgpt_lite.terminal.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE, UserError
 from memgpt_lite.terminal.user_input import LineReader, edit_in_editor
 from memgpt_lite.terminal.view import ChatView, JsonView
 
@@ -44,6 +44,7 @@ class ChatSession:
         self.tally = Tally()  # this session's events, for /tokens, /cost and the goodbye line
         self.failed_turns = 0  # turns that ended with an error (the exit status says so)
         self.unresolved = False  # the last turn failed and no /retry has fixed it yet
+        self.interrupted_turns = 0  # turns cancelled by Ctrl-C
         self.hide_typing = hide_typing or contextlib.nullcontext
         self.recorder_factory = recorder_factory
         self.reader: LineReader | None = None
@@ -92,6 +93,7 @@ class ChatSession:
                     self.view.handle(event)
             except KeyboardInterrupt:
                 steps.close()  # the agent abandons the turn: nothing of it stays in the queue
+                self.interrupted_turns += 1
                 self.view.interrupted()
             finally:
                 # Also on any other way out (a closed stdout pipe): the turn ends now, while
@@ -210,10 +212,13 @@ def piped_loop(session: ChatSession, lines: Iterator[str]) -> int:
 
 
 def one_shot(session: ChatSession, text: str) -> int:
-    """`chat -p TEXT`: one message, its reply, and the exit status of that turn."""
+    """`chat -p TEXT`: one message, its reply, and the exit status of that turn (130 when
+    Ctrl-C cancelled it, as for any command interrupted)."""
     if not text.strip():
         raise UserError("-p needs a message (or - to read it from stdin).", EXIT_USAGE)
     session.run_turn(text)
+    if session.interrupted_turns:
+        return EXIT_INTERRUPTED
     return 1 if session.failed_turns or not session.tally.completed_turns else 0
 
 

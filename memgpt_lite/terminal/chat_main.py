@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -69,7 +70,7 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
             return EXIT_ERROR
         view = JsonView(sys.stdout) if json_out else ChatView(
             console, live=styled, markdown=styled, meta=meta, host=client.host,
-            context_of=lambda: _context_size(agent),
+            context_of=lambda: _context_size(agent), retry_hint=prompt is None,
             transcript=typed and not sys.stdout.isatty())
         type_ahead = TypeAhead()
         session = ChatSession(agent, meta if json_out else console, view,
@@ -126,7 +127,9 @@ def _open_agent(store: Any, name: str, flags: dict[str, tuple[Any, str]], client
     from memgpt_lite.engine.agent import Agent
 
     row = store.get_agent(name)
-    settings = chat_settings(store, name, flags=flags)
+    settings = chat_settings(store, name, flags=flags, count=client.count_tokens,
+                             warn=lambda line: meta.print(render.shown(f"warning: {line}",
+                                                                       "yellow")))
     if row is None and not _may_create(store, name, typed, meta, banner):
         return None
     own = config.own_settings(row.settings) if row is not None else {}
@@ -175,13 +178,18 @@ def _drop_if_empty(meta: Console, store: Any, agent: Any, session: ChatSession) 
 def chat_settings(store: Any, name: str, model: str | None = None,
                   context_window: str | None = None, thinking: bool | None = None, *,
                   max_tokens: str | None = None,
-                  flags: dict[str, tuple[Any, str]] | None = None) -> Any:
+                  flags: dict[str, tuple[Any, str]] | None = None,
+                  count: Callable[[Any], int] | None = None,
+                  warn: Callable[[str], None] | None = None) -> Any:
     """The settings a chat runs with: flags over the environment over the agent's stored
     values over the config file over the defaults. Each value is checked where it entered
     (ConfigError naming the flag, variable or file), and together they must leave room for
-    the system prompt, tools, core memory and one turn."""
-    from memgpt_lite.engine.agent import request_floor
+    the system prompt, tools, core memory and one turn, measured as every check of the
+    window measures it (`window.window_floor`; `count`: the API's count_tokens). A window
+    stored earlier that no longer leaves that room (core memory grew) is not refused, since
+    it was accepted: `warn` says so once and the chat goes on."""
     from memgpt_lite.engine.memory import default_blocks
+    from memgpt_lite.engine.window import window_floor
 
     if flags is None:
         flags = _flags(render.make_console(sys.stderr, plain=True), model, context_window,
@@ -199,8 +207,13 @@ def chat_settings(store: Any, name: str, model: str | None = None,
     blocks = (store.get_blocks(row.id) if row is not None else
               [Block(label, value, limit) for label, (value, limit)
                in default_blocks(settings.block_limit).items()])
-    floor = request_floor(settings, blocks, row.state.get("counter") if row else None)
-    config.check_room(settings, floor, named)
+    floor = window_floor(settings, blocks, row.state.get("counter") if row else None, count)
+    try:
+        config.check_room(settings, floor, named)
+    except config.ConfigError as exc:
+        if row is None or warn is None or {"context_window", "max_output_tokens"} & set(named):
+            raise
+        warn(f"{exc} The chat goes on, every request over its budget.")
     return settings
 
 

@@ -9,7 +9,7 @@ import os
 import sys
 from typing import Any
 
-from memgpt_lite.terminal import render
+from memgpt_lite.terminal import agent_checks, render
 from memgpt_lite.terminal.exit_codes import EXIT_OK, EXIT_USAGE, UserError
 
 
@@ -116,6 +116,7 @@ def cmd_agents_show(args: argparse.Namespace) -> int:
 
     with _open_store() as store:
         row = _require_agent(store, args.name)
+        agent_checks.settle(store, row)
         render.print_agent(render.make_console(), store, row, setting_sources(row.settings))
     return EXIT_OK
 
@@ -150,6 +151,8 @@ def cmd_agents_set(args: argparse.Namespace) -> int:
         if settings.thinking and settings.max_output_tokens <= settings.thinking_budget:
             raise UserError(f"thinking=on needs max_output_tokens above "
                             f"{settings.thinking_budget:,}.", EXIT_USAGE)
+        agent_checks.check_window(settings, store.get_blocks(row.id), row.state.get("counter"),
+                                  {k: k for k in changes})
         store.update_settings(row.id, stored_form(own))
     shown = ", ".join(f"{k}={v}" for k, v in changes.items())
     print(render.visible(f"Agent {args.name!r}: {shown}."))

@@ -26,7 +26,7 @@ from memgpt_lite.engine import recording
 from memgpt_lite.engine import replay as replay_mod
 from memgpt_lite.lab import compare, locomo, nested_kv, scenarios
 from memgpt_lite.lab.harness import ScenarioError
-from memgpt_lite.terminal import render
+from memgpt_lite.terminal import eval_render, render
 from memgpt_lite.terminal.exit_codes import EXIT_ERROR, EXIT_OK, EXIT_USAGE
 from memgpt_lite.terminal.progress import progress
 
@@ -98,7 +98,7 @@ def _bundled_by_name(given: str) -> Path:
 def _list(console: Console) -> int:
     """`eval --list`: the bundled scenarios, what each proves, and how to run them."""
     rows = [scenarios.Scenario.load(p) for p in sorted(_bundled_scenarios())]
-    render.print_scenario_list(console, rows)
+    eval_render.print_scenario_list(console, rows)
     return EXIT_OK
 
 
@@ -117,15 +117,17 @@ def _scenarios(console: Console, args: argparse.Namespace) -> int:
     paths = _scenario_paths(args)
     if replay_file and len(paths) > 1:
         raise _UsageError("--replay serves one recording: run one scenario with it")
-    if len(paths) == 1:
-        reports = [_run_one(console, scenarios.Scenario.load(paths[0]), args, replay_file)]
+    # Every scenario is read and checked before the first is run: a bad check in the last
+    # file must not be found after the others were paid for.
+    loaded = [scenarios.Scenario.load(path) for path in paths]
+    if len(loaded) == 1:
+        reports = [_run_one(console, loaded[0], args, replay_file)]
     else:
         reports = []
-        with progress(console, "scenarios", len(paths)) as step:
-            for path in paths:
-                reports.append(_run_one(console, scenarios.Scenario.load(path), args,
-                                        replay_file))
-                step(reports[-1]["scenario"])
+        with progress(console, "scenarios", len(loaded)) as step:
+            for scenario in loaded:
+                reports.append(_run_one(console, scenario, args, replay_file))
+                step(render.visible(reports[-1]["scenario"]))
     combined = compare.combine(reports)
     _write_json(console, getattr(args, "json", None), combined)
     if compare.failed(combined):
@@ -146,10 +148,10 @@ def _run_one(console: Console, scenario: scenarios.Scenario, args: argparse.Name
     else:
         client = _live_client(args)
         source = "live"
-        recorder = recording.Recorder.create(f"eval-{scenario.name}")
+        recorder = recording.Recorder.create(_folder_name(scenario.name))
         judge = client if getattr(args, "judge", False) else None
-    console.print(Text(f"▶ {scenario.name} · {len(scenario.inputs)} inputs · "
-                       f"{len(scenario.checks)} checks · {source}", style="bold"))
+    console.print(render.shown(f"▶ {scenario.name} · {len(scenario.inputs)} inputs · "
+                               f"{len(scenario.checks)} checks · {source}", "bold"))
     progress = lambda msg: console.print(Text(f"  {msg}", style="dim"))  # noqa: E731
     try:
         report = scenarios.run_scenario(scenario, client, model=model,
@@ -158,10 +160,16 @@ def _run_one(console: Console, scenario: scenarios.Scenario, args: argparse.Name
     finally:
         if recorder is not None:
             recorder.close()
-    render.print_score_table(console, report)
+    eval_render.print_score_table(console, report)
     if recorder is not None:
         console.print(Text(f"recorded to {recorder.path} (re-score with --replay)", style="dim"))
     return report
+
+
+def _folder_name(scenario: str) -> str:
+    """The recordings folder of a scenario's runs: its name is the file's to choose, so
+    only letters, digits, `.`, `_` and `-` of it make the folder name (no `/`, no `..`)."""
+    return "eval-" + (re.sub(r"[^A-Za-z0-9._-]+", "_", scenario).strip("._")[:64] or "scenario")
 
 
 def _compare(console: Console, files: list[str]) -> int:
@@ -169,7 +177,7 @@ def _compare(console: Console, files: list[str]) -> int:
         raise _UsageError("--compare takes two JSON reports: A.json B.json")
     a, b = (compare.load_report(f) for f in files)
     result = compare.compare(a, b)
-    render.print_comparison(console, result, files)
+    eval_render.print_comparison(console, result, files)
     return EXIT_OK
 
 
@@ -193,14 +201,15 @@ def _dataset(console: Console, name: str, args: argparse.Namespace) -> int:
             judge = client if (client is not None and getattr(args, "judge", False)) else None
             result = locomo.run_locomo(file, retrieval_only=retrieval, model_client=client,
                                        settings=settings, judge=judge, progress=counted,
-                                       embedder=_embedder(args, retrieval))
+                                       embedder=_embedder(args, retrieval),
+                                       db=_scratch_server(args, retrieval))
         else:
             result = nested_kv.run_nested_kv(file, _live_client(args), settings=settings,
                                              progress=counted)
     if name == "locomo":
-        render.print_locomo(console, result)
+        eval_render.print_locomo(console, result)
     else:
-        render.print_nested_kv(console, result)
+        eval_render.print_nested_kv(console, result)
     _write_json(console, getattr(args, "json", None), result)
     return EXIT_OK
 
@@ -212,6 +221,22 @@ def _embedder(args: argparse.Namespace, retrieval: bool) -> Any:
     from memgpt_lite.terminal.embedding_commands import configured_embedder
 
     return configured_embedder(args.embedder)
+
+
+def _scratch_server(args: argparse.Namespace, retrieval: bool) -> str | None:
+    """`eval locomo --retrieval-only --db URL`: the Postgres server to work on."""
+    url = getattr(args, "eval_db", None)
+    if not url:
+        return None
+    from memgpt_lite.engine.store import is_postgres_url
+
+    if not retrieval:
+        raise _UsageError("--db applies to `eval locomo --retrieval-only`; answering runs in "
+                          "a temporary SQLite store")
+    if not is_postgres_url(url):
+        raise _UsageError(f"--db takes a postgresql:// URL (the retrieval eval works in a "
+                          f"scratch database on that server), got {url!r}")
+    return url
 
 
 def _write_json(console: Console, target: str | None, report: dict[str, Any]) -> None:

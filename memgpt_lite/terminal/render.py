@@ -2,8 +2,8 @@
 
 Core memory, agents, search pages, the context ledger, token usage and forget matches (for
 the chat's slash commands and the CLI alike); the sessions table, the replay and demo headers,
-the replay report with the final core memory; eval score tables, comparisons and the dataset
-tables. Printers take a console and the data (or the store to read it from) and decide
+the replay report with the final core memory (the eval's tables are in eval_render.py).
+Printers take a console and the data (or the store to read it from) and decide
 nothing. Live rendering of event streams (the chat's turns, a replay as it runs) is in view.py.
 
 Everything that came from a user, a model or a file reaches the terminal through `shown` (a
@@ -325,7 +325,7 @@ def print_cost(console: Console, tally: Tally) -> None:
 
 PREVIEW_PER_PLACE = 20  # units listed per place before "… and N more" (--dry-run: all)
 _UNITS = {"messages": "message", "passages": "passage", "core memory": "line",
-          "summary": "line", "block history": "value", "base snapshots": "file",
+          "summary": "sentence", "block history": "value", "base snapshots": "file",
           "recordings": "file", "input history": "line"}
 
 
@@ -373,7 +373,7 @@ def _place_note(plan: ForgetPlan, place: str) -> str:
                          "match (deleting would break a turn the API is sent)")
         return "; ".join(parts)
     return {"passages": "deleted", "core memory": "lines removed from blocks",
-            "summary": "lines removed from the running summary",
+            "summary": "sentences removed from the running summary (the rest is kept)",
             "block history": "matching lines removed from old and new values",
             "base snapshots": "rewritten like the store",
             "recordings": "the matching text becomes [forgotten]",
@@ -537,120 +537,3 @@ def print_final_core_memory(console: Console, blocks: dict[str, str],
         used = f"{len(value):,}/{limit:,} chars" if limit else f"{len(value):,} chars"
         console.print(Panel(shown(value or "(empty)"), title=shown(f"{label} · {used}"),
                             title_align="left", expand=True))
-
-
-# --------------------------------------------------------------------------- eval
-
-
-def print_scenario_list(console: Console, rows: list[Any]) -> None:
-    """The bundled scenarios: name, inputs, checks, what each proves; then how to run them."""
-    table = Table("scenario", "inputs", "checks", "what it proves", box=None, pad_edge=False)
-    table.columns[3].overflow = "fold"
-    for s in rows:
-        judged = " (1 judged)" if any(c.type == "judge" for c in s.checks) else ""
-        table.add_row(shown(s.name), str(len(s.inputs)), f"{len(s.checks)}{judged}",
-                      shown(s.description))
-    console.print(table)
-    console.print("Run them all: memgpt-lite eval --model ID [--judge] --json a.json; one: "
-                  "memgpt-lite eval NAME --model ID; compare two runs: memgpt-lite eval "
-                  "--compare a.json b.json", markup=False, highlight=False)
-
-
-def print_score_table(console: Console, report: dict[str, Any]) -> None:
-    table = Table(title=shown(f"{report['scenario']} · {report['model']} · "
-                              f"{report.get('source', '')}"), title_justify="left")
-    # A check's name is one word_with_underscores: it keeps its width (up to 40) rather
-    # than being cut, and the detail wraps beside it.
-    table.add_column("check", min_width=_label_width((c["name"] for c in report["checks"]),
-                                                     console.width // 2 - 12), overflow="fold")
-    table.add_column("result", no_wrap=True)
-    table.add_column("detail", overflow="fold")
-    for c in report["checks"]:
-        mark = "skip" if c["passed"] is None else ("PASS" if c["passed"] else "FAIL")
-        table.add_row(shown(c["name"]), mark, shown(c["detail"]))
-    console.print(table)
-    t = report["totals"]
-    console.print(f"score {report['passed']}/{report['passed'] + report['failed']} "
-                  f"({report['score']:.0%}) · {t['turns']} turns · {t['model_calls']} model calls"
-                  f" · {t['tool_calls']} tool calls · {t['input_tokens']:,} input tokens · "
-                  f"${t['cost_usd']:.4f}")
-    for d in report.get("replay_divergences") or []:
-        console.print(shown(f"  replay divergence: {d}", "yellow"))
-
-
-def print_comparison(console: Console, result: dict[str, Any], names: list[str]) -> None:
-    mark = {True: "PASS", False: "FAIL", None: "—"}
-    table = Table(title=shown(f"A = {names[0]} · B = {names[1]}"), title_justify="left")
-    rows = result["checks"]
-    most = console.width // 3 - 10
-    table.add_column("scenario", min_width=_label_width((r["scenario"] for r in rows), most),
-                     overflow="fold")
-    table.add_column("check", min_width=_label_width((r["name"] for r in rows), most),
-                     overflow="fold")
-    for name in ("A", "B", "change"):
-        table.add_column(name, no_wrap=True)
-    for row in result["checks"]:
-        style = {"fixed": "green", "broke": "bold red"}.get(row["change"], "")
-        table.add_row(shown(row["scenario"]), shown(row["name"]), mark[row["a"]], mark[row["b"]],
-                      Text(row["change"], style=style))
-    console.print(table)
-    totals = Table("total", "A", "B", "delta")
-    s = result["score"]
-    totals.add_row("score", f"{s['a']:.0%}", f"{s['b']:.0%}", f"{s['delta'] * 100:+.0f} pts")
-    p = result["passed"]
-    totals.add_row("checks passed", str(p["a"]), str(p["b"]), f"{p['delta']:+d}")
-    for key, v in result["totals"].items():
-        fmt = (lambda x: f"${x:.4f}") if key == "cost_usd" else (lambda x: f"{x:,.0f}")
-        delta = f"{v['delta']:+.4f}" if key == "cost_usd" else f"{v['delta']:+,.0f}"
-        totals.add_row(key.replace("_", " "), fmt(v["a"]), fmt(v["b"]), delta)
-    console.print(totals)
-
-
-def print_locomo(console: Console, result: dict[str, Any]) -> None:
-    if result.get("methods"):
-        _print_locomo_methods(console, result)
-        return
-    metrics = result["metrics"]
-    table = Table("category", "n", *metrics,
-                  title=shown(f"LoCoMo · {result['mode']} · {result['file']}"),
-                  title_justify="left")
-    rows = [*result["by_category"].items(), ("overall", result["overall"])]
-    for name, stats in rows:
-        table.add_row(shown(name), str(stats["n"]), *(_pct(stats.get(m)) for m in metrics))
-    console.print(table)
-
-
-def _print_locomo_methods(console: Console, result: dict[str, Any]) -> None:
-    """Retrieval: each search method's recall@5 / recall@10 per category, side by side."""
-    methods = result["methods"]
-    title = f"LoCoMo · retrieval · {result['file']}"
-    if result.get("embedder"):
-        title += f" · embedder {result['embedder']}"
-    table = Table("category", "n", *(f"{m}\nrecall@5 · @10" for m in methods), title=title,
-                  title_justify="left")
-    first = next(iter(methods.values()))
-    for name in [*first["by_category"], "categories 1-4", "overall"]:
-        cells = []
-        for m in methods.values():
-            stats = m["by_category"].get(name) or m[name]
-            cells.append(f"{_pct(stats['recall@5'])} · {_pct(stats['recall@10'])}")
-        stats = first["by_category"].get(name) or first[name]
-        table.add_row(name, str(stats["n"]), *cells)
-    console.print(table)
-
-
-def print_nested_kv(console: Console, result: dict[str, Any]) -> None:
-    table = Table("nesting level", "n", "accuracy", title=shown(f"nested KV · {result['model']}"),
-                  title_justify="left")
-    for level, stats in [*result["by_level"].items(), ("overall", result["overall"])]:
-        table.add_row(str(level), str(stats["n"]), _pct(stats["accuracy"]))
-    console.print(table)
-
-
-def _label_width(labels: Any, most: int) -> int:
-    """The width a column of one-word labels keeps: its longest label, at most `most`."""
-    return max(5, min(most, 40, max((len(str(label)) for label in labels), default=5)))
-
-
-def _pct(value: float | None) -> str:
-    return "—" if value is None else f"{value:.1%}"

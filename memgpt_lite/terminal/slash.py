@@ -323,7 +323,7 @@ def agents(session: ChatSession, rest: str) -> None:
 
 
 def forget(session: ChatSession, rest: str) -> None:
-    from memgpt_lite.terminal.forget_commands import forget_matcher
+    from memgpt_lite.terminal.forget_commands import forget_matcher, planned
 
     flags, query = set(), rest.strip()
     while query.partition(" ")[0] in ("--any", "--regex", "--dry-run"):
@@ -333,13 +333,13 @@ def forget(session: ChatSession, rest: str) -> None:
     if not query:
         session.say("usage: /forget [--any|--regex] [--dry-run] QUERY")
         return
+    store = session.agent.store
     try:
         matcher = forget_matcher(query, any_word="--any" in flags, regex="--regex" in flags)
+        plan = planned(store, store.get_agent_by_id(session.agent.id), matcher)
     except UserError as exc:
         session.say(str(exc))
         return
-    store = session.agent.store
-    plan = privacy.plan_forget(store, store.get_agent_by_id(session.agent.id), matcher)
     render.print_forget_plan(session.console, plan, full="--dry-run" in flags)
     if plan.empty or "--dry-run" in flags:
         return

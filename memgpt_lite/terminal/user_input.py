@@ -46,7 +46,7 @@ class LineReader:
         self.readline = readline
         self.history = history
         self.type_ahead = type_ahead
-        self.in_key = False  # a private key's BEGIN line came without its END (see redact)
+        self.in_key: str | bool | None = False  # a secret the last message left open (redact)
         # With stdout redirected to a file the prompt must still reach the user.
         self.prompt_to_stderr = prompt_to_stderr
         readline.parse_and_bind("set enable-bracketed-paste on")

@@ -8,9 +8,7 @@ and nothing is styled. Every memory operation, alert, eviction and notice is one
 starting with "· " (`describe_event`), written to the meta console (stderr when piped), and
 each turn ends with a status line.
 
-`ReplayView` is the observer of a replay (`memgpt-lite replay` and `demo`): user inputs,
-replies, tool calls, memory edits, alerts and evictions, paced by the recorded timing.
-Finished results (tables, reports) are printed by render.py. All received text goes
+A replay as it runs is rendered by replay_view.py. Finished results (tables, reports) are printed by render.py. All received text goes
 through render.visible first: a reply cannot move the cursor or set the terminal title.
 """
 
@@ -20,7 +18,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from rich.console import Console, ConsoleOptions, JustifyMethod, RenderResult
 from rich.control import Control
@@ -34,10 +32,8 @@ from rich.text import Text
 from memgpt_lite.engine.events import (
     ClipEvent,
     ErrorEvent,
-    Event,
     EvictionEvent,
     FoldEvent,
-    MemoryEditEvent,
     ModelCallStart,
     NoticeEvent,
     PressureAlertEvent,
@@ -53,13 +49,8 @@ from memgpt_lite.engine.events import (
 )
 from memgpt_lite.engine.records import Usage
 from memgpt_lite.engine.tally import Tally
-from memgpt_lite.engine.text import shorten
 from memgpt_lite.engine.turns import turn_ranges
 from memgpt_lite.terminal.render import bar, cache_hit, shown, visible
-
-if TYPE_CHECKING:  # types only: the chat starts without loading the replay machinery
-    from memgpt_lite.engine.recording import RecordedTurn
-    from memgpt_lite.engine.replay import DivergenceInfo
 
 MAX_PAUSE = 2.0  # seconds: live pacing never waits longer than this between two events
 WAIT_NOTICE_EVERY = 15.0  # seconds without a sign of life before a piped chat says it waits
@@ -98,8 +89,10 @@ def _fitted(parts: list[str], width: int | None) -> str:
     return "\n  ".join(lines)
 
 
-def describe_event(event: Any) -> tuple[str, str] | None:
-    """One compact line (and a style) for an event that is not reply text, or None."""
+def describe_event(event: Any, *, retry_hint: bool = True) -> tuple[str, str] | None:
+    """One compact line (and a style) for an event that is not reply text, or None.
+    `retry_hint`: whether a failed turn's line says /retry sends the message again (not in
+    a one-shot chat, where no prompt follows)."""
     # The tool's summary already says what changed (old → new for replacements), so
     # MemoryEditEvent adds no line of its own.
     if isinstance(event, ToolResultEvent):
@@ -124,7 +117,7 @@ def describe_event(event: Any) -> tuple[str, str] | None:
     if isinstance(event, NoticeEvent):
         return event.message, ("yellow" if event.level == "warning" else "dim")
     if isinstance(event, ErrorEvent):
-        hint = f" {RETRY_HINT}" if event.retryable else ""
+        hint = f" {RETRY_HINT}" if event.retryable and retry_hint else ""
         return f"error: {event.message}{hint}", "bold red"
     return None
 
@@ -315,6 +308,7 @@ class ChatView:
     `meta`: where tool, notice and status lines go (default: the reply's console);
     `context_of()` gives (context tokens, budget) for the status line, the number `/context`
     shows; `host` is named by the piped chat's waiting notices (None: no notices);
+    `retry_hint`: whether failures point at /retry (not in a one-shot chat);
     `transcript`: the user's messages are written to the reply's console too, as Markdown
     quotes (`> you: …`), so a typed chat with stdout redirected is a whole transcript."""
 
@@ -322,8 +316,9 @@ class ChatView:
                  meta: Console | None = None,
                  context_of: Callable[[], tuple[int, int]] | None = None,
                  host: str | None = None, wait_every: float = WAIT_NOTICE_EVERY,
-                 transcript: bool = False):
+                 retry_hint: bool = True, transcript: bool = False):
         self.console = console
+        self.retry_hint = retry_hint
         self.transcript = transcript
         self._quoted = False
         self.meta_console = meta or console
@@ -382,7 +377,7 @@ class ChatView:
         elif isinstance(event, TurnEndEvent):
             self.end_turn(event)
         elif not self._effects.see(event):
-            line = describe_event(event)
+            line = describe_event(event, retry_hint=self.retry_hint)
             if line is not None:
                 self.settle()
                 self.meta(*line)
@@ -407,8 +402,9 @@ class ChatView:
     def interrupted(self) -> None:
         self.settle()
         self.stop()
-        self.meta("interrupted — the turn was cancelled; your message stays in recall "
-                  "(/retry sends it again)", "yellow")
+        hint = " (/retry sends it again)" if self.retry_hint else ""
+        self.meta(f"interrupted — the turn was cancelled; your message stays in recall{hint}",
+                  "yellow")
 
     @property
     def plain(self) -> bool:
@@ -520,99 +516,3 @@ class JsonView:
 
     def close(self) -> None:
         pass
-
-
-# --------------------------------------------------------------------------- replay view
-
-
-class ReplayView:
-    """Renders a replay as it happens: user inputs, replies, tool calls, memory edits,
-    alerts, evictions. `speed` > 0 paces events by the recorded timing divided by speed.
-    A tool call whose effect has its own line (✎ memory edit, ⇣ eviction) gets no ⚙ line."""
-
-    def __init__(self, console: Console, *, speed: float = 0.0,
-                 sleep: Callable[[float], None] = time.sleep):
-        self.console, self.speed, self.sleep = console, speed, sleep
-        self.last_t: float | None = None
-        self._effects = EffectShown((MemoryEditEvent, EvictionEvent))
-
-    def user(self, turn: RecordedTurn) -> None:
-        self._pace(turn.t)
-        self.console.print()
-        mark = ([("  (interrupted: never answered)", "yellow")] if turn.interrupted else
-                [("  (the recording ends inside this turn)", "yellow")] if turn.cut else [])
-        self.console.print(Text.assemble(("you ", "bold cyan"), (f"{visible(turn.at)}  ", "dim"),
-                                         (visible(turn.text), ""), *mark))
-
-    def event(self, event: Event, recorded_t: float | None) -> None:
-        if recorded_t is not None:
-            self._pace(recorded_t)
-        if self._effects.see(event):
-            return
-        render = getattr(self, f"_on_{event.kind}", None)
-        if render is not None:
-            render(event)
-
-    def divergence(self, info: DivergenceInfo) -> None:
-        self.console.print(shown(f"  ✗ divergence · {info}", "bold red"))
-
-    def _pace(self, t: float) -> None:
-        if self.speed > 0 and self.last_t is not None and t > self.last_t:
-            self.sleep(min(MAX_PAUSE, (t - self.last_t) / self.speed))
-        self.last_t = t if self.last_t is None else max(self.last_t, t)
-
-    def _line(self, mark: str, text: str, style: str = "") -> None:
-        self.console.print(Text.assemble(("  " + mark + " ", style or "dim"),
-                                         (visible(text), style)))
-
-    def _on_tool_result(self, e: Any) -> None:
-        style = "red" if e.result.is_error else "yellow"
-        self._line("⚙", e.summary or e.call.name, style)
-
-    def _on_memory_edit(self, e: Any) -> None:
-        change = e.new if e.old is None else _diff_tail(e.old, e.new)
-        self._line("✎", f"core memory {e.label} ({e.op}, {e.used:,}/{e.limit:,} chars): {change}",
-                   "green")
-
-    def _on_pressure_alert(self, e: Any) -> None:
-        self._line("⚠", f"memory pressure: {e.used_tokens:,}/{e.budget:,} tokens "
-                        f"({e.percent:.0f}%)", "bold magenta")
-
-    def _on_eviction(self, e: Any) -> None:
-        who = {"model": "the model", "flush": "a forced flush", "overflow": "an overflow",
-               "compact": "/compact"}.get(e.by, e.by)
-        ids = ", ".join(map(str, e.turn_ids))
-        self._line("⇣", f"turns {ids} evicted by {who}, ~{e.tokens_freed:,} tokens freed; "
-                        f"summary: {shorten(e.summary, 120)}", "magenta")
-
-    def _on_fold(self, e: Any) -> None:
-        self._line("⇣", f"folded {len(e.message_ids)} old tool result(s), "
-                        f"~{e.tokens_freed:,} tokens freed", "magenta")
-
-    def _on_clip(self, e: Any) -> None:
-        self._line("✂", f"clipped {e.what}: {e.original_chars:,} → {e.kept_chars:,} chars",
-                   "magenta")
-
-    def _on_summary(self, e: Any) -> None:
-        if e.method != "model":
-            self._line("Σ", f"summary updated ({e.method})", "magenta")
-
-    def _on_notice(self, e: Any) -> None:
-        self._line("ℹ", e.message, "yellow" if e.level == "warning" else "")
-
-    def _on_error(self, e: Any) -> None:
-        self._line("✗", e.message, "bold red")
-
-    def _on_turn_end(self, e: Any) -> None:
-        if e.text:  # rendered as the chat renders it
-            self.console.print(Text("agent", style="bold green"))
-            self.console.print(markdown(e.text))
-        tokens = e.usage.total_input
-        self.console.print(Text(f"  turn {e.turn_id} · {tokens:,} input tokens · "
-                                f"${e.cost_usd:.4f}", style="dim"))
-
-
-def _diff_tail(old: str, new: str) -> str:
-    if new.startswith(old):
-        return "+" + shorten(new[len(old):].strip(), 90)
-    return shorten(new, 90)

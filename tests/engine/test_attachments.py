@@ -144,7 +144,7 @@ def test_text_is_whole_in_recall_and_clipped_in_the_context(store):
     assert agent.last_user_text() == "Summarise this"
     result = agent.tools.execute("conversation_search", {"query": "zanzibar launch code"})
     assert "zanzibar-7" in result.text  # the hit shows the part that was asked for
-    assert "chars before] …" in result.text
+    assert "- user: … " in result.text and "turn:1 shows it whole" in result.text
 
 
 def test_a_retried_attachment_sends_the_same_bytes(store):

@@ -183,6 +183,22 @@ def test_conversation_search_output(tools):
     add_history(tools.store, tools.agent_id)
     out = run(tools, "conversation_search", query="hexo")
     assert not out.is_error
+    assert out.text.splitlines() == [
+        "page 1 of 1, 3 results", "2025-03-01", "- assistant: Noted: run hexo g before deploying.",
+        "- user: I deploy my blog with hexo g before pushing", "2025-03-09",
+        "- user: Long note about hexo: " + "blah " * 95 + "bla … [1,021 chars in all; turn:3 "
+        "shows it whole]"]
+    assert out.summary == 'conversation_search "hexo" → 3 results'
+    whole = run(tools, "conversation_search", query="turn:3")
+    assert not whole.is_error and whole.text.count("blah") == 200
+    assert run(tools, "conversation_search", query="turn:99").is_error
+
+
+def test_conversation_search_layout_1_is_kept_for_old_recordings(tools):
+    tools.layout = 1
+    add_history(tools.store, tools.agent_id)
+    out = run(tools, "conversation_search", query="hexo")
+    assert not out.is_error
     lines = out.text.splitlines()
     assert lines[0] == "page 1 of 1, 3 results"
     assert len(lines) == 4

@@ -20,7 +20,7 @@ from memgpt_lite.engine.records import ModelRequest
 from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 from memgpt_lite.terminal import cli, commands, render
-from memgpt_lite.terminal.view import ReplayView
+from memgpt_lite.terminal.replay_view import ReplayView
 
 START = datetime(2026, 2, 1, 8, 0, tzinfo=timezone.utc)
 

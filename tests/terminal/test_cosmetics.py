@@ -16,8 +16,10 @@ from rich.console import Console
 from memgpt_lite.engine import config
 from memgpt_lite.engine.records import Usage
 from memgpt_lite.engine.text import changed_parts
-from memgpt_lite.terminal.render import StrippedLines, make_console, print_score_table
-from memgpt_lite.terminal.view import ChatView, ReplayView, markdown, status_line
+from memgpt_lite.terminal.eval_render import print_score_table
+from memgpt_lite.terminal.render import StrippedLines, make_console
+from memgpt_lite.terminal.replay_view import ReplayView
+from memgpt_lite.terminal.view import ChatView, markdown, status_line
 
 
 @pytest.mark.parametrize("width", [40, 60, 65, 70, 80, 120])

@@ -28,7 +28,8 @@ from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 from memgpt_lite.terminal import cli
 from memgpt_lite.terminal.chat import ChatSession
 from memgpt_lite.terminal.render import make_console, visible
-from memgpt_lite.terminal.view import ChatView, ReplayView
+from memgpt_lite.terminal.replay_view import ReplayView
+from memgpt_lite.terminal.view import ChatView
 
 FIXED = datetime(2026, 11, 29, 13, 45, tzinfo=timezone.utc)
 
@@ -427,7 +428,7 @@ def test_stored_text_is_shown_as_text_by_every_command(server):
 
 
 def test_eval_tables_show_stored_text_as_text():
-    from memgpt_lite.terminal import render
+    from memgpt_lite.terminal import eval_render
 
     hostile = " ".join(HOSTILE)
     report = {"scenario": hostile, "model": hostile, "source": "replay", "passed": 1,
@@ -438,16 +439,20 @@ def test_eval_tables_show_stored_text_as_text():
     stats = {"n": 1, "recall@5": 1.0}
     buf = io.StringIO()
     console = Console(file=buf, width=120, color_system=None)
-    render.print_score_table(console, report)
-    render.print_locomo(console, {"metrics": ["recall@5"], "mode": hostile, "file": hostile,
-                                  "by_category": {hostile: stats}, "overall": stats})
-    render.print_nested_kv(console, {"model": hostile, "by_level": {1: {"n": 1, "accuracy": 1}},
-                                     "overall": {"n": 1, "accuracy": 1}})
-    render.print_comparison(console, {"checks": [{"scenario": hostile, "name": hostile,
-                                                  "a": True, "b": False, "change": "broke"}],
-                                      "score": {"a": 1, "b": 0, "delta": -1},
-                                      "passed": {"a": 1, "b": 0, "delta": -1}, "totals": {}},
-                            [hostile, hostile])
+    eval_render.print_score_table(console, report)
+    eval_render.print_locomo(console, {"metrics": ["recall@5"], "mode": hostile,
+                                       "file": hostile, "by_category": {hostile: stats},
+                                       "overall": stats})
+    eval_render.print_nested_kv(console, {"model": hostile,
+                                          "by_level": {1: {"n": 1, "accuracy": 1}},
+                                          "overall": {"n": 1, "accuracy": 1}})
+    eval_render.print_comparison(console, {"checks": [{"scenario": hostile, "name": hostile,
+                                                       "a": True, "b": False,
+                                                       "change": "broke"}],
+                                           "score": {"a": 1, "b": 0, "delta": -1},
+                                           "passed": {"a": 1, "b": 0, "delta": -1},
+                                           "totals": {}},
+                                 [hostile, hostile])
     assert not RAW.search(buf.getvalue().encode())
     assert "[bold red]evil[/]" in buf.getvalue()
 

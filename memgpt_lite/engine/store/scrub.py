@@ -11,8 +11,9 @@ A **unit** is what a user sees in the preview and what changes, nothing more:
 * passages: a passage whose text or a tag matches is deleted;
 * passage history: an old version of a passage (replaced by `archival_update`, removed by
   `archival_delete`) whose text or a tag matches is deleted;
-* core memory, summary: a line of a block, or of the running summary, is removed (a block
-  in "user" scope is one row that several agents share: its line goes for all of them);
+* core memory, summary: a line of a block, or a sentence of the running summary, is removed
+  (a block in "user" scope is one row that several agents share: its line goes for all of
+  them);
 * block history: the matching lines of an edit's old and new values are removed.
 
 Each place is an entry of `PLACES`; a table holding more agent text joins the reach with
@@ -342,14 +343,15 @@ def _block_select(db: Database) -> str:
 
 
 class SummaryPlace:
-    """Lines of the running summary (sent with every request)."""
+    """Sentences of the running summary (sent with every request): the summariser writes
+    one paragraph, so its line would be the whole summary, unrelated facts included."""
 
     name = "summary"
     tables = ("agents",)
 
     def find(self, db: Database, agent_id: int, matcher: Matcher) -> list[Unit]:
         rows = db.query("SELECT summary FROM agents WHERE id = ?", (agent_id,))
-        left, gone = matcher.drop_lines(rows[0][0] if rows else "")
+        left, gone = matcher.drop_sentences(rows[0][0] if rows else "")
         return [Unit(self.name, "summary", LINES, left, lines=gone)] if gone else []
 
     def apply(self, w: Writer, units: list[Unit], matcher: Matcher) -> None:
@@ -357,7 +359,7 @@ class SummaryPlace:
             ((summary,),) = w.db.query("SELECT summary FROM agents WHERE id = ?",
                                        (w.agent_id,))
             w.db.execute("UPDATE agents SET summary = ? WHERE id = ?",
-                         (matcher.drop_lines(summary)[0], w.agent_id))
+                         (matcher.drop_sentences(summary)[0], w.agent_id))
 
 
 class BlockHistoryPlace:

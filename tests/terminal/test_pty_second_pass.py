@@ -1,7 +1,8 @@
 """The second pass on a real terminal and in real processes: Tab completion on screen, a
 mistyped --agent asked about (and a piped one announced), a failed first turn leaving no
 agent, /memory in $EDITOR, the status line and a heading at 60 columns, /retry fixing the
-exit status, files attached from -a and a pipe, and sessions' ids that replay takes."""
+exit status, files attached from -a and a pipe, sessions' ids that replay takes, and shell
+completion of agent names and recordings."""
 
 from __future__ import annotations
 
@@ -274,3 +275,35 @@ def test_the_transcript_of_a_typed_chat_with_stdout_redirected(server, tmp_path)
     assert out.read_text() == ("> you: one\n> two lines\n\nFirst answer.\n\n> you: again\n\n"
                                "Second answer.\n")
     assert json.dumps(out.read_text())  # plain text, nothing else
+
+
+def _bash_complete(script: str, *words: str) -> list[str]:
+    """What bash offers for the last of `words`, with the completion script loaded and
+    `memgpt-lite` on PATH (this interpreter's, on this test's data dir)."""
+    bindir = os.path.dirname(sys.executable)
+    quoted = " ".join(f"'{w}'" for w in words)
+    driver = (script + f"\nCOMP_WORDS=({quoted}); COMP_CWORD={len(words) - 1}; _memgpt_lite; "
+              'printf "%s\\n" "${COMPREPLY[@]}"\n')
+    out = subprocess.run(["bash", "-c", driver], capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, PATH=f"{bindir}:{os.environ.get('PATH', '')}"))
+    return [line for line in out.stdout.splitlines() if line]
+
+
+@pytest.mark.skipif(not os.path.exists("/bin/bash"), reason="needs bash")
+def test_shell_completion_offers_agent_names_and_recordings(server):
+    make_agents("travel", "trips", "work")
+    server.enqueue(text_response("Recorded."))
+    assert run(server, "chat", "--agent", "work", "-p", "remember this").returncode == 0
+    script = run(server, "completion", "bash").stdout.decode()
+    assert _bash_complete(script, "memgpt-lite", "core", "--agent", "tr") == ["travel", "trips"]
+    assert _bash_complete(script, "memgpt-lite", "agents", "show", "w") == ["work"]
+    session_id = next(config.recordings_dir().rglob("*.jsonl")).stem
+    offered = _bash_complete(script, "memgpt-lite", "replay", "")
+    assert session_id in offered and not any(o.startswith("-") for o in offered)
+    assert "--strict" in _bash_complete(script, "memgpt-lite", "replay", "--s")
+    from memgpt_lite.terminal.completion import first_sentence
+
+    help_text = "store the settings given by flags with the agent, for later runs too"
+    cut = first_sentence(help_text, 30)  # fish's descriptions: cut at a word, never inside one
+    assert cut == "store the settings given by…"
+    assert f"'{first_sentence(help_text)}'" in run(server, "completion", "fish").stdout.decode()

@@ -28,18 +28,26 @@ def configured_embedder(spec: str | None = None) -> Any:
         raise UserError(str(exc)) from None
 
 
-def chat_embedder(agent: Any) -> Any:
-    """Hybrid search for a chat when MEMGPT_LITE_EMBEDDER is set (in the environment or the
-    config file), or unset with a model installed as the default: returns the background
-    indexer to close at the end of the session, or None."""
+def wanted_embedder() -> Any:
+    """The embedder hybrid search uses when MEMGPT_LITE_EMBEDDER is set (in the environment
+    or the config file), or unset with a model installed as the default; else None."""
     from memgpt_lite.engine.config_file import env_value
 
-    spec = (env_value("MEMGPT_LITE_EMBEDDER") or "").lower()
+    spec = (env_value("MEMGPT_LITE_EMBEDDER") or "").strip().lower()
     if spec == "none" or (not spec and not _has_default()):
+        return None
+    return configured_embedder()
+
+
+def chat_embedder(agent: Any) -> Any:
+    """Hybrid search for a chat (see wanted_embedder): returns the background indexer to
+    close at the end of the session, or None."""
+    embedder = wanted_embedder()
+    if embedder is None:
         return None
     from memgpt_lite.engine.indexer import attach_embedder
 
-    return attach_embedder(agent, configured_embedder())
+    return attach_embedder(agent, embedder)
 
 
 def _has_default() -> bool:

@@ -11,6 +11,12 @@ recall, marked interrupted, for `Agent.retry()`.
 The agent takes its model clients and its clock when it is built and is watched, never
 patched: a recorder consumes the events a turn yields (the first, `UserEvent`, carries the
 user's text as stored) and hears of each clock reading through `observed`.
+
+An agent works in one of its conversations at a time (`conversation_id`; `Agent.open` picks
+the most recent, a new one, or the one asked for; `start_conversation` and
+`resume_conversation` change it): the queue, the summary and the pager's state are that
+conversation's, while core memory (with the blocks of the project it works in, `project`),
+archival memory, recall and what the token counter learned are the agent's.
 """
 
 from __future__ import annotations
@@ -45,19 +51,23 @@ from memgpt_lite.engine.events import (
     UsageEvent,
     UserEvent,
 )
+from memgpt_lite.engine.confirm import Confirm
 from memgpt_lite.engine.memory import (
     MEMORY_TOOL_NAMES,
     MemoryTools,
     ToolOutcome,
     default_blocks,
     memory_tool_schemas,
+    project_placeholder,
     render_core_memory,
 )
 from memgpt_lite.engine.model import ModelClient
 from memgpt_lite.engine.paging import EVICT_TURNS_SCHEMA, Pager
+from memgpt_lite.engine.prompts import CONTRACT, system_prompt
 from memgpt_lite.engine.records import (
     Block,
     ContentBlock,
+    Conversation,
     Message,
     ModelResponse,
     PoppedTurns,
@@ -113,8 +123,10 @@ class Agent:
     turn's `UserEvent`)."""
 
     def __init__(self, store: Store, row: AgentRow, settings: Settings, model_client: ModelClient,
-                 summary_client: ModelClient | None, clock: Callable[[], datetime], created: bool):
+                 summary_client: ModelClient | None, clock: Callable[[], datetime], created: bool,
+                 contract: int = CONTRACT):
         self.store, self.row = store, row
+        self.contract = contract  # what the model is shown (an older one in a replay)
         self.settings = settings = replace(settings)  # its own copy: a learned window changes it
         self.provider_window = _window_for(row.state.get("provider_window"), settings.model)
         if self.provider_window is not None:
@@ -125,16 +137,20 @@ class Agent:
         self._turn_clock: TurnClock | None = None  # while a turn runs
         self._observers: list[ClockObserver] = []
         self.counter = TokenCounter.from_state(row.state.get("counter"))
-        self.tools = MemoryTools(store, row.id, clock=lambda: utc_iso(self.now()))
-        self.builder = ContextBuilder(settings, tool_schemas(), self.counter)
+        self.tools = MemoryTools(store, row.id, clock=lambda: utc_iso(self.now()),
+                                 contract=contract)
+        self.tools.gate.on = settings.confirm_memory
+        self.builder = ContextBuilder(settings, tool_schemas(contract), self.counter,
+                                      system_prompt(contract))
         summariser = Summariser(summary_client or model_client, settings, self.counter)
         self.pager = Pager(settings, store, row.id, self.counter, self.builder, summariser)
-        self.pager.restore(row.state.get("pager"))
+        self.pager.restore(self.conversation().state.get("pager"))
         self.redact_secrets = True  # user text and model output, before they are stored
         # A private key's BEGIN line came without its END line: the next messages may be
         # the rest of it, piped line by line (see redact.redact_message).
         self.in_key = False
         self.lock: AgentLockLike | None = None
+        self.project: str | None = None  # the project root whose blocks it sees (use_project)
         # Called with the turn id once a turn is committed (e.g. background embedding);
         # they must return at once: the reply is not held up by them.
         self.after_commit: list[Callable[[int], None]] = []
@@ -143,16 +159,27 @@ class Agent:
     def open(cls, store: Store, name: str = "default", *, model_client: ModelClient,
              summary_client: ModelClient | None = None, settings: Settings | None = None,
              clock: Callable[[], datetime] | None = None, create: bool = True,
-             lock_wait: float | None = locking.DEFAULT_WAIT) -> Agent:
+             lock_wait: float | None = locking.DEFAULT_WAIT, conversation: int | None = None,
+             new_conversation: bool = False, project: str | None = None,
+             contract: int = CONTRACT) -> Agent:
         """Open agent `name`, creating it (with the default core memory) on first use.
-        `settings`, when given, replace the stored ones. Takes the agent's process lock
-        (waiting up to `lock_wait` seconds, then AgentBusyError; None: no lock) until
-        `close()` or the process ends."""
+        `settings`, when given, replace the stored ones. Works in the agent's most recent
+        conversation, or in `conversation` (StoreError when it has none of that id), or in a
+        new one (`new_conversation`); sees the blocks of `project` (a root directory, see
+        engine/project.py; None: no project). Takes the agent's process lock (waiting up to
+        `lock_wait` seconds, then AgentBusyError; None: no lock) until `close()` or the
+        process ends."""
         agent_lock = store.agent_lock(name)
         if lock_wait is not None:
             agent_lock.acquire(lock_wait)
         try:
-            agent = cls._open(store, name, model_client, summary_client, settings, clock, create)
+            agent = cls._open(store, name, model_client, summary_client, settings, clock, create,
+                              contract)
+            agent.use_project(project)
+            if new_conversation:
+                agent.start_conversation()
+            elif conversation is not None:
+                agent.resume_conversation(conversation)
         except BaseException:
             agent_lock.release()
             raise
@@ -163,7 +190,7 @@ class Agent:
     @classmethod
     def _open(cls, store: Store, name: str, model_client: ModelClient,
               summary_client: ModelClient | None, settings: Settings | None,
-              clock: Callable[[], datetime] | None, create: bool) -> Agent:
+              clock: Callable[[], datetime] | None, create: bool, contract: int) -> Agent:
         row = store.get_agent(name)
         created = row is None
         if row is None:
@@ -180,12 +207,59 @@ class Agent:
         if settings is not None and settings.to_dict() != row.settings:
             store.update_settings(row.id, settings.to_dict())
         effective = settings or Settings.from_dict(row.settings)
-        return cls(store, row, effective, model_client, summary_client, clock or utc_now, created)
+        return cls(store, row, effective, model_client, summary_client, clock or utc_now, created,
+                   contract)
 
     def close(self) -> None:
         """Release the agent's process lock (the store stays open; it is the caller's)."""
         if self.lock is not None:
             self.lock.release()
+
+    # ------------------------------------------------------------------ conversations, project
+    @property
+    def conversation_id(self) -> int:
+        return self.store.current_conversation(self.id)
+
+    def conversation(self) -> Conversation:
+        """The conversation the agent works in."""
+        found = self.store.conversation(self.id)
+        if found is None:  # an agent written before it had one: its first, as migrated
+            return Conversation(self.store.current_conversation(self.id), "", "")
+        return found
+
+    def start_conversation(self) -> Conversation:
+        """Work in a new conversation from now on: an empty queue, no summary, no alert;
+        core, archival memory and recall stay. The current one is kept when it is still new
+        (no message, no title)."""
+        now = self.conversation()
+        if now.started_at and not now.turns and not now.title:
+            return now
+        return self._switched(self.store.start_conversation(self.id, utc_iso(self.now())))
+
+    def resume_conversation(self, conversation_id: int) -> Conversation:
+        """Work in the agent's conversation `conversation_id` (StoreError: there is none)."""
+        return self._switched(self.store.use_conversation(self.id, conversation_id))
+
+    def _switched(self, conversation: Conversation) -> Conversation:
+        self.pager.restore(conversation.state.get("pager"))
+        self.in_key = False  # a key piped over several messages belongs to one conversation
+        return conversation
+
+    def use_project(self, project: str | None) -> None:
+        """See the blocks of `project` (a root directory; None: none) from now on."""
+        self.project = project
+        self.store.use_project(self.id, project, (project_placeholder(),
+                                                  self.settings.block_limit))
+
+    @property
+    def confirm(self) -> Confirm | None:
+        """Asks the user about a memory write when confirm_memory is on (see confirm.py):
+        True applies it, False declines it, None says no one can be asked."""
+        return self.tools.gate.confirm
+
+    @confirm.setter
+    def confirm(self, callback: Confirm | None) -> None:
+        self.tools.gate.confirm = callback
 
     def now(self) -> datetime:
         """The time the agent stamps things with: during a turn, a reading of its turn's
@@ -233,7 +307,7 @@ class Agent:
         LookupError when there is no message yet."""
         with self._turn_time() as clock:
             self._recover()
-            last = self.store.max_turn_id(self.id)
+            last = self.store.max_turn_id(self.id, in_conversation=True)
             messages = self.store.turn_messages(self.id, last)
             user = next((m for m in messages if m.role == "user"), None)
             if user is None:
@@ -287,16 +361,21 @@ class Agent:
             inner.close()  # on Ctrl-C: close the model's stream now, not when collected
 
     def _save_state(self) -> None:
-        """Keep what this turn taught the counter and the pager (see Agent.state)."""
-        state = {**self.row.state, "counter": self.counter.to_state(),
-                 "pager": self.pager.state()}
+        """Keep what this turn taught the counter (the agent's) and the pager (the
+        conversation's) across restarts."""
+        state = {**self.row.state, "counter": self.counter.to_state()}
+        state.pop("pager", None)  # the conversation's now (kept there since migration 008)
         if self.provider_window is not None:
             state["provider_window"] = {"model": self.settings.model,
                                         "tokens": self.provider_window}
+        conversation = self.conversation()
+        pager = {**conversation.state, "pager": self.pager.state()}
         with self.store.transaction():
             if state != self.row.state:
                 self.store.set_state(self.id, state)
                 self.row.state = state
+            if pager != conversation.state:
+                self.store.set_conversation_state(self.id, pager)
             self.store.touch(self.id)
 
     def _run(self, run: _TurnRun) -> Iterator[Event]:
@@ -469,10 +548,11 @@ class Agent:
                              inputs.summary)
 
     def last_user_text(self) -> str | None:
-        turn = self.store.max_turn_id(self.id)
-        while turn > 0:
+        """The text of the last message the user sent in this conversation."""
+        turn, here = self.store.max_turn_id(self.id, in_conversation=True), self.conversation_id
+        while turn > 0:  # turn ids are the agent's: other conversations' are skipped
             for m in self.store.turn_messages(self.id, turn):
-                if m.role == "user":
+                if m.role == "user" and m.conversation_id == here:
                     return _text_of(m)
             turn -= 1
         return None
@@ -501,9 +581,9 @@ class Agent:
         return self.store.set_block(self.id, label, value, source="user", expected=expected)
 
 
-def tool_schemas() -> list[dict]:
+def tool_schemas(contract: int = CONTRACT) -> list[dict]:
     """The tools every request defines: the memory tools and evict_turns."""
-    return memory_tool_schemas() + [EVICT_TURNS_SCHEMA]
+    return memory_tool_schemas(contract) + [EVICT_TURNS_SCHEMA]
 
 
 def request_floor(settings: Settings, blocks: list[Block], counter_state: object = None) -> int:

@@ -71,6 +71,8 @@ class Settings:
     thinking_budget: int = 1024
     block_limit: int = 5_000
     fold_min_chars: int = 2_000  # tool results longer than this are folded when pressure rises
+    # Every core and archival memory write is shown to the user and applied only if approved.
+    confirm_memory: bool = False
 
     @property
     def budget(self) -> int:
@@ -114,10 +116,30 @@ class Settings:
         for var, name in ENV_OVERRIDES.items():
             value = os.environ.get(var)
             if value:
-                number = isinstance(getattr(out, name), int)
-                setattr(out, name, parse_positive_int(value, var) if number else value)
+                setattr(out, name, _from_text(getattr(out, name), value, var))
                 check_setting(name, getattr(out, name), var)
         return out
+
+
+def _from_text(current: Any, value: str, name: str) -> Any:
+    """An environment variable's text as the kind of the setting it sets."""
+    if isinstance(current, bool):
+        return parse_switch(value, name)
+    if isinstance(current, int):
+        return parse_positive_int(value, name)
+    return value
+
+
+SWITCHES = {"on": True, "true": True, "yes": True, "1": True,
+            "off": False, "false": False, "no": False, "0": False}
+
+
+def parse_switch(text: str, name: str) -> bool:
+    """on/off (true/false, yes/no, 1/0), any case (ConfigError naming `name`)."""
+    value = SWITCHES.get(str(text).strip().lower())
+    if value is None:
+        raise ConfigError(f"{name} must be on or off, got {text!r}.")
+    return value
 
 
 def env_names() -> dict[str, str]:
@@ -169,12 +191,14 @@ ENV_OVERRIDES = {  # environment variable → Settings field
     "MEMGPT_LITE_SUMMARY_MODEL": "summary_model",
     "MEMGPT_LITE_CONTEXT_WINDOW": "context_window",
     "MEMGPT_LITE_MAX_TOKENS": "max_output_tokens",
+    "MEMGPT_LITE_CONFIRM_MEMORY": "confirm_memory",
 }
 SETTING_NAMES = {  # Settings field → (chat flag, environment variable)
     "model": ("--model", "MEMGPT_LITE_MODEL"),
     "summary_model": (None, "MEMGPT_LITE_SUMMARY_MODEL"),
     "context_window": ("--context-window", "MEMGPT_LITE_CONTEXT_WINDOW"),
     "max_output_tokens": ("--max-tokens", "MEMGPT_LITE_MAX_TOKENS"),
+    "confirm_memory": ("--confirm-memory", "MEMGPT_LITE_CONFIRM_MEMORY"),
 }
 # The most output tokens a known model writes in one reply; a request asking for more is
 # refused by the API. Unknown models are bounded only by the budget.
@@ -194,7 +218,7 @@ FIELD_RULES: dict[str, tuple[type, float | None, float | None]] = {
     "flush_fraction": (float, 0.01, 1.0), "flush_target_fraction": (float, 0.01, 0.99),
     "max_calls_per_turn": (int, 1, 1_000), "thinking": (bool, None, None),
     "thinking_budget": (int, 1024, 1_000_000), "block_limit": (int, 1, 10_000_000),
-    "fold_min_chars": (int, 0, 100_000_000),
+    "fold_min_chars": (int, 0, 100_000_000), "confirm_memory": (bool, None, None),
 }
 _KIND_NAMES = {str: "text", int: "a whole number", float: "a number", bool: "true or false"}
 

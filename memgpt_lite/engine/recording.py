@@ -5,6 +5,8 @@ version, 2; version 1 is still read) and a `"type"`:
 
     header       agent name and uid, settings, model, prompt digests, package version,
                  created_at, source ("live" | "hand-written" | "eval"), initial core memory,
+                 the `conversation` it is of and the `project` the agent worked in, the
+                 model-facing `contract` (prompts.CONTRACT; absent: 1) it replays under,
                  and where a replay starts: `base` (a snapshot file of the agent beside the
                  recording, or null) plus `delta`, what changed since that base (see
                  store/snapshot.py). Version 1 headers held a whole `snapshot` instead.
@@ -13,7 +15,8 @@ version, 2; version 1 is still read) and a `"type"`:
                  `agent` when another agent than the header's took the turn (a multi-agent
                  eval: such a recording is re-scored with `eval --replay`, not replayed)
     <event kind> one line per agent event (model_call, response, tool_call, tool_result,
-                 memory_edit, pressure_alert, eviction, summary, usage, turn_end, ...)
+                 memory_edit, memory_confirm (the user's answer about a memory write:
+                 replay gives the same), pressure_alert, eviction, summary, usage, turn_end)
     clock        every reading of the agent's clock during the turn, replayed in order
     passage_ids  the ids the turn's new passages got (ids are global to the data dir, so
                  another agent's passages would shift them in a replay that lacks them);
@@ -203,13 +206,16 @@ class Recorder:
                blocks: dict[str, str] | None = None, agent_uid: str | None = None,
                base: str | None = None, delta: dict[str, Any] | None = None,
                source: str = "live", note: str | None = None,
-               created_at: str | None = None) -> None:
+               created_at: str | None = None, conversation: int | None = None,
+               project: str | None = None, contract: int = prompts.CONTRACT) -> None:
         self.agent_uid = agent_uid
         self.write({"type": "header", "agent": agent, "agent_uid": agent_uid,
                     "settings": settings, "model": model,
                     "prompt_digests": prompts.digests(), "version": __version__,
+                    "contract": contract,
                     "created_at": created_at or utc_iso(datetime.now(timezone.utc)),
                     "source": source, "note": note, "blocks": blocks or {},
+                    "conversation": conversation, "project": project,
                     "base": base, "delta": delta})
 
     def user(self, text: str, at: str, *, retry: bool = False, agent: str | None = None) -> None:
@@ -236,7 +242,7 @@ class Recorder:
         the agent had seen, so an edit made meanwhile is still noticed."""
         self.unwatch()
         if not self._seen:
-            self._seen = {b.label: b.value for b in agent.blocks() if b.scope == "user"}
+            self._seen = {b.label: b.value for b in agent.blocks() if b.scope != "agent"}
         watch = AgentWatch(self._seen, self.outside_edit)
         agent.store.watch(agent.id, watch)
         self._watch = (agent.store, agent.id, watch)
@@ -334,7 +340,9 @@ def record_header(agent: Any, recorder: Recorder, *, source: str = "live",
                     settings=agent.settings.to_dict(), model=agent.settings.model,
                     blocks=core_memory(agent), delta=delta,
                     base=None if base is None else base.relative_to(folder).as_posix(),
-                    source=source, note=note, created_at=created_at)
+                    source=source, note=note, created_at=created_at,
+                    conversation=agent.conversation_id, project=agent.project,
+                    contract=agent.contract)
     recorder.watch(agent)
 
 
@@ -344,7 +352,7 @@ def _has_history(agent: Any) -> bool:
     stats = agent.store.agent_stats(agent.id)
     row = agent.store.get_agent_by_id(agent.id)
     return bool(stats["messages"] or stats["passages"] or row.summary or row.state
-                or any(b.scope == "user" for b in agent.blocks()))
+                or agent.conversation_id != 1 or any(b.scope != "agent" for b in agent.blocks()))
 
 
 def recorded_step(agent: Any, recorder: Recorder, text: str, *,

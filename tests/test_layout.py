@@ -11,7 +11,10 @@ from pathlib import Path
 import memgpt_lite
 
 PACKAGE = Path(memgpt_lite.__file__).parent
-ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
+# The repository, found from this file: CI installs the package into site-packages, where
+# neither docs/ nor tests/ nor prompts/ sit beside it.
+REPO = Path(__file__).resolve().parent.parent
+ARCHITECTURE = REPO / "docs" / "architecture.md"
 PARTS = ("engine", "terminal", "lab")
 MAX_LINES = 600  # a longer module must say why in its docstring
 
@@ -123,8 +126,8 @@ def test_modules_stay_small_or_say_why():
 
 def test_code_refers_to_the_readme_not_to_documents_outside_the_repository():
     outside = re.compile(r"DESIGN\.md|DESIGN §|STYLE\.md|\bSTYLE \d|\bissue #?\d+")
-    for path in [*modules().values(), *PACKAGE.parent.joinpath("tests").rglob("*.py"),
-                 *PACKAGE.parent.joinpath("prompts").glob("*.md")]:
+    for path in [*modules().values(), *REPO.joinpath("tests").rglob("*.py"),
+                 *REPO.joinpath("prompts").glob("*.md")]:
         if path.name == "test_layout.py":
             continue  # the pattern above names them
         found = outside.search(path.read_text("utf-8"))

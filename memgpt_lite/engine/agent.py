@@ -12,11 +12,7 @@ The agent takes its model clients and its clock when it is built and is watched,
 patched: a recorder consumes the events a turn yields (the first, `UserEvent`, carries the
 user's text as stored) and hears of each clock reading through `observed`.
 
-An agent works in one of its conversations at a time (`conversation_id`; `Agent.open` picks
-the most recent, a new one, or the one asked for; `start_conversation` and
-`resume_conversation` change it): the queue, the summary and the pager's state are that
-conversation's, while core memory (with the blocks of the project it works in, `project`),
-archival memory, recall and what the token counter learned are the agent's.
+Which conversation (task) and project an agent works in is agent_tasks.py's.
 """
 
 from __future__ import annotations
@@ -51,23 +47,20 @@ from memgpt_lite.engine.events import (
     UsageEvent,
     UserEvent,
 )
-from memgpt_lite.engine.confirm import Confirm
+from memgpt_lite.engine.agent_tasks import AgentTasks
 from memgpt_lite.engine.memory import (
     MEMORY_TOOL_NAMES,
     MemoryTools,
     ToolOutcome,
     default_blocks,
-    memory_tool_schemas,
-    project_placeholder,
     render_core_memory,
 )
 from memgpt_lite.engine.model import ModelClient
-from memgpt_lite.engine.paging import EVICT_TURNS_SCHEMA, Pager
+from memgpt_lite.engine.paging import Pager
 from memgpt_lite.engine.prompts import CONTRACT, system_prompt
 from memgpt_lite.engine.records import (
     Block,
     ContentBlock,
-    Conversation,
     Message,
     ModelResponse,
     PoppedTurns,
@@ -85,9 +78,9 @@ from memgpt_lite.engine.text import clean_text, clean_value
 from memgpt_lite.engine.tokens import TokenCounter, cost_usd
 from memgpt_lite.engine.turn_clock import ClockObserver, TurnClock
 from memgpt_lite.engine.turns import first_words, group_turns
+from memgpt_lite.engine.window import tool_schemas, window_for
 
 REPEAT_LIMIT = 3  # identical tool calls in a row before the chain is stopped
-ONE_TURN_TOKENS = 500  # the least room a turn needs on top of the fixed part of a request
 
 
 def utc_now() -> datetime:
@@ -115,7 +108,7 @@ class TurnFailed(Exception):
     """Internal: the turn cannot go on (API error); everything it did is undone."""
 
 
-class Agent:
+class Agent(AgentTasks):
     """One named agent over a Store. Not thread-safe; one step at a time.
 
     Its model clients and clock are fixed when it is built. Secrets in the user's text are
@@ -128,7 +121,7 @@ class Agent:
         self.store, self.row = store, row
         self.contract = contract  # what the model is shown (an older one in a replay)
         self.settings = settings = replace(settings)  # its own copy: a learned window changes it
-        self.provider_window = _window_for(row.state.get("provider_window"), settings.model)
+        self.provider_window = window_for(row.state.get("provider_window"), settings.model)
         if self.provider_window is not None:
             settings.context_window = min(settings.context_window, self.provider_window)
         self.id, self.name, self.created = row.id, row.name, created
@@ -140,15 +133,16 @@ class Agent:
         self.tools = MemoryTools(store, row.id, clock=lambda: utc_iso(self.now()),
                                  contract=contract)
         self.tools.gate.on = settings.confirm_memory
-        self.builder = ContextBuilder(settings, tool_schemas(contract), self.counter,
+        self.builder = ContextBuilder(settings, tool_schemas(contract=contract), self.counter,
                                       system_prompt(contract))
         summariser = Summariser(summary_client or model_client, settings, self.counter)
         self.pager = Pager(settings, store, row.id, self.counter, self.builder, summariser)
         self.pager.restore(self.conversation().state.get("pager"))
         self.redact_secrets = True  # user text and model output, before they are stored
-        # A private key's BEGIN line came without its END line: the next messages may be
-        # the rest of it, piped line by line (see redact.redact_message).
-        self.in_key = False
+        # A secret the last message left open (a private key's BEGIN line without its END,
+        # a token cut at the end): the next messages may be the rest of it, piped line by
+        # line (see redact.redact_message). Its kind, or a false value.
+        self.in_key: str | bool | None = False
         self.lock: AgentLockLike | None = None
         self.project: str | None = None  # the project root whose blocks it sees (use_project)
         # Called with the turn id once a turn is committed (e.g. background embedding);
@@ -214,52 +208,6 @@ class Agent:
         """Release the agent's process lock (the store stays open; it is the caller's)."""
         if self.lock is not None:
             self.lock.release()
-
-    # ------------------------------------------------------------------ conversations, project
-    @property
-    def conversation_id(self) -> int:
-        return self.store.current_conversation(self.id)
-
-    def conversation(self) -> Conversation:
-        """The conversation the agent works in."""
-        found = self.store.conversation(self.id)
-        if found is None:  # an agent written before it had one: its first, as migrated
-            return Conversation(self.store.current_conversation(self.id), "", "")
-        return found
-
-    def start_conversation(self) -> Conversation:
-        """Work in a new conversation from now on: an empty queue, no summary, no alert;
-        core, archival memory and recall stay. The current one is kept when it is still new
-        (no message, no title)."""
-        now = self.conversation()
-        if now.started_at and not now.turns and not now.title:
-            return now
-        return self._switched(self.store.start_conversation(self.id, utc_iso(self.now())))
-
-    def resume_conversation(self, conversation_id: int) -> Conversation:
-        """Work in the agent's conversation `conversation_id` (StoreError: there is none)."""
-        return self._switched(self.store.use_conversation(self.id, conversation_id))
-
-    def _switched(self, conversation: Conversation) -> Conversation:
-        self.pager.restore(conversation.state.get("pager"))
-        self.in_key = False  # a key piped over several messages belongs to one conversation
-        return conversation
-
-    def use_project(self, project: str | None) -> None:
-        """See the blocks of `project` (a root directory; None: none) from now on."""
-        self.project = project
-        self.store.use_project(self.id, project, (project_placeholder(),
-                                                  self.settings.block_limit))
-
-    @property
-    def confirm(self) -> Confirm | None:
-        """Asks the user about a memory write when confirm_memory is on (see confirm.py):
-        True applies it, False declines it, None says no one can be asked."""
-        return self.tools.gate.confirm
-
-    @confirm.setter
-    def confirm(self, callback: Confirm | None) -> None:
-        self.tools.gate.confirm = callback
 
     def now(self) -> datetime:
         """The time the agent stamps things with: during a turn, a reading of its turn's
@@ -405,6 +353,19 @@ class Agent:
         return ContextInputs(summary, self.store.context_messages(self.id), current,
                              render_core_memory(self.blocks()), tools_enabled=tools_enabled)
 
+    def set_search_layout(self, layout: int) -> None:
+        """Search as a recording made with `layout` did (recall_page.py): its tool
+        definitions and its pages, so a replay of it sends the recorded requests."""
+        self.tools.layout = layout
+        self.builder.tools = tool_schemas(layout, self.contract)
+
+    def _visible(self, run: _TurnRun) -> tuple[list[int], list[int]]:
+        """What a search should not spend the model's tokens on: the turn it is in (its
+        stored messages), and the messages of the queue, which the model still sees."""
+        current = [m.id for m in run.messages if m.id is not None]
+        queued = [m.id for m in self.store.context_messages(self.id) if m.id is not None]
+        return current, queued
+
     def _tools_off(self, run: _TurnRun) -> bool:
         """Tools are withheld on the per-turn limit's last call and after a stopped loop."""
         return run.calls >= self.settings.max_calls_per_turn or run.stop_tools
@@ -511,7 +472,11 @@ class Agent:
 
     def _dispatch(self, call: ToolCall, run: _TurnRun) -> tuple[ToolOutcome, list[Event]]:
         if call.name in MEMORY_TOOL_NAMES:
-            outcome = self.tools.execute(call.name, call.input)
+            self.tools.visible = lambda: self._visible(run)
+            try:
+                outcome = self.tools.execute(call.name, call.input)
+            finally:
+                self.tools.visible = None
             return outcome, outcome.events
         if call.name == "evict_turns":
             inputs = self._inputs(run)
@@ -547,16 +512,6 @@ class Agent:
         return ContextReport(built.ledger, built.estimated_tokens, self.settings.budget, turns,
                              inputs.summary)
 
-    def last_user_text(self) -> str | None:
-        """The text of the last message the user sent in this conversation."""
-        turn, here = self.store.max_turn_id(self.id, in_conversation=True), self.conversation_id
-        while turn > 0:  # turn ids are the agent's: other conversations' are skipped
-            for m in self.store.turn_messages(self.id, turn):
-                if m.role == "user" and m.conversation_id == here:
-                    return _text_of(m)
-            turn -= 1
-        return None
-
     def pop_turns(self, n: int = 1) -> PoppedTurns:
         """Undo the last n turns of the queue, in one transaction: they leave the queue and
         recall, and their memory edits are reverted where nothing changed them since (see
@@ -579,22 +534,6 @@ class Agent:
             raise ValueError(f"{label} would be {len(value):,} chars, {len(value) - block.limit:,}"
                              f" over its limit of {block.limit:,}.")
         return self.store.set_block(self.id, label, value, source="user", expected=expected)
-
-
-def tool_schemas(contract: int = CONTRACT) -> list[dict]:
-    """The tools every request defines: the memory tools and evict_turns."""
-    return memory_tool_schemas(contract) + [EVICT_TURNS_SCHEMA]
-
-
-def request_floor(settings: Settings, blocks: list[Block], counter_state: object = None) -> int:
-    """The tokens a turn needs at the least: the real request built with an empty queue and
-    no summary (tools, system prompt, these core memory blocks) plus one short turn, as
-    the agent's counter (from its stored state; else the cautious default) estimates it."""
-    counter = TokenCounter.from_state(counter_state)
-    current = [Message("user", [{"type": "text", "text": "Hello."}], 1)]
-    inputs = ContextInputs("", [], current, render_core_memory(blocks))
-    built = ContextBuilder(settings, tool_schemas(), counter).build(inputs)
-    return built.estimated_tokens + ONE_TURN_TOKENS
 
 
 @dataclass
@@ -634,15 +573,6 @@ def _valid_content(content: list[ContentBlock], stop: str | None) -> list[Conten
 
 def _text_of(message: Message) -> str:
     return "".join(b.get("text", "") for b in message.content if b.get("type") == "text")
-
-
-def _window_for(state: object, model: str) -> int | None:
-    """The window a provider taught the agent for `model` (see Agent._learn_window)."""
-    if isinstance(state, dict) and state.get("model") == model:
-        tokens = state.get("tokens")
-        if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0:
-            return tokens
-    return None
 
 
 def _writable(value: object) -> bool:

@@ -156,7 +156,7 @@ def setting_names(name: str) -> str:
 def check_room(settings: Settings, floor: int, named: dict[str, str]) -> None:
     """ConfigError when max output tokens are more than the model writes, or the context
     window cannot hold `floor` tokens (the fixed part of a request and one turn, see
-    `agent.request_floor`) plus max output tokens and the safety margin. The sentence names
+    `window.request_floor`) plus max output tokens and the safety margin. The sentence names
     the setting as the user gave it (`named`: setting → flag or variable)."""
     out = named.get("max_output_tokens", "max_output_tokens")
     limit = max_output_limit(settings.model)
@@ -243,6 +243,26 @@ def check_setting(name: str, value: Any, label: str) -> None:
         what = "must be between" if kind is not str else "must have between"
         unit = " characters" if kind is str else ""
         raise ConfigError(f"{label} {what} {low:,} and {high:,}{unit}, got {value!r:.40}.")
+
+
+def base_url_problem(url: str, name: str = "ANTHROPIC_BASE_URL") -> str | None:
+    """Why `url` cannot be the API's base URL (one sentence), or None: it must be http(s)
+    with a host and, if any, a port that exists."""
+    from urllib.parse import urlsplit
+
+    wanted = f"{name} must be an http:// or https:// URL such as http://127.0.0.1:8765"
+    if url != url.strip() or any(c.isspace() or not c.isprintable() for c in url):
+        return f"{wanted}; got {url!r:.80}, which holds spaces or control characters."
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # a port out of 0-65535 (or not a number) raises here
+    except ValueError as exc:
+        return f"{wanted}; got {url!r:.80} ({exc})."
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"{wanted}; got {url!r:.80}."
+    if port == 0:
+        return f"{wanted}; got {url!r:.80} (port 0)."
+    return None
 
 
 DEFAULT_TIMEOUT = 120.0  # seconds a model call may take in all, retries included

@@ -266,11 +266,16 @@ class EmbeddingConfig:
     query_prefix: str = ""
     passage_prefix: str = ""
     input_type: bool = False
+    pooling: str = "mean"
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> EmbeddingConfig:
         env = dict(os.environ if env is None else env)
         spec = env.get("MEMGPT_LITE_EMBEDDER", "").strip()
+        if not spec:
+            installed = _installed_default(env)
+            if installed is not None:
+                return installed
         kind, _, path = spec.partition(":")
         kind = kind.lower() or "none"
         if kind not in ("none", "onnx", "http"):
@@ -293,7 +298,8 @@ class EmbeddingConfig:
         if self.kind == "onnx":
             if not self.path:
                 raise EmbeddingError("MEMGPT_LITE_EMBEDDER=onnx:FOLDER needs the model's folder.")
-            return OnnxEmbedder(self.path, threads=self.threads, **prefixes)
+            return OnnxEmbedder(self.path, threads=self.threads, pooling=self.pooling,
+                                **prefixes)
         if self.kind == "http":
             if not (self.url and self.model):
                 raise EmbeddingError("MEMGPT_LITE_EMBEDDER=http needs MEMGPT_LITE_EMBEDDINGS_URL "
@@ -301,6 +307,20 @@ class EmbeddingConfig:
             return HttpEmbedder(self.url, self.model, api_key=self.api_key,
                                 timeout=self.timeout, input_type=self.input_type, **prefixes)
         return None
+
+
+def _installed_default(env: dict[str, str]) -> EmbeddingConfig | None:
+    """The model `memgpt-lite embeddings install` made the default, when there is one."""
+    from memgpt_lite.engine.model_catalog import default_model
+
+    found = default_model()
+    if found is None:
+        return None
+    folder, manifest = found
+    return EmbeddingConfig("onnx", str(folder), threads=int(_number(
+        env, "MEMGPT_LITE_EMBED_THREADS", 1)), pooling=str(manifest.get("pooling") or "mean"),
+        query_prefix=str(manifest.get("query_prefix") or ""),
+        passage_prefix=str(manifest.get("passage_prefix") or ""))
 
 
 def _require_numpy() -> None:

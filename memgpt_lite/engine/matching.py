@@ -9,7 +9,10 @@ Three modes, all ignoring case:
   word written in them matches anywhere.
 * **any**: any one of the words, each as in a phrase.
 * **regex**: a Python regular expression, as given (`(?-i:…)` makes part of it care about
-  case).
+  case). Python's engine backtracks: a pattern such as `(a+)+$` can take longer than the
+  universe's age on one long line. A matcher built from what the user typed gives up on a
+  text after `REGEX_SECONDS` with one sentence (a `QueryError`); the preview runs first, so
+  a pattern that would hang never starts changing anything.
 
 A match that overlaps a `[forgotten]` marker, or the words of a fold or clip marker (see
 shrink.py), is not a match: forgetting twice changes nothing the second time, even `forget
@@ -18,7 +21,10 @@ forgotten` or `forget --any the full`.
 
 from __future__ import annotations
 
+import contextlib
 import re
+import signal
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +34,10 @@ from memgpt_lite.engine.shrink import marker_spans
 FORGOTTEN = "[forgotten]"
 MODES = ("phrase", "any", "regex")
 MAX_QUERY = 1_000
+# How long a user's regex may search one text. Matching a sane pattern on the largest text
+# stored (20,000 characters) takes well under a millisecond; this is for the pattern that
+# would never return.
+REGEX_SECONDS = 3.0
 
 _NO_SPACES = ("\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u1100-\u11ff\u3040-\u30ff"
               "\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
@@ -50,20 +60,23 @@ class Matcher:
     query: str
     mode: str
     pattern: re.Pattern[str]
+    bounded: bool = False  # a regex gives up on a text after REGEX_SECONDS (see above)
 
     @classmethod
-    def build(cls, query: str, mode: str = "phrase") -> Matcher:
+    def build(cls, query: str, mode: str = "phrase", *, bounded: bool = True) -> Matcher:
+        """`bounded`: as for what the user types now. A forget already written down is
+        finished unbounded: its preview ran over the same texts, bounded, and finished."""
         if mode not in MODES:
             raise QueryError(f"Unknown match mode {mode!r} (modes: {', '.join(MODES)}).")
         if not query.strip():
             raise QueryError("Say what to forget: the query is empty.")
         if len(query) > MAX_QUERY:
             raise QueryError(f"The query is {len(query):,} characters; at most {MAX_QUERY:,}.")
-        return cls(query, mode, _compile(query, mode))
+        return cls(query, mode, _compile(query, mode), bounded and mode == "regex")
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any]) -> Matcher:
-        return cls.build(str(spec["query"]), str(spec.get("mode") or "phrase"))
+        return cls.build(str(spec["query"]), str(spec.get("mode") or "phrase"), bounded=False)
 
     def spec(self) -> dict[str, str]:
         return {"query": self.query, "mode": self.mode}
@@ -81,11 +94,22 @@ class Matcher:
         markers = [m.span() for m in _MARKER.finditer(text)] if FORGOTTEN in text else []
         markers += marker_spans(text)
         out = []
-        for m in self.pattern.finditer(text):
-            start, end = m.span()
+        for start, end in self._matches(text):
             if end > start and not any(a < end and start < b for a, b in markers):
                 out.append((start, end))
         return out
+
+    def _matches(self, text: str) -> list[tuple[int, int]]:
+        if not self.bounded:
+            return [m.span() for m in self.pattern.finditer(text)]
+        try:
+            with _time_limit(REGEX_SECONDS):
+                return [m.span() for m in self.pattern.finditer(text)]
+        except _TooSlow:
+            raise QueryError(
+                f"The pattern {self.query!r:.80} took over {REGEX_SECONDS:g} s on one text of "
+                f"{len(text):,} characters and was stopped: it backtracks without end (nested "
+                f"repeats such as (a+)+ do); write it without them.") from None
 
     def hits(self, text: str) -> bool:
         return bool(self.spans(text))
@@ -116,6 +140,19 @@ class Matcher:
             left = left[:-1]
         return left, [line.rstrip("\n") for line in removed]
 
+    def drop_sentences(self, text: str) -> tuple[str, list[str]]:
+        """`text` without the sentences a match touches (a line break also ends one): for
+        prose such as the running summary, written as one paragraph, where a line would be
+        the whole of it. Returns (what is left, the sentences removed)."""
+        spans = self.spans(text)
+        if not spans:
+            return text, []
+        kept, removed = [], []
+        for start, end in _sentences(text):
+            touched = any(a < end and start < b for a, b in spans)
+            (removed if touched else kept).append(text[start:end])
+        return "".join(kept).rstrip(), [" ".join(part.split()) for part in removed]
+
     def excerpt(self, text: str, width: int = 100) -> str:
         """One line of `text` around its first match (for previews)."""
         spans = self.spans(text)
@@ -126,6 +163,47 @@ class Matcher:
         if len(flat) > width:
             flat = flat[: width - 1] + "…"
         return ("…" if lead else "") + flat
+
+
+class _TooSlow(Exception):
+    pass
+
+
+def _too_slow(signum: int, frame: Any) -> None:
+    raise _TooSlow
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """Raise _TooSlow in the block after `seconds`. Python's regex engine checks for signals
+    while it backtracks, so an interval timer stops it; only the main thread gets signals,
+    so elsewhere (and without SIGALRM) the block runs unbounded."""
+    if threading.current_thread() is not threading.main_thread() \
+            or not hasattr(signal, "setitimer"):
+        yield
+        return
+    previous = signal.signal(signal.SIGALRM, _too_slow)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+# A sentence ends at . ! ? before a space or the end, at 。！？ (no space follows them), or
+# at a line break; its trailing spaces go with it.
+_SENTENCE_END = re.compile(r"[.!?]+(?=\s|$)\s*|[。！？]+\s*|\n\s*")
+
+
+def _sentences(text: str) -> Iterator[tuple[int, int]]:
+    start = 0
+    for end in _SENTENCE_END.finditer(text):
+        if end.end() > start:
+            yield start, end.end()
+            start = end.end()
+    if start < len(text):
+        yield start, len(text)
 
 
 def _lines(text: str) -> Iterator[tuple[int, str]]:

@@ -23,16 +23,24 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import TYPE_CHECKING
 
-from memgpt_lite.engine import prompts
+from memgpt_lite.engine import prompts, recall_page
 from memgpt_lite.engine.confirm import DECLINED, ConfirmGate
 from memgpt_lite.engine.events import Event, MemoryEditEvent
 from memgpt_lite.engine.prompts import CONTRACT
+from memgpt_lite.engine.recall_page import (
+    HIT_CHARS,
+    LAYOUT,
+    TURN_QUERY,
+    one_line,
+    page_lines,
+)
 from memgpt_lite.engine.records import Block, SearchHit, SearchPage
-from memgpt_lite.engine.search import KEYWORD_WEIGHT
+from memgpt_lite.engine.search import KEYWORD_WEIGHT, plain_text
 from memgpt_lite.engine.store import Store
 from memgpt_lite.engine.store.base import BlockChanged
 from memgpt_lite.engine.text import clean_value, neutralise_tags, shorten
 from memgpt_lite.engine.tool_schemas import (  # noqa: F401 (memory_tool_schemas: its callers')
+    MAX_TEXT,
     MEMORY_TOOL_NAMES,
     SCHEMAS,
     check_arguments,
@@ -42,8 +50,6 @@ from memgpt_lite.engine.tool_schemas import (  # noqa: F401 (memory_tool_schemas
 if TYPE_CHECKING:
     from memgpt_lite.engine.dense import DenseSide
 
-HIT_CHARS = 500  # longer hits are cut so one search result cannot flood the context
-CONTEXT_CHARS = 300  # the reply shown under a hit is context, cut shorter
 GLIMPSE_CHARS = 100  # a similar passage is shown by its first words
 EDIT_TRIES = 3  # reads of a shared block per edit (see MemoryTools._compare_and_retry)
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -120,25 +126,7 @@ def _not_applied(text: str, what: str, events: list[Event]) -> ToolOutcome:
 
 
 def _hit_line(text: str, limit: int = HIT_CHARS) -> str:
-    text = neutralise_tags(" ".join(text.split()))  # one line per hit, inert
-    if len(text) <= limit:
-        return text
-    return text[:limit] + f" …[+{len(text) - limit} chars]"
-
-
-def _message_lines(hit: SearchHit, contract: int = CONTRACT) -> list[str]:
-    """A message hit as one line (naming its conversation), and the reply that followed it
-    indented below it."""
-    status = " (interrupted, never answered)" if hit.status == "interrupted" else ""
-    where = "" if contract == 1 else f"[conv {hit.conversation or 1}] "
-    lines = [f"- {where}{_when(hit)} {hit.role}{status}: {_hit_line(hit.text)}"]
-    lines += [f"  ↳ reply {_when(r)} {r.role}: {_hit_line(r.text, CONTEXT_CHARS)}"
-              for r in hit.context]
-    return lines
-
-
-def _when(hit: SearchHit) -> str:
-    return hit.created_at.replace("T", " ").rstrip("Z")[:16]
+    return one_line(text, limit)
 
 
 def _parse_date(value: str | None, name: str) -> tuple[date | None, str | None]:
@@ -168,6 +156,14 @@ class MemoryTools:
         # whoever opens the agent with an embedder, or by a replay (see engine/dense.py).
         self.dense: DenseSide | None = None
         self.gate = ConfirmGate()  # off until the agent's confirm_memory turns it on
+        # Who block history names as the author of an edit: the chat's model ("tool"), or
+        # the MCP client the edit came from ("mcp:NAME", see memory_service.py).
+        self.source = "tool"
+        # conversation_search's page layout (recall_page.py); a replay sets its recording's.
+        self.layout = LAYOUT
+        # (ids never shown: the current turn; ids ranked last: what the model still sees in
+        # its context), set by the agent for each tool call; None outside a turn.
+        self.visible: Callable[[], tuple[list[int], list[int]]] | None = None
 
     def execute(self, name: str, args: object) -> ToolOutcome:
         if name not in MEMORY_TOOL_NAMES:
@@ -194,7 +190,7 @@ class MemoryTools:
         over = _over_limit(block, new, tool)
         if over is not None:
             return over
-        saved = self.store.set_block(self.agent_id, block.label, new, source="tool",
+        saved = self.store.set_block(self.agent_id, block.label, new, source=self.source,
                                      expected=block.value)
         edit = MemoryEditEvent(block.label, op, block.value, saved.value,  # type: ignore[arg-type]
                                saved.used, saved.limit)
@@ -312,19 +308,49 @@ class MemoryTools:
         if problem:
             return _error(problem, tool)
         start_iso, end_iso = start and start.isoformat(), end and end.isoformat()
+        turn = TURN_QUERY.fullmatch(query) if self.layout >= 2 else None
+        if turn:
+            return self._whole_turn(int(turn.group(1)))
         current = self.store.current_conversation(self.agent_id)
-        within = current if current_only else None
-        dense, weight, events = self.dense_candidates(tool, "messages", query, start_iso, end_iso)
-        result = self.store.search_messages(self.agent_id, query, page, start_date=start_iso,
-                                            end_date=end_iso, dense=dense,
-                                            keyword_weight=weight, conversation=within)
-        lines = [line for h in result.hits for line in _message_lines(h, self.contract)]
+        result, events = self.message_page(query, page, start_iso, end_iso,
+                                           conversation=current if current_only else None)
+        lines = page_lines(result.hits, query, self.layout, conversations=self.contract > 1)
         outcome = self._page_outcome(tool, query, result, lines, events)
         if self.contract > 1:  # say which conversations were searched, and which one this is
             head, _, rest = outcome.text.partition("\n")
             where = "this conversation" if current_only else "every conversation"
             outcome.text = f"{head} from {where} (this one is conv {current})\n{rest}"
         return outcome
+
+    def message_page(self, query: str, page: int = 1, start: str | None = None,
+                     end: str | None = None, *, per_page: int | None = None,
+                     conversation: int | None = None) -> tuple[SearchPage, list[Event]]:
+        """The page of message hits conversation_search shows (and the dense side's events):
+        from every conversation of the agent (or only `conversation`); from layout 2 on,
+        never the current turn, and what is still in the context window ranked after what
+        the model cannot see."""
+        tool = "conversation_search"
+        dense, weight, events = self.dense_candidates(tool, "messages", query, start, end)
+        leave_out, below = self.visible() if self.visible and self.layout >= 2 else ([], [])
+        size = per_page or recall_page.PER_PAGE[self.layout]
+        result = self.store.search_messages(self.agent_id, query, page, size, start_date=start,
+                                            end_date=end, dense=dense, keyword_weight=weight,
+                                            leave_out=leave_out, below=below,
+                                            conversation=conversation)
+        return result, events
+
+    def _whole_turn(self, turn_id: int) -> ToolOutcome:
+        """`turn:N`: the texts of turn N whole, for a hit shown only in part."""
+        tool = "conversation_search"
+        texts = [(m, plain_text(m.role, m.content))
+                 for m in self.store.turn_messages(self.agent_id, turn_id)]
+        lines = [f"- {m.created_at[:16].replace('T', ' ')} {m.role}: {one_line(t, MAX_TEXT)}"
+                 for m, t in texts if t.strip()]
+        if not lines:
+            return _error(f"There is no turn {turn_id} with text in the conversation history.",
+                          tool)
+        return ToolOutcome("\n".join([f"turn {turn_id}, {len(lines)} messages", *lines]), False,
+                           f"{tool} turn:{turn_id} → {len(lines)} messages")
 
     def archival_search(self, query: str, page: int = 1,
                         tags: list[str] | None = None) -> ToolOutcome:

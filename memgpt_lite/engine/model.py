@@ -14,7 +14,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from memgpt_lite.engine.config import timeout_setting
+from memgpt_lite.engine.call_deadline import CallThread, DeadlinePassed, on_request
+from memgpt_lite.engine.config import ConfigError, base_url_problem, timeout_setting
 from memgpt_lite.engine.errors import (
     APIConnectionError,
     AuthError,
@@ -54,9 +55,9 @@ _TOO_LONG = re.compile(r"prompt is too long:\s*(\d+)\s*tokens\s*>\s*(\d+)\s*maxi
 # A chat waits for a person: connecting takes well under a second, and a streaming reply
 # is never silent for long (the API sends pings), so 10 s to connect or 60 s of silence
 # mean the server is gone. Every call also has a deadline in all (`timeout`, default 120 s:
-# a 2,048-token reply streams in well under a minute), which a server trickling one event
-# every few seconds cannot stretch. The SDK's retries share it: each attempt waits at most
-# its share (with the defaults, 40 s of silence for each of 3 attempts).
+# a 2,048-token reply streams in well under a minute), which a server trickling bytes, events
+# or SSE comments cannot stretch (call_deadline.py). The SDK's retries share it: each attempt
+# waits at most its share (with the defaults, 40 s of silence for each of 3 attempts).
 CONNECT_TIMEOUT = 10.0
 READ_TIMEOUT = 60.0
 
@@ -95,6 +96,11 @@ class AnthropicClient:
             self._args["api_key"] = PLACEHOLDER_API_KEY
         self._sdk: Any = None
         self._sdk_client: Any = None
+        if self._args["base_url"]:
+            found = base_url_problem(self._args["base_url"],
+                                     "the base URL" if base_url else "ANTHROPIC_BASE_URL")
+            if found:
+                raise ConfigError(found)
         base = self._args["base_url"] or "https://api.anthropic.com"
         self.host = urlsplit(base).netloc or base
         if not (self._args["api_key"] or env_key):
@@ -121,7 +127,8 @@ class AnthropicClient:
 
         self._sdk = anthropic
         try:
-            client = anthropic.Anthropic(**self._args, timeout=self._timeouts())
+            client = anthropic.Anthropic(**{**self._args, "http_client": self._http_client()},
+                                         timeout=self._timeouts())
         except anthropic.AnthropicError as exc:  # e.g. an unreadable credentials profile
             raise AuthError(f"Could not load Anthropic credentials ({exc}); set ANTHROPIC_API_KEY."
                             ) from None
@@ -131,6 +138,18 @@ class AnthropicClient:
                 "an Anthropic-compatible server).")
         self._sdk_client = client
         self.host = urlsplit(str(client.base_url)).netloc or str(client.base_url)
+
+    def _http_client(self) -> Any:
+        """The SDK's own HTTP client (or the one given), with the hook that counts a call's
+        attempts and keeps a call given up on from sending another."""
+        import anthropic
+
+        given = self._args["http_client"]
+        http = given if given is not None else anthropic.DefaultHttpxClient()
+        hooks = http.event_hooks
+        if on_request not in hooks.get("request", []):
+            http.event_hooks = {**hooks, "request": [*hooks.get("request", []), on_request]}
+        return http
 
     def _timeouts(self) -> Any:
         """Per attempt: 10 s to connect, then at most 60 s of silence, both within the
@@ -142,19 +161,27 @@ class AnthropicClient:
                               connect=min(CONNECT_TIMEOUT, self.timeout / attempts))
 
     def stream(self, request: ModelRequest) -> Iterator[StreamItem]:
-        saw_stop = False
         client = self._client
+        yield from self._under_deadline(lambda call: self._streamed(client, request, call))
+
+    def count_tokens(self, request: ModelRequest) -> int:
+        """Exact input tokens of a request according to the API (no model call), under the
+        same deadline as a model call."""
+        body = request.to_api()
+        body.pop("max_tokens", None)
+        client = self._client
+        (counted,) = self._under_deadline(lambda call: [client.messages.count_tokens(**body)])
+        return int(counted.input_tokens)
+
+    def _under_deadline(self, produce: Any) -> Iterator[Any]:
+        """What `produce` yields on a worker thread, until the call's deadline; every failure
+        mapped to one ModelError."""
         self._started = time.monotonic()
+        call = CallThread(produce)
         try:
-            with client.messages.stream(**request.to_api()) as stream:
-                for event in stream:
-                    delta = _delta_of(event)
-                    if delta is not None:
-                        yield delta
-                    saw_stop = saw_stop or event.type == "message_stop"
-                    if not saw_stop and time.monotonic() - self._started > self.timeout:
-                        raise self._gave_up()  # a trickle: every event in time, never done
-                message = stream.current_message_snapshot if saw_stop else None
+            yield from call.items(self._started + self.timeout)
+        except DeadlinePassed:
+            raise self._gave_up(_retries(call.attempts - 1)) from None
         except self._sdk.AnthropicError as exc:
             raise self._map_error(exc) from None
         except Exception as exc:  # raw transport / decoding failures surface mid-stream
@@ -162,20 +189,27 @@ class AnthropicClient:
             if mapped is None:
                 raise
             raise mapped from exc
+
+    def _streamed(self, client: Any, request: ModelRequest,
+                  call: CallThread) -> Iterator[StreamItem]:
+        """The call itself, on the worker thread (see call_deadline.py)."""
+        saw_stop = False
+        with client.messages.stream(**request.to_api()) as stream:
+            call.response = stream.response
+            if call.abandoned.is_set():
+                return  # given up on while the headers came in: nobody shut this one down
+            for event in stream:
+                if call.abandoned.is_set():
+                    return
+                delta = _delta_of(event)
+                if delta is not None:
+                    yield delta
+                saw_stop = saw_stop or event.type == "message_stop"
+            message = stream.current_message_snapshot if saw_stop else None
         if message is None:
             raise StreamError(f"The response stream from {self.host} ended before the reply was "
                               f"complete.")
         yield _response_of(message)
-
-    def count_tokens(self, request: ModelRequest) -> int:
-        """Exact input tokens of a request according to the API (no model call)."""
-        body = request.to_api()
-        body.pop("max_tokens", None)
-        client = self._client
-        try:
-            return int(client.messages.count_tokens(**body).input_tokens)
-        except self._sdk.AnthropicError as exc:
-            raise self._map_error(exc) from None
 
     # ---------------------------------------------------------------- error mapping
 
@@ -239,10 +273,11 @@ class AnthropicClient:
     def _retried(self, exc: Any) -> str:
         request = getattr(exc, "request", None)
         count = request.headers.get("x-stainless-retry-count") if request is not None else None
-        tries = int(count) if count and count.isdigit() else self.max_retries
-        if tries <= 0:
-            return ""
-        return f" after {tries} {'retry' if tries == 1 else 'retries'}"
+        return _retries(int(count) if count and count.isdigit() else self.max_retries)
+
+
+def _retries(tries: int) -> str:
+    return f" after {tries} {'retry' if tries == 1 else 'retries'}" if tries > 0 else ""
 
 
 def _import_sdk() -> None:

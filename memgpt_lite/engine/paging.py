@@ -122,6 +122,7 @@ class Pager:
         self.alert_tokens: int | None = None  # usage at the last alert (None: no pressure)
         self.alert_turn: int | None = None  # turn of an alert the model has not acted on
         self._shown: str | None = None  # the alert text now in the tail
+        self._said_over_budget = False  # the notice that nothing more fits was given
 
     def state(self) -> dict[str, int | None]:
         """The alert state, stored with the agent so that a restart neither repeats an
@@ -184,8 +185,11 @@ class Pager:
                 if not shorter:
                     break  # nothing left to evict, clip or shorten
             built = self._build(inputs)
-        if built.estimated_tokens > self.budget:
+        # Said once while it lasts: every call of every turn would repeat it.
+        over = built.estimated_tokens > self.budget
+        if over and not self._said_over_budget:
             yield NoticeEvent(self._over_budget(built.estimated_tokens), "warning")
+        self._said_over_budget = over
         return built
 
     def _over_budget(self, tokens: int) -> str:

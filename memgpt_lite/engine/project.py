@@ -1,11 +1,12 @@
-"""The one function that decides which project a directory belongs to.
+"""The one function that decides which project a process works in (the key of `project`
+scope blocks: README "Memory and paging" and docs/mcp.md).
 
-A project is named by its root: the top level of the git work tree holding the directory
-(the nearest folder upwards with a `.git` entry, a folder or, for a worktree or submodule,
-a file), else the directory itself. `--project DIR` and $MEMGPT_LITE_PROJECT name a root
-outright. Every agent working under one root sees the same blocks in "project" scope
-(store/project_blocks.py); `memgpt-lite chat`, `core`, `agents show` and `mcp` ask here.
-Nothing is read at import time.
+A project is named by its root: the top level of the git work tree the directory is in (the
+nearest folder holding `.git`, a folder in a clone or a file in a worktree or submodule),
+else the directory itself. The directory is the one given (`--project DIR`), else
+$MEMGPT_LITE_PROJECT, else the working directory. Symbolic links are resolved, so one project
+never has two names. Git itself is not run: a folder walk answers the same question in
+microseconds and needs no git installed.
 """
 
 from __future__ import annotations
@@ -15,33 +16,35 @@ from pathlib import Path
 
 from memgpt_lite.engine.config import ConfigError
 
-PROJECT_ENV = "MEMGPT_LITE_PROJECT"
+PROJECT_VAR = "MEMGPT_LITE_PROJECT"
 
 
-class ProjectError(ConfigError):
-    """A project given by the user cannot be used; the message is one sentence."""
-
-
-def project_root(override: str | None = None, cwd: str | Path | None = None) -> str:
-    """The project root for `cwd` (default: the working directory): `override` (a flag's
-    value), else $MEMGPT_LITE_PROJECT, else the git top level of the directory, else the
-    directory. Always an absolute path with symlinks resolved, so that one project has one
-    name however it is reached. ProjectError when a root given outright is not a directory."""
-    given, where = override, "--project"
-    if not given:
-        given, where = os.environ.get(PROJECT_ENV, "").strip() or None, PROJECT_ENV
-    if given:
-        root = Path(given).expanduser()
-        if not root.is_dir():
-            raise ProjectError(f"{where} {given!r} is not a directory; name the folder of the "
-                               "project (e.g. the top of its git checkout).")
-        return str(root.resolve())
+def project_root(given: str | Path | None = None, *, cwd: Path | None = None) -> Path:
+    """The project root for `given` (else $MEMGPT_LITE_PROJECT, else `cwd` or the working
+    directory). ConfigError, one sentence, when the directory named does not exist."""
+    where, named = _directory(given, cwd)
     try:
-        start = (Path(cwd) if cwd is not None else Path.cwd()).resolve()
-    except FileNotFoundError:
-        raise ProjectError("The working directory no longer exists, so it names no project; "
-                           f"change to a directory that does, or give --project DIR.") from None
-    for folder in (start, *start.parents):
-        if (folder / ".git").exists():
-            return str(folder)
-    return str(start)
+        folder = where.expanduser().resolve(strict=True)
+    except (OSError, RuntimeError):  # missing, unreadable, a symlink loop
+        raise ConfigError(f"The project directory {str(where)!r} {named} does not exist.") from None
+    if not folder.is_dir():
+        raise ConfigError(f"The project directory {str(where)!r} {named} is not a folder.")
+    return git_top_level(folder) or folder
+
+
+def _directory(given: str | Path | None, cwd: Path | None) -> tuple[Path, str]:
+    """The directory to start from, and how the user named it (for the error)."""
+    if given is not None and str(given).strip():
+        return Path(given), "(from --project)"
+    env = os.environ.get(PROJECT_VAR, "").strip()
+    if env:
+        return Path(env), f"(from {PROJECT_VAR})"
+    return (cwd or Path(".")), "(the working directory)"  # resolved (and checked) by the caller
+
+
+def git_top_level(folder: Path) -> Path | None:
+    """The nearest folder at or above `folder` that holds `.git`, or None."""
+    for candidate in (folder, *folder.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return None

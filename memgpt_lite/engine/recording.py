@@ -22,7 +22,8 @@ version, 2; version 1 is still read) and a `"type"`:
                  another agent's passages would shift them in a replay that lacks them);
                  written before the next event once known, each line listing all so far
                  (older recordings have one line, after the turn's events)
-    shared_block a user-scope block read with a value another agent wrote: label, value and
+    shared_block a block read with a value written elsewhere (another agent sharing it, or
+                 another process serving this agent, e.g. an MCP client): label, value and
                  `after`, the number of the turn's recorded events before that read; replay
                  applies the edit at the same point
     memory       core memory after each turn ({label: value}), for state comparison
@@ -68,7 +69,7 @@ from pathlib import Path
 from typing import Any
 
 from memgpt_lite import __version__
-from memgpt_lite.engine import prompts
+from memgpt_lite.engine import prompts, recall_page
 from memgpt_lite.engine.config import recordings_dir
 from memgpt_lite.engine.events import Event, NoticeEvent, ResponseEvent, UserEvent
 from memgpt_lite.engine.recording_schema import line_problem
@@ -172,7 +173,7 @@ class Recorder:
         self.agent_uid: str | None = None  # the header's agent
         # While a turn runs: how many of its events were written (see `outside_edit`).
         self.turn_events: int | None = None
-        self._seen: dict[str, str] = {}  # shared blocks as the agent last saw them
+        self._seen: dict[str, str] = {}  # core memory blocks as the agent last saw them
         self._watch: tuple[Any, int, AgentWatch] | None = None
 
     @classmethod
@@ -207,12 +208,13 @@ class Recorder:
                base: str | None = None, delta: dict[str, Any] | None = None,
                source: str = "live", note: str | None = None,
                created_at: str | None = None, conversation: int | None = None,
-               project: str | None = None, contract: int = prompts.CONTRACT) -> None:
+               project: str | None = None, contract: int = prompts.CONTRACT,
+               search_layout: int = recall_page.LAYOUT) -> None:
         self.agent_uid = agent_uid
         self.write({"type": "header", "agent": agent, "agent_uid": agent_uid,
                     "settings": settings, "model": model,
                     "prompt_digests": prompts.digests(), "version": __version__,
-                    "contract": contract,
+                    "contract": contract, "search_layout": search_layout,
                     "created_at": created_at or utc_iso(datetime.now(timezone.utc)),
                     "source": source, "note": note, "blocks": blocks or {},
                     "conversation": conversation, "project": project,
@@ -236,13 +238,14 @@ class Recorder:
     # ---------------------------------------------------------------- what other agents change
 
     def watch(self, agent: Any) -> None:
-        """From now on, learn from the store what other agents change under `agent`: edits
-        of the blocks it shares, and the ids its new passages get (see `outside_edit` and
+        """From now on, learn from the store what others change under `agent`: edits of its
+        blocks written elsewhere (another agent sharing a block, another process serving this
+        agent's memory), and the ids its new passages get (see `outside_edit` and
         the passage_ids line). A store reopened after a restart is watched again with what
         the agent had seen, so an edit made meanwhile is still noticed."""
         self.unwatch()
         if not self._seen:
-            self._seen = {b.label: b.value for b in agent.blocks() if b.scope != "agent"}
+            self._seen = {b.label: b.value for b in agent.blocks()}
         watch = AgentWatch(self._seen, self.outside_edit)
         agent.store.watch(agent.id, watch)
         self._watch = (agent.store, agent.id, watch)
@@ -263,7 +266,7 @@ class Recorder:
             self._watch = None
 
     def outside_edit(self, label: str, value: str) -> None:
-        """The agent read a shared block with a value another agent wrote. Within a turn it
+        """The agent read a block with a value written elsewhere. Within a turn it
         is noted with how many of the turn's events came before it; between turns it is a
         command before the next input. Replay applies it at the same point."""
         if self.turn_events is None:
@@ -342,7 +345,7 @@ def record_header(agent: Any, recorder: Recorder, *, source: str = "live",
                     base=None if base is None else base.relative_to(folder).as_posix(),
                     source=source, note=note, created_at=created_at,
                     conversation=agent.conversation_id, project=agent.project,
-                    contract=agent.contract)
+                    contract=agent.contract, search_layout=agent.tools.layout)
     recorder.watch(agent)
 
 
@@ -575,7 +578,9 @@ def _read_lines(path: Path, warnings: list[str]) -> Iterator[tuple[int, dict[str
             continue
         try:
             line = json.loads(text)
-        except json.JSONDecodeError:
+        except RecursionError:
+            raise RecordingError(f"{path}: line {number} is nested too deeply to read") from None
+        except ValueError:  # not JSON, or a number of thousands of digits
             if number == len(lines) and not raw.endswith(b"\n"):
                 warnings.append(f"line {number} was cut short (the session ended abruptly); "
                                 f"replaying up to line {number - 1}")

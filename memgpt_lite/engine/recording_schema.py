@@ -34,6 +34,7 @@ LINES: dict[str, dict[str, Spec]] = {
                "?agent_uid": OPT_STR, "?base": OPT_STR, "?delta": (dict, None),
                "?snapshot": (dict, None), "?source": OPT_STR, "?note": OPT_STR,
                "?created_at": OPT_STR, "?version": OPT_STR, "?prompt_digests": (dict, None),
+               "?search_layout": (int, None),
                "?forgotten": (FORGOTTEN, None), "?contract": int,
                "?conversation": OPT_INT, "?project": OPT_STR},
     "user": {"text": str, "?at": OPT_STR, "?retry": bool, "?agent": str},
@@ -93,16 +94,22 @@ def line_problem(line: Any, version: int) -> str | None:
         return (f"it was made under the model contract {line.get('contract')!r}, which this "
                 "memgpt-lite does not know (upgrade it to replay this recording)")
     return (problem(line, spec, "") or _time_problem(line) or _blocks_problem(line)
-            or _settings_problem(line))
+            or _header_problem(line))
 
 
-def _settings_problem(line: dict[str, Any]) -> str | None:
+def _header_problem(line: dict[str, Any]) -> str | None:
+    """The settings, and the blocks the replay starts from: each within the block limit
+    those settings give (the store refuses a longer value)."""
     if line["type"] != "header":
         return None
     try:
-        Settings.from_dict(line["settings"])
+        settings = Settings.from_dict(line["settings"])
     except ConfigError as exc:
         return str(exc).rstrip(".")
+    for label, value in (line.get("blocks") or {}).items():
+        if len(value) > settings.block_limit:
+            return (f"blocks.{label:.40} holds {len(value):,} characters, over the block "
+                    f"limit of {settings.block_limit:,}")
     return None
 
 

@@ -7,9 +7,11 @@ so the user and the model both see that something was there.
 
 The patterns aim at secrets with a recognisable shape (provider key prefixes, PEM blocks,
 `Bearer` headers, `api_key=...` assignments, Luhn-valid card numbers with a card-network
-prefix). Look-alikes survive: ordinary long numbers, `task-list`, `max_tokens=2048`, hashes.
-`redact` is idempotent: markers are never redacted again, so replaying a recording that
-holds redacted text reproduces the same requests.
+prefix, a bare 40-character AWS secret key that reads as random). Look-alikes survive:
+ordinary long numbers, `task-list`, `max_tokens=2048`, hashes, CamelCase identifiers. A key
+wrapped over several lines, or piped over several messages, is one secret: the lines that
+continue it are redacted with it. `redact` is idempotent: markers are never redacted again,
+so replaying a recording that holds redacted text reproduces the same requests.
 """
 
 from __future__ import annotations
@@ -67,6 +69,23 @@ def _bearer(match: re.Match[str]) -> str | None:
     return match.group("scheme") + " " + MARKER.format(what="bearer token")
 
 
+def _aws_secret(match: re.Match[str]) -> str | None:
+    """A bare AWS secret access key: 40 base64 characters of 30 random bytes. Hex (a git
+    SHA) and identifiers made of words (CamelCase) are left alone."""
+    value = match.group()
+    if not (re.search(r"[A-Z]", value) and re.search(r"[a-z]", value)
+            and re.search(r"\d[A-Za-z/+]", value)):
+        return None  # hex is never mixed-case; a random key has a digit inside
+    # A random key's letters rarely form words: in 50,000 random keys, a quarter of the
+    # characters sit in runs like `Word` or `word` (the median), 60% in under 2%.
+    # CamelCase identifiers are 75-95% words.
+    if sum(len(w) for w in _WORDLIKE.findall(value)) >= 0.6 * len(value):
+        return None
+    return MARKER.format(what="aws secret key")
+
+
+_WORDLIKE = re.compile(r"[A-Z]?[a-z]{3,}|[A-Z]{2,}[a-z]{2,}")
+
 _SECRET_WORDS = (r"api[_-]?key|apikey|secret|token|passwd|password|pwd|access[_-]?key|"
                  r"private[_-]?key|client[_-]?secret|credential")
 
@@ -93,6 +112,9 @@ RULES: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], str | None]]] 
         rf"(?P<name>\b[\w.-]*?(?i:{_SECRET_WORDS})[\w.-]*)"
         rf"(?P<sep>[\"']?\s*[:=]\s*)(?P<q>[\"']?){_NOT_MARKER}"
         r"(?P<value>[^\s\"'`,;)\]}]{8,})"), _assignment),
+    # After the assignments, so that `aws_secret_access_key = …` says "secret".
+    ("aws secret key", re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"),
+     _aws_secret),
     # Digits run together or grouped by spaces or dashes; with dots only in groups of four
     # (4111.1111.1111.1111), so that decimals such as 2.718281828459045 are left alone.
     ("card number", re.compile(r"(?<![\d.-])(?:\d(?:[ -]?\d){12,18}|\d{4}(?:\.\d{4}){3}"
@@ -101,7 +123,8 @@ RULES: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], str | None]]] 
 
 
 def redact(text: str) -> str:
-    """`text` with every recognised secret replaced by a visible marker."""
+    """`text` with every recognised secret replaced by a visible marker (a key wrapped over
+    several lines is one marker)."""
     if not text:
         return text
     for _kind, pattern, replace in RULES:
@@ -110,30 +133,96 @@ def redact(text: str) -> str:
             return match.group() if marker is None else marker
 
         text = pattern.sub(substitute, text)
-    return text
+    return _wrapped_keys(text)
+
+
+# The secrets a line break can cut in two: a token of one word. (A private key has a frame
+# of its own; a card number is grouped, never wrapped.)
+_CONTINUED = ("anthropic key", "stripe key", "api key", "aws access key", "aws secret key",
+              "github token", "slack token", "google api key", "token", "bearer token", "secret")
+_ENDS_IN_SECRET = re.compile(r"\[redacted: (" + "|".join(map(re.escape, _CONTINUED)) + r")\]$")
+_TOKEN_PIECE = re.compile(r"[A-Za-z0-9_\-+/.~]+={0,2}")
+_ALL_CAPS_NAME = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
+
+
+def _continues(line: str, kind: str) -> bool:
+    """Whether `line`, right after a `kind` secret that ended its line, is the rest of it.
+
+    A token's rest is one word of a token's characters that reads as random: a digit, a
+    capital inside, or `_+/=` (`thanks`, `ok`, `example.com`, `DEBUG=true`, `NEXT_VAR`
+    are not), or long. A marker of the same kind is such a rest already redacted."""
+    word = line.strip()
+    if word == MARKER.format(what=kind):
+        return True
+    if not _TOKEN_PIECE.fullmatch(word) or _ALL_CAPS_NAME.fullmatch(word):
+        return False
+    return (len(word) >= 20 or re.search(r"\d|[+/=_]", word) is not None
+            or (len(word) >= 4 and re.search(r".[A-Z]", word) is not None
+                and re.search(r"[a-z]", word) is not None))
+
+
+def _wrapped_keys(text: str) -> str:
+    """Lines that continue a secret which ended the line before are dropped into its
+    marker."""
+    if "[redacted: " not in text or "\n" not in text:
+        return text
+    out: list[str] = []
+    kind = None
+    for line in text.splitlines(keepends=True):
+        if kind is not None and _continues(line, kind):
+            if not line.endswith("\n"):  # the text ended inside the secret: so does the marker
+                out[-1] = out[-1].rstrip("\r\n")
+            continue
+        body = line.rstrip()
+        found = _ENDS_IN_SECRET.search(body)
+        kind = found.group(1) if found else None
+        out.append(line)
+    return "".join(out)
 
 
 _KEY_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*?PRIVATE KEY-----")
 _KEY_END = re.compile(r"-----END [A-Z0-9 ]*?PRIVATE KEY-----")
-# A line that can sit inside a PEM block: base64, a header (Proc-Type: …) or nothing.
-_KEY_BODY = re.compile(r"[A-Za-z0-9+/=]{8,}|[A-Za-z-]+: .*|")
+# A line that can sit inside a PEM block: base64 (the last line may be short, then it is
+# padded or followed by END), a header (Proc-Type: …) or nothing.
+_KEY_BODY = re.compile(r"[A-Za-z0-9+/=]{8,}|[A-Za-z0-9+/]*={1,2}|[A-Za-z-]+: .*|")
 
 
-def redact_message(text: str, in_key: bool = False) -> tuple[str, bool]:
-    """`redact` for one message of a conversation, and whether a private key's BEGIN line
-    is still waiting for its END line after it: a key piped line by line arrives as several
-    messages, and `in_key` (what the previous message left) makes the body lines and the
-    END line of such a key one marker too, until a line that cannot be part of a key."""
+def redact_message(text: str, in_key: str | bool = False) -> tuple[str, str | None]:
+    """`redact` for one message of a conversation, and what it leaves open for the next.
+
+    A secret piped line by line arrives as several messages: a private key's BEGIN line
+    without its END, or a token cut at the end of the message. `in_key` (what the previous
+    message left: the kind of that secret, or a false value) makes the lines of this message
+    that continue it part of the same secret: a private key's body and END lines up to a
+    line no key holds, a token's rest (see `_continues`)."""
     head = ""
-    if in_key:
+    if in_key == "private key" or in_key is True:
         head, text, in_key = _key_continued(text)
         if in_key:
-            return head, True
+            return head, "private key"
+    elif in_key:
+        head, text, still = _token_continued(text, str(in_key))
+        if still:
+            return head, str(in_key)
     begin = None
     for begin in _KEY_BEGIN.finditer(text):
         pass
-    opened = begin is not None and _KEY_END.search(text, begin.end()) is None
-    return head + redact(text), opened
+    if begin is not None and _KEY_END.search(text, begin.end()) is None:
+        return head + redact(text), "private key"
+    out = redact(text)
+    cut = _ENDS_IN_SECRET.search(out.rstrip())
+    return head + out, cut.group(1) if cut else None
+
+
+def _token_continued(text: str, kind: str) -> tuple[str, str, bool]:
+    """(marker for the lines at the start of `text` that continue a `kind` token, the text
+    after them, whether every line did)."""
+    marker, pos = MARKER.format(what=kind), 0
+    for line in text.splitlines(keepends=True):
+        if not _continues(line, kind):
+            return (marker + "\n" if pos else ""), text[pos:], False
+        pos += len(line)
+    return marker, "", True
 
 
 def _key_continued(text: str) -> tuple[str, str, bool]:

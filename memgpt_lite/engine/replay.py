@@ -348,6 +348,8 @@ class _Replayer:
                            settings=settings, clock=self.clock,
                            conversation=header.get("conversation"),
                            project=header.get("project"), contract=header.get("contract", 1))
+        # Recordings made before search layouts were named used layout 1 (recall_page.py).
+        agent.set_search_layout(int(header.get("search_layout") or 1))
         if first and not (header.get("snapshot") or header.get("delta")):
             self._restore_blocks(agent, header.get("blocks") or {})
         return agent

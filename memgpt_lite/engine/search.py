@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import heapq
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from memgpt_lite.engine.text import clean_text
 
@@ -183,6 +183,20 @@ def with_neighbours(rows: list[tuple[int, float, int]]) -> dict[int, float]:
     own = {pos: score for _, score, pos in rows}
     get, w = own.get, NEIGHBOUR_WEIGHT
     return {i: score + w * (get(pos - 1, 0.0) + get(pos + 1, 0.0)) for i, score, pos in rows}
+
+
+def place(scores: dict[int, float], leave_out: Collection[int] = (),
+          below: Collection[int] = ()) -> dict[int, float]:
+    """Scores without the `leave_out` ids and with the `below` ids after every other
+    candidate (in their own order): search spends the model's tokens first on what it
+    cannot already see in its context, and never on the turn it is in."""
+    if not leave_out and not below:
+        return scores
+    gone, low = set(leave_out), set(below)
+    floor = min(scores.values(), default=0.0) - 1.0
+    peak = max((s for i, s in scores.items() if i in low), default=0.0)
+    # Shifted under the lowest score, the demoted keep their order among themselves.
+    return {i: (s - peak + floor if i in low else s) for i, s in scores.items() if i not in gone}
 
 
 def top_page(scores: dict[int, float], page: int, per_page: int) -> list[int]:

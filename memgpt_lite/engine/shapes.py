@@ -9,6 +9,7 @@ values all fit `spec`.
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any
 
@@ -42,14 +43,36 @@ def problem(value: Any, spec: Spec, where: str = "") -> str | None:
             return None
         problems = [problem(value, alt, where) for alt in spec if alt is not None]
         return None if any(p is None for p in problems) else problems[0]
-    return None if fits(value, spec) else f"{where or 'the value'} is not {_name(spec)}"
+    if not fits(value, spec):
+        return f"{where or 'the value'} is not {_name(spec)}"
+    if spec in (int, NUMBER) and not in_range(value):
+        return f"{where or 'the value'} is out of range ({_shown_number(value)})"
+    return None
+
+
+# What a database column holds (SQLite's INTEGER is 64 bits); a number beyond it is damage,
+# whatever field it is in, and must be refused before it reaches a query.
+LARGEST_INT = 2**63 - 1
+
+
+def in_range(value: Any) -> bool:
+    """A whole number within 64 bits, or a finite number (JSON lets `Infinity` through)."""
+    if isinstance(value, float):
+        return math.isfinite(value) and abs(value) <= LARGEST_INT
+    return not isinstance(value, int) or -LARGEST_INT <= value <= LARGEST_INT
+
+
+def _shown_number(value: int | float) -> str:
+    if isinstance(value, float):
+        return repr(value)
+    return f"{value.bit_length() * 30103 // 100000 + 1} digits"  # log10(2): no str() of it
 
 
 def _object_problem(value: Any, spec: dict[str, Spec], where: str) -> str | None:
     if not isinstance(value, dict):
         return f"{where or 'the value'} is not an object"
     if "*" in spec:
-        bad = next((k for k, v in value.items() if not fits(v, spec["*"])), None)
+        bad = next((k for k, v in value.items() if problem(v, spec["*"])), None)
         return None if bad is None else f"{where}.{bad} is not {_name(spec['*'])}"
     for key, item_spec in spec.items():
         name = key.lstrip("?")

@@ -144,11 +144,30 @@ def price_table() -> dict[str, tuple[float, float]]:
 def _price_file(path: str) -> dict[str, tuple[float, float]]:
     """Read once per path: costs are computed after every model call."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            return {k: (float(v[0]), float(v[1])) for k, v in json.load(fh).items()}
-    except (OSError, ValueError, TypeError, IndexError, AttributeError) as exc:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            table = {k: (float(v[0]), float(v[1])) for k, v in json.load(fh).items()}
+    except (OSError, ValueError, TypeError, IndexError, AttributeError, KeyError,
+            RecursionError) as exc:
         raise ConfigError(f"MEMGPT_LITE_PRICES={path} is not a readable JSON price table "
-                          f"({exc}).") from None
+                          f"({_price_file_problem(exc)}).") from None
+    for model, prices in table.items():
+        if not all(math.isfinite(p) and 0 <= p <= MAX_PRICE for p in prices):
+            raise ConfigError(f"MEMGPT_LITE_PRICES={path}: the prices of {model!r:.60} must be "
+                              f"two numbers of dollars per million tokens between 0 and "
+                              f"{MAX_PRICE:,}, got {list(prices)}.")
+    return table
+
+
+MAX_PRICE = 100_000  # dollars per million tokens: far above any model's list price
+
+
+def _price_file_problem(exc: Exception) -> str:
+    if isinstance(exc, RecursionError):
+        return "it is nested too deeply"
+    if isinstance(exc, (OSError, json.JSONDecodeError)):
+        return str(exc.strerror if isinstance(exc, OSError) and exc.strerror else exc)
+    return 'it must map each model id to [input, output] dollars per million tokens, ' \
+           'e.g. {"claude-sonnet-5-5": [3, 15]}'
 
 
 def cost_usd(model: str, usage: Usage, table: dict[str, tuple[float, float]] | None = None) -> float:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import reprlib
 
-from memgpt_lite.engine import prompts
+from memgpt_lite.engine import prompts, recall_page
 from memgpt_lite.engine.prompts import CONTRACT
+from memgpt_lite.engine.recall_page import LAYOUT
 
 MEMORY_TOOL_NAMES = ("core_memory_append", "core_memory_replace", "conversation_search",
                      "archival_insert", "archival_update", "archival_delete", "archival_search")
@@ -40,10 +41,17 @@ def _tool(name: str, description: str, properties: dict, required: list[str]) ->
                              "required": required, "additionalProperties": False}}
 
 
-def _conversation_search(contract: int) -> dict:
+def _message_page(layout: int) -> dict:
+    """conversation_search's page argument, naming the page size of the search layout."""
+    size = recall_page.PER_PAGE[layout]
+    return _PAGE if size == 5 else {
+        **_PAGE, "description": f"1-based page of results ({size} per page). Default 1."}
+
+
+def _conversation_search(layout: int, contract: int) -> dict:
     properties: dict = {
         "query": {**_QUERY, "description": "Keywords or a question."},
-        "page": _PAGE,
+        "page": _message_page(layout),
         "start_date": {**_DAY, "description": "Only messages on or after this day, YYYY-MM-DD."},
         "end_date": {**_DAY, "description": "Only messages on or before this day, YYYY-MM-DD."}}
     if contract == 1:
@@ -70,8 +78,10 @@ def _conversation_search(contract: int) -> dict:
         ["query"])
 
 
-def memory_tool_schemas(contract: int = CONTRACT) -> list[dict]:
-    """Anthropic tool definitions for the seven memory tools (stable: part of the cache)."""
+def memory_tool_schemas(layout: int = LAYOUT, contract: int = CONTRACT) -> list[dict]:
+    """Anthropic tool definitions for the seven memory tools (stable: part of the cache);
+    `layout`: the search layout conversation_search pages with (recall_page.py);
+    `contract`: the model-facing contract (prompts.CONTRACT)."""
     return [
         _tool("core_memory_append",
               "Add a line to a core memory block. Core memory is always in your context, so "
@@ -92,7 +102,7 @@ def memory_tool_schemas(contract: int = CONTRACT) -> list[dict]:
                "new_content": {**_TEXT,
                                "description": "Replacement text; empty string deletes."}},
               ["label", "old_content", "new_content"]),
-        _conversation_search(contract),
+        _conversation_search(layout, contract),
         _tool("archival_insert",
               "Save a passage to archival memory: long-term storage outside your context "
               "with no size limit, searched with archival_search. Use it for details, "
@@ -129,8 +139,9 @@ def memory_tool_schemas(contract: int = CONTRACT) -> list[dict]:
     ]
 
 
-SCHEMAS = {c: {t["name"]: t["input_schema"] for t in memory_tool_schemas(c)}
-            for c in prompts.CONTRACTS}
+# The arguments each contract's tools take (the search layouts differ only in descriptions).
+SCHEMAS = {c: {t["name"]: t["input_schema"] for t in memory_tool_schemas(contract=c)}
+           for c in prompts.CONTRACTS}
 
 
 def _type_ok(value: object, spec: dict) -> bool:
@@ -148,6 +159,8 @@ def _type_ok(value: object, spec: dict) -> bool:
 
 _TYPE_NAMES = {"string": "a string", "integer": "an integer", "array": "a list of strings",
                "boolean": "true or false"}
+
+
 class _Preview(reprlib.Repr):
     """A short repr of any JSON value, for error messages: never raises on a number too
     long to print (Python refuses to write an int of more than 4,300 digits)."""

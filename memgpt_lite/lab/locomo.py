@@ -14,12 +14,14 @@ import string
 import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 from memgpt_lite.engine.config import Settings
+from memgpt_lite.engine.recall_page import LAYOUT
 from memgpt_lite.engine.records import ModelRequest, parse_iso, utc_iso
 from memgpt_lite.lab.harness import (
     DEFAULT_CLOCK,
@@ -29,6 +31,8 @@ from memgpt_lite.lab.harness import (
     parse_clock,
 )
 from memgpt_lite.lab.judge import ask_judge
+from memgpt_lite.lab.locomo_retrieval import METRICS, CachedDense, dense_only, score_method
+from memgpt_lite.lab.recall_metrics import TokenBudget
 
 LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop",
                      5: "adversarial"}
@@ -121,33 +125,38 @@ def _evidence(qa: dict[str, Any]) -> list[str]:
     return ids
 
 
-RETRIEVAL_METHODS = ("keyword, no context", "keyword")
-DENSE_METHODS = ("dense", "hybrid")
-
-
 def run_locomo(path: str | Path, *, retrieval_only: bool = True, model_client: Any = None,
                settings: Settings | None = None, judge: Any = None,
                progress: Progress | None = None, limit: int | None = None,
-               embedder: Any = None, keyword_weight: float | None = None) -> dict[str, Any]:
-    """LoCoMo: recall@5/@10 of the evidence through conversation_search (retrieval only),
-    or token F1 of the agent's answers (needs `model_client`). Per category and overall.
+               embedder: Any = None, keyword_weight: float | None = None,
+               db: str | None = None, layout: int | None = None,
+               weights: tuple[float, ...] = ()) -> dict[str, Any]:
+    """LoCoMo: retrieval figures of the evidence through search (retrieval only; see
+    `locomo_retrieval`), or token F1 of the agent's answers (needs `model_client`). Per
+    category and overall.
 
-    Retrieval scores each method side by side on the same stored conversation: keyword
-    search without and with context (a hit's reply counts as retrieved with it), and with an
-    `embedder` also dense-only and hybrid (see `search.fuse`). The top-level `by_category`
-    and `overall` are those of the best method run: hybrid with an embedder, else keyword."""
+    Retrieval scores each method side by side on the same stored conversation: keyword, and
+    with an `embedder` also dense-only and hybrid (see `search.fuse`). The top-level
+    `by_category` and `overall` are those of the best method run: hybrid with an embedder,
+    else keyword. With `db` (a postgresql:// server) the conversations are stored in a
+    scratch database there, created and dropped; else in a temporary SQLite file. `layout`
+    picks conversation_search's page layout (recall_page.py); each of `weights` adds a
+    method "hybrid W" fused with that keyword share (for choosing it by cross-validation)."""
     samples = load_locomo(path)
     if not retrieval_only and model_client is None:
         raise ScenarioError("answering LoCoMo questions needs a model (--model), or use --retrieval-only")
-    options = {"embedder": embedder, "keyword_weight": keyword_weight}
+    options = {"embedder": embedder, "keyword_weight": keyword_weight, "layout": layout,
+               "weights": weights}
     rows: list[dict[str, Any]] = []
-    for s_index, sample in enumerate(samples):
-        for row in _sample_rows(sample, s_index, model_client or _NoModel(),
-                                settings or Settings(), retrieval_only, judge, limit, options):
-            rows.append(row)
-            if progress:
-                progress(f"sample {s_index + 1}/{len(samples)} · question {len(rows)}")
-    metrics = ("recall@5", "recall@10") if retrieval_only else ("f1",) + (("judge",) if judge else ())
+    with _locomo_store(db) as store:
+        for s_index, sample in enumerate(samples):
+            for row in _sample_rows(store, sample, s_index, model_client or _NoModel(),
+                                    settings or Settings(), retrieval_only, judge, limit,
+                                    options):
+                rows.append(row)
+                if progress:
+                    progress(f"sample {s_index + 1}/{len(samples)} · question {len(rows)}")
+    metrics = METRICS if retrieval_only else ("f1",) + (("judge",) if judge else ())
     report = {"dataset": "locomo", "file": str(path),
               "mode": "retrieval" if retrieval_only else "answer",
               "model": None if retrieval_only else (settings or Settings()).model,
@@ -156,13 +165,32 @@ def run_locomo(path: str | Path, *, retrieval_only: bool = True, model_client: A
     if retrieval_only:
         report["categories 1-4"] = _means(_core(rows), metrics)
         report["embedder"] = getattr(embedder, "name", None)
+        report["backend"] = "postgres" if db else "sqlite"
         report["methods"] = _method_tables(rows, metrics)
     return report
 
 
+@contextmanager
+def _locomo_store(db: str | None) -> Iterator[Any]:
+    """The store the samples go into: a scratch database on the server of `db`, or a
+    temporary SQLite file; each sample gets an agent of its own."""
+    from memgpt_lite.engine.store import open_store
+
+    if db:
+        from memgpt_lite.lab.bench.backends import scratch_database
+
+        with scratch_database(db) as scratch, open_store(scratch) as store:
+            yield store
+        return
+    with tempfile.TemporaryDirectory(prefix="memgpt-lite-locomo-") as tmp:
+        with open_store(Path(tmp) / "locomo.db") as store:
+            yield store
+
+
 def _method_tables(rows: list[dict[str, Any]], metrics: tuple[str, ...]) -> dict[str, Any]:
     out = {}
-    for method in (*RETRIEVAL_METHODS, *DENSE_METHODS):
+    names = dict.fromkeys(m for r in rows for m in r.get("methods", {}))
+    for method in names:
         picked = [{"category": r["category"], **r["methods"][method]} for r in rows
                   if method in r.get("methods", {})]
         if picked:
@@ -177,30 +205,54 @@ def _core(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in rows if r["category"][:1] in ("1", "2", "3", "4")]
 
 
-def _sample_rows(sample: dict[str, Any], s_index: int, client: Any, settings: Settings,
-                 retrieval_only: bool, judge: Any, limit: int | None,
+def _sample_rows(store: Any, sample: dict[str, Any], s_index: int, client: Any,
+                 settings: Settings, retrieval_only: bool, judge: Any, limit: int | None,
                  options: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """The rows of one sample's scorable questions, asked of a fresh agent in a temporary
-    data dir that holds the sample's conversation."""
+    """The rows of one sample's scorable questions, asked of a fresh agent that holds the
+    sample's conversation."""
     from memgpt_lite.engine.agent import Agent
-    from memgpt_lite.engine.memory import MemoryTools
-    from memgpt_lite.engine.store import open_store
 
-    with tempfile.TemporaryDirectory(prefix="memgpt-lite-locomo-") as tmp:
-        with open_store(Path(tmp) / "locomo.db") as store:
-            agent = Agent.open(store, "locomo", model_client=client, settings=settings,
-                               clock=_after_last(sample))
-            mapping = store_locomo_conversation(store, agent.id, sample)
-            tools = MemoryTools(store, agent.id)
-            dense = _dense_side(store, agent.id, options) if retrieval_only else None
-            for qa in sample["qa"][:limit]:
-                row = _locomo_question(sample, s_index, qa, store, agent, tools, mapping,
-                                       retrieval_only, judge, dense)
-                if row is not None:
-                    yield row
+    agent = Agent.open(store, f"locomo-{s_index + 1}", model_client=client, settings=settings,
+                       clock=_after_last(sample))
+    try:
+        mapping = store_locomo_conversation(store, agent.id, sample)
+        side = _Side(store, agent.id, mapping, options) if retrieval_only else None
+        for qa in sample["qa"][:limit]:
+            row = _locomo_question(sample, s_index, qa, agent, side, judge)
+            if row is not None:
+                yield row
+    finally:
+        agent.close()
 
 
-def _dense_side(store: Any, agent_id: int, options: dict[str, Any]) -> Any:
+class _Side:
+    """What retrieval scoring needs of one sample: its stored texts by dia_id, the keyword
+    tools, and with an embedder the dense side and the hybrid tools."""
+
+    def __init__(self, store: Any, agent_id: int, mapping: dict[int, str],
+                 options: dict[str, Any]):
+        from memgpt_lite.engine.search import plain_text
+
+        self.store, self.agent_id, self.mapping = store, agent_id, mapping
+        self.texts = {mapping[m.id]: plain_text(m.role, m.content)
+                      for m in store.all_messages(agent_id) if m.id in mapping}
+        self.budget = TokenBudget()
+        self.layout = options.get("layout") or LAYOUT
+        self.keyword = self.tools(None)
+        self.dense = _dense_side(store, agent_id, options)
+        self.hybrid = None if self.dense is None else self.tools(self.dense)
+        self.weights = {w: self.tools(self.dense.with_weight(w)) for w in options["weights"]
+                        if self.dense is not None}
+
+    def tools(self, dense: Any) -> Any:
+        from memgpt_lite.engine.memory import MemoryTools
+
+        tools = MemoryTools(self.store, self.agent_id)
+        tools.dense, tools.layout = dense, self.layout
+        return tools
+
+
+def _dense_side(store: Any, agent_id: int, options: dict[str, Any]) -> CachedDense | None:
     """The sample's messages embedded, and the dense side that searches them (or None)."""
     embedder = options.get("embedder")
     if embedder is None:
@@ -209,9 +261,7 @@ def _dense_side(store: Any, agent_id: int, options: dict[str, Any]) -> Any:
     from memgpt_lite.engine.indexer import index_agent
 
     index_agent(store, agent_id, embedder)
-    weight = options.get("keyword_weight")
-    return DenseRecall(store, agent_id, embedder,
-                       **({} if weight is None else {"keyword_weight": weight}))
+    return CachedDense(DenseRecall(store, agent_id, embedder), options.get("keyword_weight"))
 
 
 def _after_last(sample: dict[str, Any]) -> StepClock:
@@ -220,68 +270,41 @@ def _after_last(sample: dict[str, Any]) -> StepClock:
     return StepClock(start)
 
 
-def _locomo_question(sample: dict[str, Any], s_index: int, qa: dict[str, Any], store: Any,
-                     agent: Any, tools: Any, mapping: dict[int, str], retrieval_only: bool,
-                     judge: Any, dense: Any = None) -> dict[str, Any] | None:
+def _locomo_question(sample: dict[str, Any], s_index: int, qa: dict[str, Any], agent: Any,
+                     side: _Side | None, judge: Any) -> dict[str, Any] | None:
     """The question's row, or None when it cannot be scored in this mode."""
     row: dict[str, Any] = {"sample": sample.get("sample_id", s_index),
                            "question": str(qa.get("question", "")),
                            "category": _category_name(qa.get("category"))}
-    if retrieval_only:
+    if side is not None:
         evidence = _evidence(qa)
         if not evidence:
             return None
-        return _locomo_recall(row, evidence, store, agent, tools, mapping, dense)
+        return _locomo_recall(row, evidence, side)
     if "answer" not in qa:
         return None  # adversarial items have no gold answer
     return _locomo_answer(row, str(qa["answer"]), agent, judge)
 
 
-def _locomo_recall(row: dict[str, Any], evidence: list[str], store: Any, agent: Any,
-                   tools: Any, mapping: dict[int, str], dense: Any = None) -> dict[str, Any]:
-    question = row["question"]
-    # The tool path, exactly as a model would call it with the raw question...
-    row["tool_error"] = tools.execute("conversation_search", {"query": question, "page": 1}).is_error
-    # ...and the same searches by id, to map hits to dia_ids (5 per page, as the tool pages).
-    rankings = {"keyword, no context": _ranked(store, agent.id, question, context=False),
-                "keyword": _ranked(store, agent.id, question)}
-    if dense is not None:
-        scores, weight, _ = dense.rank("conversation_search", "messages", question)
-        rankings["dense"] = _dense_only(store, agent.id, scores or {})
-        rankings["hybrid"] = _ranked(store, agent.id, question, dense=scores,
-                                     keyword_weight=weight)
-    row["methods"] = {}
-    for method, hits in rankings.items():
-        row["methods"][method] = _recall(hits, evidence, mapping)
-    best = rankings["hybrid" if dense is not None else "keyword"]
-    row.update(row["methods"]["hybrid" if dense is not None else "keyword"])
-    row["evidence"] = evidence
-    row["retrieved"] = [mapping.get(group[0]) for group in best]
-    row["context"] = [[mapping.get(i) for i in group[1:]] for group in best]
+def _locomo_recall(row: dict[str, Any], evidence: list[str], side: _Side) -> dict[str, Any]:
+    """Each method's figures for one raw question (see `locomo_retrieval`)."""
+    question, store, agent_id = row["question"], side.store, side.agent_id
+    common = (store, agent_id, question)
+    rest = (evidence, side.mapping, side.texts, side.budget)
+    row["methods"], retrieved = {}, {}
+    row["methods"]["keyword"], retrieved["keyword"] = score_method(*common, side.keyword, *rest)
+    if side.dense is not None and side.hybrid is not None:
+        scores, _, _ = side.dense.rank("conversation_search", "messages", question)
+        row["methods"]["dense"] = dense_only(store, agent_id, scores or {}, evidence,
+                                             side.mapping)
+        row["methods"]["hybrid"], retrieved["hybrid"] = score_method(*common, side.hybrid,
+                                                                     *rest)
+        for w, tools in side.weights.items():
+            row["methods"][f"hybrid {w}"], _ = score_method(*common, tools, *rest)
+    best = "hybrid" if side.dense is not None else "keyword"
+    row.update(row["methods"][best])
+    row["evidence"], row["retrieved"] = evidence, retrieved[best]
     return row
-
-
-def _ranked(store: Any, agent_id: int, question: str, **options: Any) -> list[list[int]]:
-    """The top 10 as groups of ids: each hit with the reply shown under it."""
-    return [[h.id, *(c.id for c in h.context)] for p in (1, 2)
-            for h in store.search_messages(agent_id, question, page=p, per_page=5,
-                                           **options).hits]
-
-
-def _dense_only(store: Any, agent_id: int, scores: dict[int, float]) -> list[list[int]]:
-    top = sorted(scores, key=lambda i: (-scores[i], -i))[:10]
-    replies = store.replies(agent_id, top)
-    return [[i, *(r.id for r in replies.get(i, []) if r.id not in top)] for i in top]
-
-
-def _recall(groups: list[list[int]], evidence: list[str],
-            mapping: dict[int, str]) -> dict[str, float]:
-    want = set(evidence)
-    out = {}
-    for k in (5, 10):
-        got = {mapping.get(i) for group in groups[:k] for i in group}
-        out[f"recall@{k}"] = len(got & want) / len(want)
-    return out
 
 
 def _locomo_answer(row: dict[str, Any], answer: str, agent: Any, judge: Any) -> dict[str, Any]:

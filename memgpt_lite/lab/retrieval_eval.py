@@ -21,7 +21,7 @@ from pathlib import Path
 
 from memgpt_lite.engine.records import Message
 from memgpt_lite.engine.search import _WORD, index_text, match_expression, plain_text
-from memgpt_lite.engine.store import Store
+from memgpt_lite.engine.store.base import Store
 from memgpt_lite.lab.bench.corpus import synthetic_messages
 from memgpt_lite.lab.locomo import run_locomo
 
@@ -323,7 +323,7 @@ def locomo_style_eval(*, seed: int = 5, embedder: object = None) -> dict:
             "misses": [q["question"] for q in report["questions"] if q["recall@10"] < 1]}
 
 
-def _build_eval_store(path: Path | str, filler: int,
+def _build_eval_store(path: str, filler: int,
                       seed: int) -> tuple[Store, int, list[set[int]]]:
     """Filler messages with each case's evidence turns inserted at random positions, in a
     SQLite file or (a postgresql:// URL) a Postgres database."""
@@ -358,42 +358,52 @@ def _rank_ours(store: Store, agent_id: int, question: str, k: int) -> list[int]:
     return [h.id for h in store.search_messages(agent_id, question, per_page=k).hits]
 
 
-def _and_ranker(store: Store) -> Ranker:
-    """Baseline: FTS5's default, an implicit AND of every word of the question, over the
-    same index text in a private FTS5 table (read through the store's protocol)."""
-    db = sqlite3.connect(":memory:")
-    db.execute("CREATE VIRTUAL TABLE t USING fts5(body, tokenize='porter unicode61')")
-    rows = [(m.id, index_text(plain_text(m.role, m.content)))
-            for a in store.list_agents() for m in store.all_messages(a.id)]
-    db.executemany("INSERT INTO t(rowid, body) VALUES (?, ?)", [r for r in rows if r[1]])
+class _Baseline:
+    """A private in-memory FTS5 index of the agent's messages, read through the store's
+    protocol (`all_messages`), so baselines score the same rows on any backend."""
 
-    def rank(_store: Store, _agent: int, question: str, k: int) -> list[int]:
-        words = _WORD.findall(question.lower())
-        if not words:
-            return []
-        expr = " ".join('"' + w + '"' for w in _WORD.findall(index_text(" ".join(words))))
-        return [r[0] for r in db.execute("SELECT rowid FROM t WHERE t MATCH ? ORDER BY rank "
-                                         "LIMIT ?", (expr, k))]
-    return rank
+    def __init__(self, store: Store, agent_id: int, tokenize: str):
+        self.db = sqlite3.connect(":memory:")
+        self.db.execute(f"CREATE VIRTUAL TABLE t USING fts5(body, tokenize='{tokenize}')")
+        self.db.executemany("INSERT INTO t(rowid, body) VALUES (?, ?)",
+                            [(m.id, self.body(plain_text(m.role, m.content)))
+                             for m in store.all_messages(agent_id)])
+
+    def body(self, text: str) -> str:
+        return text
+
+    def top(self, expr: str, k: int) -> list[int]:
+        return [r[0] for r in self.db.execute(
+            "SELECT rowid FROM t WHERE t MATCH ? ORDER BY rank LIMIT ?", (expr, k))]
 
 
-def _trigram_ranker(store: Store) -> Ranker:
-    """Alternative CJK indexing for comparison: FTS5's trigram tokenizer, OR of query trigrams."""
-    db = sqlite3.connect(":memory:")
-    db.execute("CREATE VIRTUAL TABLE t USING fts5(body, tokenize='trigram')")
-    rows = [m for a in store.list_agents() for m in store.all_messages(a.id)]
-    db.executemany("INSERT INTO t(rowid, body) VALUES (?, ?)",
-                   [(m.id, plain_text(m.role, m.content)) for m in rows])
+class _AndBaseline(_Baseline):
+    """FTS5's default, an implicit AND of every word of the question (CJK as our bigrams)."""
 
-    def rank(_store: Store, _agent: int, question: str, k: int) -> list[int]:
+    def __init__(self, store: Store, agent_id: int):
+        super().__init__(store, agent_id, "porter unicode61")  # the SQLite store's
+
+    def body(self, text: str) -> str:
+        return index_text(text)
+
+    def __call__(self, _store: Store, _agent: int, question: str, k: int) -> list[int]:
+        words = _WORD.findall(index_text(question.lower()))
+        return self.top(" ".join('"' + w + '"' for w in words), k) if words else []
+
+
+class _TrigramBaseline(_Baseline):
+    """Alternative CJK indexing for comparison: FTS5's trigram tokenizer, OR of query
+    trigrams."""
+
+    def __init__(self, store: Store, agent_id: int):
+        super().__init__(store, agent_id, "trigram")
+
+    def __call__(self, _store: Store, _agent: int, question: str, k: int) -> list[int]:
         q = "".join(question.split())
         grams = {q[i:i + 3] for i in range(len(q) - 2)}
         if not grams:
             return []
-        expr = " OR ".join('"' + g.replace('"', '""') + '"' for g in grams)
-        return [r[0] for r in db.execute("SELECT rowid FROM t WHERE t MATCH ? ORDER BY rank "
-                                         "LIMIT ?", (expr, k))]
-    return rank
+        return self.top(" OR ".join('"' + g.replace('"', '""') + '"' for g in grams), k)
 
 
 def _is_cjk(text: str) -> bool:
@@ -402,25 +412,28 @@ def _is_cjk(text: str) -> bool:
 
 def retrieval_eval(*, filler: int = 4000, seed: int = 11, db: str | None = None) -> dict:
     """recall@5/@10 (share of evidence turns retrieved) and hit@k (any evidence retrieved)
-    for our search and two alternatives, over CASES hidden among `filler` messages; with
-    `db` (a postgresql:// server), our search on Postgres too, over the same messages in a
-    scratch database."""
+    for our search and two baselines, over CASES hidden among `filler` messages in a SQLite
+    file; with `db` (a postgresql:// server) the same on Postgres too, over the same
+    messages in a scratch database."""
     with tempfile.TemporaryDirectory() as tmp:
-        store, agent_id, evidence = _build_eval_store(Path(tmp) / "eval.db", filler, seed)
-        with store:
-            rankers = {OURS: _rank_ours,
-                       "baseline: AND of all words": _and_ranker(store),
-                       "alternative: trigram tokenizer": _trigram_ranker(store)}
-            results = {name: _score(store, agent_id, evidence, fn)
-                       for name, fn in rankers.items()}
+        results = _score_backend(str(Path(tmp) / "eval.db"), filler, seed)
     if db:
         from memgpt_lite.lab.bench.backends import scratch_database
 
         with scratch_database(db) as scratch:
-            store, agent_id, evidence = _build_eval_store(scratch, filler, seed)
-            with store:
-                results[OURS + " on Postgres"] = _score(store, agent_id, evidence, _rank_ours)
+            scored = _score_backend(scratch, filler, seed)
+        results.update({f"{name} on Postgres": table for name, table in scored.items()})
     return {"cases": len(CASES), "filler_messages": filler, "seed": seed, "results": results}
+
+
+def _score_backend(target: str, filler: int, seed: int) -> dict:
+    store, agent_id, evidence = _build_eval_store(target, filler, seed)
+    with store:
+        rankers: dict[str, Ranker] = {OURS: _rank_ours,
+                                      "baseline: AND of all words": _AndBaseline(store, agent_id),
+                                      "alternative: trigram tokenizer":
+                                          _TrigramBaseline(store, agent_id)}
+        return {name: _score(store, agent_id, evidence, fn) for name, fn in rankers.items()}
 
 
 def _score(store: Store, agent_id: int, evidence: list[set[int]], rank: Ranker) -> dict:

@@ -13,6 +13,7 @@ scenarios); a `turn` is 1-based over the whole scenario, "last" or "any".
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -33,6 +34,18 @@ REQUIRED = {"reply_contains": ("text",), "reply_not_contains": ("text",),
             "no_overflow": (), "max_input_tokens_per_turn": ("max",),
             "max_cost_per_turn": ("max_usd",), "judge": ("criterion",)}
 CHECK_TYPES = tuple(REQUIRED)
+# What each parameter must be; a check is refused at load, before any model call, when one
+# is not (a scorer meeting `max_usd = "cheap"` after the paid sessions would crash).
+TEXT, WHOLE, AMOUNT, FLAG, NAMES = "text", "a whole number", "a number", "true or false", \
+    "a tool name or a list of them"
+PARAMS = {"text": TEXT, "pattern": TEXT, "label": TEXT, "criterion": TEXT, "query": TEXT,
+          "agent": TEXT, "name": TEXT, "model": TEXT, "tool": NAMES, "max": WHOLE,
+          "min": WHOLE, "max_usd": AMOUNT, "case_sensitive": FLAG}
+CHOICES = {"per": ("turn", "request"), "subject": ("reply", "summary")}
+COMMON = ("type", "name", "agent", "turn", "case_sensitive")
+OPTIONAL = {"tool_called": ("min",), "max_input_tokens_per_turn": ("per",),
+            "max_cost_per_turn": ("per",), "archival_not_contains": ("query",),
+            "judge": ("subject", "model")}
 # Checks that read every turn unless told otherwise (the others read the last one).
 _ALL_TURNS = ("reply_not_contains", "tool_called", "tool_not_called", "no_overflow",
               "max_input_tokens_per_turn", "max_cost_per_turn")
@@ -114,12 +127,18 @@ def _check_kind(item: Any, i: int, inputs: int, agents: set[str]) -> str:
     missing = [k for k in REQUIRED[kind] if k not in item]
     if missing:
         raise ScenarioError(f"[[check]] {i} ({kind}) needs {', '.join(missing)}")
+    found = _params_problem(item, kind)
+    if found:
+        raise ScenarioError(f"[[check]] {i} ({kind}): {found}")
     for key in ("pattern",) if kind == "reply_matches" else ():
         try:
             re.compile(item[key])
         except re.error as exc:
             raise ScenarioError(f"[[check]] {i}: bad regex {item[key]!r}: {exc}") from None
     turn = item.get("turn")
+    if kind == "turn_evicted" and (isinstance(turn, bool) or not str(turn).isdigit()):
+        raise ScenarioError(f"[[check]] {i} (turn_evicted): turn must be a turn's number, "
+                            f"got {turn!r:.40}")
     if turn not in (None, "last", "any") and not (str(turn).isdigit()
                                                   and 1 <= int(turn) <= inputs):
         raise ScenarioError(f"[[check]] {i}: turn = {turn!r}; use 1 to {inputs}, "
@@ -128,6 +147,36 @@ def _check_kind(item: Any, i: int, inputs: int, agents: set[str]) -> str:
         raise ScenarioError(f"[[check]] {i}: agent = {item['agent']!r} takes no turn in this "
                             f"scenario (agents: {', '.join(sorted(agents))})")
     return kind
+
+
+def _params_problem(item: dict[str, Any], kind: str) -> str | None:
+    """Why a check's parameters cannot be scored (one phrase), or None."""
+    allowed = (*COMMON, *REQUIRED[kind], *OPTIONAL.get(kind, ()))
+    unknown = sorted(k for k in item if k not in allowed)
+    if unknown:
+        return (f"unknown key {unknown[0]!r:.40}; this check takes "
+                f"{', '.join(k for k in allowed if k != 'type')}")
+    for key, value in item.items():
+        if key in CHOICES and value not in CHOICES[key]:
+            return f"{key} = {value!r:.40}; use {' or '.join(map(repr, CHOICES[key]))}"
+        want = PARAMS.get(key)
+        if want is not None and not _is(value, want):
+            return f"{key} must be {want}, got {value!r:.40}"
+    return None
+
+
+def _is(value: Any, want: str) -> bool:
+    if want == TEXT:
+        return isinstance(value, str)
+    if want == FLAG:
+        return isinstance(value, bool)
+    if want == NAMES:
+        return isinstance(value, str) or (isinstance(value, list) and bool(value)
+                                           and all(isinstance(v, str) for v in value))
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if want == WHOLE:
+        return number and isinstance(value, int) and 0 <= value <= 2**53
+    return number and math.isfinite(value) and value >= 0  # AMOUNT
 
 
 def auto_name(kind: str, p: dict[str, Any]) -> str:

@@ -112,6 +112,10 @@ class Scenario:
             raise ScenarioError(f"no scenario file at {path}") from None
         except tomllib.TOMLDecodeError as exc:
             raise ScenarioError(f"{path} is not valid TOML: {exc}") from None
+        except RecursionError:
+            raise ScenarioError(f"{path} is nested too deeply to be a scenario") from None
+        except OSError as exc:
+            raise ScenarioError(f"cannot read {path}: {exc.strerror or exc}") from None
         scenario = cls.from_dict(data, default_name=path.stem)
         scenario.path = path
         return scenario

@@ -23,7 +23,7 @@ from memgpt_lite.engine.store.base import BlockChanged
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.engine.text import shorten
 from memgpt_lite.terminal import render
-from memgpt_lite.terminal.exit_codes import EXIT_USAGE, UserError
+from memgpt_lite.terminal.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE, UserError
 from memgpt_lite.terminal.user_input import (
     EditorError,
     LineReader,
@@ -83,6 +83,7 @@ class ChatSession:
         self.recorder: Any = None
         self.tally = Tally()  # this session's events, for /tokens and the goodbye line
         self.failed_turns = 0  # turns that ended with an error (the exit status says so)
+        self.interrupted_turns = 0  # turns cancelled by Ctrl-C
         self.hide_typing = hide_typing or contextlib.nullcontext
         self.recorder_factory = recorder_factory
         self.reader: LineReader | None = None
@@ -127,6 +128,7 @@ class ChatSession:
                     self.view.handle(event)
             except KeyboardInterrupt:
                 steps.close()  # the agent abandons the turn: nothing of it stays in the queue
+                self.interrupted_turns += 1
                 self.view.interrupted()
             finally:
                 # Also on any other way out (a closed stdout pipe): the turn ends now, while
@@ -321,7 +323,7 @@ class ChatSession:
         render.print_agents(self.console, self.agent.store)
 
     def cmd_forget(self, rest: str) -> None:
-        from memgpt_lite.terminal.forget_commands import forget_matcher
+        from memgpt_lite.terminal.forget_commands import forget_matcher, planned
 
         flags, query = set(), rest.strip()
         while query.partition(" ")[0] in ("--any", "--regex", "--dry-run"):
@@ -331,14 +333,14 @@ class ChatSession:
         if not query:
             self.console.print("usage: /forget [--any|--regex] [--dry-run] QUERY", markup=False)
             return
+        store = self.agent.store
         try:
             matcher = forget_matcher(query, any_word="--any" in flags,
                                      regex="--regex" in flags)
+            plan = planned(store, store.get_agent_by_id(self.agent.id), matcher)
         except UserError as exc:
             self.console.print(render.shown(str(exc)))
             return
-        store = self.agent.store
-        plan = privacy.plan_forget(store, store.get_agent_by_id(self.agent.id), matcher)
         render.print_forget_plan(self.console, plan, full="--dry-run" in flags)
         if plan.empty or "--dry-run" in flags:
             return
@@ -400,10 +402,13 @@ def piped_loop(session: ChatSession, lines: Iterator[str]) -> int:
 
 
 def one_shot(session: ChatSession, text: str) -> int:
-    """`chat -p TEXT`: one message, its reply, and the exit status of that turn."""
+    """`chat -p TEXT`: one message, its reply, and the exit status of that turn (130 when
+    Ctrl-C cancelled it, as for any command interrupted)."""
     if not text.strip():
         raise UserError("-p needs a message (or - to read it from stdin).", EXIT_USAGE)
     session.run_turn(text)
+    if session.interrupted_turns:
+        return EXIT_INTERRUPTED
     return 1 if session.failed_turns or not session.tally.completed_turns else 0
 
 
@@ -440,12 +445,14 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
     client = AnthropicClient(timeout=config.timeout_setting(timeout))
     with open_store() as store:
         settings = chat_settings(store, agent_name, model, context_window, thinking,
-                                 max_tokens=max_tokens)
+                                 max_tokens=max_tokens, count=client.count_tokens,
+                                 warn=lambda line: meta.print(render.shown(f"warning: {line}",
+                                                                           "yellow")))
         agent = Agent.open(store, agent_name, model_client=client, summary_client=client,
                            settings=settings)
         view = JsonView(sys.stdout) if json_out else ChatView(
             console, live=styled, markdown=styled, meta=meta, host=client.host,
-            context_of=lambda: _context_size(agent))
+            context_of=lambda: _context_size(agent), retry_hint=prompt is None)
         type_ahead = TypeAhead()
         session = ChatSession(agent, meta if json_out else console, view,
                               recorder_factory=(lambda: open_recorder(agent)) if record else None,
@@ -533,11 +540,16 @@ def _converse(session: ChatSession, typed: bool, type_ahead: TypeAhead) -> int:
 
 
 def chat_settings(store: Any, name: str, model: str | None, context_window: str | None,
-                  thinking: bool | None, *, max_tokens: str | None = None) -> Any:
+                  thinking: bool | None, *, max_tokens: str | None = None,
+                  count: Callable[[Any], int] | None = None,
+                  warn: Callable[[str], None] | None = None) -> Any:
     """Stored settings of the agent (or defaults), then env vars, then flags. Each value is
     checked where it entered (ConfigError naming the flag or variable), and together they
-    must leave room for the system prompt, tools, core memory and one turn."""
-    from memgpt_lite.engine.agent import request_floor
+    must leave room for the system prompt, tools, core memory and one turn, measured as
+    every check of the window measures it (`window.window_floor`; `count`: the API's
+    count_tokens). A window stored earlier that no longer leaves that room (core memory
+    grew) is not refused, since it was accepted: `warn` says so once and the chat goes on."""
+    from memgpt_lite.engine.window import window_floor
     from memgpt_lite.engine.memory import default_blocks
 
     row = store.get_agent(name)
@@ -562,8 +574,13 @@ def chat_settings(store: Any, name: str, model: str | None, context_window: str 
     blocks = (store.get_blocks(row.id) if row is not None else
               [Block(label, value, limit) for label, (value, limit)
                in default_blocks(settings.block_limit).items()])
-    floor = request_floor(settings, blocks, row.state.get("counter") if row else None)
-    config.check_room(settings, floor, named)
+    floor = window_floor(settings, blocks, row.state.get("counter") if row else None, count)
+    try:
+        config.check_room(settings, floor, named)
+    except config.ConfigError as exc:
+        if row is None or warn is None or {"context_window", "max_output_tokens"} & set(named):
+            raise
+        warn(f"{exc} The chat goes on, every request over its budget.")
     return settings
 
 

@@ -29,6 +29,8 @@ environment:
   MEMGPT_LITE_CONTEXT_WINDOW  context budget in tokens
   MEMGPT_LITE_MAX_TOKENS      max output tokens per model call
   MEMGPT_LITE_PRICES          a JSON price table for cost figures
+  MEMGPT_LITE_PROJECT         the project directory (as mcp --project; default: the
+                              working directory)
   VISUAL, EDITOR              the editor for /core edit
 
 examples:
@@ -89,9 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--embedder", metavar="SPEC",
                    help="onnx:FOLDER or http (default: $MEMGPT_LITE_EMBEDDER)")
     p.set_defaults(func=lambda a: _embedding_commands().cmd_index(a))
+    _add_embeddings_parser(sub)
     _add_recording_parsers(sub)
     _add_eval_parser(sub)
     _add_forget_parser(sub)
+    _add_mcp_parser(sub)
     # Listed for --help only: main() hands everything after `bench` to the bench's own parser.
     sub.add_parser("bench", help="run the benchmark suite offline and print one table "
                                  "(--quick, --json OUT; `bench --help` for more)", add_help=False)
@@ -103,6 +107,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="bash, zsh or fish")
     p.set_defaults(func=_completion)
     return parser
+
+
+def _add_embeddings_parser(sub: Any) -> None:
+    p = _parser(sub, "embeddings", "install a known embedding model for hybrid search, or list "
+                "them", "memgpt-lite embeddings list", "memgpt-lite embeddings install",
+                "memgpt-lite embeddings install e5-small --no-index")
+    inner = p.add_subparsers(dest="embeddings_command", metavar="ACTION")
+    q = _parser(inner, "list", "show the known models: size, languages, measured recall, "
+                "installed", "memgpt-lite embeddings list")
+    q.set_defaults(func=lambda a: _embedding_commands().cmd_embeddings_list(a))
+    q = _parser(inner, "install", "fetch a model once (checked by sha256), make it the "
+                "default embedder and index every agent", "memgpt-lite embeddings install",
+                "memgpt-lite embeddings install bge-small")
+    q.add_argument("model", nargs="?", metavar="MODEL",
+                   help="a known model (default: minilm; see `embeddings list`)")
+    q.add_argument("--no-index", action="store_true",
+                   help="only install; run `memgpt-lite index` later")
+    q.set_defaults(func=lambda a: _embedding_commands().cmd_embeddings_install(a))
+    p.set_defaults(func=lambda a: _help(p))
 
 
 def _add_chat_parser(sub: Any) -> None:
@@ -159,7 +182,8 @@ def _add_eval_parser(sub: Any) -> None:
                 "memgpt-lite eval correct-core-fact --model haiku",
                 "memgpt-lite eval scenario.toml --model sonnet --json a.json",
                 "memgpt-lite eval --compare a.json b.json",
-                "memgpt-lite eval locomo locomo10.json --retrieval-only")
+                "memgpt-lite eval locomo locomo10.json --retrieval-only",
+                "memgpt-lite eval locomo locomo10.json --retrieval-only --db postgresql://me@host/db")
     p.add_argument("scenarios", nargs="*", metavar="SCENARIO",
                    help="scenario .toml files or bundled scenario names (default: all the "
                         "bundled ones), or `locomo FILE` / `nkv FILE` for the dataset runners")
@@ -175,6 +199,9 @@ def _add_eval_parser(sub: Any) -> None:
     p.add_argument("--embedder", metavar="SPEC",
                    help="LoCoMo retrieval: also score dense and hybrid search with this "
                         "embedder (onnx:FOLDER or http, as MEMGPT_LITE_EMBEDDER)")
+    p.add_argument("--db", dest="eval_db", metavar="URL",
+                   help="LoCoMo retrieval: store the conversations in a scratch database on "
+                        "this postgresql:// server (created and dropped) instead of SQLite")
     p.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"),
                    help="compare two JSON reports check by check")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON (- for stdout)")
@@ -202,6 +229,19 @@ def _add_forget_parser(sub: Any) -> None:
                    help="print the preview (and, with --yes, what was done) as JSON")
     p.add_argument("--yes", action="store_true", help="forget without asking")
     p.set_defaults(func=lambda a: _forgetting().cmd_forget(_joined_query(a)))
+
+
+def _add_mcp_parser(sub: Any) -> None:
+    p = _parser(sub, "mcp", "serve an agent's memory to MCP clients (Claude Code, Claude "
+                "Desktop, Cursor) over stdio; needs pip install 'memgpt-lite[mcp]'",
+                "claude mcp add memgpt-lite -- memgpt-lite mcp --agent work",
+                "memgpt-lite mcp --agent work --project ~/src/blog")
+    _agent_arg(p)
+    p.add_argument("--project", metavar="DIR",
+                   help="the project whose project-scope memory is served: the git top level "
+                        "of DIR, else DIR (default: $MEMGPT_LITE_PROJECT, else the working "
+                        "directory)")
+    p.set_defaults(func=_mcp)
 
 
 def _joined_query(args: argparse.Namespace) -> argparse.Namespace:
@@ -438,6 +478,19 @@ def _completion(args: argparse.Namespace) -> int:
 
     sys.stdout.write(completion.script(args.shell, build_parser()))
     return 0
+
+
+MCP_EXTRA = "pip install 'memgpt-lite[mcp]'"
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    try:  # the SDK comes with the mcp extra; nothing else ever imports it
+        from memgpt_lite.terminal import mcp_server
+    except ImportError as exc:
+        if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types", "anyio"):
+            raise
+        raise UserError(f"memgpt-lite mcp needs the MCP Python SDK: {MCP_EXTRA}.") from None
+    return mcp_server.run_mcp(args.agent, args.project)
 
 
 def _chat(args: argparse.Namespace) -> int:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.text import Text
 
-from memgpt_lite.terminal import render
+from memgpt_lite.terminal import agent_checks, render
 from memgpt_lite.terminal.exit_codes import EXIT_ERROR, EXIT_OK, EXIT_USAGE, UserError
 from memgpt_lite.terminal.user_input import confirmed
 
@@ -41,6 +41,7 @@ DEMO_RESOURCE = "demo.jsonl"
 def cmd_core(args: argparse.Namespace) -> int:
     with _open_store() as store:
         row = _require_agent(store, args.agent)
+        agent_checks.settle(store, row)
         render.print_core_blocks(render.make_console(), store.get_blocks(row.id),
                                  store.shared_block_agents)
     return EXIT_OK
@@ -55,6 +56,7 @@ def cmd_agents_list(args: argparse.Namespace) -> int:
 def cmd_agents_show(args: argparse.Namespace) -> int:
     with _open_store() as store:
         row = _require_agent(store, args.name)
+        agent_checks.settle(store, row)
         render.print_agent(render.make_console(), store, row, setting_sources(row.settings))
     return EXIT_OK
 
@@ -106,6 +108,8 @@ def cmd_agents_set(args: argparse.Namespace) -> int:
         if settings.thinking and settings.max_output_tokens <= settings.thinking_budget:
             raise UserError(f"thinking=on needs max_output_tokens above "
                             f"{settings.thinking_budget:,}.", EXIT_USAGE)
+        agent_checks.check_window(settings, store.get_blocks(row.id), row.state.get("counter"),
+                     {k: k for k in changes})
         store.update_settings(row.id, settings.to_dict())
     shown = ", ".join(f"{k}={v}" for k, v in changes.items())
     print(render.visible(f"Agent {args.name!r}: {shown}."))
@@ -337,7 +341,8 @@ def cmd_agents_export(args: argparse.Namespace) -> int:
     where = args.output or args.file or "-"
     to_stdout, target = where == "-", Path(where).expanduser()
     with _open_store() as store:
-        _require_agent(store, args.name)
+        row = _require_agent(store, args.name)
+        agent_checks.settle(store, row, for_export=True)
         doc = transfer.export_agent(store, args.name)
     # No sort_keys: stored content keeps its key order, so an import is byte-identical.
     text = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
@@ -396,6 +401,7 @@ def cmd_agents_import(args: argparse.Namespace) -> int:
         except UserError as exc:
             hint = "" if args.name else " Import it with --name NEW."
             raise UserError(str(exc) + hint, EXIT_USAGE) from None
+    agent_checks.check_imported_window(doc)
     with _open_store() as store:
         if name and store.get_agent(name) is not None:
             raise UserError(f"An agent named {name!r} already exists; "
@@ -419,7 +425,7 @@ def _read_export(source: Path, *, from_stdin: bool = False) -> dict[str, Any]:
         doc = json.loads(raw.decode("utf-8", errors="replace"))
     except OSError as exc:
         raise UserError(f"Cannot read {source}: {exc.strerror or exc}.") from None
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # bad JSON, too deep, a number of 5,000 digits
         raise UserError(f"{source} is not a JSON export of an agent.") from None
     if not isinstance(doc, dict):
         raise UserError(f"{source} is not a JSON export of an agent.")
@@ -580,7 +586,7 @@ def cmd_bench(argv: list[str]) -> int:
 
     console = render.make_console(sys.stderr)
     try:
-        if not console.is_terminal or any(a in ("-h", "--help", "store", "load") for a in argv):
+        if not console.is_terminal or any(a in ("-h", "--help", "store", "load", "mcp") for a in argv):
             return int(bench.main(argv) or 0)
         from memgpt_lite.lab.bench.suite import SECTIONS
         from memgpt_lite.terminal.progress import SectionProgress

@@ -140,11 +140,27 @@ def _check_store(store: Any, report: _Report, console: Console, repair: bool) ->
     report.ok(f"database {store.location}: schema version {store.schema_version()} "
               f"({len(store.applied_migrations())} migrations applied), "
               f"{len(store.list_agents())} agent(s)")
-    problems = _index_problems(store, report, console, repair)
+    problems = _index_problems(store, report, console, repair) + _request_problems(store)
     from memgpt_lite.terminal.embedding_commands import doctor_vectors
 
     doctor_vectors(store, report.ok, report.warn)
     return problems
+
+
+def _request_problems(store: Any) -> list[str]:
+    """Agents whose next request the API would refuse, whatever the user types (an import
+    from an older version, a hand-edited database): found by the same rules the fake
+    server applies. The fix is to export the agent and import it again."""
+    from memgpt_lite.engine.store import checks
+
+    out = []
+    for row in store.list_agents():
+        found = checks.next_request_problem(store.context_messages(row.id))
+        if found:
+            out.append(f"agent {row.name!r}: {found}; `memgpt-lite agents export "
+                       f"{row.name} -o FILE`, then `agents delete` and `agents import FILE`, "
+                       f"gives it a queue the API takes")
+    return out
 
 
 def _report_problems(report: _Report, problems: list[str]) -> None:
@@ -252,6 +268,9 @@ def _rebuild(store: Any, console: Console) -> None:
 def _doctor_api(report: _Report, online: bool) -> None:
     key = os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")
     base = os.environ.get("ANTHROPIC_BASE_URL")
+    if base and config.base_url_problem(base):
+        report.bad(str(config.base_url_problem(base)))
+        return  # nothing can be reached through it
     if base:
         report.ok(f"ANTHROPIC_BASE_URL is {base}")
     if key:

@@ -29,13 +29,79 @@ def configured_embedder(spec: str | None = None) -> Any:
 
 
 def chat_embedder(agent: Any) -> Any:
-    """Hybrid search for a chat when MEMGPT_LITE_EMBEDDER is set: returns the background
-    indexer to close at the end of the session, or None."""
-    if os.environ.get("MEMGPT_LITE_EMBEDDER", "none").strip().lower() in ("", "none"):
+    """Hybrid search for a chat when MEMGPT_LITE_EMBEDDER is set, or unset with a model
+    installed as the default: returns the background indexer to close at the end of the
+    session, or None."""
+    spec = os.environ.get("MEMGPT_LITE_EMBEDDER", "").strip().lower()
+    if spec == "none" or (not spec and not _has_default()):
         return None
     from memgpt_lite.engine.indexer import attach_embedder
 
     return attach_embedder(agent, configured_embedder())
+
+
+def _has_default() -> bool:
+    from memgpt_lite.engine.model_catalog import default_model
+
+    return default_model() is not None
+
+
+def cmd_embeddings_list(args: argparse.Namespace) -> int:
+    """`memgpt-lite embeddings list`: the known models, their size, languages and measured
+    recall, and which are installed."""
+    from rich.table import Table
+
+    from memgpt_lite.engine.model_catalog import KNOWN, default_model, installed
+
+    current = default_model()
+    table = Table("model", "size", "languages", "measured", "installed", pad_edge=False)
+    for name, model in KNOWN.items():
+        state = "—"
+        if installed(name):
+            state = "yes, the default" if current and current[0].name == name else "yes"
+        table.add_row(name, f"{model.size_mb:,.0f} MB", model.languages, model.recall, state)
+    Console(highlight=False).print(table)
+    return EXIT_OK
+
+
+def cmd_embeddings_install(args: argparse.Namespace) -> int:
+    """`memgpt-lite embeddings install [MODEL]`: fetch the model once (a progress bar, a
+    sha256 check, into the data dir's models folder), make it the default embedder, then
+    index every agent with it."""
+    from memgpt_lite.engine.embeddings import EmbeddingError
+    from memgpt_lite.engine.model_catalog import DEFAULT_MODEL, KNOWN
+    from memgpt_lite.engine.model_install import install, make_default
+
+    name = args.model or DEFAULT_MODEL
+    model = KNOWN.get(name)
+    if model is None:
+        raise UserError(f"There is no known model {name!r}; `memgpt-lite embeddings list` "
+                        f"shows them: {', '.join(KNOWN)}.")
+    console = Console(highlight=False)
+    try:
+        folder = _installing(console, model, install)
+    except EmbeddingError as exc:
+        raise UserError(str(exc)) from None
+    make_default(name)
+    console.print(f"{name} installed in {folder} and made the default embedder", markup=False)
+    if args.no_index:
+        return EXIT_OK
+    return cmd_index(argparse.Namespace(agent=None, embedder=None))
+
+
+def _installing(console: Console, model: Any, install: Callable[..., Any]) -> Any:
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+    columns = ("{task.description}", BarColumn(), DownloadColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        tasks: dict[str, Any] = {}
+
+        def show(name: str, done: int, total: int | None) -> None:
+            if name not in tasks:
+                tasks[name] = bar.add_task(f"{model.name}: {name}", total=total)
+            bar.update(tasks[name], completed=done, total=total)
+
+        return install(model, show)
 
 
 def cmd_index(args: argparse.Namespace) -> int:

@@ -117,15 +117,17 @@ def _scenarios(console: Console, args: argparse.Namespace) -> int:
     paths = _scenario_paths(args)
     if replay_file and len(paths) > 1:
         raise _UsageError("--replay serves one recording: run one scenario with it")
-    if len(paths) == 1:
-        reports = [_run_one(console, scenarios.Scenario.load(paths[0]), args, replay_file)]
+    # Every scenario is read and checked before the first is run: a bad check in the last
+    # file must not be found after the others were paid for.
+    loaded = [scenarios.Scenario.load(path) for path in paths]
+    if len(loaded) == 1:
+        reports = [_run_one(console, loaded[0], args, replay_file)]
     else:
         reports = []
-        with progress(console, "scenarios", len(paths)) as step:
-            for path in paths:
-                reports.append(_run_one(console, scenarios.Scenario.load(path), args,
-                                        replay_file))
-                step(reports[-1]["scenario"])
+        with progress(console, "scenarios", len(loaded)) as step:
+            for scenario in loaded:
+                reports.append(_run_one(console, scenario, args, replay_file))
+                step(render.visible(reports[-1]["scenario"]))
     combined = compare.combine(reports)
     _write_json(console, getattr(args, "json", None), combined)
     if compare.failed(combined):
@@ -146,10 +148,10 @@ def _run_one(console: Console, scenario: scenarios.Scenario, args: argparse.Name
     else:
         client = _live_client(args)
         source = "live"
-        recorder = recording.Recorder.create(f"eval-{scenario.name}")
+        recorder = recording.Recorder.create(_folder_name(scenario.name))
         judge = client if getattr(args, "judge", False) else None
-    console.print(Text(f"▶ {scenario.name} · {len(scenario.inputs)} inputs · "
-                       f"{len(scenario.checks)} checks · {source}", style="bold"))
+    console.print(render.shown(f"▶ {scenario.name} · {len(scenario.inputs)} inputs · "
+                               f"{len(scenario.checks)} checks · {source}", "bold"))
     progress = lambda msg: console.print(Text(f"  {msg}", style="dim"))  # noqa: E731
     try:
         report = scenarios.run_scenario(scenario, client, model=model,
@@ -162,6 +164,12 @@ def _run_one(console: Console, scenario: scenarios.Scenario, args: argparse.Name
     if recorder is not None:
         console.print(Text(f"recorded to {recorder.path} (re-score with --replay)", style="dim"))
     return report
+
+
+def _folder_name(scenario: str) -> str:
+    """The recordings folder of a scenario's runs: its name is the file's to choose, so
+    only letters, digits, `.`, `_` and `-` of it make the folder name (no `/`, no `..`)."""
+    return "eval-" + (re.sub(r"[^A-Za-z0-9._-]+", "_", scenario).strip("._")[:64] or "scenario")
 
 
 def _compare(console: Console, files: list[str]) -> int:
@@ -193,7 +201,8 @@ def _dataset(console: Console, name: str, args: argparse.Namespace) -> int:
             judge = client if (client is not None and getattr(args, "judge", False)) else None
             result = locomo.run_locomo(file, retrieval_only=retrieval, model_client=client,
                                        settings=settings, judge=judge, progress=counted,
-                                       embedder=_embedder(args, retrieval))
+                                       embedder=_embedder(args, retrieval),
+                                       db=_scratch_server(args, retrieval))
         else:
             result = nested_kv.run_nested_kv(file, _live_client(args), settings=settings,
                                              progress=counted)
@@ -212,6 +221,22 @@ def _embedder(args: argparse.Namespace, retrieval: bool) -> Any:
     from memgpt_lite.terminal.embedding_commands import configured_embedder
 
     return configured_embedder(args.embedder)
+
+
+def _scratch_server(args: argparse.Namespace, retrieval: bool) -> str | None:
+    """`eval locomo --retrieval-only --db URL`: the Postgres server to work on."""
+    url = getattr(args, "eval_db", None)
+    if not url:
+        return None
+    from memgpt_lite.engine.store import is_postgres_url
+
+    if not retrieval:
+        raise _UsageError("--db applies to `eval locomo --retrieval-only`; answering runs in "
+                          "a temporary SQLite store")
+    if not is_postgres_url(url):
+        raise _UsageError(f"--db takes a postgresql:// URL (the retrieval eval works in a "
+                          f"scratch database on that server), got {url!r}")
+    return url
 
 
 def _write_json(console: Console, target: str | None, report: dict[str, Any]) -> None:

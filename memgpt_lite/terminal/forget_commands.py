@@ -26,7 +26,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
     with _open_store() as store:
         row = _require_agent(store, args.agent)
         with _agent_lock(store, row.name):
-            plan = privacy.plan_forget(store, row, matcher)
+            plan = planned(store, row, matcher)
             if not args.json:
                 render.print_forget_plan(console, plan, full=args.dry_run)
                 _hint_redacted(plan)
@@ -53,6 +53,17 @@ def forget_matcher(query: str, *, any_word: bool = False, regex: bool = False) -
         return Matcher.build(query, "regex" if regex else "any" if any_word else "phrase")
     except QueryError as exc:
         raise UserError(str(exc), EXIT_USAGE) from None
+
+
+def planned(store: Any, row: Any, matcher: Any) -> Any:
+    """The forget's plan; a regex that runs away is one sentence (and nothing changed)."""
+    from memgpt_lite.engine import privacy
+    from memgpt_lite.engine.matching import QueryError
+
+    try:
+        return privacy.plan_forget(store, row, matcher)
+    except QueryError as exc:
+        raise UserError(f"{exc} Nothing was forgotten.", EXIT_ERROR) from None
 
 
 def _hint_redacted(plan: Any) -> None:

@@ -250,7 +250,7 @@ def print_tokens(console: Console, tally: Tally) -> None:
 
 PREVIEW_PER_PLACE = 20  # units listed per place before "… and N more" (--dry-run: all)
 _UNITS = {"messages": "message", "passages": "passage", "core memory": "line",
-          "summary": "line", "block history": "value", "base snapshots": "file",
+          "summary": "sentence", "block history": "value", "base snapshots": "file",
           "recordings": "file", "input history": "line"}
 
 
@@ -298,7 +298,7 @@ def _place_note(plan: ForgetPlan, place: str) -> str:
                          "match (deleting would break a turn the API is sent)")
         return "; ".join(parts)
     return {"passages": "deleted", "core memory": "lines removed from blocks",
-            "summary": "lines removed from the running summary",
+            "summary": "sentences removed from the running summary (the rest is kept)",
             "block history": "matching lines removed from old and new values",
             "base snapshots": "rewritten like the store",
             "recordings": "the matching text becomes [forgotten]",
@@ -532,23 +532,30 @@ def print_locomo(console: Console, result: dict[str, Any]) -> None:
     console.print(table)
 
 
+_LOCOMO_COLUMNS = (("recall@5", "recall@5"), ("recall@10", "recall@10"),
+                   ("recall@20", "recall@20"), ("recall@10 + replies", "@10 + replies"),
+                   ("in 500 tokens", "in 500 tok"), ("in 1000 tokens", "in 1,000 tok"),
+                   ("in 2000 tokens", "in 2,000 tok"))
+
+
 def _print_locomo_methods(console: Console, result: dict[str, Any]) -> None:
-    """Retrieval: each search method's recall@5 / recall@10 per category, side by side."""
-    methods = result["methods"]
+    """Retrieval: one table per search method: recall of k distinct hits, of ten hits with
+    their replies, and within token budgets of the tool's output, per category."""
     title = f"LoCoMo · retrieval · {result['file']}"
     if result.get("embedder"):
         title += f" · embedder {result['embedder']}"
-    table = Table("category", "n", *(f"{m}\nrecall@5 · @10" for m in methods), title=title,
-                  title_justify="left", pad_edge=False)
-    first = next(iter(methods.values()))
-    for name in [*first["by_category"], "categories 1-4", "overall"]:
-        cells = []
-        for m in methods.values():
-            stats = m["by_category"].get(name) or m[name]
-            cells.append(f"{_pct(stats['recall@5'])} · {_pct(stats['recall@10'])}")
-        stats = first["by_category"].get(name) or first[name]
-        table.add_row(name, str(stats["n"]), *cells)
-    console.print(table)
+    console.print(shown(title), markup=False)
+    for method, stats in result["methods"].items():
+        columns = [(k, h) for k, h in _LOCOMO_COLUMNS if stats["overall"].get(k) is not None]
+        table = Table("category", "n", *(h for _, h in columns), title=shown(method),
+                      title_justify="left", pad_edge=False)
+        for name in [*stats["by_category"], "categories 1-4", "overall"]:
+            cell = stats["by_category"].get(name) or stats[name]
+            table.add_row(shown(name), str(cell["n"]), *(f"{cell[k]:.3f}" for k, _ in columns))
+        console.print(table)
+    console.print("recall@k: evidence among k distinct hits; + replies: the ten hits with the "
+                  "message after each; in N tok: evidence inside the first N tokens of the tool's "
+                  "output, pages in order (docs/search.md)", markup=False)
 
 
 def print_nested_kv(console: Console, result: dict[str, Any]) -> None:

@@ -46,7 +46,7 @@ class LineReader:
         self.readline = readline
         self.history = history
         self.type_ahead = type_ahead
-        self.in_key = False  # a private key's BEGIN line came without its END (see redact)
+        self.in_key: str | bool | None = False  # a secret the last message left open (redact)
         # With stdout redirected to a file the prompt must still reach the user.
         self.prompt_to_stderr = prompt_to_stderr
         readline.parse_and_bind("set enable-bracketed-paste on")
@@ -210,6 +210,30 @@ class TypeAhead:
         finally:
             self.text += _drain(fd, quiet, termios)
             termios.tcsetattr(fd, termios.TCSANOW, saved)
+
+    @contextlib.contextmanager
+    def asking(self) -> Iterator[None]:
+        """Inside `hidden`, a question for the user (a memory write to approve): what was
+        typed ahead is kept for the next prompt, and the answer is echoed as typed."""
+        try:
+            import termios
+        except ImportError:  # not POSIX
+            yield
+            return
+        try:
+            fd = (self.stream or sys.stdin).fileno()  # type: ignore[attr-defined]
+            quiet = termios.tcgetattr(fd)
+        except (termios.error, OSError, ValueError, AttributeError):
+            yield  # not a terminal
+            return
+        self.text += _drain(fd, quiet, termios)
+        talking = list(quiet)
+        talking[3] |= termios.ECHO | termios.ICANON
+        termios.tcsetattr(fd, termios.TCSANOW, talking)
+        try:
+            yield
+        finally:
+            termios.tcsetattr(fd, termios.TCSANOW, quiet)
 
     def take(self) -> str:
         text, self.text = self.text, ""

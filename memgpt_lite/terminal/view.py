@@ -83,8 +83,10 @@ def status_line(usage: Usage, cost: float, context_tokens: int, budget: int, *,
     return " · ".join(parts)
 
 
-def describe_event(event: Any) -> tuple[str, str] | None:
-    """One compact line (and a style) for an event that is not reply text, or None."""
+def describe_event(event: Any, *, retry_hint: bool = True) -> tuple[str, str] | None:
+    """One compact line (and a style) for an event that is not reply text, or None.
+    `retry_hint`: whether a failed turn's line says /retry sends the message again (not in
+    a one-shot chat, where no prompt follows)."""
     # The tool's summary already says what changed (old → new for replacements), so
     # MemoryEditEvent adds no line of its own.
     if isinstance(event, ToolResultEvent):
@@ -109,7 +111,7 @@ def describe_event(event: Any) -> tuple[str, str] | None:
     if isinstance(event, NoticeEvent):
         return event.message, ("yellow" if event.level == "warning" else "dim")
     if isinstance(event, ErrorEvent):
-        hint = f" {RETRY_HINT}" if event.retryable else ""
+        hint = f" {RETRY_HINT}" if event.retryable and retry_hint else ""
         return f"error: {event.message}{hint}", "bold red"
     return None
 
@@ -270,13 +272,16 @@ class ChatView:
     only); `markdown`: settle replies as Markdown (else plain text written as it comes).
     `meta`: where tool, notice and status lines go (default: the reply's console);
     `context_of()` gives (context tokens, budget) for the status line, the number `/context`
-    shows; `host` is named by the piped chat's waiting notices (None: no notices)."""
+    shows; `host` is named by the piped chat's waiting notices (None: no notices);
+    `retry_hint`: whether failures point at /retry (not in a one-shot chat)."""
 
     def __init__(self, console: Console, *, live: bool, markdown: bool,
                  meta: Console | None = None,
                  context_of: Callable[[], tuple[int, int]] | None = None,
-                 host: str | None = None, wait_every: float = WAIT_NOTICE_EVERY):
+                 host: str | None = None, wait_every: float = WAIT_NOTICE_EVERY,
+                 retry_hint: bool = True):
         self.console = console
+        self.retry_hint = retry_hint
         self.meta_console = meta or console
         self.live = live and console.is_terminal
         self.markdown = markdown
@@ -318,7 +323,7 @@ class ChatView:
         elif isinstance(event, TurnEndEvent):
             self.end_turn(event)
         elif not self._effects.see(event):
-            line = describe_event(event)
+            line = describe_event(event, retry_hint=self.retry_hint)
             if line is not None:
                 self.settle()
                 self.meta(*line)
@@ -342,8 +347,9 @@ class ChatView:
     def interrupted(self) -> None:
         self.settle()
         self.stop()
-        self.meta("interrupted — the turn was cancelled; your message stays in recall "
-                  "(/retry sends it again)", "yellow")
+        hint = " (/retry sends it again)" if self.retry_hint else ""
+        self.meta(f"interrupted — the turn was cancelled; your message stays in recall{hint}",
+                  "yellow")
 
     @property
     def plain(self) -> bool:

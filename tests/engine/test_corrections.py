@@ -31,7 +31,7 @@ def store(store_target):
     s.close()
 
 
-def tools_for(store: Store, name: str = "a") -> MemoryTools:
+def tools_for(store: SQLiteStore, name: str = "a") -> MemoryTools:
     agent = store.create_agent(name, {}, {"human": ("", 500)})
     return MemoryTools(store, agent.id, clock=lambda: "2026-02-01T10:00:00Z")
 
@@ -213,7 +213,7 @@ def test_search_never_returns_a_superseded_or_deleted_version(tmp_path_factory, 
 # ---------------------------------------------------------------- turns: undo, /pop, replay
 
 
-def tables(store: Store) -> dict[str, list[tuple]]:
+def tables(store: SQLiteStore) -> dict[str, list[tuple]]:
     queries = {"passages": "SELECT id, text, tags, norm, index_text, created_at, turn_id "
                            "FROM passages ORDER BY id",
                "history": "SELECT * FROM passage_history ORDER BY id",
@@ -223,7 +223,7 @@ def tables(store: Store) -> dict[str, list[tuple]]:
     return found
 
 
-def agent_with(target: str, script) -> tuple[Store, Agent]:
+def agent_with(target: str, script) -> tuple[SQLiteStore, Agent]:
     store = open_store(target)
     agent = Agent.open(store, "a", model_client=ScriptedModel(script, validate=True),
                        summary_client=ScriptedModel([]))

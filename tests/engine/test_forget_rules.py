@@ -369,3 +369,19 @@ def test_a_line_of_a_shared_block_goes_for_every_agent_sharing_it(backend, capsy
             block = store.get_block(store.get_agent(name).id, "human")
             assert block.value == "Name: Ada\n" and block.scope == "user"
         assert "Elm" not in json.dumps(store.block_history(store.get_agent("a").id))
+
+
+def test_forgetting_one_fact_of_the_summary_keeps_the_others(backend):
+    """The summariser writes one paragraph: forgetting its line erased every fact in it.
+    The unit is the sentence: the preview lists it, and the rest of the summary stays."""
+    summary = ("The user has a beagle called Rex. They work as a nurse in Oslo. "
+               "Their sister visits in May.")
+    with open_store() as store:
+        agent = scripted_agent(store, "a", [text_response("ok")])
+        store.set_summary(agent.id, summary)
+        plan = privacy.plan_forget(store, agent.row, Matcher.build("Rex"))
+        [unit] = [u for u in plan.units if u.place == "summary"]
+        assert unit.lines == ["The user has a beagle called Rex."]
+        privacy.forget(store, plan)
+        assert store.get_agent("a").summary == ("They work as a nurse in Oslo. "
+                                                "Their sister visits in May.")

@@ -36,7 +36,7 @@ def history(rng: random.Random, n: int) -> list[str]:
     return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 9))) for _ in range(n)]
 
 
-def ranked(store: Store, agent_id: int, query: str) -> list[tuple[str, float]]:
+def ranked(store: SQLiteStore, agent_id: int, query: str) -> list[tuple[str, float]]:
     page = store.search_messages(agent_id, query, per_page=10)
     return [(h.text, round(h.score, 9)) for h in page.hits]
 
@@ -113,7 +113,7 @@ class Policy:
         yield response
 
 
-def open_agent(store: Store, name: str) -> Agent:
+def open_agent(store: SQLiteStore, name: str) -> Agent:
     return Agent.open(store, name, model_client=Policy(), summary_client=Policy(),
                       settings=Settings(context_window=7_000, max_output_tokens=500))
 

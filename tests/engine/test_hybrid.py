@@ -27,7 +27,7 @@ from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 np = pytest.importorskip("numpy")
 
 
-def say(store: Store, agent_id: int, turn: int, *lines: tuple[str, str]) -> list[int]:
+def say(store: SQLiteStore, agent_id: int, turn: int, *lines: tuple[str, str]) -> list[int]:
     msgs = [Message(role, [{"type": "text", "text": text}], turn, in_context=False,  # type: ignore[arg-type]
                     created_at=f"2025-03-{turn:02d}T10:00:00Z") for role, text in lines]
     store.add_messages(agent_id, msgs)
@@ -60,7 +60,7 @@ def test_a_hit_brings_the_reply_that_answered_it(store, agent_id):
     assert [c.text for c in page.hits[0].context] == ["The tomatoes are finally red."]
     assert page.total == 1  # the reply is context, not a result of its own
     tool = MemoryTools(store, agent_id).execute("conversation_search", {"query": "garden"})
-    assert "↳ reply 2025-03-02 10:00 assistant: The tomatoes are finally red." in tool.text
+    assert "2025-03-02 · conv 1\n- user: How is your garden doing?\n  ↳ assistant: The tomatoes are finally red." in tool.text
     assert store.search_messages(agent_id, "garden", context=False).hits[0].context == []
 
 
@@ -198,7 +198,7 @@ def search_then_answer(query: str) -> list:
     return [tool_response([("conversation_search", {"query": query})]), text_response("ok")]
 
 
-def open_agent(store: Store, script: list) -> Agent:
+def open_agent(store: SQLiteStore, script: list) -> Agent:
     return Agent.open(store, "a", model_client=ScriptedModel(script),
                       settings=Settings(context_window=20_000, max_output_tokens=500))
 
@@ -249,7 +249,7 @@ def test_a_failing_endpoint_degrades_to_keywords_with_one_notice(store, agent_id
 # --------------------------------------------------------------------------- replay
 
 
-def record_hybrid(store: Store, agent_id: int) -> tuple:
+def record_hybrid(store: SQLiteStore, agent_id: int) -> tuple:
     emb = ConceptEmbedder()
     index_agent(store, agent_id, emb)
     agent = open_agent(store, search_then_answer("puppy") + [text_response("bye")])

@@ -67,7 +67,7 @@ def test_schemas_match_the_tool_contract():
 def test_contract_1_keeps_the_schemas_its_recordings_were_made_with():
     """Recordings made before conversations replay under contract 1: only
     conversation_search differs (no current_only, the old description)."""
-    old = {t["name"]: t for t in memory_tool_schemas(1)}
+    old = {t["name"]: t for t in memory_tool_schemas(contract=1)}
     new = {t["name"]: t for t in memory_tool_schemas()}
     assert list(old["conversation_search"]["input_schema"]["properties"]) == [
         "query", "page", "start_date", "end_date"]
@@ -195,6 +195,23 @@ def test_conversation_search_output(tools):
     add_history(tools.store, tools.agent_id)
     out = run(tools, "conversation_search", query="hexo")
     assert not out.is_error
+    assert out.text.splitlines() == [
+        "page 1 of 1, 3 results from every conversation (this one is conv 1)",
+        "2025-03-01 · conv 1", "- assistant: Noted: run hexo g before deploying.",
+        "- user: I deploy my blog with hexo g before pushing", "2025-03-09 · conv 1",
+        "- user: Long note about hexo: " + "blah " * 95 + "bla … [1,021 chars in all; turn:3 "
+        "shows it whole]"]
+    assert out.summary == 'conversation_search "hexo" → 3 results'
+    whole = run(tools, "conversation_search", query="turn:3")
+    assert not whole.is_error and whole.text.count("blah") == 200
+    assert run(tools, "conversation_search", query="turn:99").is_error
+
+
+def test_conversation_search_layout_1_is_kept_for_old_recordings(tools):
+    tools.layout = 1
+    add_history(tools.store, tools.agent_id)
+    out = run(tools, "conversation_search", query="hexo")
+    assert not out.is_error
     lines = out.text.splitlines()
     assert lines[0] == "page 1 of 1, 3 results from every conversation (this one is conv 1)"
     assert len(lines) == 4
@@ -211,10 +228,15 @@ def test_conversation_search_output(tools):
 def test_conversation_search_under_contract_1_shows_hits_as_it_did(store):
     agent = store.create_agent("old", {}, default_blocks(1_000))
     add_history(store, agent.id)
-    out = run(MemoryTools(store, agent.id, contract=1), "conversation_search", query="hexo")
+    old = MemoryTools(store, agent.id, contract=1)
+    old.layout = 1  # recordings before conversations: layout 1, or 2 (test_demo's)
+    out = run(old, "conversation_search", query="hexo")
     lines = out.text.splitlines()
     assert lines[0] == "page 1 of 1, 3 results"
     assert any(line.startswith("- 2025-03-01 09:00 user: I deploy my blog") for line in lines)
+    old.layout = 2
+    assert run(old, "conversation_search", query="hexo").text.splitlines()[:2] == [
+        "page 1 of 1, 3 results", "2025-03-01"]
     out = run(MemoryTools(store, agent.id, contract=1), "conversation_search", query="hexo",
               current_only=True)
     assert out.is_error and "Unknown argument 'current_only'" in out.text

@@ -91,7 +91,7 @@ def test_paging_invariants(window, plans):
             store.close()
 
 
-def run_session(store: Store, window: int, plans: list[dict]) -> None:
+def run_session(store: SQLiteStore, window: int, plans: list[dict]) -> None:
     policy = Policy()
     model = ScriptedModel([policy] * 400, validate=True)
     summariser = ScriptedModel([lambda r: text_response("- summary of old turns")] * 400,
@@ -139,7 +139,7 @@ def sent_in_turn(turn_id: int, events: list) -> list[tuple[int, str, list]]:
     return out
 
 
-def check_recall(store: Store, agent_id: int, sent: list[tuple[int, str, list]]) -> None:
+def check_recall(store: SQLiteStore, agent_id: int, sent: list[tuple[int, str, list]]) -> None:
     stored = [m for t in range(1, store.max_turn_id(agent_id) + 1)
               for m in store.turn_messages(agent_id, t)]
     assert store.agent_stats(agent_id)["messages"] == len(sent) == len(stored)

@@ -19,7 +19,7 @@ from memgpt_lite.terminal import render
 SMALL = Settings(context_window=6_000, max_output_tokens=500, safety_margin=100)
 
 
-def agent_that_must_flush(tmp_path) -> tuple[Store, Agent]:
+def agent_that_must_flush(tmp_path) -> tuple[SQLiteStore, Agent]:
     store = SQLiteStore(tmp_path / "a.db")
     agent = Agent.open(store, "a", model_client=ScriptedModel([text_response("Fine.")]),
                        summary_client=ScriptedModel([text_response("New summary.")] * 20),

@@ -43,7 +43,7 @@ def store(request):
         yield s
 
 
-def open_agent(store: Store, name: str, script=(), *, share: bool = True) -> Agent:
+def open_agent(store: SQLiteStore, name: str, script=(), *, share: bool = True) -> Agent:
     if store.get_agent(name) is None:
         row = store.create_agent(name, {}, default_blocks(5_000))
         if share:

@@ -61,7 +61,7 @@ def arguments(name: str) -> st.SearchStrategy:
                      shaped.flatmap(lambda d: extra.map(lambda e: {**e, **d})), JSON)
 
 
-def seeded_agent(tmp_path) -> tuple[Store, Agent]:
+def seeded_agent(tmp_path) -> tuple[SQLiteStore, Agent]:
     store = SQLiteStore(tmp_path / "fuzz.db")
     script = [tool_response([("archival_insert", {"content": f"fact {i} about otters"})])
               if i % 2 == 0 else text_response(f"reply {i} about otters") for i in range(12)]

@@ -34,7 +34,7 @@ SMALL = Settings(context_window=6_000, max_output_tokens=500, safety_margin=100,
                  fold_min_chars=600)
 
 
-def tables(store: Store) -> dict[str, list[tuple]]:
+def tables(store: SQLiteStore) -> dict[str, list[tuple]]:
     found = {name: [tuple(r) for r in store.db.query(sql)] for name, sql in TABLES.items()}
     state = json.loads(store.db.query("SELECT state FROM agents WHERE name = 'a'")[0][0])
     pager = state.get("pager") or {"alert_tokens": None, "alert_turn": None}
@@ -43,7 +43,7 @@ def tables(store: Store) -> dict[str, list[tuple]]:
     return found
 
 
-def assert_only_the_message_was_added(before, after, store: Store, text: str) -> None:
+def assert_only_the_message_was_added(before, after, store: SQLiteStore, text: str) -> None:
     added = after["messages"][len(before["messages"]):]
     assert after["messages"][:len(before["messages"])] == before["messages"]
     assert [(json.loads(r[4])[0]["text"], r[3], r[6], r[7]) for r in added] == [
@@ -61,7 +61,7 @@ def _each_backend(store_target):
     BACKEND["target"] = store_target
 
 
-def opened(tmp_path, script, settings=None) -> tuple[Store, Agent]:
+def opened(tmp_path, script, settings=None) -> tuple[SQLiteStore, Agent]:
     store = open_store(BACKEND["target"])
     agent = Agent.open(store, "a", model_client=ScriptedModel(script, validate=True),
                        summary_client=ScriptedModel([]), settings=settings)
@@ -106,7 +106,7 @@ def test_a_529_after_evict_turns_leaves_the_queue_and_summary_as_before(tmp_path
     assert sorted({m.turn_id for m in store.context_messages(agent.id)}) == [1, 2, 3, 4]
 
 
-def prefill(store: Store, agent: Agent) -> None:
+def prefill(store: SQLiteStore, agent: Agent) -> None:
     """A queue big enough that the next turn folds a bulky tool result and flushes."""
     bulky = [Message("user", [{"type": "text", "text": "list the files"}], 1),
              Message("assistant", [{"type": "tool_use", "id": "t1", "name": "archival_search",

@@ -53,7 +53,8 @@ def test_bench_command_writes_a_report_of_the_documented_shape(tmp_path, capsys)
     assert set(report["machine"]) >= {"cpu", "cores", "ram_gb", "python", "sqlite"}
     hybrid = ["hybrid"] if importlib.util.find_spec("numpy") else []  # the embeddings extra
     assert [s["id"] for s in report["sections"]] == ["store", *hybrid, "engine", "tokens",
-                                                    "startup", "memory", "recording"]
+                                                    "startup", "mcp", "memory",
+                                                    "recording"]
     if hybrid:
         labels = [r["label"] for r in report["sections"][1]["rows"]]
         assert labels == ["dense scan alone · exact, int8 · 400 vectors",

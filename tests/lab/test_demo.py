@@ -246,3 +246,13 @@ if __name__ == "__main__":
         sys.exit("usage: python tests/lab/test_demo.py --write   (regenerates the bundled demo)")
     build_demo(BUNDLED)
     print(f"wrote {BUNDLED}")
+
+
+def test_a_recording_made_before_search_layouts_replays_strictly():
+    # The bundled demo as it was recorded with search layout 1 (no "search_layout" in its
+    # header): its conversation_search results are recomputed in that layout, so every
+    # request matches the recorded digests.
+    old = Path(__file__).resolve().parent / "data" / "demo_search_layout1.jsonl"
+    assert '"search_layout"' not in old.read_text("utf-8").splitlines()[0]
+    report = replay_mod.replay(old, strict=True)
+    assert report.divergences == [] and report.completed

@@ -58,7 +58,8 @@ def test_fixed_clock_and_session_clock_jump():
     model = ScriptedModel(good_script())
     scenarios.run_scenario(Scenario.load(BUNDLED), model)
     search = json.dumps(model.requests[5].messages)
-    assert "2026-01-01 09:01" in search  # turn 2 said it at start + 60 s
+    # Search results name the day of each hit (turn 2 said it at start + 60 s, that day).
+    assert "2026-01-01 · conv 1\n- user: " in search.encode().decode("unicode_escape")
 
 
 def test_every_check_type_and_a_deliberate_failure(tmp_path):
@@ -201,7 +202,6 @@ def test_locomo_retrieval_only_reports_recall_per_category(tmp_path, console):
     assert result["overall"]["n"] == 4
     assert result["by_category"]["4 single-hop"]["recall@5"] == 1.0
     assert result["by_category"]["1 multi-hop"]["recall@10"] == 1.0
-    assert not any(q["tool_error"] for q in result["questions"])
     first = result["questions"][0]
     assert first["retrieved"][0] == "D1:3"
     code = eval_commands.cmd_eval(SimpleNamespace(scenario="locomo", file=str(data), retrieval_only=True,
@@ -348,3 +348,62 @@ def test_a_check_on_a_turn_the_scenario_does_not_have_is_refused(turn):
         Scenario.from_dict({"session": [{"inputs": ["a", "b"]}],
                             "check": [{"type": "tool_not_called", "tool": "evict_turns",
                                        "turn": turn}]})
+
+
+BAD_CHECKS = [
+    ({"type": "max_cost_per_turn", "max_usd": "cheap"}, "max_usd must be a number"),
+    ({"type": "max_cost_per_turn", "max_usd": -1}, "max_usd must be a number"),
+    ({"type": "max_input_tokens_per_turn", "max": "lots"}, "max must be a whole number"),
+    ({"type": "max_input_tokens_per_turn", "max": 10, "per": "call"}, "per = 'call'"),
+    ({"type": "reply_contains", "text": 42}, "text must be text"),
+    ({"type": "reply_contains", "text": "x", "case_sensitive": "yes"},
+     "case_sensitive must be true or false"),
+    ({"type": "core_contains", "label": ["human"], "text": "x"}, "label must be text"),
+    ({"type": "tool_called", "tool": 7}, "tool must be a tool name or a list of them"),
+    ({"type": "tool_called", "tool": "evict_turns", "min": "two"}, "min must be a whole"),
+    ({"type": "judge", "criterion": "kind", "subject": "mood"}, "subject = 'mood'"),
+    ({"type": "turn_evicted", "turn": "last"}, "turn must be a turn's number"),
+    ({"type": "reply_contains", "txt": "typo"}, "needs text"),
+    ({"type": "reply_contains", "text": "x", "tex": "typo"}, "unknown key 'tex'"),
+]
+
+
+@pytest.mark.parametrize("check,says", BAD_CHECKS, ids=lambda c: str(c)[:40])
+def test_every_check_is_checked_when_the_scenario_is_read(check, says):
+    """A bad check is refused before the first model call, not after paid sessions."""
+    with pytest.raises(ScenarioError, match=re.escape(says)):
+        Scenario.from_dict({"session": [{"inputs": ["a", "b"]}], "check": [check]})
+
+
+def test_a_bad_check_in_any_scenario_file_stops_the_eval_before_any_call(tmp_path, console,
+                                                                        monkeypatch):
+    good = tmp_path / "good.toml"
+    good.write_text('[[session]]\ninputs = ["hi"]\n[[check]]\ntype = "no_overflow"\n')
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[session]]\ninputs = ["hi"]\n[[check]]\ntype = "max_cost_per_turn"\n'
+                   'max_usd = "cheap"\n')
+    model = ScriptedModel([text_response("ok")] * 4)
+    monkeypatch.setattr(eval_commands, "_live_client", lambda args: model)
+    args = SimpleNamespace(scenario=None, scenarios=[str(good), str(bad)], model=None,
+                           judge=False, json=None, replay=None, list=False, compare=None)
+    assert eval_commands.cmd_eval(args) == 2
+    assert model.requests == []  # nothing was paid for
+    assert "max_usd must be a number" in console.getvalue()
+
+
+def test_a_scenario_name_is_shown_as_text_and_names_a_safe_folder(tmp_path, console,
+                                                                 monkeypatch):
+    path = tmp_path / "s.toml"
+    path.write_text('name = "evil\\u001b]0;owned\\u0007/../../x"\n[[session]]\ninputs = ["hi"]\n'
+                    '[[check]]\ntype = "no_overflow"\n')
+    model = ScriptedModel([text_response("ok")])
+    monkeypatch.setattr(eval_commands, "_live_client", lambda args: model)
+    args = SimpleNamespace(scenario=str(path), scenarios=[str(path)], model=None,
+                           judge=False, json=None, replay=None, list=False, compare=None)
+    assert eval_commands.cmd_eval(args) == 0
+    shown = console.getvalue()
+    assert "\x1b" not in shown and "\x07" not in shown and "␛]0;owned␇" in shown
+    from memgpt_lite.engine.config import recordings_dir
+
+    [folder] = [p for p in recordings_dir().iterdir()]
+    assert folder.name.startswith("eval-evil") and "/" not in folder.name[5:]

@@ -123,6 +123,9 @@ def _session(store: Store, name: str, steps: list, history: InputHistory) -> Pat
     policy = Policy()
     agent = Agent.open(store, name, model_client=policy, summary_client=Summariser(),
                        settings=settings())
+    # The world's paging (which tool results get folded, which turns flushed) was sized on
+    # search layout 1's longer pages; forget is what it tests, so it keeps that layout.
+    agent.set_search_layout(1)
     recorder = recording.start_recording(agent)
     for text, calls, reply in steps:
         history.append(text.split("\n"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import signal
 import subprocess
@@ -181,3 +182,69 @@ def test_a_chat_killed_while_the_summariser_answers_replays_strictly(tmp_path, c
     out = " ".join(capsys.readouterr().out.split())
     turns = sum(line["type"] == "user" for line in lines)
     assert f"ends inside turn {turns}" in out and "zero divergence" in out
+# --------------------------------------------------------------------------- readers
+
+
+def cut_off_turn(monkeypatch) -> str:
+    """An agent whose last turn appended to core memory and was then cut off, as by kill -9:
+    its undo never ran (the next open runs it). Returns the text the turn appended."""
+    from memgpt_lite.engine import config
+    from memgpt_lite.engine.agent import Agent
+    from memgpt_lite.engine.store.sqlite.store import SQLiteStore
+    from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
+
+    added = "Lives on a houseboat called Kestrel."
+    with SQLiteStore(config.db_path()) as store:
+        agent = Agent.open(store, "cut", model_client=ScriptedModel(
+            [text_response("hello"),
+             tool_response([("core_memory_append", {"label": "human", "content": added})]),
+             text_response("never sent")]))
+        assert list(agent.step("first"))[-1].completed
+        steps = agent.step("I live on a houseboat")
+        for event in steps:
+            if event.kind == "memory_edit":
+                break
+        with monkeypatch.context() as m:  # the process dies here: no undo runs
+            m.setattr(type(store), "undo_turn", lambda *a, **k: None)
+            steps.close()
+        agent.close()
+    with SQLiteStore(config.db_path()) as store:  # as the next process finds it
+        row = store.get_agent("cut")
+        assert store.unfinished_turns(row.id)
+        assert any(added in b.value for b in store.get_blocks(row.id))
+    return added
+
+
+def test_readers_see_a_cut_off_turn_undone_and_export_never_writes_it(monkeypatch, capsys):
+    from memgpt_lite.terminal import cli
+
+    added = cut_off_turn(monkeypatch)
+    for argv in (["core", "--agent", "cut"], ["agents", "show", "cut"]):
+        assert cli.main(argv) == 0
+        assert "houseboat called Kestrel" not in capsys.readouterr().out, argv
+    assert cli.main(["agents", "export", "cut"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert added not in json.dumps(doc["blocks"])
+    assert all(m["status"] != "open" for m in doc["messages"])
+    assert [m["status"] for m in doc["messages"] if m["role"] == "user"][-1] == "interrupted"
+
+
+@pytest.mark.slow
+def test_an_export_while_another_process_is_inside_a_turn_is_refused(monkeypatch, capsys):
+    from memgpt_lite.engine import config
+    from memgpt_lite.terminal import cli
+
+    cut_off_turn(monkeypatch)
+    other = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from pathlib import Path; from memgpt_lite.engine.locking import "
+        "AgentLock; AgentLock(Path(sys.argv[1]), 'cut').acquire(); print('held', flush=True);"
+        " time.sleep(60)"), str(config.db_path().parent)], stdout=subprocess.PIPE, text=True,
+        env=child_env())
+    try:
+        assert other.stdout.readline().strip() == "held"
+        assert cli.main(["agents", "export", "cut"]) == 1
+        err = capsys.readouterr().err
+        assert "is in the middle of a turn" in err and "Traceback" not in err
+    finally:
+        other.kill()
+        other.wait()

@@ -8,6 +8,7 @@ import errno
 import hashlib
 import io
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -189,4 +190,36 @@ def test_commands_on_a_damaged_file_say_so_in_one_line(tmp_path, command):
     if done.returncode:
         assert done.stderr.startswith("memgpt-lite: ") and "damaged" in done.stderr
         assert len(done.stderr.strip().splitlines()) == 1
+    assert digest(path) == before
+
+
+def _damage_index_page(path: Path, index: str) -> None:
+    """Garbage over the root page of `index`, a page the reads of a chat never touch."""
+    with sqlite3.connect(path) as db:
+        (root,), = db.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (index,))
+        size = db.execute("PRAGMA page_size").fetchone()[0]
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(path.read_bytes())
+    data[(root - 1) * size:root * size] = os.urandom(size)
+    path.write_bytes(bytes(data))
+
+
+def test_a_damaged_index_page_is_found_before_anything_is_written(tmp_path):
+    """The turn reads the queue and writes messages, never the tombstones' index: the
+    background page check finds the damage, and the first write waits for it."""
+    path = config.db_path()
+    with SQLiteStore(path) as store:
+        agent = Agent.open(store, model_client=ScriptedModel([text_response("first")]))
+        list(agent.step("hello"))
+        agent.close()
+    _damage_index_page(path, "tombstones_agent")
+    before = digest(path)
+    store = SQLiteStore(path)
+    agent = Agent.open(store, model_client=ScriptedModel([text_response("never")]),
+                       lock_wait=None)
+    assert [m.role for m in store.context_messages(agent.id)] == ["user", "assistant"]
+    with pytest.raises(StoreError, match="is damaged.*memgpt-lite doctor") as info:
+        list(agent.step("a second message"))
+    assert "\n" not in str(info.value)
+    store.close()
     assert digest(path) == before

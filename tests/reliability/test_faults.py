@@ -49,7 +49,7 @@ def server():
         yield s
 
 
-def open_agent(tmp_path, server, **client_args) -> tuple[Store, Agent]:
+def open_agent(tmp_path, server, **client_args) -> tuple[SQLiteStore, Agent]:
     store = SQLiteStore(tmp_path / "data" / "memgpt_lite.db")
     client = AnthropicClient(base_url=server.base_url, api_key="test",
                              max_retries=client_args.pop("max_retries", 0),

@@ -104,7 +104,7 @@ class FullDisk:
         return getattr(self._db, name)
 
 
-def full_disk_agent(tmp_path, script) -> tuple[Store, Agent, FullDisk]:
+def full_disk_agent(tmp_path, script) -> tuple[SQLiteStore, Agent, FullDisk]:
     store = SQLiteStore(tmp_path / "data" / "memgpt_lite.db")
     agent = Agent.open(store, "full", model_client=ScriptedModel(
         [text_response("first, safe"), *script]))
@@ -228,3 +228,28 @@ def test_chat_on_a_read_only_data_dir_says_so_in_one_line(tiny_fs):
     assert proc.returncode == 1
     assert proc.stderr.startswith("memgpt-lite: ") and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_a_read_only_data_dir_can_still_be_listed_shown_and_exported(tiny_fs):
+    """A backup on a read-only medium: reading it must work; every write is one sentence."""
+    store = SQLiteStore(tiny_fs / "memgpt_lite.db")
+    agent = Agent.open(store, "ro", model_client=ScriptedModel([text_response("first, safe")]))
+    list(agent.step("a message worth keeping"))
+    agent.close()
+    store.close()
+    subprocess.run(["mount", "-o", "remount,ro", str(tiny_fs)], check=True)
+
+    def run(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "memgpt_lite", *argv], capture_output=True,
+                              text=True, timeout=60, env=child_env(MEMGPT_LITE_HOME=str(tiny_fs)))
+
+    listed = run("agents", "list")
+    assert listed.returncode == 0 and "ro" in listed.stdout, listed.stderr
+    assert run("core", "--agent", "ro").returncode == 0
+    exported = run("agents", "export", "ro")
+    assert exported.returncode == 0, exported.stderr
+    assert "a message worth keeping" in exported.stdout
+    refused = run("agents", "set", "ro", "model=haiku")
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and "Read-only" in refused.stderr

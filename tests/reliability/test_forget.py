@@ -339,3 +339,37 @@ def test_a_file_from_before_secure_delete_is_rewritten_whole_at_its_first_forget
         assert (b"once more: zanzibar" in raw) is not flagged  # unmarked, the old copy stays
         assert b"zanzibar-7781" not in raw
         monkeypatch.setattr(SQLiteDatabase, "_enable_wal", without_secure_delete)
+
+
+@pytest.mark.slow
+def test_a_regex_that_backtracks_without_end_is_stopped_with_one_sentence(tmp_path):
+    """`(a+)+$` over a long line of a's never returns in Python's engine: the preview gives
+    up with one sentence and nothing changes (a subprocess, so a hang fails the test)."""
+    import subprocess
+    import sys
+
+    from rel_support import child_env
+
+    line = "a" * 5_000 + "!"
+    with SQLiteStore(config.db_path()) as store:
+        agent = Agent.open(store, "re", model_client=ScriptedModel([text_response("ok")]))
+        assert list(agent.step(line))[-1].completed
+        agent.close()
+    done = subprocess.run([sys.executable, "-m", "memgpt_lite", "forget", "--regex", "(a+)+$",
+                           "--agent", "re", "--yes"], capture_output=True, text=True,
+                          timeout=120, env=child_env())
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith("memgpt-lite: The pattern '(a+)+$' took over 3 s on one text")
+    assert done.stderr.rstrip().endswith("Nothing was forgotten.")
+    with SQLiteStore(config.db_path()) as store:
+        row = store.get_agent("re")
+        assert line in [b["text"] for m in store.all_messages(row.id) for b in m.content
+                        if b.get("type") == "text"]
+
+
+def test_a_regex_that_is_fine_still_forgets_and_a_written_down_forget_is_unbounded():
+    quick = Matcher.build("(a+)+$", "regex")
+    assert quick.bounded and quick.spans("aaa") == [(0, 3)]
+    assert not Matcher.from_spec(quick.spec()).bounded
+    assert not Matcher.build("a b").bounded  # phrases never backtrack without end

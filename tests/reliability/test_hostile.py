@@ -38,7 +38,7 @@ def structure(text: str) -> dict[str, int]:
             "summary": count(r"<\s*/?\s*conversation_summary")}
 
 
-def agent_with(tmp_path, script, **settings) -> tuple[Store, Agent, ScriptedModel]:
+def agent_with(tmp_path, script, **settings) -> tuple[SQLiteStore, Agent, ScriptedModel]:
     store = SQLiteStore(tmp_path / "data" / "memgpt_lite.db")
     model = ScriptedModel(script, validate=True)
     agent = Agent.open(store, "h", model_client=model,

@@ -20,7 +20,7 @@ def tool_turn_script() -> list:
             text_response("Noted: your cat Miso.")]
 
 
-def fresh(tmp_path, name="ctrlc", settings=None) -> tuple[Store, Agent]:
+def fresh(tmp_path, name="ctrlc", settings=None) -> tuple[SQLiteStore, Agent]:
     store = SQLiteStore(tmp_path / "data" / "memgpt_lite.db")
     agent = Agent.open(store, name, model_client=ScriptedModel([text_response("first, safe")]),
                        settings=settings)
@@ -73,7 +73,7 @@ class Interrupting:
             yield item
 
 
-def prefill(store: Store, agent: Agent, turns: int, chars: int) -> None:
+def prefill(store: SQLiteStore, agent: Agent, turns: int, chars: int) -> None:
     """Committed history big enough that the next turn must flush (and call the summariser)."""
     for t in range(2, 2 + turns):
         store.add_messages(agent.id, [
@@ -81,7 +81,7 @@ def prefill(store: Store, agent: Agent, turns: int, chars: int) -> None:
             Message("assistant", [{"type": "text", "text": f"old reply {t}"}], t)])
 
 
-def run_with_interrupt_at(tmp_path, at: int) -> tuple[bool, Store, Agent]:
+def run_with_interrupt_at(tmp_path, at: int) -> tuple[bool, SQLiteStore, Agent]:
     store, agent = fresh(tmp_path, settings=small_settings())
     prefill(store, agent, 8, 2_400)
     counter = [0]
@@ -152,3 +152,51 @@ def test_retry_after_ctrl_c_gives_the_full_turn(tmp_path):
     end = list(agent.step(agent.last_user_text()))[-1]
     assert end.completed and end.text == "Miso, yes."
     assert queue_problems(store, agent.id) == []
+
+
+# --------------------------------------------------------------------------- one-shot
+
+
+def _one_shot(server, *, interrupt: bool):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from rel_support import child_env
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memgpt_lite", "chat", "--no-record", "-p", "hello there"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=child_env(ANTHROPIC_BASE_URL=server.base_url, ANTHROPIC_API_KEY="test"))
+    if interrupt:
+        deadline = time.monotonic() + 60
+        while not server.requests and time.monotonic() < deadline:  # the turn is waiting
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    return proc.returncode, out, err
+
+
+@pytest.mark.slow
+def test_a_one_shot_chat_interrupted_exits_130_without_a_retry_hint():
+    from memgpt_lite.lab.fake_server import FakeAnthropicServer, hang
+
+    with FakeAnthropicServer() as server:
+        server.enqueue(hang(seconds=30))
+        code, out, err = _one_shot(server, interrupt=True)
+    assert code == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    assert "/retry" not in err  # there is no next prompt to type it at
+
+
+@pytest.mark.slow
+def test_a_one_shot_chat_that_fails_gives_no_retry_hint():
+    from memgpt_lite.lab.fake_server import FakeAnthropicServer, overloaded
+
+    with FakeAnthropicServer() as server:
+        server.enqueue(overloaded(), times=3)
+        code, out, err = _one_shot(server, interrupt=False)
+    assert code == 1, err
+    assert "error: The API is overloaded (529)" in err
+    assert "/retry" not in err and "Your message is kept" not in err

@@ -65,7 +65,7 @@ def test_a_megabyte_is_redacted_without_hanging():
     assert out.endswith("[redacted: anthropic key]")
 
 
-def _all_text(store: Store) -> str:
+def _all_text(store: SQLiteStore) -> str:
     rows = store.db.query("SELECT content, index_text FROM messages UNION ALL "
                     "SELECT text, index_text FROM passages UNION ALL "
                     "SELECT value, '' FROM blocks UNION ALL SELECT new_value, '' FROM block_history")
@@ -261,3 +261,72 @@ def test_chat_json_never_shows_a_piped_key(tmp_path):
         assert secret not in done.stdout and secret not in done.stderr and secret not in sent
         for path in files:
             assert secret.encode() not in path.read_bytes(), path
+def _piped(tmp_path, lines: list[str], name: str = "split") -> tuple[str, str, str]:
+    """Each line sent as one message, as a piped chat does: (stored, sent, recorded)."""
+    from memgpt_lite.engine.recording import Recorder, recorded_step
+
+    store = SQLiteStore(tmp_path / f"{name}.sqlite")
+    model = ScriptedModel([text_response("ok")] * len(lines), validate=True)
+    agent = Agent.open(store, name, model_client=model)
+    with Recorder(tmp_path / f"{name}.jsonl") as rec:
+        for line in lines:
+            assert list(recorded_step(agent, rec, line))[-1].completed
+    return (_all_text(store), json.dumps([r.to_api() for r in model.requests]),
+            (tmp_path / f"{name}.jsonl").read_text())
+
+
+TOKEN = ["sk-ant-api03-Zx9EXAMPLEexampleEXAMPLE01", "23456789abcdefEXAMPLEexampleEXAMPLE",
+         "ghIJ0k"]
+
+
+@pytest.mark.parametrize("parts", [2, 3])
+def test_a_token_piped_over_several_messages_is_redacted_whole(tmp_path, parts):
+    """A key wrapped by the terminal and piped arrives in two or three messages: only the
+    first has the prefix; the rest of it is the same secret all the same."""
+    pieces = TOKEN[:parts - 1] + ["".join(TOKEN[parts - 1:])]
+    lines = ["my key is", *pieces, "thanks, that is all", "ok"]
+    for where in _piped(tmp_path, lines):
+        for piece in pieces:
+            assert piece not in where and piece[-12:] not in where
+        assert "thanks, that is all" in where and '"ok"' in where  # the frame ended there
+    stored = _piped(tmp_path, lines, "again")[0]
+    assert stored.count("[redacted: anthropic key]") >= parts
+
+
+def test_a_token_wrapped_over_lines_of_one_message_is_one_marker():
+    text = "key:\n" + "\n".join(TOKEN) + "\nthanks\nDEBUG=true"
+    assert redact(text) == "key:\n[redacted: anthropic key]\nthanks\nDEBUG=true"
+    assert redact(redact(text)) == redact(text)
+
+
+@pytest.mark.parametrize("after", ["thanks", "ok", "example.com", "NEXT_VAR", "DEBUG=true",
+                                   "what about the other one?", "Paris"])
+def test_what_follows_a_key_in_the_next_message_is_kept(tmp_path, after):
+    stored, sent, recorded = _piped(tmp_path, [f"my key {TOKEN[0]}", after])
+    assert TOKEN[0] not in stored
+    assert all(json.dumps(after)[1:-1] in where for where in (stored, sent, recorded))
+
+
+def test_a_private_key_whose_last_line_is_short_is_redacted_whole(tmp_path):
+    lines = ["-----BEGIN RSA PRIVATE KEY-----", *BODY, "QUI=", "-----END RSA PRIVATE KEY-----",
+             "done"]
+    for where in _piped(tmp_path, lines):
+        assert "QUI=" not in where and not any(body[:12] in where for body in BODY)
+        assert '"done"' in where
+
+
+def test_a_replay_of_redacted_messages_redacts_nothing_more():
+    """Strict replay feeds the stored (redacted) messages through the same rule: every one
+    must come out as it went in, with the same state carried to the next."""
+    from memgpt_lite.engine.redact import redact_message
+
+    lines = ["my key is", *TOKEN, "thanks", "-----BEGIN RSA PRIVATE KEY-----", *BODY, "ok"]
+    state, stored = False, []
+    for line in lines:
+        out, state = redact_message(line, state)
+        stored.append(out)
+    state, again = False, []
+    for line in stored:
+        out, state = redact_message(line, state)
+        again.append(out)
+    assert again == stored

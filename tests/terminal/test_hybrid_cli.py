@@ -142,7 +142,10 @@ def test_eval_locomo_prints_keyword_dense_and_hybrid_side_by_side(tmp_path):
         out = run("eval", "locomo", str(data), "--retrieval-only", "--embedder", "http",
                   "--json", str(tmp_path / "r.json"), env=embedder_env(server))
     assert out.returncode == 0, out.stderr
-    for method in ("keyword, no context", "keyword", "dense", "hybrid"):
+    for method in ("keyword", "dense", "hybrid"):
         assert method in out.stdout
     report = json.loads((tmp_path / "r.json").read_text("utf-8"))
     assert report["embedder"] == "http:fake" and report["categories 1-4"]["n"] == 20
+    # The tool shows hybrid and keyword results; dense alone has no tool output to budget.
+    assert report["methods"]["hybrid"]["overall"]["in 1000 tokens"] is not None
+    assert report["methods"]["dense"]["overall"]["in 1000 tokens"] is None

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from memgpt_lite.engine import config
-from memgpt_lite.engine.agent import Agent, request_floor
+from memgpt_lite.engine.agent import Agent
+from memgpt_lite.engine.window import request_floor
 from memgpt_lite.engine.config import ConfigError, Settings
 from memgpt_lite.engine.memory import default_blocks
 from memgpt_lite.engine.records import Block
@@ -102,3 +103,128 @@ def test_notices_name_the_setting_that_is_the_cause(tmp_path):
                                           safety_margin=100))
     notices = [e.message for e in greedy.step("hi") if e.kind == "notice"]
     assert "lower max output tokens (--max-tokens or MEMGPT_LITE_MAX_TOKENS" in notices[0]
+
+
+# --------------------------------------------------------------------------- one rule, exact
+
+
+@pytest.fixture
+def counting_more(monkeypatch):
+    """The fake server, counting a token for every 1.2 characters: far more than our
+    estimate assumes, as a real API may."""
+    from memgpt_lite.lab import fake_server
+
+    monkeypatch.setattr(fake_server, "CHARS_PER_TOKEN", 1.2)
+    with fake_server.FakeAnthropicServer() as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+        yield server
+
+
+def minimums(store, server) -> tuple[int, int]:
+    """(the minimum window by our estimate, the minimum the server's count gives)."""
+    from memgpt_lite.engine.model import AnthropicClient
+
+    blocks = [Block(k, v, n) for k, (v, n) in default_blocks(5_000).items()]
+    client = AnthropicClient(base_url=server.base_url, api_key="test", max_retries=0)
+    rest = 2_048 + 1_000
+    return (request_floor(Settings(), blocks) + rest,
+            request_floor(Settings(), blocks, count=client.count_tokens) + rest)
+
+
+def test_a_window_is_measured_exactly_where_it_enters_a_chat(store, counting_more):
+    from memgpt_lite.engine.model import AnthropicClient
+
+    estimated, exact = minimums(store, counting_more)
+    assert exact > estimated  # the server counts more than we estimate
+    client = AnthropicClient(max_retries=0)
+    with pytest.raises(ConfigError, match=f"the minimum is {exact:,}"):
+        chat_settings(store, "a", None, str(estimated), None, count=client.count_tokens)
+    assert chat_settings(store, "a", None, str(exact), None,
+                         count=client.count_tokens).context_window == exact
+
+
+@pytest.mark.slow
+def test_a_window_accepted_by_chat_is_accepted_by_the_next_chat(counting_more):
+    """The issue's report: accepted by the estimate, every turn over budget, then refused
+    on the next start. Now the first start measures exactly, and the next agrees."""
+    import subprocess
+    import sys
+
+    with SQLiteStore(config.db_path()) as store:
+        estimated, exact = minimums(store, counting_more)
+
+    def chat(*flags: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "memgpt_lite", "chat", "--no-record",
+                               *flags], input="one\ntwo\nthree\n", capture_output=True,
+                              text=True, timeout=120)
+
+    first = chat("--context-window", str(estimated))
+    assert first.returncode == 2 and f"the minimum is {exact:,}" in first.stderr
+    second = chat("--context-window", str(exact))
+    assert second.returncode == 0, second.stderr
+    third = chat()
+    assert third.returncode == 0, third.stderr
+    assert "too small" not in third.stderr and "warning" not in third.stderr
+
+
+def test_agents_set_refuses_a_window_the_chat_would_refuse(store, capsys, monkeypatch):
+    Agent.open(SQLiteStore(config.db_path()), "a",
+               model_client=ScriptedModel([text_response("ok")])).close()
+    assert cli.main(["agents", "set", "a", "context_window=5000"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("memgpt-lite: context_window 5,000 is too small") and \
+        "the minimum is" in err
+    with SQLiteStore(config.db_path()) as s:
+        assert s.get_agent("a").settings["context_window"] == 32_000  # nothing was stored
+
+
+def test_agents_set_measures_exactly_when_a_server_is_there(counting_more, capsys):
+    with SQLiteStore(config.db_path()) as store:
+        Agent.open(store, "a", model_client=ScriptedModel([text_response("ok")])).close()
+        estimated, exact = minimums(store, counting_more)
+    assert cli.main(["agents", "set", "a", f"context_window={estimated}"]) == 2
+    assert f"the minimum is {exact:,}" in capsys.readouterr().err
+    assert cli.main(["agents", "set", "a", f"context_window={exact}"]) == 0
+
+
+def test_an_import_with_a_window_too_small_is_refused(tmp_path, capsys):
+    import json
+
+    from memgpt_lite.engine.store import transfer
+
+    with SQLiteStore(config.db_path()) as store:
+        Agent.open(store, "a", model_client=ScriptedModel([text_response("ok")])).close()
+        doc = transfer.export_agent(store, "a")
+    doc["agent"]["settings"]["context_window"] = 5_000
+    path = tmp_path / "small.json"
+    path.write_text(json.dumps(doc))
+    assert cli.main(["agents", "import", str(path), "--name", "b"]) == 2
+    assert "the export's context_window 5,000 is too small" in capsys.readouterr().err
+    with SQLiteStore(config.db_path()) as store:
+        assert store.get_agent("b") is None
+
+
+def test_a_window_too_small_is_said_once_not_on_every_call(tmp_path):
+    store = SQLiteStore(tmp_path / "once.db")
+    tiny = Agent.open(store, "t", model_client=ScriptedModel([text_response("ok")] * 12),
+                      settings=Settings(context_window=1_500, max_output_tokens=200,
+                                        safety_margin=100))
+    notices = [e.message for text in ("hi", "again", "and again") for e in tiny.step(text)
+               if e.kind == "notice" and "over the budget" in e.message]
+    assert len(notices) == 1
+
+
+def test_a_stored_window_that_no_longer_fits_warns_once_and_the_chat_goes_on(store):
+    """Core memory grew past what the window holds: it was accepted, so it is not refused."""
+    agent = Agent.open(store, "grown", model_client=ScriptedModel([text_response("ok")]))
+    minimum = request_floor(Settings(), agent.store.get_blocks(agent.id)) + 2_048 + 1_000
+    store.update_settings(agent.id, {**agent.row.settings, "context_window": minimum})
+    store.set_block(agent.id, "human", "word " * 900, source="user")
+    agent.close()
+    said = []
+    settings = chat_settings(store, "grown", None, None, None, warn=said.append)
+    assert settings.context_window == minimum
+    assert len(said) == 1 and "is too small" in said[0] and "The chat goes on" in said[0]
+    with pytest.raises(ConfigError):  # given again as a flag, it is refused
+        chat_settings(store, "grown", None, str(minimum), None, warn=said.append)

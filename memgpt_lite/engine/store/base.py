@@ -13,7 +13,7 @@ deletions leave tombstones (recordings carry deltas, see `snapshot.py`); search 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -65,8 +65,9 @@ class AgentRow:
 @dataclass
 class AgentWatch:
     """What a recording of one agent must learn about state it does not own alone (see
-    recording.py): `changed(label, value)` hears every read of a user-scope block whose
-    value another agent wrote since this agent last read or wrote it; `passage_ids` collects
+    recording.py): `changed(label, value)` hears every read of a block whose value was
+    written elsewhere (another agent sharing it, another process serving this agent) since
+    this agent last read or wrote it through this store; `passage_ids` collects
     the ids given to the agent's new passages (ids are global to the data dir)."""
 
     seen: dict[str, str]
@@ -248,8 +249,12 @@ class Store(Protocol):
     def search_messages(self, agent_id: int, query: str, page: int = 1, per_page: int = 5,
                         start_date: str | None = None, end_date: str | None = None, *,
                         dense: dict[int, float] | None = None, keyword_weight: float = ...,
-                        context: bool = True, conversation: int | None = None) -> SearchPage:
-        """Every conversation's messages (or only `conversation`'s); hits name theirs."""
+                        context: bool = True, leave_out: Collection[int] = (),
+                        below: Collection[int] = (),
+                        conversation: int | None = None) -> SearchPage:
+        """Every conversation's messages (or only `conversation`'s); hits name theirs.
+        `leave_out`: ids never returned (the current turn); `below`: ids ranked after
+        every other candidate (messages the model still sees in its context)."""
         ...
 
     def replies(self, agent_id: int, ids: list[int]) -> dict[int, list[SearchHit]]: ...

@@ -15,8 +15,9 @@ changed since the caller read it, and undoing a turn restores a block only if it
 holds what the turn wrote. Creating and dropping shared rows take one more lock, so a block
 is never dropped while another agent joins it.
 
-While a recording watches an agent (`watch`), every read of a shared block whose value
-another agent wrote is reported to it, so that replay can apply the same edit at the same
+While a recording watches an agent (`watch`), every read of a block whose value was
+written elsewhere (another agent sharing it, or another process serving this agent, such as
+`memgpt-lite mcp`) is reported to it, so that replay can apply the same edit at the same
 point (see recording.py).
 
 A mixin of `sql.SQLStore`, over the database seam (see core.py).
@@ -139,6 +140,7 @@ class BlocksMixin(ProjectBlocksMixin):
                                 "updated_at) VALUES (?, ?, ?, ?, ?, ?)",
                                 (agent_id, self.db.next_id("blocks", agent_id), label, value,
                                  limit, now_iso()))
+                self._saw_own_write(agent_id, label, value)
             else:
                 self._write_block(agent_id, old, value, limit)
             self._history(agent_id, label, old.value if old else None, value, source, rev,
@@ -168,21 +170,23 @@ class BlocksMixin(ProjectBlocksMixin):
         label = block.label
         if block.scope == PROJECT:
             self._write_project(block.project, label, value, limit)
-            self._seen_by(agent_id, label, value)
+            self._saw_own_write(agent_id, label, value)
             return
         shared = self._shared_id(agent_id, label)
         if shared is None:
             self.db.execute("UPDATE blocks SET value = ?, char_limit = ?, updated_at = ? "
                             "WHERE agent_id = ? AND label = ?",
                             (value, limit, now_iso(), agent_id, label))
-            return
-        self.db.execute("UPDATE shared_blocks SET value = ?, char_limit = ?, updated_at = ?, "
-                        "version = version + 1 WHERE id = ?", (value, limit, now_iso(), shared))
-        self._seen_by(agent_id, label, value)
+        else:
+            self.db.execute("UPDATE shared_blocks SET value = ?, char_limit = ?, "
+                            "updated_at = ?, version = version + 1 WHERE id = ?",
+                            (value, limit, now_iso(), shared))
+        self._saw_own_write(agent_id, label, value)
 
-    def _seen_by(self, agent_id: int, label: str, value: str) -> None:
+    def _saw_own_write(self, agent_id: int, label: str, value: str) -> None:
+        """A write through this store is the watched agent's own: not news from elsewhere."""
         watch = self._watches.get(agent_id)
-        if watch is not None:  # this agent's own write: not news from another agent
+        if watch is not None:
             watch.seen[label] = value
 
     def _shared_id(self, agent_id: int, label: str) -> int | None:
@@ -372,9 +376,11 @@ class BlocksMixin(ProjectBlocksMixin):
             del self._watches[agent_id]
 
     def _observed(self, agent_id: int, blocks: list[Block]) -> list[Block]:
+        """Tell the watch of every block read with a value written elsewhere: by another
+        agent sharing it, or by another process serving this agent (an MCP client)."""
         watch = self._watches.get(agent_id)
         for block in blocks if watch is not None else ():
-            if block.scope != AGENT and watch.seen.get(block.label) != block.value:
+            if watch.seen.get(block.label) != block.value:
                 watch.seen[block.label] = block.value
                 watch.changed(block.label, block.value)
         return blocks

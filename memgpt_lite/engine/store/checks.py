@@ -11,11 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from memgpt_lite.engine.api_rules import validate_request
-from memgpt_lite.engine.config import ConfigError, Settings
+from memgpt_lite.engine.config import FIELD_RULES, ConfigError, Settings
 from memgpt_lite.engine.records import Message, Turn
 from memgpt_lite.engine.shapes import is_time, problem
 from memgpt_lite.engine.text import clean_text
 
+MAX_BLOCK_LIMIT = int(FIELD_RULES["block_limit"][2])  # as for the setting that makes blocks
 BLOCK = {"type": str}
 BLOCK_FIELDS = {"text": {"text": str}, "tool_use": {"id": str, "name": str, "input": dict},
                 "tool_result": {"tool_use_id": str, "?content": (str, list)},
@@ -174,8 +175,10 @@ def blocks_problem(blocks: Any, where: str = "blocks") -> str | None:
     if found:
         return found
     for i, b in enumerate(blocks):
-        if not b["label"].strip() or b["limit"] < 1 or len(b["value"]) > b["limit"]:
-            return f"{where}[{i}] needs a label, a positive limit and a value within it"
+        if not b["label"].strip() or not 1 <= b["limit"] <= MAX_BLOCK_LIMIT \
+                or len(b["value"]) > b["limit"]:
+            return (f"{where}[{i}] needs a label, a limit of 1 to {MAX_BLOCK_LIMIT:,} "
+                    f"characters and a value within it")
         if b.get("scope", "agent") not in SCOPES:
             return f"{where}[{i}].scope must be 'agent' or 'user'"
     return None
@@ -202,6 +205,45 @@ def versions_problem(rows: Any, where: str) -> str | None:
         if not is_time(row["superseded_at"]):
             return f"{where}[{i}].superseded_at {row['superseded_at']!r:.40} is not an ISO time"
     return None
+
+
+# Fields of a content block that the engine sets on every request it builds (the cache
+# breakpoints): one stored in a message would add to the engine's own, and the API refuses
+# more than four. An import drops them; doctor finds an agent that holds them.
+ENGINE_OWNED = ("cache_control",)
+
+
+def without_engine_fields(blocks: Any) -> Any:
+    """Content blocks (and the blocks inside tool results) without ENGINE_OWNED fields."""
+    if not isinstance(blocks, list):
+        return blocks
+    out = []
+    for block in blocks:
+        if isinstance(block, dict):
+            block = {k: v for k, v in block.items() if k not in ENGINE_OWNED}
+            if isinstance(block.get("content"), list):
+                block["content"] = without_engine_fields(block["content"])
+        out.append(block)
+    return out
+
+
+def engine_fields_in(messages: list[Message]) -> int:
+    """How many blocks of `messages` carry a field the engine owns."""
+    def count(blocks: Any) -> int:
+        if not isinstance(blocks, list):
+            return 0
+        return sum(isinstance(b, dict) and (any(k in b for k in ENGINE_OWNED)
+                                            + count(b.get("content"))) for b in blocks)
+    return sum(count(m.content) + count(m.context_content) for m in messages)
+
+
+def next_request_problem(queue: list[Message]) -> str | None:
+    """Why the API would refuse the next request of an agent with this queue (doctor)."""
+    owned = engine_fields_in(queue)
+    if owned:
+        return (f"{owned} message block(s) in its queue carry cache_control, which the engine "
+                f"sets itself: the API refuses every request with more than four")
+    return queue_problem(queue)
 
 
 def queue_problem(messages: list[Message]) -> str | None:

@@ -10,10 +10,11 @@ A mixin of `sql.SQLStore`, over the database seam (see core.py).
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import json
 import math
 from datetime import date, timedelta
-from typing import Any
 
 from memgpt_lite.engine import search
 from memgpt_lite.engine.records import Message, SearchHit, SearchPage, now_iso
@@ -231,25 +232,29 @@ class RecallMixin(ConversationsMixin):
                         start_date: str | None = None, end_date: str | None = None, *,
                         dense: dict[int, float] | None = None,
                         keyword_weight: float = search.KEYWORD_WEIGHT,
-                        context: bool = True, conversation: int | None = None) -> SearchPage:
+                        context: bool = True, leave_out: Collection[int] = (),
+                        below: Collection[int] = (),
+                        conversation: int | None = None) -> SearchPage:
         """Messages of every conversation of the agent (or only of `conversation`) ranked by
         BM25 over any query term plus a share of their matching neighbours'
         (`search.with_neighbours`); with `dense` ({id: cosine} from the dense side, already
-        date-filtered), fused with it (`search.fuse`). Each hit brings the reply that
-        followed it as `context` (see `replies`) and names its conversation. Dates are
-        YYYY-MM-DD, inclusive."""
+        date-filtered), fused with it (`search.fuse`). Ids in `leave_out` are never
+        returned, ids in `below` rank after every other candidate (`search.place`). Each hit
+        brings the reply that followed it as `context` (see `replies`) and names its
+        conversation. Dates are YYYY-MM-DD, inclusive."""
         page, per_page = max(1, int(page)), max(1, int(per_page))
         scores = self.keyword_scores(agent_id, query, start_date, end_date, conversation)
         if dense and conversation is not None:
             dense = self._in_conversation(agent_id, dense, conversation)
         if dense:
             scores = search.fuse(scores, dense, keyword_weight)
+        scores = search.place(scores, leave_out, below)
         if not scores:
             return SearchPage([], page, 0, 0)
         ids = search.top_page(scores, page, per_page)
         # A reply that is a hit of its own on the page is shown there, not twice.
         reply_of = {i: r for i, r in self._reply_ids(agent_id, ids).items()
-                    if r not in ids} if context else {}
+                    if r not in ids and r not in leave_out} if context else {}
         rows = self._message_hits(agent_id, [*ids, *set(reply_of.values()) - set(ids)], scores)
         by_id = {h.id: h for h in rows}
         hits = [by_id[i] for i in ids]

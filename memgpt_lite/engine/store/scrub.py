@@ -11,8 +11,8 @@ A **unit** is what a user sees in the preview and what changes, nothing more:
 * passages: a passage whose text or a tag matches is deleted;
 * passage history: an old version of a passage (replaced by `archival_update`, removed by
   `archival_delete`) whose text or a tag matches is deleted;
-* core memory, summary: a line of a block, or of a conversation's running summary, is
-  removed (a block in "user" scope is one row that several agents share: its line goes for
+* core memory, summary: a line of a block, or a sentence of a conversation's running summary,
+  is removed (a block in "user" scope is one row that several agents share: its line goes for
   all of them);
 * project memory: a line of a block in "project" scope, whichever project (every agent
   working there sees it);
@@ -347,8 +347,9 @@ def _block_select(db: Database) -> str:
 
 
 class SummaryPlace:
-    """Lines of the running summaries (each conversation's, sent with its requests; a base
-    snapshot written before conversations holds it on the agent's row)."""
+    """Sentences of the running summaries (each conversation's, sent with its requests; a
+    base snapshot written before conversations holds it on the agent's row): the summariser
+    writes one paragraph, so its line would be the whole summary, unrelated facts included."""
 
     name = "summary"
     tables = ("agents", "conversations")
@@ -361,7 +362,7 @@ class SummaryPlace:
                              "ORDER BY id", (agent_id,))
         units = []
         for key, summary in rows:
-            left, gone = matcher.drop_lines(summary or "")
+            left, gone = matcher.drop_sentences(summary or "")
             if gone:
                 units.append(Unit(self.name, key, LINES, left, lines=gone))
         return units
@@ -372,12 +373,12 @@ class SummaryPlace:
                 ((summary,),) = w.db.query("SELECT summary FROM agents WHERE id = ?",
                                            (w.agent_id,))
                 w.db.execute("UPDATE agents SET summary = ? WHERE id = ?",
-                             (matcher.drop_lines(summary)[0], w.agent_id))
+                             (matcher.drop_sentences(summary)[0], w.agent_id))
                 continue
             for (summary,) in w.db.query("SELECT summary FROM conversations WHERE agent_id = ? "
                                          "AND id = ?", (w.agent_id, unit.key)):
                 w.db.execute("UPDATE conversations SET summary = ?, rev = ? WHERE agent_id = ? "
-                             "AND id = ?", (matcher.drop_lines(summary)[0], w.rev(),
+                             "AND id = ?", (matcher.drop_sentences(summary)[0], w.rev(),
                                             w.agent_id, unit.key))
 
 

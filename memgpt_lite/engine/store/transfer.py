@@ -76,9 +76,11 @@ def import_agent(store: Store, doc: dict, name: str | None = None) -> AgentRow:
 
 
 def _messages(rows: list[dict]) -> list[Message]:
-    return [Message(m["role"], m["content"], int(m["turn_id"]), None, m["created_at"],
-                    bool(m["in_context"]), m.get("context_content"), m.get("status") or "",
-                    int(m.get("conversation") or 1))
+    """The export's messages, without the fields the engine sets on requests itself."""
+    clean = checks.without_engine_fields
+    return [Message(m["role"], clean(m["content"]), int(m["turn_id"]), None, m["created_at"],
+                    bool(m["in_context"]), clean(m.get("context_content")),
+                    m.get("status") or "", int(m.get("conversation") or 1))
             for m in rows]
 
 

@@ -10,6 +10,7 @@ Sections, in one run on one machine, and the module that measures each:
              1M messages in recall
   tokens     `long_session`: the scripted long session: tokens, cache hits, cost vs layouts
   startup    `startup`: `memgpt-lite --help` and `memgpt-lite chat` to its first prompt
+  mcp        `mcp_startup`: `memgpt-lite mcp` to its first answers (`bench mcp` alone)
   memory     `startup`: peak RSS of a chat process whose store holds the largest corpus
 Shared by the sections: `corpus` (synthetic text, also the retrieval eval's filler), `stats`
 (percentile, machine), `report` (rows, targets, the markdown table), `plan` (sizes). `suite`

@@ -18,6 +18,7 @@ from typing import Any
 
 from memgpt_lite.lab.bench.engine_overhead import run_engine
 from memgpt_lite.lab.bench.long_session import run_tokens
+from memgpt_lite.lab.bench.mcp_startup import run_mcp_startup
 from memgpt_lite.lab.bench.plan import Plan
 from memgpt_lite.lab.bench.recording_cost import run_recording
 from memgpt_lite.lab.bench.report import StderrProgress, missed_targets, render_markdown
@@ -26,7 +27,7 @@ from memgpt_lite.lab.bench.stats import machine_info, machine_line
 from memgpt_lite.lab.bench.store import run_store, store_benchmark
 from memgpt_lite.lab.fake_server import FakeAnthropicServer
 
-SECTIONS = 6  # store, engine, tokens, startup, memory, recording: what a progress bar counts
+SECTIONS = 7  # store, engine, tokens, startup, mcp, memory, recording: a progress bar's count
 
 
 def run_suite(plan: Plan, progress: Callable[[str], None],
@@ -54,6 +55,8 @@ def run_suite(plan: Plan, progress: Callable[[str], None],
         startup, rss = _timed_section(
             lambda: run_startup(plan, server.base_url, workdir, progress), progress)
         sections.append(startup)
+        sections.append(_timed_section(
+            lambda: run_mcp_startup(plan.chat_runs, workdir), progress))
         sections.append(_timed_section(
             lambda: run_memory(english, server, rss, progress), progress))
         sections.append(_timed_section(
@@ -109,8 +112,9 @@ def suite_parser() -> argparse.ArgumentParser:
         prog="memgpt-lite bench",
         description="Run the benchmark suite offline (scripted model, local fake server) and "
                     "print one table: store at scale, engine overhead, token economics, "
-                    "start-up, peak memory, recording cost. `memgpt-lite bench store --help`: "
-                    "the store alone.")
+                    "start-up, MCP server start-up, peak memory, recording cost. "
+                    "`memgpt-lite bench store --help`: the store alone; `bench mcp`: the MCP "
+                    "server's start-up alone.")
     p.add_argument("--quick", action="store_true",
                    help="smaller run (10k and 100k rows, Chinese 10k; 100-turn session): "
                         "under a minute")
@@ -185,6 +189,10 @@ def parser_for(argv: list[str]) -> tuple[argparse.ArgumentParser, list[str]]:
         from memgpt_lite.lab.bench.load import load_parser
 
         return load_parser(), argv[1:]
+    if argv[:1] == ["mcp"]:
+        from memgpt_lite.lab.bench.mcp_startup import mcp_parser
+
+        return mcp_parser(), argv[1:]
     return suite_parser(), argv
 
 
@@ -250,4 +258,8 @@ def main(argv: list[str] | None = None, progress: Any = None) -> int:
         from memgpt_lite.lab.bench.load import load_main
 
         return load_main(argv[1:])
+    if argv[:1] == ["mcp"]:
+        from memgpt_lite.lab.bench.mcp_startup import mcp_main
+
+        return mcp_main(argv[1:])
     return suite_main(argv, progress)

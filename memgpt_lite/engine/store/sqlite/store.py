@@ -33,9 +33,14 @@ class SQLiteStore(SQLStore):
         self.path = db.path
         try:
             self._check_schema(db)  # read-only: a foreign or newer file is never touched
+            if db.read_only:
+                self._refuse_pending(db)
+                super().__init__(db, fts.FTS5Index(db))
+                return
             db.configure()
             super().__init__(db, fts.FTS5Index(db))
             self._migrate()
+            db.check_pages()
         except StoreError:
             db.close()
             raise
@@ -69,6 +74,15 @@ class SQLiteStore(SQLStore):
         if unknown:
             raise StoreError(f"{db.path} was written by a newer memgpt-lite (unknown schema "
                              f"migration {unknown[0]!r}); upgrade memgpt-lite to open it.")
+
+    @staticmethod
+    def _refuse_pending(db: SQLiteDatabase) -> None:
+        """A read-only database must not need a migration (it cannot be written)."""
+        done = set(_applied(db)) if "schema_migrations" in db.tables() else set()
+        if any(name not in done for name, _ in MIGRATIONS):
+            raise StoreError(f"The data dir {db.path.parent} is read-only and its database is "
+                             "from an older memgpt-lite, which must upgrade it first; make it "
+                             "writable once.")
 
     def _migrate(self) -> None:
         conn = self.db.connection

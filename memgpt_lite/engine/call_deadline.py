@@ -1,0 +1,104 @@
+"""One model call under a deadline that nothing the server sends can stretch.
+
+The SDK's timeouts are per read: a server that trickles one byte of its response, or one SSE
+comment line (`: ping`), every few seconds resets them forever, and the SDK's stream parser
+never hands us an event to check the clock on. So the call runs on a worker thread that hands
+what it produces to the caller through a queue, and the caller waits on that queue only until
+the deadline. Giving up also stops the worker: its socket is shut down (which wakes a blocked
+read at once) and `on_request`, a request hook, keeps the SDK from starting another attempt
+for a call nobody waits for (and counts the attempts, for the sentence that says so).
+"""
+
+from __future__ import annotations
+
+import queue
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+_DONE = object()
+
+
+class DeadlinePassed(Exception):
+    """The call's deadline passed before it finished."""
+
+
+class Abandoned(Exception):
+    """Raised inside a worker whose call was given up on, before it sends another request."""
+
+
+class CallThread(threading.Thread):
+    """Runs `produce(self)` on a daemon thread; `items(deadline)` yields what it produces.
+
+    `produce` sets `response` (the HTTP response, once its headers are in) so that giving up
+    can shut its socket down, and may check `abandoned` between the items it yields.
+    """
+
+    def __init__(self, produce: Callable[[CallThread], Iterable[Any]]):
+        super().__init__(daemon=True, name="model-call")
+        self.abandoned = threading.Event()
+        self.response: Any = None
+        self.attempts = 0
+        self._produce = produce
+        self._out: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
+
+    def run(self) -> None:
+        try:
+            for item in self._produce(self):
+                if self.abandoned.is_set():
+                    return
+                self._out.put((True, item))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, who raises it
+            self._out.put((False, exc))
+        else:
+            self._out.put((True, _DONE))
+
+    def items(self, deadline: float) -> Iterator[Any]:
+        """What the call produces, in order, as it arrives; the worker's exception is raised
+        here; `DeadlinePassed` at `deadline` (time.monotonic()). Leaving early (an error, the
+        consumer stopping, Ctrl-C) abandons the call."""
+        self.start()
+        try:
+            while True:
+                try:
+                    ok, item = self._out.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    raise DeadlinePassed from None
+                if not ok:
+                    raise item
+                if item is _DONE:
+                    return
+                yield item
+        finally:
+            self.abandon()
+
+    def abandon(self) -> None:
+        self.abandoned.set()
+        _shut_down(self.response)
+
+
+def on_request(request: Any) -> None:
+    """An httpx request hook: counts a call's attempts; a retry of a call given up on is
+    never sent."""
+    thread = threading.current_thread()
+    if not isinstance(thread, CallThread):
+        return
+    if thread.abandoned.is_set():
+        raise Abandoned("the call was given up on")
+    thread.attempts += 1
+
+
+def _shut_down(response: Any) -> None:
+    """Shut the response's socket down: unlike close(), this wakes a read blocked on it."""
+    extensions = getattr(response, "extensions", None) or {}
+    stream = extensions.get("network_stream")
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    if isinstance(sock, socket.socket):
+        try:
+            # The plain socket's shutdown, also under TLS: the SSL layer's own would first
+            # drop its state while the worker may still be reading through it.
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+        except OSError:
+            pass  # already closed: nothing to wake

@@ -1,0 +1,74 @@
+"""The room a request needs: the tools every request defines, and the least context window
+an agent can work in (the fixed part of a request plus one short turn), by one rule wherever a
+window enters: a chat's flags, the environment, the stored value, `agents set`, an import.
+The window a provider taught the agent is read here too (see Agent._learn_window).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from memgpt_lite.engine.config import Settings
+from memgpt_lite.engine.context import ContextBuilder, ContextInputs
+from memgpt_lite.engine.errors import ModelError
+from memgpt_lite.engine.memory import render_core_memory
+from memgpt_lite.engine.paging import EVICT_TURNS_SCHEMA
+from memgpt_lite.engine.prompts import CONTRACT
+from memgpt_lite.engine.recall_page import LAYOUT
+from memgpt_lite.engine.records import Block, Message, ModelRequest
+from memgpt_lite.engine.tokens import TokenCounter
+from memgpt_lite.engine.tool_schemas import memory_tool_schemas
+
+ONE_TURN_TOKENS = 500  # the least room a turn needs on top of the fixed part of a request
+
+
+def tool_schemas(layout: int = LAYOUT, contract: int = CONTRACT) -> list[dict]:
+    """The tools every request defines: the memory tools (engine/tool_schemas.py) and
+    evict_turns, as the search `layout` and model `contract` show them."""
+    return memory_tool_schemas(layout, contract) + [EVICT_TURNS_SCHEMA]
+
+
+def request_floor(settings: Settings, blocks: list[Block], counter_state: object = None,
+                  count: Callable[[ModelRequest], int] | None = None) -> int:
+    """The tokens a turn needs at the least: the real request built with an empty queue and
+    no summary (tools, system prompt, these core memory blocks) plus one short turn, as
+    the agent's counter (from its stored state; else the cautious default) estimates it,
+    or as `count` (the API's count_tokens) counts it exactly."""
+    counter = TokenCounter.from_state(counter_state)
+    current = [Message("user", [{"type": "text", "text": "Hello."}], 1)]
+    inputs = ContextInputs("", [], current, render_core_memory(blocks))
+    built = ContextBuilder(settings, tool_schemas(), counter).build(inputs)
+    measured = built.estimated_tokens if count is None else count(built.request)
+    return measured + ONE_TURN_TOKENS
+
+
+# Below this many times the estimated minimum, a window is measured exactly (one free
+# count_tokens call): a server may count a third more than the estimate, and far above the
+# minimum the estimate's error cannot matter (so a chat's start waits for no call).
+EXACT_BELOW = 1.5
+
+
+def window_floor(settings: Settings, blocks: list[Block], counter_state: object = None,
+                 count: Callable[[ModelRequest], int] | None = None) -> int:
+    """`request_floor` as every check of a context window uses it (a chat's flags, the
+    environment, the stored value, `agents set`, an import): measured by `count` when one
+    is at hand and the window is near the minimum, else the calibrated estimate. A server
+    that cannot be asked leaves the estimate."""
+    floor = request_floor(settings, blocks, counter_state)
+    near = settings.context_window < EXACT_BELOW * (
+        floor + settings.max_output_tokens + settings.safety_margin)
+    if count is None or not near:
+        return floor
+    try:
+        return request_floor(settings, blocks, counter_state, count)
+    except ModelError:
+        return floor
+
+
+def window_for(state: object, model: str) -> int | None:
+    """The window a provider taught the agent for `model` (see Agent._learn_window)."""
+    if isinstance(state, dict) and state.get("model") == model:
+        tokens = state.get("tokens")
+        if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0:
+            return tokens
+    return None

@@ -1,0 +1,126 @@
+"""Each lever of conversation_search measured on LoCoMo, against the layout before it.
+
+    python -m memgpt_lite.lab.retrieval_levers locomo10.json [--embedder SPEC] [--json OUT]
+
+Every variant runs the real LoCoMo retrieval runner (`locomo.run_locomo`) on categories 1-4
+and is compared with the first variant question by question (paired bootstrap, 95%
+intervals) on recall within 1,000 tokens of the tool's output. With an embedder, hybrid's
+keyword share is chosen by two-fold cross-validation over the conversations (chosen on
+five, reported on the other five, both ways). The figures are in docs/search.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from memgpt_lite.engine import recall_page
+from memgpt_lite.lab.locomo import run_locomo
+from memgpt_lite.lab.recall_metrics import paired_bootstrap, two_fold
+
+HEADLINE = "in 1000 tokens"
+WEIGHTS = (0.5, 0.6, 0.7, 0.8)
+# name -> (layout, overrides of recall_page's constants)
+VARIANTS: dict[str, tuple[int, dict[str, Any]]] = {
+    "layout 1 (before)": (1, {}),
+    "layout 2": (2, {}),
+    "layout 2, replies under every hit": (2, {"REPLIES_UNDER": "all"}),
+    "layout 2, no replies": (2, {"REPLY_CHARS": 0}),
+    "layout 2, replies cut at 120": (2, {"REPLY_CHARS": 120}),
+    "layout 2, 5 hits a page": (2, {"PER_PAGE": {1: 5, 2: 5}}),
+    "layout 2, 20 hits a page": (2, {"PER_PAGE": {1: 5, 2: 20}}),
+}
+
+
+@contextlib.contextmanager
+def overridden(values: dict[str, Any]) -> Iterator[None]:
+    saved = {k: getattr(recall_page, k) for k in values}
+    try:
+        for k, v in values.items():
+            setattr(recall_page, k, v)
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(recall_page, k, v)
+
+
+def _core(report: dict[str, Any], method: str) -> list[dict[str, Any]]:
+    return [q["methods"][method] for q in report["questions"] if q["category"][:1] in "1234"]
+
+
+def measure(path: str, embedder: Any = None, variants: list[str] | None = None) -> dict:
+    reports = {}
+    for name in variants or list(VARIANTS):
+        layout, values = VARIANTS[name]
+        with overridden(values):
+            reports[name] = run_locomo(path, retrieval_only=True, layout=layout,
+                                       embedder=embedder,
+                                       weights=WEIGHTS if embedder is not None else ())
+    base = next(iter(reports))
+    out: dict[str, Any] = {"variants": {}, "headline": HEADLINE}
+    for name, report in reports.items():
+        for method in ("keyword", "hybrid"):
+            if method not in report["methods"]:
+                continue
+            values = [r[HEADLINE] for r in _core(report, method)]
+            before = [r[HEADLINE] for r in _core(reports[base], method)]
+            out["variants"][f"{name} · {method}"] = {
+                "by_category": report["methods"][method]["by_category"],
+                "categories 1-4": report["methods"][method]["categories 1-4"],
+                "against first": paired_bootstrap(before, values)}
+        if embedder is not None:
+            out["variants"][f"{name} · hybrid, weight cross-validated"] = _cross_validated(report)
+    return out
+
+
+def _cross_validated(report: dict[str, Any]) -> dict[str, Any]:
+    samples = list(dict.fromkeys(q["sample"] for q in report["questions"]))
+
+    def score(weight: float, groups: list[Any]) -> list[float]:
+        return [q["methods"][f"hybrid {weight}"][HEADLINE] for q in report["questions"]
+                if q["sample"] in groups and q["category"][:1] in "1234"]
+
+    result = two_fold(samples, WEIGHTS, score)
+    return {"chosen": result["chosen"], "categories 1-4": {HEADLINE: result["mean"],
+                                                           "n": len(result["values"])}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m memgpt_lite.lab.retrieval_levers")
+    parser.add_argument("file", help="locomo10.json")
+    parser.add_argument("--embedder", metavar="SPEC", help="onnx:FOLDER or http, for hybrid")
+    parser.add_argument("--variant", action="append", choices=list(VARIANTS),
+                        help="only these variants (the first is the baseline)")
+    parser.add_argument("--json", metavar="OUT", help="write the figures as JSON")
+    args = parser.parse_args(argv)
+    embedder = None
+    if args.embedder:
+        from memgpt_lite.lab.retrieval_eval import _embedder
+
+        embedder = _embedder(args.embedder)
+    data = measure(args.file, embedder, args.variant)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2)
+    _print(data)
+    return 0
+
+
+def _print(data: dict[str, Any]) -> None:
+    cats = ("1 multi-hop", "2 temporal", "3 open-domain", "4 single-hop")
+    print(f"{'variant':58} " + " ".join(f"{c[2:]:>11}" for c in cats)
+          + f" {'cat. 1-4':>9}  difference to the first [95%]")
+    for name, v in data["variants"].items():
+        cells = " ".join(f"{v['by_category'][c][HEADLINE]:>11.3f}" if "by_category" in v
+                         else f"{'':>11}" for c in cats)
+        diff = v.get("against first")
+        note = (f"{diff['diff']:+.3f} [{diff['low']:+.3f}, {diff['high']:+.3f}]" if diff
+                else f"weights chosen {v.get('chosen')}")
+        print(f"{name:58} {cells} {v['categories 1-4'][HEADLINE]:>9.3f}  {note}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

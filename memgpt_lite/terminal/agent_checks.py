@@ -1,0 +1,84 @@
+"""Checks the agent commands share with the chat: a context window measured as the chat
+measures it (so `agents set` and `agents import` store no window the next chat refuses), and
+an agent read as its next open leaves it (a turn cut off by kill -9 undone first)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from memgpt_lite.terminal.exit_codes import EXIT_USAGE, UserError
+
+
+def check_window(settings: Any, blocks: list[Any], counter_state: Any,
+                 named: dict[str, str]) -> None:
+    """UserError unless the window holds the fixed part of a request and one turn, measured
+    as the chat measures it at its start (exactly, with the API's free count_tokens, when a
+    key or server is set), so that no window is stored that the next chat refuses."""
+    from memgpt_lite.engine.window import window_floor
+    from memgpt_lite.engine.config import ConfigError, check_room
+
+    try:
+        check_room(settings, window_floor(settings, blocks, counter_state, _token_count()),
+                   named)
+    except ConfigError as exc:
+        raise UserError(str(exc), EXIT_USAGE) from None
+
+
+def _token_count() -> Any:
+    """The API's count_tokens when a key or a server is set (else None: the estimate)."""
+    from memgpt_lite.engine.config import ConfigError
+    from memgpt_lite.engine.errors import ModelError
+    from memgpt_lite.engine.model import AnthropicClient
+
+    if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")
+            or os.environ.get("ANTHROPIC_BASE_URL")):
+        return None
+    try:
+        return AnthropicClient(max_retries=0, timeout=15.0).count_tokens
+    except (ConfigError, ModelError):
+        return None  # a bad key or URL is the chat's to report; the estimate stands
+
+
+def check_imported_window(doc: dict[str, Any]) -> None:
+    """An imported agent's window must hold one turn, as for one set by hand. (A malformed
+    export is left to the import's own checks, which name the bad field.)"""
+    from memgpt_lite.engine.config import ConfigError, Settings
+    from memgpt_lite.engine.records import Block
+    from memgpt_lite.engine.store import checks
+
+    meta, blocks = doc.get("agent"), doc.get("blocks")
+    if not isinstance(meta, dict) or checks.blocks_problem(blocks):
+        return
+    try:
+        settings = Settings.from_dict(meta.get("settings"))
+    except ConfigError:
+        return
+    state = meta.get("state") if isinstance(meta.get("state"), dict) else {}
+    check_window(settings, [Block(b["label"], b["value"], b["limit"]) for b in blocks],
+                 state.get("counter"), {"context_window": "the export's context_window"})
+
+
+def settle(store: Any, row: Any, *, for_export: bool = False) -> bool:
+    """Whether the agent reads as its next open leaves it. A turn cut off (kill -9 inside a
+    turn) has its effects in the store until it is undone, which the next open does; a
+    reader undoes it first, when no other process holds the agent (a chat there is in the
+    middle of that turn: its effects are real until it ends). False when a turn is still
+    unfinished; `for_export`: then UserError, as an export never holds such effects."""
+    from memgpt_lite.engine.locking import AgentBusyError
+    from memgpt_lite.engine.store import StoreError
+
+    if not store.unfinished_turns(row.id):
+        return True
+    try:
+        with store.agent_lock(row.name).acquire(wait=0):
+            for turn in store.unfinished_turns(row.id):
+                store.undo_turn(row.id, turn)
+    except (AgentBusyError, StoreError):  # busy; or the undo cannot be written here
+        if for_export:
+            raise UserError(f"Agent {row.name!r} is in the middle of a turn (another "
+                            f"memgpt-lite process has it, or this data dir cannot be written "
+                            f"to undo a turn cut off); export it when the turn has ended: an "
+                            f"export never holds a turn's unfinished effects.") from None
+        return False
+    return True

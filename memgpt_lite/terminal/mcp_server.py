@@ -1,0 +1,177 @@
+"""`memgpt-lite mcp`: an agent's memory served over stdio to MCP clients (Claude Code, Claude
+Desktop, Cursor, VS Code), on the official MCP Python SDK (the optional extra `mcp`; see
+docs/mcp.md).
+
+This module is the SDK's side only: the tools, their errors and the resources come from
+`engine/memory_service.py`, which runs the chat's own memory tools. Imported only when the
+command runs (cli.py says which extra to install when the SDK is missing), so `--help` and
+`chat` never load the SDK.
+
+Calls are served one at a time on the event loop: the store's connection belongs to one
+thread, and a memory call takes milliseconds. A closed stdin ends the server once the call in
+hand is written whole; stdout carries nothing but the protocol.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel.server import Server
+from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import INVALID_PARAMS
+
+from memgpt_lite import __version__
+from memgpt_lite.engine.memory_service import (
+    MemoryService,
+    OutsideTool,
+    author_of,
+    outside_tools,
+)
+from memgpt_lite.engine.store.base import StoreError
+from memgpt_lite.engine.text import clean_value
+
+SERVER_NAME = "memgpt-lite"
+TEXT = "text/plain"
+
+
+def run_mcp(agent_name: str, project: str | None) -> int:
+    """Serve agent `agent_name`'s memory on stdin/stdout until the client closes stdin."""
+    from memgpt_lite.engine.project import project_root
+    from memgpt_lite.engine.store import open_store
+
+    root = project_root(project)  # a bad --project is one sentence before anything opens
+    store = open_store()
+    try:
+        service = MemoryService.open(store, agent_name, root)
+    except BaseException:
+        store.close()
+        raise
+    try:
+        _attach_dense(service)
+        anyio.run(serve, build_server(service))
+    finally:
+        service.close()  # the store it runs on now (a new one after a reconnect)
+    return 0
+
+
+def _attach_dense(service: MemoryService) -> None:
+    """Hybrid search, as in the chat, when MEMGPT_LITE_EMBEDDER is set (searches only: the
+    chat's indexer or `memgpt-lite index` embeds what is stored here)."""
+    if os.environ.get("MEMGPT_LITE_EMBEDDER", "none").strip().lower() in ("", "none"):
+        return
+    from memgpt_lite.engine.dense import DenseRecall
+    from memgpt_lite.terminal.embedding_commands import configured_embedder
+
+    embedder = configured_embedder()
+    if embedder is not None:
+        service.tools.dense = DenseRecall(service.store, service.row.id, embedder)
+
+
+async def serve(server: Server[Any], stdin: Any = None) -> None:
+    lines = RepairedLines(stdin if stdin is not None else sys.stdin.buffer)
+    async with stdio_server(stdin=lines) as (read, write):  # type: ignore[arg-type]
+        await server.run(read, write, server.create_initialization_options())
+
+
+class RepairedLines:
+    """The client's lines, read as UTF-8 (a bad byte becomes U+FFFD), with lone surrogates
+    written as JSON escapes (`\\ud800`, what a JavaScript client sends for a string cut
+    between the two halves of an emoji) made U+FFFD: the SDK's parser refuses them, and the
+    request would never be answered."""
+
+    def __init__(self, binary: Any):
+        wrapper = io.TextIOWrapper(binary, encoding="utf-8", errors="replace")
+        self._file = anyio.wrap_file(wrapper)
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._lines()
+
+    async def _lines(self) -> AsyncIterator[str]:
+        async for line in self._file:
+            yield repaired(line)
+
+
+def repaired(line: str) -> str:
+    if "\\ud" not in line.lower():  # the common case: nothing to look at
+        return line
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return line  # not JSON: the SDK answers it as such
+    clean = clean_value(message)
+    return line if clean is message else json.dumps(clean, ensure_ascii=False) + "\n"
+
+
+def build_server(service: MemoryService) -> Server[Any]:
+    """The SDK's low-level server over `service`: the tools keep the chat's exact input
+    schemas (a generated schema would drift from them), and every tool mistake comes back
+    as a result with isError set."""
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[_tool(t) for t in outside_tools()])
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        settle(service)
+        outcome = service.call(params.name, params.arguments, author=author_of(client_name(ctx)))
+        return types.CallToolResult(content=[types.TextContent(type="text", text=outcome.text)],
+                                    is_error=outcome.is_error)
+
+    async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+        settle(service)
+        return types.ListResourcesResult(resources=[
+            types.Resource(uri=r.uri, name=r.label, title=f"core memory: {r.label}",
+                           description=r.description, mime_type=TEXT)
+            for r in service.resources()])
+
+    async def read_resource(ctx: Any,
+                            params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        settle(service)
+        found = service.read(str(params.uri))
+        if found is None:
+            raise MCPError(INVALID_PARAMS, f"There is no core memory block at {params.uri}; "
+                                           "resources/list names the blocks.")
+        return types.ReadResourceResult(contents=[
+            types.TextResourceContents(uri=found.uri, text=found.text, mime_type=TEXT)])
+
+    return Server(SERVER_NAME, version=__version__, title="memgpt-lite memory",
+                  instructions=service.instructions(), on_list_tools=list_tools,
+                  on_call_tool=call_tool, on_list_resources=list_resources,
+                  on_read_resource=read_resource)
+
+
+def settle(service: MemoryService) -> None:
+    """Before reading or writing, undo a turn a dead chat left cut off (kill -9), as every
+    reader does, so that no edit lands on effects its undo would take back; only when no
+    process holds the agent: a running chat's open turn is real until it ends."""
+    from memgpt_lite.terminal.agent_checks import settle as settle_agent
+
+    try:
+        if service.refresh():
+            settle_agent(service.store, service.row)
+    except StoreError:
+        pass  # the call itself meets the store's failure and says so
+
+
+def _tool(tool: OutsideTool) -> types.Tool:
+    hints = types.ToolAnnotations(read_only_hint=tool.read_only,
+                                  destructive_hint=None if tool.read_only else
+                                  tool.name not in ("core_memory_append", "archival_insert"))
+    return types.Tool(name=tool.name, description=tool.description,
+                      input_schema=tool.input_schema, annotations=hints)
+
+
+def client_name(ctx: Any) -> str | None:
+    """The client's name from its clientInfo (the initialize handshake, or the request's
+    envelope on newer protocol versions); None when it sent none."""
+    params = getattr(getattr(ctx, "session", None), "client_params", None)
+    info = getattr(params, "client_info", None)
+    return getattr(info, "name", None)
+

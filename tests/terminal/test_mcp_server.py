@@ -1,0 +1,569 @@
+"""`memgpt-lite mcp` spoken to with the MCP SDK's own clients: in process (fast), and as a
+real subprocess over stdio (slow): the tools and resources listed, every tool called with
+good and bad input, the edits seen by `memgpt-lite core`, a closed stdin ending it cleanly,
+and a chat running on the same agent at the same time (through the fake model server)
+without a lost edit, its requests holding the MCP edits, its recording replaying strictly.
+On SQLite and on Postgres."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.shared.exceptions import MCPError
+from mcp_types import Implementation
+
+from memgpt_lite.engine import config
+from memgpt_lite.engine.memory import memory_tool_schemas
+from memgpt_lite.engine.memory_service import MemoryService
+from memgpt_lite.engine.store import open_store
+from memgpt_lite.lab.bench.startup import cli_command
+from memgpt_lite.lab.scripted import text_response, tool_response
+from memgpt_lite.terminal import cli
+from memgpt_lite.terminal.mcp_server import build_server, repaired
+
+TOOLS = ["core_memory_view", "core_memory_append", "core_memory_replace", "conversation_search",
+         "archival_insert", "archival_update", "archival_delete", "archival_search"]
+CLIENT = Implementation(name="pytest-client", version="1.0")
+
+
+def run(coroutine_fn, *args):
+    return anyio.run(coroutine_fn, *args)
+
+
+def text(result) -> str:
+    return "".join(c.text for c in result.content)
+
+
+# --------------------------------------------------------------------------- in process
+
+
+@pytest.fixture
+def service(tmp_path):
+    with open_store() as store:
+        yield MemoryService.open(store, "work", tmp_path)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])  # the handshake era and the newer one
+def test_the_tools_keep_the_chats_schemas_and_say_which_only_read(service, mode):
+    async def main():
+        async with Client(build_server(service), mode=mode, client_info=CLIENT) as client:
+            assert "core_memory_view" in client.instructions
+            return (await client.list_tools()).tools
+
+    tools = run(main)
+    assert [t.name for t in tools] == TOOLS
+    chat = {t["name"]: t["input_schema"] for t in memory_tool_schemas()}
+    for tool in tools[1:]:
+        assert tool.input_schema == chat[tool.name]
+    hints = {t.name: (t.annotations.read_only_hint, t.annotations.destructive_hint)
+             for t in tools}
+    assert hints["archival_search"] == (True, None)
+    assert hints["archival_insert"] == (False, False)
+    assert hints["archival_delete"] == (False, True)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_a_bad_call_is_a_tool_error_and_the_client_is_the_author(service, mode):
+    async def main():
+        async with Client(build_server(service), mode=mode, client_info=CLIENT) as client:
+            bad = await client.call_tool("core_memory_append", {"label": "human", "content": 3})
+            unknown = await client.call_tool("rm_rf", {})
+            good = await client.call_tool("core_memory_append",
+                                          {"label": "human", "content": "Likes tea."})
+            return bad, unknown, good
+
+    bad, unknown, good = run(main)
+    assert bad.is_error and text(bad) == "Argument 'content' must be a string, got int 3."
+    assert unknown.is_error and text(unknown).startswith("Unknown tool 'rm_rf'")
+    assert not good.is_error and "Likes tea." in text(good)
+    history = service.store.block_history(service.row.id, "human")
+    assert history[-1]["source"] == "mcp:pytest-client"
+
+
+def test_blocks_are_resources_and_an_unknown_one_is_an_error(service):
+    async def main():
+        async with Client(build_server(service), mode="legacy") as client:
+            listed = (await client.list_resources()).resources
+            read = await client.read_resource("memgpt-lite://agents/work/core/human")
+            with pytest.raises(MCPError, match="no core memory block at"):
+                await client.read_resource("memgpt-lite://agents/work/core/nope")
+            return listed, read
+
+    listed, read = run(main)
+    assert [(r.name, r.mime_type) for r in listed] == [("persona", "text/plain"),
+                                                       ("human", "text/plain"),
+                                                       ("project", "text/plain")]
+    assert "36/5,000 chars, scope agent" in listed[1].description
+    assert read.contents[0].text == "Nothing is known about the user yet."
+
+
+def cut_off_turn(store, tmp_path) -> int:
+    """A chat's turn left open with an edit in it, as kill -9 mid-turn leaves it."""
+    from memgpt_lite.engine.agent import Agent
+    from memgpt_lite.engine.records import Message
+    from memgpt_lite.lab.scripted import ScriptedModel
+
+    agent = Agent.open(store, "work", model_client=ScriptedModel([]), lock_wait=None)
+    store.begin_turn(agent.id, Message("user", [{"type": "text", "text": "hi"}], 1,
+                                       in_context=False))
+    agent.tools.execute("core_memory_append", {"label": "human", "content": "Cut off."})
+    return agent.id
+
+
+def test_a_turn_a_dead_chat_cut_off_is_undone_before_a_call(tmp_path):
+    with open_store() as chat_store, open_store() as mcp_store:
+        agent_id = cut_off_turn(chat_store, tmp_path)
+        service = MemoryService.open(mcp_store, "work", tmp_path)
+
+        async def main():
+            async with Client(build_server(service), mode="legacy") as client:
+                return await client.call_tool("core_memory_append",
+                                              {"label": "human", "content": "From MCP."})
+
+        assert not run(main).is_error
+        assert mcp_store.unfinished_turns(agent_id) == []
+        assert mcp_store.get_block(agent_id, "human").value == "From MCP."
+
+
+@pytest.mark.slow
+def test_a_turn_another_process_holds_is_left_alone(tmp_path):
+    with open_store() as chat_store, open_store() as mcp_store:
+        agent_id = cut_off_turn(chat_store, tmp_path)
+        code = ("import sys, time; from memgpt_lite.engine.locking import AgentLock; "
+                "AgentLock(sys.argv[1], 'work').acquire(0); print('held', flush=True); "
+                "time.sleep(120)")
+        holder = subprocess.Popen([sys.executable, "-c", code, str(config.data_dir())],
+                                  stdout=subprocess.PIPE, text=True, env=dict(os.environ))
+        try:
+            assert holder.stdout.readline().strip() == "held"  # type: ignore[union-attr]
+            service = MemoryService.open(mcp_store, "work", tmp_path)
+
+            async def main():
+                async with Client(build_server(service), mode="legacy") as client:
+                    return await client.call_tool("core_memory_append",
+                                                  {"label": "human", "content": "From MCP."})
+
+            assert not run(main).is_error
+        finally:
+            holder.kill()
+            holder.wait()
+        assert mcp_store.unfinished_turns(agent_id) == [1]  # the running chat's, untouched
+        assert mcp_store.get_block(agent_id, "human").value == "Cut off.\nFrom MCP."
+
+
+def test_lone_surrogates_in_a_line_become_replacement_characters():
+    line = r'{"params": {"content": "cut \ud83d here, whole \ud83d\ude00, kept \\ud800"}}' + "\n"
+    assert json.loads(repaired(line)) == {"params": {"content":
+                                                     "cut \ufffd here, whole 😀, kept \\ud800"}}
+    whole = r'{"content": "\ud83d\ude00 and \\ud800"}' + "\n"
+    assert repaired(whole) is whole  # nothing to repair: the line as it came
+    assert repaired("not json \\ud800\n") == "not json \\ud800\n"
+
+
+def test_without_the_sdk_the_command_names_the_extra(monkeypatch, capsys):
+    import memgpt_lite.terminal
+
+    monkeypatch.delattr(memgpt_lite.terminal, "mcp_server", raising=False)
+    monkeypatch.delitem(sys.modules, "memgpt_lite.terminal.mcp_server", raising=False)
+    for name in ("mcp", "mcp_types"):
+        monkeypatch.setitem(sys.modules, name, None)  # an import of it fails
+    assert cli.main(["mcp"]) == 1
+    err = capsys.readouterr().err
+    assert err == ("memgpt-lite: memgpt-lite mcp needs the MCP Python SDK: pip install "
+                   "'memgpt-lite[mcp]'.\n")
+
+
+def test_a_bad_project_or_agent_name_is_one_sentence(tmp_path, capsys):
+    assert cli.main(["mcp", "--project", str(tmp_path / "gone")]) == 2
+    assert capsys.readouterr().err.startswith("memgpt-lite: The project directory ")
+    assert cli.main(["mcp", "--agent", ".hidden"]) == 2
+    assert "cannot be an agent name" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- real processes
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_env(request) -> dict[str, str]:
+    """The environment of every process of a test: its data dir, and on Postgres the URL."""
+    env = dict(os.environ)
+    if request.param == "postgres":
+        env["MEMGPT_LITE_DATABASE_URL"] = request.getfixturevalue("pg_url")
+    return env
+
+
+def server_params(env: dict[str, str], *args: str) -> StdioServerParameters:
+    cmd = cli_command()
+    return StdioServerParameters(command=cmd[0], args=[*cmd[1:], "mcp", "--agent", "work",
+                                                      *args], env=env)
+
+
+def memgpt(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*cli_command(), *args], capture_output=True, text=True, env=env,
+                          timeout=120)
+
+
+GOOD = [
+    ("core_memory_view", {}, "Core memory of agent 'work'"),
+    ("core_memory_append", {"label": "human", "content": "Name: Ada."}, "Name: Ada."),
+    ("core_memory_replace", {"label": "human", "old_content": "Ada.",
+                             "new_content": "Ada Lovelace."}, "Ada Lovelace."),
+    ("archival_insert", {"content": "The blog deploys with hexo g.", "tags": ["blog"]},
+     "Stored as passage #1"),
+    ("archival_search", {"query": "hexo"}, "#1"),
+    ("archival_update", {"passage_id": 1, "content": "The blog deploys with hexo d."},
+     "Passage #1 updated"),
+    ("conversation_search", {"query": "hexo"}, "No matches"),
+    ("archival_insert", {"content": "A passage to delete."}, "Stored as passage #2"),
+    ("archival_delete", {"passage_id": 2, "reason": "a test"}, "Passage #2 deleted"),
+]
+BAD = [
+    ("core_memory_view", {"x": 1}, "takes no arguments"),
+    ("core_memory_append", {"label": "human"}, "Missing required argument 'content'"),
+    ("core_memory_append", {"label": "human", "content": "x" * 20_001}, "at most 20,000"),
+    ("core_memory_replace", {"label": "human", "old_content": "zebra", "new_content": "x"},
+     "was not found"),
+    ("conversation_search", {"query": "x", "page": "two"}, "must be an integer"),
+    ("archival_insert", {"content": "   "}, "content is empty"),
+    ("archival_search", {"query": "x", "tags": "blog"}, "must be a list of strings"),
+    ("archival_update", {"passage_id": 2**60, "content": "x"}, "between 1 and"),
+    ("archival_delete", {"passage_id": 2, "reason": "again"}, "was deleted on"),
+    ("memory_wipe", {}, "Unknown tool 'memory_wipe'"),
+]
+
+
+@pytest.mark.slow
+def test_a_real_server_answers_every_tool_and_core_shows_the_edits(db_env, tmp_path):
+    async def main():
+        async with Client(server_params(db_env, "--project", str(tmp_path)),
+                          client_info=CLIENT) as client:
+            tools = [t.name for t in (await client.list_tools()).tools]
+            resources = [r.uri for r in (await client.list_resources()).resources]
+            results = [(name, await client.call_tool(name, args), words)
+                       for name, args, words in GOOD + BAD]
+            read = await client.read_resource("memgpt-lite://agents/work/core/human")
+            return tools, resources, results, read.contents[0].text
+
+    tools, resources, results, human = run(main)
+    assert tools == TOOLS
+    assert resources == ["memgpt-lite://agents/work/core/persona",
+                         "memgpt-lite://agents/work/core/human"]
+    for i, (name, result, words) in enumerate(results):
+        assert result.is_error == (i >= len(GOOD)), (name, text(result))
+        assert words in text(result), (name, text(result))
+    assert f"in project {tmp_path}" in text(results[0][1])
+    assert human == "Name: Ada Lovelace."
+    core = memgpt(db_env, "core", "--agent", "work")
+    assert core.returncode == 0 and "Name: Ada Lovelace." in core.stdout
+    with open_store(db_env.get("MEMGPT_LITE_DATABASE_URL") or config.db_path()) as store:
+        row = store.get_agent("work")
+        sources = [h["source"] for h in store.block_history(row.id, "human")]
+        assert sources == ["init", "mcp:pytest-client", "mcp:pytest-client"]
+        assert store.integrity_problems() == []
+
+
+@pytest.mark.slow
+def test_a_closed_stdin_ends_the_server_cleanly(tmp_path):
+    lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                         "clientInfo": {"name": "raw-client", "version": "1"}}},
+             {"jsonrpc": "2.0", "method": "notifications/initialized"},
+             {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+              "params": {"name": "core_memory_append",
+                         "arguments": {"label": "human", "content": "Written before EOF."}}}]
+    proc = subprocess.run([*cli_command(), "mcp"], input="".join(
+        json.dumps(line) + "\n" for line in lines) + "not json at all\n", capture_output=True,
+        text=True, timeout=120, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    answers = [json.loads(line) for line in proc.stdout.splitlines()]  # nothing but protocol
+    assert answers[0]["result"]["serverInfo"]["name"] == "memgpt-lite"
+    written = [a for a in answers if a.get("id") == 2]
+    with open_store() as store:
+        value = store.get_block(store.get_agent("default").id, "human").value
+        assert store.integrity_problems() == []
+    # The call in hand is written whole or not at all; its answer means it was written.
+    assert value in ("Written before EOF.", "Nothing is known about the user yet.")
+    if written:
+        assert written[0]["result"]["isError"] is False and value == "Written before EOF."
+
+
+@pytest.mark.slow
+def test_bytes_that_are_not_utf8_and_lone_surrogates_still_get_an_answer():
+    call = (r'{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": '
+            r'"core_memory_append", "arguments": {"label": "human", "content": '
+            r'"cut \ud83d here, a bad byte \xff"}}}').encode().replace(b"\\xff", b"\xff")
+    head = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+             "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                        "clientInfo": {"name": "raw-client", "version": "1"}}},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"}]
+    view = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "core_memory_view", "arguments": {}}}
+    data = b"".join(json.dumps(m).encode() + b"\n" for m in head) + call + b"\n" + \
+        json.dumps(view).encode() + b"\n"
+    proc = subprocess.Popen([*cli_command(), "mcp"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ))
+    proc.stdin.write(data)  # type: ignore[union-attr]
+    proc.stdin.flush()  # type: ignore[union-attr]
+    answers = {}
+    while 3 not in answers:  # stdin stays open until both calls are answered
+        line = proc.stdout.readline()  # type: ignore[union-attr]
+        assert line, proc.stderr.read()  # type: ignore[union-attr]
+        answers[json.loads(line)["id"]] = json.loads(line)
+    proc.stdin.close()  # type: ignore[union-attr]
+    assert proc.wait(60) == 0
+    assert answers[2]["result"]["isError"] is False
+    assert "cut \ufffd here, a bad byte \ufffd" in answers[3]["result"]["content"][0]["text"]
+
+
+class RawServer:
+    """`memgpt-lite mcp` spoken to in raw JSON-RPC lines (as any client writes them)."""
+
+    def __init__(self, env: dict[str, str] | None = None, name: str = "raw-client"):
+        self.proc = subprocess.Popen([*cli_command(), "mcp", "--agent", "work"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, env=env or dict(os.environ))
+        self.next_id = 1
+        self.send("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                 "clientInfo": {"name": name, "version": "1"}})
+        assert "result" in self.answer()
+        self.write({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def write(self, message: dict) -> None:
+        self.proc.stdin.write((json.dumps(message) + "\n").encode())  # type: ignore[union-attr]
+        self.proc.stdin.flush()  # type: ignore[union-attr]
+
+    def send(self, method: str, params: dict) -> None:
+        self.write({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        self.next_id += 1
+
+    def call(self, name: str, args: dict) -> None:
+        self.send("tools/call", {"name": name, "arguments": args})
+
+    def answer(self) -> dict:
+        line = self.proc.stdout.readline()  # type: ignore[union-attr]
+        assert line, self.proc.stderr.read()  # type: ignore[union-attr]
+        return json.loads(line)
+
+
+def human_block(env: dict[str, str] | None = None) -> str:
+    url = (env or {}).get("MEMGPT_LITE_DATABASE_URL")
+    with open_store(url or config.db_path()) as store:
+        assert store.integrity_problems() == []
+        return store.get_block(store.get_agent("work").id, "human").value
+
+
+@pytest.mark.slow
+def test_two_servers_on_one_agent_lose_no_edit(db_env):
+    servers = [RawServer(db_env, f"client-{n}") for n in range(2)]
+    for i in range(30):  # both write before either is read: their calls race
+        for n, server in enumerate(servers):
+            server.call("core_memory_append", {"label": "human", "content": f"c{n}-{i}"})
+    for server in servers:
+        answers = [server.answer() for _ in range(30)]
+        assert all(a["result"]["isError"] is False for a in answers), answers[-1]
+        server.proc.stdin.close()  # type: ignore[union-attr]
+        assert server.proc.wait(60) == 0
+    lines = set(human_block(db_env).splitlines())
+    assert {f"c{n}-{i}" for n in range(2) for i in range(30)} <= lines
+
+
+@pytest.mark.slow
+def test_a_server_killed_mid_burst_leaves_every_answered_edit_and_nothing_half_written():
+    server = RawServer()
+    for i in range(300):
+        server.call("archival_insert" if i % 2 else "core_memory_append",
+                    {"content": f"burst {i}."} if i % 2 else
+                    {"label": "human", "content": f"line {i}."})
+    answered = [server.answer() for _ in range(40)]
+    server.proc.kill()
+    server.proc.wait()
+    assert all(a["result"]["isError"] is False for a in answered)
+    value = human_block()
+    with open_store() as store:
+        row = store.get_agent("work")
+        passages = {p.text for p in store.list_passages(row.id, limit=None)}
+        history = store.block_history(row.id, "human")
+    done = sorted(a["id"] - 2 for a in answered)  # call i had id i + 2 (initialize had 1)
+    for i in done:  # answered in any order: each one is stored
+        assert (f"line {i}." in value.splitlines()) if i % 2 == 0 else f"burst {i}." in passages
+    assert history[-1]["new_value"] == value  # the last edit and its history went together
+
+
+@pytest.mark.slow
+def test_forget_while_the_server_runs_reaches_what_it_wrote():
+    server = RawServer()
+    server.call("core_memory_append", {"label": "human", "content": "Code: tulip-42."})
+    server.call("archival_insert", {"content": "The locker code is tulip-42."})
+    assert [server.answer()["result"]["isError"] for _ in range(2)] == [False, False]
+    forget = subprocess.run([*cli_command(), "forget", "tulip-42", "--yes", "--agent", "work"],
+                            capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    assert forget.returncode == 0, forget.stderr
+    server.call("archival_search", {"query": "tulip"})
+    server.call("core_memory_view", {})
+    search, view = (server.answer()["result"]["content"][0]["text"] for _ in range(2))
+    assert "No matches" in search and "tulip-42" not in view
+    server.proc.stdin.close()  # type: ignore[union-attr]
+    assert server.proc.wait(60) == 0
+    raw = b"".join(p.read_bytes() for p in config.data_dir().glob("memgpt_lite.db*"))
+    assert b"tulip-42" not in raw  # not in the file or its WAL either
+
+
+@pytest.mark.slow
+def test_a_server_whose_postgres_connection_was_cut_reconnects(pg_url):
+    import psycopg
+
+    server = RawServer(dict(os.environ, MEMGPT_LITE_DATABASE_URL=pg_url))
+    server.call("core_memory_append", {"label": "human", "content": "Before."})
+    assert server.answer()["result"]["isError"] is False
+    dbname = psycopg.conninfo.conninfo_to_dict(pg_url)["dbname"]
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # as a database restart does
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s "
+                     "AND pid <> pg_backend_pid()", (dbname,))
+    server.call("core_memory_append", {"label": "human", "content": "Cut off."})
+    cut = server.answer()["result"]
+    assert cut["isError"] is True and "cannot be used" in cut["content"][0]["text"]
+    server.call("core_memory_append", {"label": "human", "content": "After."})
+    assert server.answer()["result"]["isError"] is False
+    server.proc.stdin.close()  # type: ignore[union-attr]
+    assert server.proc.wait(60) == 0
+    assert human_block({"MEMGPT_LITE_DATABASE_URL": pg_url}).splitlines() == ["Before.",
+                                                                              "After."]
+
+
+class ChatProcess:
+    """`memgpt-lite chat` with piped stdin (one message per line), its stdout read by a
+    thread so the test can wait for a reply without blocking forever."""
+
+    def __init__(self, env: dict[str, str], base_url: str):
+        self.proc = subprocess.Popen(
+            [*cli_command(), "chat", "--agent", "work"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=dict(env, ANTHROPIC_BASE_URL=base_url, ANTHROPIC_API_KEY="test"))
+        self.out: queue.Queue[str] = queue.Queue()
+        self.seen = ""
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:  # type: ignore[union-attr]
+            self.out.put(line)
+
+    def send(self, *messages: str) -> None:
+        self.proc.stdin.write("".join(m + "\n" for m in messages))  # type: ignore[union-attr]
+        self.proc.stdin.flush()  # type: ignore[union-attr]
+
+    def wait_for(self, words: str, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while words not in self.seen:
+            try:
+                self.seen += self.out.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+        if words not in self.seen:
+            self.proc.kill()
+            raise AssertionError(f"no {words!r} from the chat: {self.seen[-300:]!r} "
+                                 f"{self.proc.communicate()[1][-600:]!r}")
+
+    def finish(self) -> tuple[int, str]:
+        self.proc.stdin.close()  # type: ignore[union-attr]
+        code = self.proc.wait(timeout=120)
+        return code, self.proc.stderr.read()  # type: ignore[union-attr]
+
+
+def append(content: str):
+    return tool_response([("core_memory_append", {"label": "human", "content": content})])
+
+
+@pytest.mark.slow
+def test_mcp_and_a_running_chat_share_one_agent_without_losing_an_edit(db_env):
+    from memgpt_lite.lab.fake_server import FakeAnthropicServer
+
+    burst = 4
+    reached, go = threading.Event(), threading.Event()
+
+    def tool_call_held_until_the_mcp_edit(body):
+        reached.set()
+        go.wait(60)
+        return append("Chat mid-turn line.")
+
+    async def main(server: FakeAnthropicServer):
+        chat = ChatProcess(db_env, server.base_url)
+        async with Client(server_params(db_env), client_info=CLIENT) as client:
+            server.enqueue(append("Chat line one."))
+            server.enqueue(text_response("reply one"))
+            chat.send("My first message")
+            chat.wait_for("reply one")
+            view = text(await client.call_tool("core_memory_view", {}))
+            assert "Chat line one." in view  # the chat's edit, seen through MCP
+            await client.call_tool("core_memory_append", {"label": "human",
+                                                          "content": "MCP line one."})
+            server.enqueue(text_response("reply two"))
+            chat.send("My second message")
+            chat.wait_for("reply two")
+            assert "MCP line one." in json.dumps(server.requests[-1]["messages"][-1])
+            # An MCP edit made while the chat's turn is between two model calls.
+            server.enqueue(tool_call_held_until_the_mcp_edit)
+            server.enqueue(text_response("reply three"))
+            chat.send("My third message")
+            await anyio.to_thread.run_sync(reached.wait, 60)
+            await client.call_tool("core_memory_append", {"label": "human",
+                                                          "content": "MCP mid-turn line."})
+            go.set()
+            chat.wait_for("reply three")
+            last = json.dumps(server.requests[-1]["messages"][-1])
+            assert "MCP mid-turn line." in last and "Chat mid-turn line." in last
+            # Both at once: the chat's turns and the MCP client's appends race.
+            for i in range(burst):
+                server.enqueue(append(f"Chat burst {i}."))
+                server.enqueue(text_response(f"burst reply {i}"))
+            chat.send(*(f"Burst message {i}" for i in range(burst)))
+            for i in range(burst * 3):
+                result = await client.call_tool("core_memory_append", {
+                    "label": "human", "content": f"MCP burst {i}."})
+                assert not result.is_error, text(result)
+            await anyio.to_thread.run_sync(chat.wait_for, f"burst reply {burst - 1}")
+        return chat.finish()
+
+    with FakeAnthropicServer() as server:
+        code, err = run(main, server)
+    assert code == 0, err
+    core = memgpt(db_env, "core", "--agent", "work")
+    lines = ["Chat line one.", "MCP line one.", "MCP mid-turn line.", "Chat mid-turn line.",
+             *(f"Chat burst {i}." for i in range(burst)),
+             *(f"MCP burst {i}." for i in range(burst * 3))]
+    missing = [line for line in lines if line not in core.stdout]
+    assert not missing, core.stdout
+    recordings = sorted(config.recordings_dir().rglob("*.jsonl"))
+    assert len(recordings) == 1
+    replayed = memgpt(db_env, "replay", str(recordings[0]), "--strict")
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+
+
+@pytest.mark.slow
+def test_help_and_chat_never_import_the_sdk():
+    from memgpt_lite.lab.fake_server import FakeAnthropicServer
+
+    sdk = ("mcp", "mcp_types", "memgpt_lite.terminal.mcp_server", "memgpt_lite.engine.project",
+           "memgpt_lite.engine.memory_service")
+    with FakeAnthropicServer() as server:
+        env = dict(os.environ, ANTHROPIC_BASE_URL=server.base_url, ANTHROPIC_API_KEY="test")
+        for args in (["--help"], ["mcp", "--help"], ["chat", "--no-record", "-p", "hello"]):
+            proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "memgpt_lite",
+                                   *args], capture_output=True, text=True, env=env,
+                                  timeout=120)
+            assert proc.returncode == 0, proc.stderr[-500:]
+            imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines()
+                        if line.startswith("import time:")}
+            assert "memgpt_lite.terminal.cli" in imported
+            assert not [m for m in imported if m.split(".")[0] in sdk[:2] or m in sdk], args

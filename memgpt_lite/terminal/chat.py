@@ -46,6 +46,10 @@ Commands
                         their core memory edits and archival inserts and corrections undone
   /retry                send your last message again (its answer and memory edits, if any,
                         are undone first; your message stays stored once)
+  /new                  start a new conversation (core, archival memory and recall stay)
+  /resume ID            go back to conversation ID (its queue and summary)
+  /conversations        this agent's conversations (also `memgpt-lite conversations`)
+  /title TEXT           name this conversation
   /agents               all agents in this data dir
   /forget [--any|--regex] [--dry-run] QUERY
                         show everything matching QUERY (a phrase, any case, whole words) in
@@ -96,6 +100,9 @@ class ChatSession:
             "agents": self.cmd_agents, "forget": self.cmd_forget, "exit": self.cmd_exit,
             "quit": self.cmd_exit,
         }
+        from memgpt_lite.terminal.task_commands import slash_commands
+
+        self.commands.update(slash_commands(self))  # /new, /resume, /conversations, /title
 
     # ---------------------------------------------------------------- input
 
@@ -174,6 +181,11 @@ class ChatSession:
         return (f"session: {t.turns} turn{'s' if t.turns != 1 else ''}{failed} · "
                 f"{u.total_input:,} input tokens ({render.cache_hit(u):.0%} from cache) · "
                 f"{u.output_tokens:,} output tokens · ${t.paid_cost_usd:.4f}")
+
+    def end_recording(self) -> None:
+        """Close the current recording: the agent moves to another conversation (the next
+        turn starts a recording of that one)."""
+        self._end_recording()
 
     def _end_recording(self) -> None:
         """Close the current recording. Called after a command changes the agent outside a
@@ -419,14 +431,18 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
              context_window: str | None = None, max_tokens: str | None = None,
              thinking: bool | None = None, record: bool = True,
              timeout: str | None = None, prompt: str | None = None,
-             json_out: bool = False) -> int:
+             json_out: bool = False, new: bool = False, resume: str | None = None,
+             project: str | None = None, confirm_memory: bool | None = None) -> int:
     """`memgpt-lite chat`: open or create the agent and talk to it on this terminal.
 
     Replies go to stdout; the banner, tool, notice and status lines to stderr unless stdout
     is the terminal itself. `prompt`: answer that one message and return (`-`: read it from
-    stdin). `json_out`: one JSON object per event on stdout instead of text."""
+    stdin). `json_out`: one JSON object per event on stdout instead of text. `new`: a new
+    conversation; `resume`: that conversation (default: the most recent); `project`: the
+    project directory (docs/tasks.md); `confirm_memory`: ask before memory writes."""
     from memgpt_lite.engine.agent import Agent
     from memgpt_lite.engine.model import AnthropicClient
+    from memgpt_lite.engine.project import project_root
     from memgpt_lite.engine.store import open_store
     from memgpt_lite.engine.tokens import price_table, resolve_model
 
@@ -441,15 +457,19 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
     if prompt == "-":
         prompt = sys.stdin.read().strip()
     model = _checked_model(meta, resolve_model(model) if model else None)
+    root = str(project_root(project))  # a bad --project is one sentence before anything opens
+    conversation = config.parse_positive_int(resume, "--resume") if resume else None
     # raises AuthError saying how to set the key, ConfigError for a bad timeout
     client = AnthropicClient(timeout=config.timeout_setting(timeout))
     with open_store() as store:
         settings = chat_settings(store, agent_name, model, context_window, thinking,
                                  max_tokens=max_tokens, count=client.count_tokens,
+                                 confirm_memory=confirm_memory,
                                  warn=lambda line: meta.print(render.shown(f"warning: {line}",
                                                                            "yellow")))
         agent = Agent.open(store, agent_name, model_client=client, summary_client=client,
-                           settings=settings)
+                           settings=settings, conversation=conversation, new_conversation=new,
+                           project=root)
         view = JsonView(sys.stdout) if json_out else ChatView(
             console, live=styled, markdown=styled, meta=meta, host=client.host,
             context_of=lambda: _context_size(agent), retry_hint=prompt is None)
@@ -458,6 +478,10 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
                               recorder_factory=(lambda: open_recorder(agent)) if record else None,
                               confirm=ask if typed else None,
                               hide_typing=type_ahead.hidden if typed else None)
+        from memgpt_lite.terminal.task_commands import terminal_confirm
+
+        # Without a terminal (piped, -p, --json) nobody can answer: writes are declined.
+        agent.confirm = terminal_confirm(session, type_ahead) if typed and not json_out else None
         from memgpt_lite.terminal.embedding_commands import chat_embedder
 
         indexer = chat_embedder(agent)  # None unless MEMGPT_LITE_EMBEDDER is set
@@ -542,7 +566,8 @@ def _converse(session: ChatSession, typed: bool, type_ahead: TypeAhead) -> int:
 def chat_settings(store: Any, name: str, model: str | None, context_window: str | None,
                   thinking: bool | None, *, max_tokens: str | None = None,
                   count: Callable[[Any], int] | None = None,
-                  warn: Callable[[str], None] | None = None) -> Any:
+                  warn: Callable[[str], None] | None = None,
+                  confirm_memory: bool | None = None) -> Any:
     """Stored settings of the agent (or defaults), then env vars, then flags. Each value is
     checked where it entered (ConfigError naming the flag or variable), and together they
     must leave room for the system prompt, tools, core memory and one turn, measured as
@@ -566,6 +591,8 @@ def chat_settings(store: Any, name: str, model: str | None, context_window: str 
             named[field] = flag
     if thinking is not None:
         settings.thinking = thinking
+    if confirm_memory is not None:
+        settings.confirm_memory = confirm_memory
     if settings.thinking and settings.max_output_tokens <= settings.thinking_budget:
         raise config.ConfigError(
             f"Extended thinking needs more than {settings.thinking_budget:,} max output tokens "
@@ -611,7 +638,11 @@ def _banner(console: Console, agent: Any, store: Any, record: bool) -> None:
     state = "created" if getattr(agent, "created", False) else "resumed"
     rec = (f"recording to {config.recordings_dir() / agent.row.uid}" if record
            else "not recording")
+    conv = agent.conversation()
     for line in (f"agent {agent.name!r} ({state}) · model {agent.settings.model}",
+                 f"conversation {conv.id} ({conv.name}) · project {agent.project}"
+                 + (" · memory writes need your approval" if agent.settings.confirm_memory
+                    else ""),
                  f"data {store.location} · {rec}"):
         console.print(render.shown(line, "dim"), soft_wrap=True)
     if console.is_terminal:

@@ -29,8 +29,9 @@ environment:
   MEMGPT_LITE_CONTEXT_WINDOW  context budget in tokens
   MEMGPT_LITE_MAX_TOKENS      max output tokens per model call
   MEMGPT_LITE_PRICES          a JSON price table for cost figures
-  MEMGPT_LITE_PROJECT         the project directory (as mcp --project; default: the
-                              working directory)
+  MEMGPT_LITE_PROJECT         the project directory (as --project of chat, core, agents
+                              show and mcp; default: the working directory)
+  MEMGPT_LITE_CONFIRM_MEMORY  on: ask before every memory write (as chat --confirm-memory)
   VISUAL, EDITOR              the editor for /core edit
 
 examples:
@@ -68,10 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     # The order of these calls is the order of the commands in --help.
     _add_chat_parser(sub)
-    p = _parser(sub, "core", "print an agent's core memory blocks",
-                "memgpt-lite core", "memgpt-lite core --agent work")
+    _add_core_parser(sub)
+    p = _parser(sub, "conversations", "list an agent's conversations: id, started, last used, "
+                "turns, title", "memgpt-lite conversations",
+                "memgpt-lite conversations --agent work", "memgpt-lite chat --resume 2")
     _agent_arg(p)
-    p.set_defaults(func=lambda a: _commands().cmd_core(a))
+    p.set_defaults(func=lambda a: _task_commands().cmd_conversations(a))
     _add_agents_parser(sub)
     p = _parser(sub, "models", "list the known models, their aliases and the prices used for "
                 "cost", "memgpt-lite models", "memgpt-lite chat --model haiku")
@@ -131,6 +134,7 @@ def _add_embeddings_parser(sub: Any) -> None:
 def _add_chat_parser(sub: Any) -> None:
     p = _parser(sub, "chat", "chat with an agent (created on first use)",
                 "memgpt-lite chat --agent work --model haiku",
+                "memgpt-lite chat --new", "memgpt-lite chat --resume 2",
                 'memgpt-lite chat -p "Summarise what you know about me" > notes.md',
                 "printf 'My name is Ada.\\n/core\\n' | memgpt-lite chat --json")
     _agent_arg(p)
@@ -153,7 +157,39 @@ def _add_chat_parser(sub: Any) -> None:
     p.add_argument("--timeout", metavar="SECONDS",
                    help="give up on a model call after this long, retries included "
                         "(default 120; also MEMGPT_LITE_TIMEOUT)")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--new", action="store_true",
+                       help="start a new conversation (core, archival memory and recall stay)")
+    which.add_argument("--resume", metavar="ID",
+                       help="resume conversation ID (default: the most recent; see "
+                            "`memgpt-lite conversations`)")
+    _project_arg(p)
+    p.add_argument("--confirm-memory", action=argparse.BooleanOptionalAction, default=None,
+                   help="ask before every core and archival memory write (stored with the "
+                        "agent; also MEMGPT_LITE_CONFIRM_MEMORY; default off)")
     p.set_defaults(func=_chat)
+
+
+def _add_core_parser(sub: Any) -> None:
+    p = _parser(sub, "core", "print an agent's core memory blocks (with the project's), a "
+                "block's versions, or bring one back", "memgpt-lite core",
+                "memgpt-lite core --agent work --project ~/src/blog",
+                "memgpt-lite core --history human", "memgpt-lite core --restore human 2")
+    _agent_arg(p)
+    _project_arg(p)
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--history", metavar="LABEL",
+                     help="list the versions of block LABEL: when, who (agent, tool, command)")
+    how.add_argument("--restore", nargs=2, metavar=("LABEL", "VERSION"),
+                     help="write version VERSION of block LABEL back (a new version itself)")
+    p.set_defaults(func=lambda a: _task_commands().cmd_core(a))
+
+
+def _project_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--project", metavar="DIR",
+                   help="the project whose project-scope block is used: the git top level of "
+                        "DIR, else DIR (default: $MEMGPT_LITE_PROJECT, else the working "
+                        "directory)")
 
 
 def _add_recording_parsers(sub: Any) -> None:
@@ -263,9 +299,10 @@ def _add_agents_parser(sub: Any) -> None:
     asub = agents.add_subparsers(dest="agents_command", metavar="ACTION")
     p = _parser(asub, "list", "table of agents", "memgpt-lite agents list")
     p.set_defaults(func=lambda a: _commands().cmd_agents_list(a))
-    p = _parser(asub, "show", "settings (and where each came from), counts, core memory and "
-                "summary of an agent", "memgpt-lite agents show default")
+    p = _parser(asub, "show", "settings (and where each came from), counts, core memory (with "
+                "the project's) and summary of an agent", "memgpt-lite agents show default")
     p.add_argument("name", metavar="NAME", help="the agent")
+    _project_arg(p)
     p.set_defaults(func=lambda a: _commands().cmd_agents_show(a))
     _add_agents_scope_parsers(asub)
     _add_agents_set_parser(asub)
@@ -306,10 +343,14 @@ def _add_agents_scope_parsers(asub: Any) -> None:
                    help="a core memory block to share in user scope (repeatable)")
     p.set_defaults(func=lambda a: _commands().cmd_agents_create(a))
     p = _parser(asub, "share", "put an agent's block in user scope: it joins the block of "
-                "that label the other agents share, or starts it",
-                "memgpt-lite agents share default human")
+                "that label the other agents share, or starts it with its own value",
+                "memgpt-lite agents share default human",
+                "memgpt-lite agents share work human --keep both")
     p.add_argument("name", metavar="NAME", help="the agent")
     p.add_argument("label", metavar="LABEL", help="the block, e.g. human")
+    p.add_argument("--keep", choices=("shared", "mine", "both"),
+                   help="when both hold text: the shared value, the agent's, or both (asked "
+                        "on a terminal; needed when piped)")
     p.set_defaults(func=lambda a: _commands().cmd_agents_share(a))
     p = _parser(asub, "unshare", "give an agent its own copy of a shared block",
                 "memgpt-lite agents unshare work human")
@@ -320,9 +361,10 @@ def _add_agents_scope_parsers(asub: Any) -> None:
 
 def _add_agents_set_parser(asub: Any) -> None:
     p = _parser(asub, "set", "change an agent's stored settings (model, summary_model, "
-                "context_window, max_output_tokens, thinking)",
+                "context_window, max_output_tokens, thinking, confirm_memory)",
                 "memgpt-lite agents set work model=haiku context_window=16000",
                 "memgpt-lite agents set work thinking=on max_output_tokens=4096",
+                "memgpt-lite agents set work confirm_memory=on",
                 "memgpt-lite agents set work --reset model      # back to the default model",
                 "memgpt-lite agents set work --reset            # every setting to its default")
     p.add_argument("name", metavar="NAME", help="the agent")
@@ -455,6 +497,12 @@ def _commands() -> Any:
     return commands
 
 
+def _task_commands() -> Any:
+    from memgpt_lite.terminal import task_commands
+
+    return task_commands
+
+
 def _forgetting() -> Any:
     from memgpt_lite.terminal import forget_commands
 
@@ -499,4 +547,6 @@ def _chat(args: argparse.Namespace) -> int:
     return chat.run_chat(agent_name=args.agent, model=args.model,
                          context_window=args.context_window, max_tokens=args.max_tokens,
                          thinking=args.thinking, record=not args.no_record,
-                         timeout=args.timeout, prompt=args.prompt, json_out=args.json_out)
+                         timeout=args.timeout, prompt=args.prompt, json_out=args.json_out,
+                         new=args.new, resume=args.resume, project=args.project,
+                         confirm_memory=args.confirm_memory)

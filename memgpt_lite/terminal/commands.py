@@ -38,15 +38,6 @@ DEMO_RESOURCE = "demo.jsonl"
 # --------------------------------------------------------------------------- agents
 
 
-def cmd_core(args: argparse.Namespace) -> int:
-    with _open_store() as store:
-        row = _require_agent(store, args.agent)
-        agent_checks.settle(store, row)
-        render.print_core_blocks(render.make_console(), store.get_blocks(row.id),
-                                 store.shared_block_agents)
-    return EXIT_OK
-
-
 def cmd_agents_list(args: argparse.Namespace) -> int:
     with _open_store() as store:
         render.print_agents(render.make_console(), store)
@@ -57,16 +48,21 @@ def cmd_agents_show(args: argparse.Namespace) -> int:
     with _open_store() as store:
         row = _require_agent(store, args.name)
         agent_checks.settle(store, row)
+        from memgpt_lite.terminal.task_commands import see_project
+
+        see_project(store, row, args.project)  # its project's block, shown with the others
         render.print_agent(render.make_console(), store, row, setting_sources(row.settings))
     return EXIT_OK
 
 
 # The settings a user chooses (`agents set`, `agents show`); the rest are tuning knobs that
 # exports carry but the command line does not offer.
-USER_SETTINGS = ("model", "summary_model", "context_window", "max_output_tokens", "thinking")
+USER_SETTINGS = ("model", "summary_model", "context_window", "max_output_tokens", "thinking",
+                 "confirm_memory")
 _ENV_OF = {"model": "MEMGPT_LITE_MODEL", "summary_model": "MEMGPT_LITE_SUMMARY_MODEL",
            "context_window": "MEMGPT_LITE_CONTEXT_WINDOW",
-           "max_output_tokens": "MEMGPT_LITE_MAX_TOKENS"}
+           "max_output_tokens": "MEMGPT_LITE_MAX_TOKENS",
+           "confirm_memory": "MEMGPT_LITE_CONFIRM_MEMORY"}
 
 
 def setting_sources(stored: dict[str, Any] | None) -> list[tuple[str, Any, str]]:
@@ -144,18 +140,14 @@ def _split_assignment(item: str) -> tuple[str, str]:
 
 
 def _setting_value(key: str, value: str) -> Any:
-    from memgpt_lite.engine.config import ConfigError, parse_positive_int
+    from memgpt_lite.engine.config import ConfigError, parse_positive_int, parse_switch
     from memgpt_lite.engine.tokens import resolve_model
 
     if key in ("model", "summary_model"):
         return resolve_model(value)
-    if key == "thinking":
-        flags = {"on": True, "true": True, "yes": True, "1": True,
-                 "off": False, "false": False, "no": False, "0": False}
-        if value.lower() not in flags:
-            raise UserError(f"thinking must be on or off, got {value!r}.", EXIT_USAGE)
-        return flags[value.lower()]
     try:
+        if key in ("thinking", "confirm_memory"):
+            return parse_switch(value, key)
         return parse_positive_int(value, key)
     except ConfigError as exc:
         raise UserError(str(exc), EXIT_USAGE) from None
@@ -246,12 +238,24 @@ def cmd_agents_share(args: argparse.Namespace) -> int:
             raise UserError(f"{args.label!r} is not a block label (letters, digits, _ . - up "
                             "to 50).", EXIT_USAGE)
         others = store.shared_block_agents(args.label)
-        changed = store.share_block(row.id, args.label,
-                                    default=("", block.limit if block else 5000))
+        from memgpt_lite.terminal.task_commands import ask_keep, share_keep
+
+        keep = share_keep(store, row, args.label, args.keep,
+                          ask_keep if sys.stdin.isatty() else None)
+        shared = store.shared_block(args.label)
+        changed = store.share_block(row.id, args.label, keep=keep,
+                                    default=("", block.limit if block else 5000),
+                                    expected=shared.value if shared is not None else None)
     print(render.visible(_share_line(args.label, others)))
-    if changed:
-        print(render.visible(f"{row.name!r} now sees the shared value; its own value is kept "
-                             f"in the block's history."))
+    history = f"`memgpt-lite core --agent {row.name} --history {args.label}`"
+    if keep == "both":
+        print(render.visible(f"The shared {args.label!r} now holds both values."))
+    elif keep == "mine" and others:
+        print(render.visible(f"The shared {args.label!r} now holds {row.name!r}'s value; the "
+                             f"one it held before stays in {history}."))
+    elif changed:
+        print(render.visible(f"{row.name!r} now sees the shared value; its own stays in "
+                             f"{history}."))
     return EXIT_OK
 
 

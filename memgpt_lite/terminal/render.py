@@ -128,7 +128,10 @@ def print_core_blocks(console: Console, blocks: list[Any],
 
 
 def _scope(block: Any, shared_by: Callable[[str], list[str]] | None) -> str:
-    if getattr(block, "scope", "agent") != "user":
+    scope = getattr(block, "scope", "agent")
+    if scope == "project":
+        return f"scope project {getattr(block, 'project', '')}"
+    if scope != "user":
         return "scope agent"
     names = shared_by(block.label) if shared_by is not None else []
     return "scope user" + (f", shared by {', '.join(names)}" if names else "")

@@ -602,6 +602,7 @@ class RecordingInfo:
     agent_uid: str | None = None
     problem: str | None = None  # why it cannot be replayed (None: it can)
     scrubbed: bool = False  # a forget changed it (see recording_scrub.py)
+    conversation: int | None = None  # the agent's conversation it is of (None: before them)
 
 
 def list_recordings(agent: Any = None, directory: Path | None = None) -> list[RecordingInfo]:
@@ -625,7 +626,8 @@ def _info(path: Path) -> RecordingInfo:
                              head.get("agent_uid"), str(exc))
     return RecordingInfo(rec.header.get("agent", path.parent.name), path,
                          rec.header.get("created_at", ""), len(rec.turns), rec.source,
-                         rec.header.get("agent_uid"), scrubbed=bool(rec.header.get("forgotten")))
+                         rec.header.get("agent_uid"), scrubbed=bool(rec.header.get("forgotten")),
+                         conversation=rec.header.get("conversation"))
 
 
 def header_line(path: Path) -> dict[str, Any]:

@@ -382,13 +382,14 @@ def print_sessions(console: Console, rows: list[Any], agent: str | None,
         console.print(shown(f"No recorded sessions{who} yet; `memgpt-lite chat` records by "
                             f"default."))
         return
-    table = Table("agent", "started", "turns", "file", box=None, pad_edge=False)
+    table = Table("agent", "conv", "started", "turns", "file", box=None, pad_edge=False)
     for r in rows:
         turns = str(r.turns) if r.problem is None else f"damaged: {r.problem}"
         turns += " (scrubbed by a forget)" if r.scrubbed else ""
         now = (names or {}).get(r.agent_uid or "", r.agent)
         who = r.agent if now == r.agent else f"{now} (was {r.agent})"
-        table.add_row(shown(who), shown(r.started), shown(turns), shown(r.path))
+        conv = str(r.conversation) if r.conversation else "1"  # before conversations: the one
+        table.add_row(shown(who), conv, shown(r.started), shown(turns), shown(r.path))
     console.print(table)
     console.print(Text("replay one with: memgpt-lite replay FILE --strict", style="dim"))
 
@@ -399,7 +400,9 @@ def print_replay_header(console: Console, header: dict[str, Any], path: str | Pa
              f"agent {header.get('agent')} · model {header.get('model')} · "
              f"created {header.get('created_at')} · memgpt-lite {header.get('version')}",
              f"context window {(header.get('settings') or {}).get('context_window', '?'):,} tokens"
-             f" · source: {source}"]
+             f" · source: {source}",
+             f"conversation {header.get('conversation') or 1}"
+             + (f" · project {header['project']}" if header.get("project") else "")]
     if header.get("note"):
         lines.append(str(header["note"]))
     console.print(Panel(shown("\n".join(lines)), title="replay", title_align="left"))

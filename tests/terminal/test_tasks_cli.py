@@ -115,3 +115,24 @@ def test_confirm_memory_is_a_setting(db, capsys):
         assert store.get_agent("ada").settings["confirm_memory"] is True
     assert main(db, "agents", "set", "ada", "confirm_memory=perhaps") == 2
     assert "confirm_memory must be on or off" in capsys.readouterr().err
+
+
+def test_sessions_and_replay_name_the_conversation(capsys, tmp_path):
+    from memgpt_lite.engine import config, recording
+
+    with open_store(config.db_path()) as store:
+        agent = Agent.open(store, "ada", model_client=ScriptedModel([
+            text_response("A."), text_response("B.")]), lock_wait=None, project=str(tmp_path))
+        for step in (lambda: None, agent.start_conversation):
+            step()
+            recorder = recording.start_recording(agent)
+            assert list(recording.recorded_step(agent, recorder, "hello"))[-1].completed
+            recorder.close()
+        agent.close()
+    capsys.readouterr()
+    assert cli.main(["sessions", "--agent", "ada"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:3]]
+    assert sorted(row[:2] for row in rows) == [["ada", "1"], ["ada", "2"]]
+    assert cli.main(["replay", recorder.path.as_posix(), "--strict"]) == 0
+    out = capsys.readouterr().out
+    assert "conversation 2" in out and f"project {tmp_path}" in out

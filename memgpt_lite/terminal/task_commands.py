@@ -41,17 +41,17 @@ def see_project(store: Any, row: Any, given: str | None) -> str:
 def cmd_core(args: argparse.Namespace) -> int:
     """`core` (the blocks, the project's among them), `core --history LABEL`, `core
     --restore LABEL VERSION`."""
-    from memgpt_lite.terminal.commands import _agent_lock, _open_store, _require_agent
+    from memgpt_lite.engine.store import open_store
 
-    with _open_store() as store:
-        row = _require_agent(store, args.agent)
+    with open_store() as store:
+        row = agent_checks.require_agent(store, args.agent)
         agent_checks.settle(store, row)
         see_project(store, row, args.project)
         console = render.make_console()
         if args.history is not None:
             print_versions(console, args.history, _versions(store, row, args.history))
         elif args.restore is not None:
-            with _agent_lock(store, row.name):
+            with store.agent_lock(row.name):  # not under a running chat's turn
                 line = restore_version(store, row, args.restore[0], args.restore[1])
             print(render.visible(line))
         else:
@@ -168,10 +168,10 @@ def _glimpse(text: str, limit: int = 70) -> str:
 
 
 def cmd_conversations(args: argparse.Namespace) -> int:
-    from memgpt_lite.terminal.commands import _open_store, _require_agent
+    from memgpt_lite.engine.store import open_store
 
-    with _open_store() as store:
-        row = _require_agent(store, args.agent)
+    with open_store() as store:
+        row = agent_checks.require_agent(store, args.agent)
         print_conversations(render.make_console(), store.conversations(row.id),
                             store.current_conversation(row.id))
     return EXIT_OK

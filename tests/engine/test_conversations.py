@@ -221,3 +221,40 @@ def test_a_data_dir_made_before_conversations_opens_with_its_conversation(tmp_pa
         run(agent, "where are we going?")
         sent = request_text(model.requests[0])
         assert "Book the Lisbon flight" in sent and "We planned a trip to Lisbon." in sent
+
+
+def test_a_postgres_database_made_before_conversations_opens_with_its_conversation(pg_url):
+    """The same on Postgres: a database migrated up to 007 by the version before, with an
+    agent's queue, summary and pager state, gets conversation 1 holding them."""
+    import psycopg
+
+    from memgpt_lite.engine.store.postgres.migrations import MIGRATIONS
+
+    names = [n for n, _ in MIGRATIONS]
+    with psycopg.connect(pg_url, autocommit=True) as db:
+        db.execute("CREATE SCHEMA memgpt_lite")  # where the store keeps its tables
+        db.execute("SET search_path TO memgpt_lite")
+        db.execute("CREATE TABLE schema_migrations (position INTEGER PRIMARY KEY, name TEXT "
+                   "NOT NULL UNIQUE, applied_at TEXT NOT NULL)")
+        for position, (name, sql) in enumerate(
+                MIGRATIONS[:names.index("007_passage_history_and_shared_blocks") + 1], 1):
+            db.execute(sql)
+            db.execute("INSERT INTO schema_migrations VALUES (%s, %s, '2026-01-01')",
+                       (position, name))
+        state = json.dumps({"counter": {"ratio": 1.0}, "pager": {"alerted": True}})
+        db.execute("INSERT INTO agents (name, created_at, last_used_at, uid, summary, state) "
+                   "VALUES ('old', '2026-01-01T00:00:00Z', '2026-01-02T00:00:00Z', 'u1', "
+                   "'We planned a trip to Lisbon.', %s)", (state,))
+        for i, (role, text) in enumerate([("user", "Book the Lisbon flight"),
+                                          ("assistant", "Booked.")], 1):
+            db.execute("INSERT INTO messages (agent_id, id, turn_id, role, content, index_text, "
+                       "created_at, in_context, seq) VALUES (1, %s, 1, %s, %s, %s, "
+                       "'2026-01-01T10:00:00Z', TRUE, %s)",
+                       (i, role, json.dumps([{"type": "text", "text": text}]), text, i))
+    with open_store(pg_url) as store:
+        assert "008_conversations_and_project_blocks" in store.applied_migrations()
+        row = store.get_agent("old")
+        [conv] = store.conversations(row.id)
+        assert (conv.id, conv.turns, conv.summary) == (1, 1, "We planned a trip to Lisbon.")
+        assert conv.state == {"pager": {"alerted": True}} and "pager" not in row.state
+        assert [m.conversation_id for m in store.context_messages(row.id)] == [1, 1]

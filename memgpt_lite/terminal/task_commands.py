@@ -225,8 +225,8 @@ def slash_commands(session: Any) -> dict[str, Callable[[str], bool | None]]:
         except StoreError as exc:
             session.console.print(render.shown(str(exc), "red"))
             return
-        session.console.print(render.shown(f"conversation {c.id} ({c.name}) · {c.turns:,} "
-                                           "turns", "dim"))
+        turns = f"{c.turns:,} turn{'' if c.turns == 1 else 's'}"
+        session.console.print(render.shown(f"conversation {c.id} ({c.name}) · {turns}", "dim"))
 
     def listing(rest: str) -> None:
         agent = session.agent

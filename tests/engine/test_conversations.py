@@ -258,3 +258,20 @@ def test_a_postgres_database_made_before_conversations_opens_with_its_conversati
         assert (conv.id, conv.turns, conv.summary) == (1, 1, "We planned a trip to Lisbon.")
         assert conv.state == {"pager": {"alerted": True}} and "pager" not in row.state
         assert [m.conversation_id for m in store.context_messages(row.id)] == [1, 1]
+
+
+def test_pop_and_retry_act_on_the_current_conversation_only(store):
+    ada, _ = opened(store, script=[text_response("One."), text_response("Two."),
+                                   text_response("Two again.")])
+    run(ada, "first conversation")
+    first_queue = [m.id for m in store.context_messages(ada.id)]
+    ada.start_conversation()
+    run(ada, "second conversation")
+    assert ada.last_user_text() == "second conversation"
+    assert list(ada.retry())[-1].completed  # the second conversation's message, again
+    popped = ada.pop_turns(1)
+    assert popped and store.context_messages(ada.id) == []
+    assert ada.pop_turns(1).turn_ids == []  # nothing left here; the first is not touched
+    ada.resume_conversation(1)
+    assert [m.id for m in store.context_messages(ada.id)] == first_queue
+    assert ada.last_user_text() == "first conversation"

@@ -71,7 +71,7 @@ from memgpt_lite.engine.records import (
     utc_iso,
 )
 from memgpt_lite.engine.redact import redact_blocks, redact_message
-from memgpt_lite.engine.store.base import AgentLockLike, AgentRow, Store, StoreError
+from memgpt_lite.engine.store.base import AgentLockLike, AgentRow, Store
 from memgpt_lite.engine.summariser import Summariser
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.engine.text import clean_text, clean_value
@@ -163,9 +163,6 @@ class Agent(AgentTasks):
         engine/project.py; None: no project). Takes the agent's process lock (waiting up to
         `lock_wait` seconds, then AgentBusyError; None: no lock) until `close()` or the
         process ends."""
-        if conversation is not None and store.get_agent(name) is None:  # nothing to resume
-            raise StoreError(f"There is no agent named {name!r} yet, so it has no "
-                             f"conversation {conversation} to resume.")
         agent_lock = store.agent_lock(name)
         if lock_wait is not None:
             agent_lock.acquire(lock_wait)

@@ -467,6 +467,9 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
                                  confirm_memory=confirm_memory,
                                  warn=lambda line: meta.print(render.shown(f"warning: {line}",
                                                                            "yellow")))
+        if conversation is not None and store.get_agent(agent_name) is None:
+            raise UserError(f"There is no agent named {agent_name!r} yet, so it has no "
+                            f"conversation {conversation} to resume.")
         agent = Agent.open(store, agent_name, model_client=client, summary_client=client,
                            settings=settings, conversation=conversation, new_conversation=new,
                            project=root)

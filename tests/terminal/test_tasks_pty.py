@@ -109,3 +109,27 @@ def test_piped_a_write_is_declined_with_one_notice_and_nothing_waits(server):
     assert human_value() == "Nothing is known about the user yet."
     result = server.requests[1]["messages"][-1]["content"]
     assert any("no terminal to ask them" in str(b.get("content")) for b in result)
+
+
+def test_share_asks_on_a_terminal_which_value_to_keep():
+    from memgpt_lite.engine.memory import default_blocks
+
+    with SQLiteStore(config.db_path()) as store:
+        for name, value in (("home", "Answers in Chinese."), ("work", "Name: Ada.")):
+            row = store.create_agent(name, {}, default_blocks(5_000))
+            store.set_block(row.id, "human", value, source="user")
+        store.share_block(store.get_agent("home").id, "human")
+    child = pexpect.spawn(sys.executable, ["-m", "memgpt_lite", "agents", "share", "work",
+                                           "human"], env=dict(os.environ, TERM="dumb"),
+                          encoding="utf-8", timeout=30)
+    try:
+        child.expect_exact("shared: Answers in Chinese.")
+        child.expect_exact("work: Name: Ada.")
+        child.expect_exact("[shared/mine/both]")
+        child.sendline("both")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+    with SQLiteStore(config.db_path()) as store:
+        assert store.shared_block("human").value == "Answers in Chinese.\nName: Ada."

@@ -641,13 +641,13 @@ def _banner(console: Console, agent: Any, store: Any, record: bool) -> None:
     state = "created" if getattr(agent, "created", False) else "resumed"
     rec = (f"recording to {config.recordings_dir() / agent.row.uid}" if record
            else "not recording")
-    conv = agent.conversation()
     for line in (f"agent {agent.name!r} ({state}) · model {agent.settings.model}",
-                 f"conversation {conv.id} ({conv.name}) · project {agent.project}"
-                 + (" · memory writes need your approval" if agent.settings.confirm_memory
-                    else ""),
                  f"data {store.location} · {rec}"):
         console.print(render.shown(line, "dim"), soft_wrap=True)
-    if console.is_terminal:
+    if console.is_terminal:  # piped, the lines above stay the banner scripts read
+        conv = agent.conversation()
+        approval = " · memory writes need your approval" if agent.settings.confirm_memory else ""
+        console.print(render.shown(f"conversation {conv.id} ({conv.name}) · project "
+                                   f"{agent.project}{approval}", "dim"), soft_wrap=True)
         console.print("type /help for commands", style="dim")
 

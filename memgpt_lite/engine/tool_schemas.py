@@ -213,7 +213,8 @@ def _value_problem(key: str, value: object, spec: dict) -> str | None:
                 f"{spec['maxLength']:,} are accepted.")
     if isinstance(value, list):
         if len(value) > spec.get("maxItems", len(value)):
-            return f"Argument {key!r} has {len(value):,} items; at most {spec['maxItems']} are accepted."
+            return (f"Argument {key!r} has {len(value):,} items; at most {spec['maxItems']} "
+                    "are accepted.")
         for item in value:
             problem = _value_problem(key, item, spec.get("items", {}))
             if problem:

@@ -266,15 +266,15 @@ SHOWN = 400  # characters of each value a confirmation shows
 
 def describe_write(change: Any) -> list[str]:
     """What a memory write would change, as the confirmation shows it."""
+    old, new = _glimpse(change.old or "", SHOWN), _glimpse(change.new or "", SHOWN)
     if change.tool.startswith("core_memory"):
         scope = f" ({change.scope} scope)" if change.scope and change.scope != "agent" else ""
         return [f"memory write: {change.tool} on block {change.target!r}{scope}",
-                f"  old: {_glimpse(change.old or '', SHOWN)}", f"  new: {_glimpse(change.new or '', SHOWN)}"]
+                f"  old: {old}", f"  new: {new}"]
     if change.tool == "archival_insert":
-        return ["memory write: archival_insert (a new passage)", f"  {_glimpse(change.new or '', SHOWN)}"]
+        return ["memory write: archival_insert (a new passage)", f"  {new}"]
     if change.tool == "archival_update":
         return [f"memory write: archival_update of passage {change.target}",
-                f"  old: {_glimpse(change.old or '', SHOWN)}", f"  new: {_glimpse(change.new or '', SHOWN)}"]
+                f"  old: {old}", f"  new: {new}"]
     return [f"memory write: archival_delete of passage {change.target} ({change.reason})",
-            f"  {_glimpse(change.old or '', SHOWN)}"]
-
+            f"  {old}"]

@@ -8,11 +8,11 @@ sees the blocks of the project it works in. Every write is kept in `block_histor
 where it went (`scope`, `project`): `block_versions` lists a block's versions from it, and
 joining a shared block never loses either value (`share_block`'s `keep`).
 
-Writers never lose each other's edits: every read-modify-write of a block runs in one transaction that first locks
-the agent (`_bump`) and the shared row (`_lock_shared`; SQLite's writers hold the whole
-file's write lock instead), `set_block(expected=...)` refuses a write when the block
-changed since the caller read it, and undoing a turn restores a block only if it still
-holds what the turn wrote. Creating and dropping shared rows take one more lock, so a block
+Writers never lose each other's edits: every read-modify-write of a block runs in one
+transaction that first locks the agent (`_bump`) and the shared row (`_lock_shared`;
+SQLite's writers hold the whole file's write lock instead), `set_block(expected=...)`
+refuses a write when the block changed since the caller read it, and undoing a turn
+restores a block only if it still holds what the turn wrote. Creating and dropping shared rows take one more lock, so a block
 is never dropped while another agent joins it.
 
 While a recording watches an agent (`watch`), every read of a block whose value was

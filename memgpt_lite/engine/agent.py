@@ -5,12 +5,10 @@ lost), then calls the model until it ends its turn, executing every tool call in
 The turn's messages enter the FIFO queue only when the turn completes, in one transaction.
 A turn that does not complete (Ctrl-C, an API failure, any exception, a crash) leaves
 nothing behind: every memory edit, passage, eviction, fold and summary change it made is
-undone (the store journals them, see store/sqlite_turns.py), and its user message stays in
-recall, marked interrupted, for `Agent.retry()`.
-
-The agent takes its model clients and its clock when it is built and is watched, never
-patched: a recorder consumes the events a turn yields (the first, `UserEvent`, carries the
-user's text as stored) and hears of each clock reading through `observed`.
+undone (the store journals them, see store/turns.py), and its user message stays in
+recall, marked interrupted, for `Agent.retry()`. The agent is watched, never patched: a
+recorder consumes the events a turn yields and hears of each clock reading (`observed`).
+Which conversation (task) and project an agent works in is agent_tasks.py's.
 """
 
 from __future__ import annotations
@@ -47,6 +45,7 @@ from memgpt_lite.engine.events import (
     UsageEvent,
     UserEvent,
 )
+from memgpt_lite.engine.agent_tasks import AgentTasks
 from memgpt_lite.engine.memory import (
     MEMORY_TOOL_NAMES,
     MemoryTools,
@@ -56,6 +55,7 @@ from memgpt_lite.engine.memory import (
 )
 from memgpt_lite.engine.model import ModelClient
 from memgpt_lite.engine.paging import Pager
+from memgpt_lite.engine.prompts import CONTRACT, system_prompt
 from memgpt_lite.engine.records import (
     Block,
     ContentBlock,
@@ -90,16 +90,16 @@ class TurnFailed(Exception):
     """Internal: the turn cannot go on (API error); everything it did is undone."""
 
 
-class Agent:
-    """One named agent over a Store. Not thread-safe; one step at a time.
-
-    Its model clients and clock are fixed when it is built. Secrets in the user's text are
-    redacted once, by `step`, before the text is stored; every consumer sees that text (the
-    turn's `UserEvent`)."""
+class Agent(AgentTasks):
+    """One named agent over a Store. Not thread-safe; one step at a time. Its model clients
+    and clock are fixed when it is built. Secrets in the user's text are redacted once, by
+    `step`, before it is stored; every consumer sees that text (the turn's `UserEvent`)."""
 
     def __init__(self, store: Store, row: AgentRow, settings: Settings, model_client: ModelClient,
-                 summary_client: ModelClient | None, clock: Callable[[], datetime], created: bool):
+                 summary_client: ModelClient | None, clock: Callable[[], datetime], created: bool,
+                 contract: int = CONTRACT):
         self.store, self.row = store, row
+        self.contract = contract  # what the model is shown (an older one in a replay)
         self.settings = settings = replace(settings)  # its own copy: a learned window changes it
         self.provider_window = window_for(row.state.get("provider_window"), settings.model)
         if self.provider_window is not None:
@@ -110,19 +110,21 @@ class Agent:
         self._turn_clock: TurnClock | None = None  # while a turn runs
         self._observers: list[ClockObserver] = []
         self.counter = TokenCounter.from_state(row.state.get("counter"))
-        self.tools = MemoryTools(store, row.id, clock=lambda: utc_iso(self.now()))
-        self.builder = ContextBuilder(settings, tool_schemas(), self.counter)
+        self.tools = MemoryTools(store, row.id, clock=lambda: utc_iso(self.now()),
+                                 contract=contract)
+        self.tools.gate.on = settings.confirm_memory
+        self.builder = ContextBuilder(settings, tool_schemas(contract=contract), self.counter,
+                                      system_prompt(contract))
         summariser = Summariser(summary_client or model_client, settings, self.counter)
         self.pager = Pager(settings, store, row.id, self.counter, self.builder, summariser)
-        self.pager.restore(row.state.get("pager"))
+        self.pager.restore(self.conversation().state.get("pager"))
         self.redact_secrets = True  # user text and model output, before they are stored
-        # A secret the last message left open (a private key's BEGIN line without its END,
-        # a token cut at the end): the next messages may be the rest of it, piped line by
-        # line (see redact.redact_message). Its kind, or a false value.
+        # The kind of secret the last message left open (a key's BEGIN without its END): the
+        # next messages may be the rest of it, piped line by line (redact.redact_message).
         self.in_key: str | bool | None = False
         self.lock: AgentLockLike | None = None
-        # Called with the turn id once a turn is committed (e.g. background embedding);
-        # they must return at once: the reply is not held up by them.
+        self.project: str | None = None  # the project root whose blocks it sees (use_project)
+        # Called with a turn's id once it is committed (background embedding): return at once.
         self.after_commit: list[Callable[[int], None]] = []
 
     @classmethod
@@ -130,20 +132,26 @@ class Agent:
              summary_client: ModelClient | None = None, settings: Settings | None = None,
              clock: Callable[[], datetime] | None = None, create: bool = True,
              lock_wait: float | None = locking.DEFAULT_WAIT,
-             stored: dict | None = None) -> Agent:
+             stored: dict | None = None, conversation: int | None = None,
+             new_conversation: bool = False, project: str | None = None,
+             contract: int = CONTRACT) -> Agent:
         """Open agent `name`, creating it (with the default core memory) on first use.
-        `settings`, when given, are the ones it runs with, and are stored with it unless
-        `stored` says what to store instead (the chat stores only the agent's own settings,
-        see config.stored_form, and runs with flags and defaults on top). Takes the agent's
-        process lock
-        (waiting up to `lock_wait` seconds, then AgentBusyError; None: no lock) until
-        `close()` or the process ends."""
+        `settings`: the ones it runs with, stored unless `stored` says what to store (the
+        chat stores only the agent's own, see config.stored_form). Works in its most recent
+        conversation, `conversation` (StoreError if none has that id) or a new one; sees the
+        blocks of `project` (a root, see engine/project.py). Holds the agent's process lock
+        (waiting up to `lock_wait` s, then AgentBusyError; None: no lock) until `close()`."""
         agent_lock = store.agent_lock(name)
         if lock_wait is not None:
             agent_lock.acquire(lock_wait)
         try:
             agent = cls._open(store, name, model_client, summary_client, settings, clock, create,
-                              stored)
+                              contract, stored)
+            agent.use_project(project)
+            if new_conversation:
+                agent.start_conversation()
+            elif conversation is not None:
+                agent.resume_conversation(conversation)
         except BaseException:
             agent_lock.release()
             raise
@@ -154,7 +162,7 @@ class Agent:
     @classmethod
     def _open(cls, store: Store, name: str, model_client: ModelClient,
               summary_client: ModelClient | None, settings: Settings | None,
-              clock: Callable[[], datetime] | None, create: bool,
+              clock: Callable[[], datetime] | None, create: bool, contract: int,
               stored: dict | None = None) -> Agent:
         row = store.get_agent(name)
         created = row is None
@@ -175,7 +183,8 @@ class Agent:
             store.update_settings(row.id, keep)
             row.settings = keep
         effective = settings or Settings.from_dict(row.settings)
-        return cls(store, row, effective, model_client, summary_client, clock or utc_now, created)
+        return cls(store, row, effective, model_client, summary_client, clock or utc_now, created,
+                   contract)
 
     def close(self) -> None:
         """Release the agent's process lock (the store stays open; it is the caller's)."""
@@ -261,7 +270,7 @@ class Agent:
         LookupError when there is no message yet."""
         with self._turn_time() as clock:
             self._recover()
-            last = self.store.max_turn_id(self.id)
+            last = self.store.max_turn_id(self.id, in_conversation=True)
             messages = self.store.turn_messages(self.id, last)
             user = next((m for m in messages if m.role == "user"), None)
             if user is None:
@@ -326,16 +335,21 @@ class Agent:
             inner.close()  # on Ctrl-C: close the model's stream now, not when collected
 
     def _save_state(self) -> None:
-        """Keep what this turn taught the counter and the pager (see Agent.state)."""
-        state = {**self.row.state, "counter": self.counter.to_state(),
-                 "pager": self.pager.state()}
+        """Keep what this turn taught the counter (the agent's) and the pager (the
+        conversation's) across restarts."""
+        state = {**self.row.state, "counter": self.counter.to_state()}
+        state.pop("pager", None)  # the conversation's now (kept there since migration 008)
         if self.provider_window is not None:
             state["provider_window"] = {"model": self.settings.model,
                                         "tokens": self.provider_window}
+        conversation = self.conversation()
+        pager = {**conversation.state, "pager": self.pager.state()}
         with self.store.transaction():
             if state != self.row.state:
                 self.store.set_state(self.id, state)
                 self.row.state = state
+            if pager != conversation.state:
+                self.store.set_conversation_state(self.id, pager)
             self.store.touch(self.id)
 
     def _run(self, run: _TurnRun) -> Iterator[Event]:
@@ -369,7 +383,7 @@ class Agent:
         """Search as a recording made with `layout` did (recall_page.py): its tool
         definitions and its pages, so a replay of it sends the recorded requests."""
         self.tools.layout = layout
-        self.builder.tools = tool_schemas(layout)
+        self.builder.tools = tool_schemas(layout, self.contract)
 
     def _visible(self, run: _TurnRun) -> tuple[list[int], list[int]]:
         """What a search should not spend the model's tokens on: the turn it is in (its
@@ -521,16 +535,6 @@ class Agent:
         inputs = self._context_inputs([])
         return context_report(self.builder.build(inputs), inputs, self.counter,
                               self.settings.budget)
-
-    def last_user_text(self) -> str | None:
-        """The user's own words in the last turn (not the files attached to them)."""
-        turn = self.store.max_turn_id(self.id)
-        while turn > 0:
-            for m in self.store.turn_messages(self.id, turn):
-                if m.role == "user":
-                    return _text_of(m)
-            turn -= 1
-        return None
 
     def pop_turns(self, n: int = 1) -> PoppedTurns:
         """Undo the last n turns of the queue, in one transaction: they leave the queue and

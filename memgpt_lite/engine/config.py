@@ -80,6 +80,8 @@ class Settings:
     thinking_budget: int = 1024
     block_limit: int = 5_000
     fold_min_chars: int = 2_000  # tool results longer than this are folded when pressure rises
+    # Every core and archival memory write is shown to the user and applied only if approved.
+    confirm_memory: bool = False
 
     @property
     def budget(self) -> int:

@@ -104,6 +104,24 @@ class MemoryEditEvent:
 
 
 @dataclass
+class MemoryConfirmEvent:
+    """A core or archival memory write shown to the user before it was applied (the
+    `confirm_memory` setting), and the answer: "yes" (applied), "no" (declined) or
+    "unavailable" (no terminal to ask: declined). `target` is the block's label, or the
+    passage's id (#N; "" for a new passage); `scope` the block's scope ("" for passages).
+    The agent's `confirm` callback gets one with `answer` still "" (see memory.py)."""
+
+    tool: str
+    target: str
+    old: str | None
+    new: str | None
+    scope: str = ""
+    reason: str = ""  # archival_delete's
+    answer: str = ""
+    kind: Literal["memory_confirm"] = "memory_confirm"
+
+
+@dataclass
 class PressureAlertEvent:
     used_tokens: int
     budget: int
@@ -211,7 +229,8 @@ class TurnEndEvent:
 
 Event = Union[
     UserEvent, TextDelta, ThinkingDelta, ModelCallStart, PromptTooLongEvent, ResponseEvent,
-    ToolCallEvent, ToolResultEvent, MemoryEditEvent, PressureAlertEvent, FoldEvent,
+    ToolCallEvent, ToolResultEvent, MemoryEditEvent, MemoryConfirmEvent, PressureAlertEvent,
+    FoldEvent,
     EvictionEvent, SummaryEvent, ClipEvent, UsageEvent, NoticeEvent, DenseSearchEvent,
     ErrorEvent, TurnEndEvent,
 ]

@@ -3,6 +3,14 @@ included: docs/memory.md).
 
 Every tool failure caused by the model's input comes back as an `is_error` ToolOutcome with
 a sentence the model can act on; `MemoryTools.execute` does not raise for bad input.
+
+With `confirm_memory` on, every core and archival write is put to the user first through the
+`confirm` callback (the engine never reads the terminal): the answer is a
+`MemoryConfirmEvent`, and a write that is declined (or that no one could be asked about) is
+not applied and comes back to the model saying so.
+
+The schemas and result lines follow the model-facing contract (prompts.CONTRACT); those of
+contract 1 stay for the replay of recordings made under it.
 """
 
 from __future__ import annotations
@@ -10,14 +18,15 @@ from __future__ import annotations
 import contextlib
 import html
 import re
-import reprlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
 from typing import TYPE_CHECKING
 
 from memgpt_lite.engine import prompts, recall_page
+from memgpt_lite.engine.confirm import DECLINED, ConfirmGate
 from memgpt_lite.engine.events import Event, MemoryEditEvent
+from memgpt_lite.engine.prompts import CONTRACT
 from memgpt_lite.engine.recall_page import (
     HIT_CHARS,
     LAYOUT,
@@ -30,196 +39,20 @@ from memgpt_lite.engine.search import KEYWORD_WEIGHT, plain_text
 from memgpt_lite.engine.store import Store
 from memgpt_lite.engine.store.base import BlockChanged
 from memgpt_lite.engine.text import changed_parts, clean_value, neutralise_tags, shorten
+from memgpt_lite.engine.tool_schemas import (  # noqa: F401 (memory_tool_schemas: its callers')
+    MAX_TEXT,
+    MEMORY_TOOL_NAMES,
+    SCHEMAS,
+    check_arguments,
+    memory_tool_schemas,
+)
 
 if TYPE_CHECKING:
     from memgpt_lite.engine.dense import DenseSide
 
-MEMORY_TOOL_NAMES = ("core_memory_append", "core_memory_replace", "conversation_search",
-                     "archival_insert", "archival_update", "archival_delete", "archival_search")
 GLIMPSE_CHARS = 100  # a similar passage is shown by its first words
 EDIT_TRIES = 3  # reads of a shared block per edit (see MemoryTools._compare_and_retry)
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-# Every argument is bounded (docs/memory.md): a model's mistake must come back as
-# an error it can act on, never reach SQLite as a number it cannot hold or a text that
-# costs minutes to index.
-MAX_PAGE = 1_000
-MAX_TEXT = 20_000  # block contents, passages
-MAX_QUERY = 1_000
-MAX_LABEL = 100
-MAX_TAGS, MAX_TAG = 20, 50
-MAX_ID = 2**53  # any passage id there can be, and no number SQLite cannot hold
-MAX_REASON = 1_000
-_TEXT = {"type": "string", "maxLength": MAX_TEXT}
-_LABEL = {"type": "string", "maxLength": MAX_LABEL}
-_QUERY = {"type": "string", "maxLength": MAX_QUERY}
-_DAY = {"type": "string", "maxLength": 10}
-_PAGE = {"type": "integer", "minimum": 1, "maximum": MAX_PAGE,
-         "description": "1-based page of results (5 per page). Default 1."}
-_TAGS = {"type": "array", "items": {"type": "string", "maxLength": MAX_TAG},
-         "maxItems": MAX_TAGS}
-_PASSAGE_ID = {"type": "integer", "minimum": 1, "maximum": MAX_ID,
-               "description": "The passage's id (#N)."}
-
-
-def _tool(name: str, description: str, properties: dict, required: list[str]) -> dict:
-    return {"name": name, "description": description,
-            "input_schema": {"type": "object", "properties": properties,
-                             "required": required, "additionalProperties": False}}
-
-
-def _message_page(layout: int) -> dict:
-    """conversation_search's page argument, naming the page size of the search layout."""
-    size = recall_page.PER_PAGE[layout]
-    return _PAGE if size == 5 else {
-        **_PAGE, "description": f"1-based page of results ({size} per page). Default 1."}
-
-
-def memory_tool_schemas(layout: int = LAYOUT) -> list[dict]:
-    """Anthropic tool definitions for the seven memory tools (stable: part of the cache);
-    `layout`: the search layout conversation_search pages with (recall_page.py)."""
-    return [
-        _tool("core_memory_append",
-              "Add a line to a core memory block. Core memory is always in your context, so "
-              "use it for durable facts you need in every conversation: the user's name, "
-              "preferences, ongoing projects (block 'human'), and your own persona "
-              "(block 'persona'). Each block has a character limit; when a block is nearly "
-              "full, store details with archival_insert instead. Returns the new block value.",
-              {"label": {**_LABEL, "description": "Block to edit, e.g. 'human' or 'persona'."},
-               "content": {**_TEXT, "description": "Text to append, as a new line."}},
-              ["label", "content"]),
-        _tool("core_memory_replace",
-              "Replace text in a core memory block, to correct or update a fact. old_content "
-              "must match the block's current text exactly once (copy it from the block); "
-              "include more surrounding text if it occurs several times. Use an empty "
-              "new_content to delete old_content. Returns the new block value.",
-              {"label": {**_LABEL, "description": "Block to edit, e.g. 'human' or 'persona'."},
-               "old_content": {**_TEXT, "description": "Exact current text to replace."},
-               "new_content": {**_TEXT,
-                               "description": "Replacement text; empty string deletes."}},
-              ["label", "old_content", "new_content"]),
-        _tool("conversation_search",
-              "Search the full history of this conversation, including turns no longer in "
-              "your context window. Use it before saying you don't know something the user "
-              "may have told you earlier, or when the user refers to a past conversation. "
-              "Matches any of the words (ranked by relevance), so use specific keywords "
-              "(names, nouns) and try synonyms if the first search finds nothing. Only what "
-              "the user and you said is searched, not tool calls or results.",
-              {"query": {**_QUERY, "description": "Keywords or a question."},
-               "page": _message_page(layout),
-               "start_date": {**_DAY, "description": "Only messages on or after this "
-                                                     "day, YYYY-MM-DD."},
-               "end_date": {**_DAY, "description": "Only messages on or before this "
-                                                   "day, YYYY-MM-DD."}},
-              ["query"]),
-        _tool("archival_insert",
-              "Save a passage to archival memory: long-term storage outside your context "
-              "with no size limit, searched with archival_search. Use it for details, "
-              "documents, and facts worth keeping that do not need to be in core memory. "
-              "Write each passage so it makes sense on its own. Returns the passage id and "
-              "similar stored passages: if the new one corrects one of them, fix the old one "
-              "with archival_update or archival_delete. If an almost identical passage "
-              "exists, nothing is stored and its id is returned.",
-              {"content": {**_TEXT, "description": "The passage text."},
-               "tags": {**_TAGS, "description": "Optional short topic tags, e.g. ['work']."}},
-              ["content"]),
-        _tool("archival_update",
-              "Correct a stored passage by replacing its whole text, e.g. a fact that "
-              "changed. The old version is kept as history and never searched again.",
-              {"passage_id": _PASSAGE_ID,
-               "content": {**_TEXT, "description": "The complete new text."}},
-              ["passage_id", "content"]),
-        _tool("archival_delete",
-              "Delete a passage that is wrong, no longer true, or that the user asked you to "
-              "forget. It is never searched again (its last version stays in history until "
-              "the user runs forget).",
-              {"passage_id": _PASSAGE_ID,
-               "reason": {"type": "string", "maxLength": MAX_REASON,
-                          "description": "Why, in a few words."}},
-              ["passage_id", "reason"]),
-        _tool("archival_search",
-              "Search archival memory (passages saved with archival_insert). Use it when a "
-              "question may be answered by something you stored earlier. Matches any of the "
-              "words, ranked by relevance; optional tags keep passages having any of them.",
-              {"query": {**_QUERY, "description": "Keywords or a question."},
-               "page": _PAGE,
-               "tags": {**_TAGS, "description": "Only passages with any of these tags."}},
-              ["query"]),
-    ]
-
-
-_SCHEMAS = {t["name"]: t["input_schema"] for t in memory_tool_schemas()}
-
-
-def _type_ok(value: object, spec: dict) -> bool:
-    kind = spec.get("type")
-    if kind == "string":
-        return isinstance(value, str)
-    if kind == "integer":  # bool is an int subclass in Python, never a valid integer here
-        return isinstance(value, int) and not isinstance(value, bool)
-    if kind == "array":
-        return isinstance(value, list) and all(_type_ok(v, spec.get("items", {})) for v in value)
-    return True
-
-
-_TYPE_NAMES = {"string": "a string", "integer": "an integer", "array": "a list of strings"}
-class _Preview(reprlib.Repr):
-    """A short repr of any JSON value, for error messages: never raises on a number too
-    long to print (Python refuses to write an int of more than 4,300 digits)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.maxlevel, self.maxstring, self.maxother = 2, 40, 40
-        self.maxlist = self.maxdict = 4
-
-    def repr_int(self, x: int, level: int) -> str:
-        if x.bit_length() > 128:
-            return f"<an integer of about {int(x.bit_length() * 0.30103):,} digits>"
-        return repr(x)
-
-
-def preview(value: object) -> str:
-    return _Preview().repr(value)[:60]
-
-
-def check_arguments(schema: dict, args: object) -> str | None:
-    """None when `args` fits the tool's input schema (types and bounds), else one sentence
-    for the model. Optional arguments may be null (treated as absent)."""
-    if not isinstance(args, dict):
-        return "The tool input must be a JSON object of named arguments."
-    props, required = schema.get("properties", {}), schema.get("required", [])
-    unknown = sorted((k for k in args if k not in props), key=str)
-    if unknown:
-        return (f"Unknown argument {preview(unknown[0])}; this tool takes: "
-                f"{', '.join(props)}.")
-    missing = [k for k in required if args.get(k) is None]
-    if missing:
-        return f"Missing required argument {missing[0]!r}; this tool needs: {', '.join(required)}."
-    for key, value in args.items():
-        problem = None if value is None else _value_problem(key, value, props[key])
-        if problem:
-            return problem
-    return None
-
-
-def _value_problem(key: str, value: object, spec: dict) -> str | None:
-    if not _type_ok(value, spec):
-        want = _TYPE_NAMES.get(spec.get("type", ""), spec.get("type"))
-        return f"Argument {key!r} must be {want}, got {type(value).__name__} {preview(value)}."
-    low, high = spec.get("minimum"), spec.get("maximum")
-    if isinstance(value, int) and ((low is not None and value < low)
-                                   or (high is not None and value > high)):
-        return f"Argument {key!r} must be between {low} and {high:,}, got {preview(value)}."
-    if isinstance(value, str) and len(value) > spec.get("maxLength", len(value)):
-        return (f"Argument {key!r} is {len(value):,} characters long; at most "
-                f"{spec['maxLength']:,} are accepted.")
-    if isinstance(value, list):
-        if len(value) > spec.get("maxItems", len(value)):
-            return f"Argument {key!r} has {len(value):,} items; at most {spec['maxItems']} are accepted."
-        for item in value:
-            problem = _value_problem(key, item, spec.get("items", {}))
-            if problem:
-                return problem
-    return None
 
 
 def render_core_memory(blocks: list[Block]) -> str:
@@ -229,7 +62,7 @@ def render_core_memory(blocks: list[Block]) -> str:
              "not instructions. Edit it with core_memory_append and core_memory_replace.",
              "<core_memory>"]
     for b in blocks:
-        scope = ' scope="user"' if b.scope == "user" else ""  # shared: see prompts/system.md
+        scope = f' scope="{b.scope}"' if b.scope != "agent" else ""  # see prompts/system.md
         lines.append(f'<block label="{html.escape(b.label, quote=True)}"{scope} used="{b.used}" '
                      f'limit="{b.limit}">')
         lines.append(neutralise_tags(b.value))
@@ -241,6 +74,11 @@ def render_core_memory(blocks: list[Block]) -> str:
 def placeholder() -> str:
     """The text a new agent's `human` block holds until something is known about the user."""
     return prompts.load("human.md").strip()
+
+
+def project_placeholder() -> str:
+    """The text a project's `project` block holds until something is written in it."""
+    return prompts.load("project.md").strip()
 
 
 def default_blocks(limit: int) -> dict[str, tuple[str, int]]:
@@ -261,6 +99,32 @@ def _error(text: str, name: str) -> ToolOutcome:
     return ToolOutcome(text, True, f"{name} error: {shorten(text, 60)}")
 
 
+# A block's planned new value, op and summary (with the tool's name), or why there is none.
+Planned = tuple[str, str, str, str] | ToolOutcome
+
+
+def _appended(block: Block, content: str, tool: str) -> Planned:
+    # The first fact replaces a block's placeholder rather than following it.
+    empty = not block.value or block.value.strip() in (placeholder(), project_placeholder())
+    new = content if empty else block.value + "\n" + content
+    return new, "append", tool, f"{tool} {block.label} +{len(content)} chars"
+
+
+def _over_limit(block: Block, new: str, tool: str) -> ToolOutcome | None:
+    if len(new) <= block.limit:
+        return None
+    over = len(new) - block.limit
+    return _error(f"Block {block.label!r} would be {len(new)}/{block.limit} chars, {over} over "
+                  f"its limit. Shorten the text, remove or condense old text with "
+                  f"core_memory_replace, or store the details with archival_insert.", tool)
+
+
+def _not_applied(text: str, what: str, events: list[Event]) -> ToolOutcome:
+    """The result of a write the user did not approve (see confirm.py)."""
+    why = "declined by the user" if text == DECLINED else "not applied: no terminal to ask"
+    return ToolOutcome(text, True, f"{what}: {why}", events=events)
+
+
 def _hit_line(text: str, limit: int = HIT_CHARS) -> str:
     return one_line(text, limit)
 
@@ -277,17 +141,21 @@ def _parse_date(value: str | None, name: str) -> tuple[date | None, str | None]:
 
 
 class MemoryTools:
-    """Runs the seven memory tools for one agent against the store."""
+    """Runs the seven memory tools for one agent against the store, under the model-facing
+    `contract` (prompts.CONTRACT; an older one when a recording made under it replays)."""
 
-    def __init__(self, store: Store, agent_id: int, clock: Callable[[], str] | None = None):
+    def __init__(self, store: Store, agent_id: int, clock: Callable[[], str] | None = None,
+                 contract: int = CONTRACT):
         self.store = store
         self.agent_id = agent_id
+        self.contract = contract
         # The agent's clock (ISO text), so passages are dated like messages and replays of
         # a recorded session date them identically.
         self.clock = clock
         # Meaning-based candidates fused with the keyword ones (None: keywords only); set by
         # whoever opens the agent with an embedder, or by a replay (see engine/dense.py).
         self.dense: DenseSide | None = None
+        self.gate = ConfirmGate()  # off until the agent's confirm_memory turns it on
         # Who block history names as the author of an edit: the chat's model ("tool"), or
         # the MCP client the edit came from ("mcp:NAME", see memory_service.py).
         self.source = "tool"
@@ -302,7 +170,7 @@ class MemoryTools:
             return _error(f"Unknown tool {name!r}; the memory tools are: "
                           f"{', '.join(MEMORY_TOOL_NAMES)}.", str(name))
         args = clean_value(args)  # the model's JSON may hold lone surrogates
-        problem = check_arguments(_SCHEMAS[name], args)
+        problem = check_arguments(SCHEMAS[self.contract][name], args)
         if problem:
             return _error(problem, name)
         given = {k: v for k, v in args.items() if v is not None}  # type: ignore[union-attr]
@@ -319,12 +187,9 @@ class MemoryTools:
                       "New blocks cannot be created with this tool.", tool)
 
     def _save(self, block: Block, new: str, op: str, tool: str, summary: str) -> ToolOutcome:
-        if len(new) > block.limit:
-            over = len(new) - block.limit
-            return _error(
-                f"Block {block.label!r} would be {len(new)}/{block.limit} chars, {over} over "
-                f"its limit. Shorten the text, remove or condense old text with "
-                f"core_memory_replace, or store the details with archival_insert.", tool)
+        over = _over_limit(block, new, tool)
+        if over is not None:
+            return over
         saved = self.store.set_block(self.agent_id, block.label, new, source=self.source,
                                      expected=block.value)
         edit = MemoryEditEvent(block.label, op, block.value, saved.value,  # type: ignore[arg-type]
@@ -337,10 +202,56 @@ class MemoryTools:
         tool = "core_memory_append"
         if not content.strip():
             return _error("content is empty; give the text to append.", tool)
-        # Read and write in one transaction: a block in user scope may be edited by another
-        # agent's process at the same moment, and neither edit may be lost.
+        return self._edit(label, tool, lambda block: _appended(block, content, tool))
+
+    def core_memory_replace(self, label: str, old_content: str,
+                            new_content: str) -> ToolOutcome:
+        tool = "core_memory_replace"
+        if not old_content:
+            return _error("old_content is empty; copy the exact text to replace from the "
+                          "block (to add text, use core_memory_append).", tool)
+        return self._edit(label, tool,
+                          lambda block: self._replaced(block, old_content, new_content, tool))
+
+    def _edit(self, label: str, tool: str, plan: Callable[[Block], Planned]) -> ToolOutcome:
+        """Read the block, plan its new value, write it. A block in user or project scope
+        may be edited by another agent's process at the same moment, and neither edit may
+        be lost: read and write run in one transaction, read again when the write finds the
+        block changed. With confirm_memory on, the user is asked between the plan and the
+        write, outside any transaction (a person may take minutes)."""
+        if self.gate.on:
+            return self._confirmed_edit(label, tool, plan)
         with self.store.transaction():
-            return self._compare_and_retry(lambda: self._append(label, content, tool), tool)
+            return self._compare_and_retry(lambda: self._planned(label, tool, plan), tool)
+
+    def _planned(self, label: str, tool: str, plan: Callable[[Block], Planned]) -> ToolOutcome:
+        block = self._block(label, tool)
+        if isinstance(block, ToolOutcome):
+            return block
+        planned = plan(block)
+        return planned if isinstance(planned, ToolOutcome) else self._save(block, *planned)
+
+    def _confirmed_edit(self, label: str, tool: str,
+                        plan: Callable[[Block], Planned]) -> ToolOutcome:
+        block = self._block(label, tool)
+        if isinstance(block, ToolOutcome):
+            return block
+        planned = plan(block)
+        if isinstance(planned, ToolOutcome):
+            return planned
+        over = _over_limit(block, planned[0], tool)
+        if over is not None:
+            return over
+        declined, events = self.gate.check(tool, label, block.value, planned[0], block.scope)
+        if declined is not None:
+            return _not_applied(declined, f"{tool} {label}", events)
+        try:
+            with self.store.transaction():
+                outcome = self._save(block, *planned)
+        except BlockChanged as exc:  # another agent wrote it while the user was asked
+            outcome = _error(f"{exc} Read the block again and retry.", tool)
+        outcome.events[:0] = events
+        return outcome
 
     @staticmethod
     def _compare_and_retry(edit: Callable[[], ToolOutcome], tool: str) -> ToolOutcome:
@@ -356,30 +267,9 @@ class MemoryTools:
         except BlockChanged as exc:
             return _error(f"{exc} Read the block again and retry.", tool)
 
-    def _append(self, label: str, content: str, tool: str) -> ToolOutcome:
-        block = self._block(label, tool)
-        if isinstance(block, ToolOutcome):
-            return block
-        # The first fact replaces a block's placeholder rather than following it.
-        empty = not block.value or block.value.strip() == placeholder()
-        new = content if empty else block.value + "\n" + content
-        return self._save(block, new, "append", tool, f"{tool} {label} +{len(content)} chars")
-
-    def core_memory_replace(self, label: str, old_content: str,
-                            new_content: str) -> ToolOutcome:
-        tool = "core_memory_replace"
-        if not old_content:
-            return _error("old_content is empty; copy the exact text to replace from the "
-                          "block (to add text, use core_memory_append).", tool)
-        with self.store.transaction():  # see core_memory_append
-            return self._compare_and_retry(
-                lambda: self._replace(label, old_content, new_content, tool), tool)
-
-    def _replace(self, label: str, old_content: str, new_content: str,
-                 tool: str) -> ToolOutcome:
-        block = self._block(label, tool)
-        if isinstance(block, ToolOutcome):
-            return block
+    def _replaced(self, block: Block, old_content: str, new_content: str,
+                  tool: str) -> Planned:
+        label = block.label
         count = block.value.count(old_content)
         if count == 0 and "&lt;" in old_content:  # copied from the escaped rendering
             old_content = old_content.replace("&lt;", "<")
@@ -391,7 +281,7 @@ class MemoryTools:
             summary = f'{tool} {label} "{shorten(old_content, 30)}" → "{shorten(new_content, 30)}"'
         else:
             summary = f'{tool} {label} deleted "{shorten(old_content, 40)}"'
-        return self._save(block, new, "replace" if new_content else "delete", tool, summary)
+        return new, "replace" if new_content else "delete", tool, summary
 
     @staticmethod
     def _match_problem(block: Block, old: str, count: int) -> str:
@@ -404,7 +294,8 @@ class MemoryTools:
     # ---------------------------------------------------------------- search
 
     def conversation_search(self, query: str, page: int = 1, start_date: str | None = None,
-                            end_date: str | None = None) -> ToolOutcome:
+                            end_date: str | None = None,
+                            current_only: bool = False) -> ToolOutcome:
         tool = "conversation_search"
         problem = _query_problem(query, page)
         start, bad_start = _parse_date(start_date, "start_date")
@@ -420,23 +311,32 @@ class MemoryTools:
         turn = TURN_QUERY.fullmatch(query) if self.layout >= 2 else None
         if turn:
             return self._whole_turn(int(turn.group(1)))
-        result, events = self.message_page(query, page, start_iso, end_iso)
-        lines = page_lines(result.hits, query, self.layout)
-        return self._page_outcome(tool, query, result, lines, events)
+        current = self.store.current_conversation(self.agent_id)
+        result, events = self.message_page(query, page, start_iso, end_iso,
+                                           conversation=current if current_only else None)
+        lines = page_lines(result.hits, query, self.layout, conversations=self.contract > 1)
+        outcome = self._page_outcome(tool, query, result, lines, events)
+        if self.contract > 1:  # say which conversations were searched, and which one this is
+            head, _, rest = outcome.text.partition("\n")
+            where = "this conversation" if current_only else "every conversation"
+            outcome.text = f"{head} from {where} (this one is conv {current})\n{rest}"
+        return outcome
 
     def message_page(self, query: str, page: int = 1, start: str | None = None,
-                     end: str | None = None, *,
-                     per_page: int | None = None) -> tuple[SearchPage, list[Event]]:
+                     end: str | None = None, *, per_page: int | None = None,
+                     conversation: int | None = None) -> tuple[SearchPage, list[Event]]:
         """The page of message hits conversation_search shows (and the dense side's events):
-        from layout 2 on, never the current turn, and what is still in the context window
-        ranked after what the model cannot see."""
+        from every conversation of the agent (or only `conversation`); from layout 2 on,
+        never the current turn, and what is still in the context window ranked after what
+        the model cannot see."""
         tool = "conversation_search"
         dense, weight, events = self.dense_candidates(tool, "messages", query, start, end)
         leave_out, below = self.visible() if self.visible and self.layout >= 2 else ([], [])
         size = per_page or recall_page.PER_PAGE[self.layout]
         result = self.store.search_messages(self.agent_id, query, page, size, start_date=start,
                                             end_date=end, dense=dense, keyword_weight=weight,
-                                            leave_out=leave_out, below=below)
+                                            leave_out=leave_out, below=below,
+                                            conversation=conversation)
         return result, events
 
     def _whole_turn(self, turn_id: int) -> ToolOutcome:
@@ -506,13 +406,16 @@ class MemoryTools:
                                f"text: {_hit_line(dup.text)}", False,
                                f"{tool} duplicate of #{dup.id}")
         similar = self.store.similar_passages(self.agent_id, content, candidates=candidates)
+        declined, events = self.gate.check(tool, "", None, content.strip())
+        if declined is not None:
+            return _not_applied(declined, f"{tool} new passage", events)
         pid = self.store.add_passage(self.agent_id, content.strip(), clean, created_at=self._now())
         tag_text = f" (tags: {', '.join(clean)})" if clean else ""
         summary = f"{tool} #{pid}{tag_text}"
         if similar:
             summary += f" · similar: {', '.join(f'#{h.id}' for h in similar)}"
         return ToolOutcome("\n".join([f"Stored as passage #{pid}{tag_text}.",
-                                      *_similar_lines(similar)]), False, summary)
+                                      *_similar_lines(similar)]), False, summary, events=events)
 
     # ---------------------------------------------------------------- archival corrections
 
@@ -528,24 +431,33 @@ class MemoryTools:
         if new == current.text:
             return ToolOutcome(f"Passage #{passage_id} already holds exactly this text; nothing "
                                "was changed.", False, f"{tool} #{passage_id} unchanged")
+        declined, events = self.gate.check(tool, f"#{passage_id}", current.text, new)
+        if declined is not None:
+            return _not_applied(declined, f"{tool} #{passage_id}", events)
         self.store.update_passage(self.agent_id, passage_id, new, at=self._now())
         old_part, new_part = (shorten(part, 40) for part in changed_parts(current.text, new))
         return ToolOutcome(
             f"Passage #{passage_id} updated. The old version is kept as history and no longer "
             f"searched. New text:\n{_hit_line(new)}", False,
-            f'{tool} #{passage_id} "{old_part}" → "{new_part}"')
+            f'{tool} #{passage_id} "{old_part}" → "{new_part}"',
+            events=events)
 
     def archival_delete(self, passage_id: int, reason: str) -> ToolOutcome:
         tool = "archival_delete"
         if not reason.strip():
             return _error("reason is empty; say in a few words why the passage goes (e.g. "
                           "'no longer true').", tool)
-        if self.store.get_passage(self.agent_id, passage_id) is None:
+        current = self.store.get_passage(self.agent_id, passage_id)
+        if current is None:
             return self._missing(passage_id, tool)
+        declined, events = self.gate.check(tool, f"#{passage_id}", current.text, None,
+                                           reason=reason.strip())
+        if declined is not None:
+            return _not_applied(declined, f"{tool} #{passage_id}", events)
         self.store.retire_passage(self.agent_id, passage_id, reason.strip(), at=self._now())
         return ToolOutcome(f"Passage #{passage_id} deleted (reason: {_hit_line(reason)}); "
                            "archival_search no longer returns it.", False,
-                           f"{tool} #{passage_id}: {shorten(reason, 40)}")
+                           f"{tool} #{passage_id}: {shorten(reason, 40)}", events=events)
 
     def _missing(self, passage_id: int, tool: str) -> ToolOutcome:
         """The error for an id that is not one of this agent's passages (another agent's id

@@ -38,6 +38,7 @@ from memgpt_lite.engine.memory import (
     ToolOutcome,
     default_blocks,
     memory_tool_schemas,
+    project_placeholder,
 )
 from memgpt_lite.engine.records import Block, utc_iso
 from memgpt_lite.engine.redact import redact_value
@@ -115,6 +116,13 @@ class MemoryService:
     def __init__(self, store: Store, row: AgentRow, project: Path):
         self.store, self.row, self.project = store, row, project
         self.tools = MemoryTools(store, row.id, clock=lambda: utc_iso(datetime.now(timezone.utc)))
+        self._use_project()
+
+    def _use_project(self) -> None:
+        """The agent sees (and its tools edit) the `project` block of this server's root, as
+        a chat in that directory does: one store method keys it (store/project_blocks.py)."""
+        limit = Settings.from_dict(self.row.settings).block_limit
+        self.store.use_project(self.row.id, str(self.project), (project_placeholder(), limit))
 
     @classmethod
     def open(cls, store: Store, name: str, project: Path) -> MemoryService:
@@ -185,6 +193,7 @@ class MemoryService:
         except StoreError:
             return  # still unreachable: the next failure tries again
         old, self.store, self.tools.store = self.store, fresh, fresh
+        self._use_project()  # the project a store shows an agent is the connection's
         if self.tools.dense is not None and hasattr(self.tools.dense, "store"):
             self.tools.dense.store = fresh  # type: ignore[attr-defined]
         with contextlib.suppress(Exception):  # the old connection may be dead already
@@ -209,9 +218,9 @@ class MemoryService:
         return ToolOutcome("\n".join(lines), False, summary)
 
     def blocks(self) -> list[Block]:
-        """The blocks this agent sees. The one read of core memory here: when the store
-        keys `project` scope blocks by their root, `self.project` is what it is given here,
-        and what `self.tools` (which reads and edits blocks for the tools) is given too."""
+        """The blocks this agent sees: its own, the user's it shares, and the `project`
+        block of `self.project` (given to the store once, see `_use_project`), which
+        `self.tools` reads and edits too."""
         return self.store.get_blocks(self.row.id)
 
     def _scope_attributes(self, block: Block) -> str:

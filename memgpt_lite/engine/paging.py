@@ -33,7 +33,8 @@ from memgpt_lite.engine.events import (
     PressureAlertEvent,
     SummaryEvent,
 )
-from memgpt_lite.engine.memory import MAX_TEXT, ToolOutcome, preview
+from memgpt_lite.engine.memory import ToolOutcome
+from memgpt_lite.engine.tool_schemas import MAX_TEXT, preview
 from memgpt_lite.engine.records import (
     ModelRequest,
     Turn,

@@ -16,6 +16,15 @@ from importlib.abc import Traversable
 from pathlib import Path
 
 
+# What the model is shown of the engine (the system prompt, the tools' schemas, the shape of
+# their results) changes only with this number. A recording names the contract it was made
+# under and replays under it, so a recording made by an older version still replays
+# strictly: the prompts of an older contract stay in prompts/contract<N>/ and the memory
+# tools keep that contract's schemas and results (see memory.py).
+CONTRACT = 2
+CONTRACTS = (1, 2)
+
+
 class PromptError(LookupError):
     """A prompt file is missing or a placeholder has no value."""
 
@@ -39,6 +48,11 @@ def load(name: str) -> str:
         return root().joinpath(name).read_text("utf-8").rstrip()
     except FileNotFoundError:
         raise PromptError(f"prompt file {name!r} is missing from the installation") from None
+
+
+def system_prompt(contract: int = CONTRACT) -> str:
+    """The system prompt of `contract` (the current one, or an older one kept for replay)."""
+    return load("system.md" if contract == CONTRACT else f"contract{contract}/system.md")
 
 
 def render(name: str, **values: object) -> str:

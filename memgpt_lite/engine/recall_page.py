@@ -7,6 +7,10 @@ once with their other days, and a message longer than `HIT_CHARS` shows a window
 best-matching sentences, with a marker saying how to read it whole (`turn:N`). The reply
 that followed a hit is shown under it, cut at `REPLY_CHARS`.
 
+With `conversations` (the model contract from conversations on, prompts.CONTRACT) each hit
+names the agent's conversation it is from: layout 2 heads each day by conversation ("2025-03-01
+· conv 2"), layout 1 starts each line with "[conv 2]".
+
 Layout 1 is the layout before that (every line dated to the minute, the reply labelled,
 long texts cut at the end); replays of recordings made with it select it, so they stay exact.
 """
@@ -41,22 +45,30 @@ def one_line(text: str, limit: int | None = None) -> str:
     return text[:limit] + f" …[+{len(text) - limit} chars]"
 
 
-def page_lines(hits: list[SearchHit], query: str, layout: int = LAYOUT) -> list[str]:
-    """The lines of one page of message hits, in the given layout."""
+def page_lines(hits: list[SearchHit], query: str, layout: int = LAYOUT,
+               conversations: bool = False) -> list[str]:
+    """The lines of one page of message hits, in the given layout; with `conversations`,
+    each names its conversation."""
     if layout == 1:
-        return [line for h in hits for line in _layout1(h)]
-    return _layout2(hits, query)
+        return [line for h in hits for line in _layout1(h, conversations)]
+    return _layout2(hits, query, conversations)
 
 
-def _layout1(hit: SearchHit) -> list[str]:
-    lines = [f"- {_minute(hit)} {hit.role}{_status(hit)}: {one_line(hit.text, HIT_CHARS)}"]
+def _conv(hit: SearchHit) -> str:
+    return f"conv {hit.conversation or 1}"
+
+
+def _layout1(hit: SearchHit, conversations: bool = False) -> list[str]:
+    where = f"[{_conv(hit)}] " if conversations else ""
+    lines = [f"- {where}{_minute(hit)} {hit.role}{_status(hit)}: "
+             f"{one_line(hit.text, HIT_CHARS)}"]
     lines += [f"  ↳ reply {_minute(r)} {r.role}: {one_line(r.text, CONTEXT_CHARS)}"
               for r in hit.context]
     return lines
 
 
-def _layout2(hits: list[SearchHit], query: str) -> list[str]:
-    days: dict[str, list[SearchHit]] = {}
+def _layout2(hits: list[SearchHit], query: str, conversations: bool = False) -> list[str]:
+    days: dict[str, list[SearchHit]] = {}  # heading (the day, and the conversation) -> hits
     seen: dict[str, list[str]] = {}  # shown text -> the other days it was also said on
     for hit in hits:
         key = " ".join(hit.text.lower().split())
@@ -64,10 +76,12 @@ def _layout2(hits: list[SearchHit], query: str) -> list[str]:
             seen[key].append(hit.created_at[:10])
             continue
         seen[key] = []
-        days.setdefault(hit.created_at[:10], []).append(hit)
+        heading = hit.created_at[:10] + (f" · {_conv(hit)}" if conversations else "")
+        days.setdefault(heading, []).append(hit)
     lines: list[str] = []
-    for day, group in days.items():
-        lines.append(day)
+    for heading, group in days.items():
+        lines.append(heading)
+        day = heading[:10]
         for hit in group:
             also = sorted(set(seen[" ".join(hit.text.lower().split())]) - {day})
             more = f" (also said {', '.join(also)})" if also else ""

@@ -5,6 +5,8 @@ version, 2; version 1 is still read) and a `"type"`:
 
     header       agent name and uid, settings, model, prompt digests, package version,
                  created_at, source ("live" | "hand-written" | "eval"), initial core memory,
+                 the `conversation` it is of and the `project` the agent worked in, the
+                 model-facing `contract` (prompts.CONTRACT; absent: 1) it replays under,
                  and where a replay starts: `base` (a snapshot file of the agent beside the
                  recording, or null) plus `delta`, what changed since that base (see
                  store/snapshot.py). Version 1 headers held a whole `snapshot` instead.
@@ -16,7 +18,8 @@ version, 2; version 1 is still read) and a `"type"`:
                  `compact: true` when it was /compact (Agent.compact, `text` the user's
                  instructions)
     <event kind> one line per agent event (model_call, response, tool_call, tool_result,
-                 memory_edit, pressure_alert, eviction, summary, usage, turn_end, ...)
+                 memory_edit, memory_confirm (the user's answer about a memory write:
+                 replay gives the same), pressure_alert, eviction, summary, usage, turn_end)
     clock        every reading of the agent's clock during the turn, replayed in order
     passage_ids  the ids the turn's new passages got (ids are global to the data dir, so
                  another agent's passages would shift them in a replay that lacks them);
@@ -207,15 +210,17 @@ class Recorder:
                blocks: dict[str, str] | None = None, agent_uid: str | None = None,
                base: str | None = None, delta: dict[str, Any] | None = None,
                source: str = "live", note: str | None = None,
-               created_at: str | None = None,
+               created_at: str | None = None, conversation: int | None = None,
+               project: str | None = None, contract: int = prompts.CONTRACT,
                search_layout: int = recall_page.LAYOUT) -> None:
         self.agent_uid = agent_uid
         self.write({"type": "header", "agent": agent, "agent_uid": agent_uid,
                     "settings": settings, "model": model,
                     "prompt_digests": prompts.digests(), "version": __version__,
-                    "search_layout": search_layout,
+                    "contract": contract, "search_layout": search_layout,
                     "created_at": created_at or utc_iso(datetime.now(timezone.utc)),
                     "source": source, "note": note, "blocks": blocks or {},
+                    "conversation": conversation, "project": project,
                     "base": base, "delta": delta})
 
     def user(self, text: str, at: str, *, retry: bool = False, agent: str | None = None,
@@ -346,7 +351,8 @@ def record_header(agent: Any, recorder: Recorder, *, source: str = "live",
                     blocks=core_memory(agent), delta=delta,
                     base=None if base is None else base.relative_to(folder).as_posix(),
                     source=source, note=note, created_at=created_at,
-                    search_layout=agent.tools.layout)
+                    conversation=agent.conversation_id, project=agent.project,
+                    contract=agent.contract, search_layout=agent.tools.layout)
     recorder.watch(agent)
 
 
@@ -356,7 +362,7 @@ def _has_history(agent: Any) -> bool:
     stats = agent.store.agent_stats(agent.id)
     row = agent.store.get_agent_by_id(agent.id)
     return bool(stats["messages"] or stats["passages"] or row.summary or row.state
-                or any(b.scope == "user" for b in agent.blocks()))
+                or agent.conversation_id != 1 or any(b.scope != "agent" for b in agent.blocks()))
 
 
 def recorded_step(agent: Any, recorder: Recorder, text: str, *, retry: bool = False,
@@ -613,6 +619,7 @@ class RecordingInfo:
     agent_uid: str | None = None
     problem: str | None = None  # why it cannot be replayed (None: it can)
     scrubbed: bool = False  # a forget changed it (see recording_scrub.py)
+    conversation: int | None = None  # the agent's conversation it is of (None: before them)
 
 
 def list_recordings(agent: Any = None, directory: Path | None = None) -> list[RecordingInfo]:
@@ -636,7 +643,8 @@ def _info(path: Path) -> RecordingInfo:
                              head.get("agent_uid"), str(exc))
     return RecordingInfo(rec.header.get("agent", path.parent.name), path,
                          rec.header.get("created_at", ""), len(rec.turns), rec.source,
-                         rec.header.get("agent_uid"), scrubbed=bool(rec.header.get("forgotten")))
+                         rec.header.get("agent_uid"), scrubbed=bool(rec.header.get("forgotten")),
+                         conversation=rec.header.get("conversation"))
 
 
 def session_ids(rows: list[RecordingInfo]) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memgpt_lite.engine import prompts
 from memgpt_lite.engine.config import ConfigError, Settings
 from memgpt_lite.engine.shapes import NUMBER, Spec, fits, is_time, problem
 
@@ -34,7 +35,8 @@ LINES: dict[str, dict[str, Spec]] = {
                "?snapshot": (dict, None), "?source": OPT_STR, "?note": OPT_STR,
                "?created_at": OPT_STR, "?version": OPT_STR, "?prompt_digests": (dict, None),
                "?search_layout": (int, None),
-               "?forgotten": (FORGOTTEN, None)},
+               "?forgotten": (FORGOTTEN, None), "?contract": int,
+               "?conversation": OPT_INT, "?project": OPT_STR},
     "user": {"text": str, "?at": OPT_STR, "?retry": bool, "?agent": str,
              "?attachments": [BLOCK], "?compact": bool},
     "model_call": {"call_index": int, "request_digest": str, "estimated_tokens": int,
@@ -44,6 +46,8 @@ LINES: dict[str, dict[str, Spec]] = {
     "tool_result": {"call": CALL, "result": RESULT, "summary": str},
     "memory_edit": {"label": str, "op": str, "old": OPT_STR, "new": str, "used": int,
                     "limit": int},
+    "memory_confirm": {"tool": str, "target": str, "old": OPT_STR, "new": OPT_STR,
+                       "?scope": str, "?reason": str, "answer": str},
     "pressure_alert": {"used_tokens": int, "budget": int, "percent": NUMBER, "text": str},
     "fold": {"message_ids": [int], "tokens_freed": int},
     "eviction": {"turn_ids": [int], "tokens_freed": int, "by": str, "summary": str,
@@ -87,6 +91,9 @@ def line_problem(line: Any, version: int) -> str | None:
         return f"its type {line['type']!r} is unknown"
     if "t" in line and not fits(line["t"], NUMBER):
         return "its time t is not a number"
+    if line["type"] == "header" and line.get("contract", 1) not in prompts.CONTRACTS:
+        return (f"it was made under the model contract {line.get('contract')!r}, which this "
+                "memgpt-lite does not know (upgrade it to replay this recording)")
     return (problem(line, spec, "") or _time_problem(line) or _blocks_problem(line)
             or _header_problem(line))
 

@@ -32,7 +32,8 @@ KEEP_KEYS = scrub.STRUCTURAL | {
     "v", "t", "type", "request_digest", "purpose", "model", "stop_reason", "error_kind",
     "agent", "agent_uid", "uid", "base", "created_at", "updated_at", "at", "readings",
     "version", "source", "prompt_digests", "forgotten", "label", "role", "status", "op",
-    "method", "by", "level", "settings", "state", "tombstones"}
+    "method", "by", "level", "settings", "state", "tombstones", "tool", "answer", "scope",
+    "started_at", "last_used_at"}
 _JSON_ESCAPE = re.compile(r'\\(["\\/bfnrt])')
 
 

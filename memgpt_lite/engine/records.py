@@ -47,7 +47,9 @@ class Message:
     """One stored message. `content` is the full original; `context_content` is what the
     FIFO queue sends instead when the message was folded or clipped (None = send `content`).
     `status` is "" for a message of a finished turn, "open" while its turn runs and
-    "interrupted" for the user message of a turn that failed or was cancelled."""
+    "interrupted" for the user message of a turn that failed or was cancelled.
+    `conversation_id`: the agent's conversation it belongs to (None: the one in use when it
+    is stored)."""
 
     role: Role
     content: list[ContentBlock]
@@ -57,6 +59,7 @@ class Message:
     in_context: bool = True
     context_content: list[ContentBlock] | None = None
     status: str = ""
+    conversation_id: int | None = None
 
     def api_content(self) -> list[ContentBlock]:
         return self.context_content if self.context_content is not None else self.content
@@ -79,13 +82,15 @@ class Turn:
 
 @dataclass
 class Block:
-    """A core memory block. Its scope is "agent" (the default: the agent's own) or "user"
-    (one block shared by every agent of the data dir that uses it)."""
+    """A core memory block. Its scope is "agent" (the default: the agent's own), "user"
+    (one block shared by every agent of the data dir that uses it) or "project" (one block
+    per project root, seen by every agent working in `project`)."""
 
     label: str
     value: str
     limit: int
     scope: str = "agent"
+    project: str = ""  # the project root, for a block in project scope
 
     @property
     def used(self) -> int:
@@ -104,6 +109,27 @@ class SearchHit:
     status: str = ""  # messages only: "interrupted" when its turn failed or was cancelled
     # Messages only: the reply that followed the hit, shown with it (not a result of its own).
     context: list[SearchHit] = field(default_factory=list)
+    conversation: int | None = None  # messages only: the agent's conversation it is from
+
+
+@dataclass
+class Conversation:
+    """One of an agent's conversations (tasks): its own queue, running summary and pager
+    state; core, archival memory and recall are the agent's. `title` is the one the user set
+    ("" until then: `name` falls back to the first words of its first message)."""
+
+    id: int
+    started_at: str
+    last_used_at: str
+    title: str = ""
+    summary: str = ""
+    state: dict[str, Any] = field(default_factory=dict)
+    turns: int = 0
+    first_words: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.title or self.first_words or "(no messages yet)"
 
 
 @dataclass

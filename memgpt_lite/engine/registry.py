@@ -50,6 +50,9 @@ SETTINGS: tuple[Setting, ...] = (
             "max output tokens per model call", flag="--max-tokens", agent=True, default=2_048),
     Setting("thinking", None, "bool", "extended thinking on or off", flag="--thinking",
             agent=True, default=False),
+    Setting("confirm_memory", "MEMGPT_LITE_CONFIRM_MEMORY", "bool",
+            "ask y/N before each core or archival memory write (declined without a terminal)",
+            flag="--confirm-memory", agent=True, default=False),
     Setting("timeout", "MEMGPT_LITE_TIMEOUT", "seconds",
             "seconds a model call may take, retries included", flag="--timeout", default=120.0),
     Setting("prices", "MEMGPT_LITE_PRICES", "path", "a JSON price table for cost figures"),
@@ -79,7 +82,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("config", "MEMGPT_LITE_CONFIG", "path",
             "the config file (default: config.toml in the platform's config dir)", file=False),
     Setting("project", "MEMGPT_LITE_PROJECT", "path",
-            "the project directory (as mcp --project; default: the working directory)",
+            "the project directory (as --project of chat, core, agents show and mcp; "
+            "default: the working directory)",
             flag="--project", file=False),
 )
 BY_KEY = {s.key: s for s in SETTINGS}

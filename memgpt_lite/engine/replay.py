@@ -163,6 +163,30 @@ def _rebuild_error(line: dict[str, Any]) -> errors.ModelError:
     return _ERROR_CLASSES.get(str(line.get("error_kind")), errors.ModelError)(message)
 
 
+class RecordedAnswers:
+    """The user's recorded answers about memory writes (confirm_memory), given in order, so
+    the replayed agent applies and declines what the live one did. A write the recording
+    holds no answer for is a divergence."""
+
+    _SAID = {"yes": True, "no": False, "unavailable": None}
+
+    def __init__(self, lines: list[dict[str, Any]], turn: int):
+        self.lines, self.turn = list(lines), turn
+
+    def __call__(self, change: Any) -> bool | None:
+        if not self.lines:
+            raise Divergence(DivergenceInfo(self.turn, "memory_confirm", f"a {change.tool} "
+                                            "write asked for the user's approval, which the "
+                                            "recording does not hold"))
+        line = self.lines.pop(0)
+        if (line["tool"], line["target"]) != (change.tool, change.target):
+            raise Divergence(DivergenceInfo(
+                self.turn, "memory_confirm", f"a {change.tool} write of {change.target!r} "
+                f"asked for approval where the recording has {line['tool']} of "
+                f"{line['target']!r}"))
+        return self._SAID.get(str(line["answer"]))
+
+
 # --------------------------------------------------------------------------- replay
 
 
@@ -321,7 +345,9 @@ class _Replayer:
             transfer.import_agent(self.store, header["snapshot"], name)
         agent = Agent.open(self.store, name, model_client=self.client,
                            summary_client=self.client.for_purpose("summary"),
-                           settings=settings, clock=self.clock)
+                           settings=settings, clock=self.clock,
+                           conversation=header.get("conversation"),
+                           project=header.get("project"), contract=header.get("contract", 1))
         # Recordings made before search layouts were named used layout 1 (recall_page.py).
         agent.set_search_layout(int(header.get("search_layout") or 1))
         if first and not (header.get("snapshot") or header.get("delta")):
@@ -353,6 +379,7 @@ class _Replayer:
         self.client.begin_turn(turn.index)
         # Hybrid searches fuse the live session's dense candidates: no embedder, no vectors.
         self.agent.tools.dense = RecordedDense(turn.lines("dense_search"), turn.lines("notice"))
+        self.agent.confirm = RecordedAnswers(turn.lines("memory_confirm"), turn.index + 1)
         self.store.planned_passage_ids = list(turn.passage_ids)
         events = self._drive(turn)
         self._compare(turn, events)

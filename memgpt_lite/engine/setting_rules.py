@@ -20,7 +20,7 @@ FIELD_RULES: dict[str, tuple[type, float | None, float | None]] = {
     "flush_fraction": (float, 0.01, 1.0), "flush_target_fraction": (float, 0.01, 0.99),
     "max_calls_per_turn": (int, 1, 1_000), "thinking": (bool, None, None),
     "thinking_budget": (int, 1024, 1_000_000), "block_limit": (int, 1, 10_000_000),
-    "fold_min_chars": (int, 0, 100_000_000),
+    "fold_min_chars": (int, 0, 100_000_000), "confirm_memory": (bool, None, None),
 }
 _KIND_NAMES = {str: "text", int: "a whole number", float: "a number", bool: "true or false"}
 

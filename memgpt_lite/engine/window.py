@@ -11,18 +11,21 @@ from collections.abc import Callable
 from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.context import ContextBuilder, ContextInputs
 from memgpt_lite.engine.errors import ModelError
-from memgpt_lite.engine.memory import memory_tool_schemas, render_core_memory
-from memgpt_lite.engine.recall_page import LAYOUT
+from memgpt_lite.engine.memory import render_core_memory
 from memgpt_lite.engine.paging import EVICT_TURNS_SCHEMA
+from memgpt_lite.engine.prompts import CONTRACT
+from memgpt_lite.engine.recall_page import LAYOUT
 from memgpt_lite.engine.records import Block, Message, ModelRequest
 from memgpt_lite.engine.tokens import TokenCounter
+from memgpt_lite.engine.tool_schemas import memory_tool_schemas
 
 ONE_TURN_TOKENS = 500  # the least room a turn needs on top of the fixed part of a request
 
 
-def tool_schemas(layout: int = LAYOUT) -> list[dict]:
-    """The tools every request defines: the memory tools and evict_turns."""
-    return memory_tool_schemas(layout) + [EVICT_TURNS_SCHEMA]
+def tool_schemas(layout: int = LAYOUT, contract: int = CONTRACT) -> list[dict]:
+    """The tools every request defines: the memory tools (engine/tool_schemas.py) and
+    evict_turns, as the search `layout` and model `contract` show them."""
+    return memory_tool_schemas(layout, contract) + [EVICT_TURNS_SCHEMA]
 
 
 def request_floor(settings: Settings, blocks: list[Block], counter_state: object = None,

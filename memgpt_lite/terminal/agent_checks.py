@@ -82,3 +82,18 @@ def settle(store: Any, row: Any, *, for_export: bool = False) -> bool:
                             f"export never holds a turn's unfinished effects.") from None
         return False
     return True
+
+
+def require_agent(store: Any, name: str) -> Any:
+    """The existing agent `name` (under any name it has, even one from before the naming
+    rule); else one sentence: the naming rule if the name breaks it, or the agents there are."""
+    from memgpt_lite.engine.config import agent_name_problem
+
+    row = store.get_agent(name)
+    if row is None:
+        problem = agent_name_problem(name)
+        if problem:
+            raise UserError(problem, EXIT_USAGE)
+        names = ", ".join(a.name for a in store.list_agents()) or "none yet"
+        raise UserError(f"There is no agent named {name!r} (agents: {names}).")
+    return row

@@ -29,7 +29,8 @@ from memgpt_lite.terminal.view import ChatView, JsonView
 
 # The chat's flags: (Settings field, flag as shown in messages).
 FLAGS = (("model", "--model"), ("context_window", "--context-window"),
-         ("max_output_tokens", "--max-tokens"), ("thinking", "--thinking"))
+         ("max_output_tokens", "--max-tokens"), ("thinking", "--thinking"),
+         ("confirm_memory", "--confirm-memory"))
 
 
 def run_chat(*, agent_name: str = "default", model: str | None = None,
@@ -37,14 +38,18 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
              thinking: bool | None = None, record: bool = True,
              timeout: str | None = None, prompt: str | None = None,
              json_out: bool = False, save: bool = False,
-             attach: list[str] | None = None) -> int:
+             attach: list[str] | None = None, new: bool = False, resume: str | None = None,
+             project: str | None = None, confirm_memory: bool | None = None) -> int:
     """`memgpt-lite chat`: open or create the agent and talk to it on this terminal.
 
     Replies go to stdout; the banner, tool, notice and status lines to stderr unless stdout
     is the terminal itself. `prompt`: answer that one message and return (`-`: read it from
     stdin; with other text, piped stdin is attached to it). `json_out`: one JSON object per
-    event on stdout instead of text. `attach`: files sent with the first message."""
+    event on stdout instead of text. `attach`: files sent with the first message. `new`: a
+    new conversation; `resume`: that conversation (default: the most recent); `project`: the
+    project directory (docs/tasks.md); `confirm_memory`: ask before memory writes."""
     from memgpt_lite.engine.model import AnthropicClient
+    from memgpt_lite.engine.project import project_root
     from memgpt_lite.engine.tokens import price_table
 
     _decode_stdin_leniently()
@@ -58,14 +63,20 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
     attachments = chat_attachments(attach or [], prompt)
     if prompt == "-":
         prompt = sys.stdin.read().strip()
-    flags = _flags(meta, model, context_window, max_tokens, thinking)
+    flags = _flags(meta, model, context_window, max_tokens, thinking, confirm_memory)
+    root = str(project_root(project))  # a bad --project is one sentence before anything opens
+    conversation = config.parse_positive_int(resume, "--resume") if resume else None
     # raises AuthError saying how to set the key, ConfigError for a bad timeout
     client = AnthropicClient(timeout=config.timeout_setting(timeout))
     from memgpt_lite.engine.store import open_store
 
     with open_store() as store:
+        if conversation is not None and store.get_agent(agent_name) is None:
+            raise UserError(f"There is no agent named {agent_name!r} yet, so it has no "
+                            f"conversation {conversation} to resume.")
         agent = _open_agent(store, agent_name, flags, client, save=save, typed=typed, meta=meta,
-                            banner=prompt is None)
+                            banner=prompt is None, conversation=conversation, new=new,
+                            project=root)
         if agent is None:
             return EXIT_ERROR
         view = JsonView(sys.stdout) if json_out else ChatView(
@@ -78,6 +89,10 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
                               confirm=ask if typed else None,
                               hide_typing=type_ahead.hidden if typed else None)
         session.pending, session.flags = attachments, flags
+        from memgpt_lite.terminal.task_commands import terminal_confirm
+
+        # Without a terminal (piped, -p, --json) nobody can answer: writes are declined.
+        agent.confirm = terminal_confirm(session, type_ahead) if typed and not json_out else None
         for item in attachments:
             session.view.meta(f"attached {item.describe()}")
         from memgpt_lite.terminal.embedding_commands import chat_embedder
@@ -100,7 +115,8 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
 
 
 def _flags(meta: Console, model: str | None, context_window: str | None,
-           max_tokens: str | None, thinking: bool | None) -> dict[str, tuple[Any, str]]:
+           max_tokens: str | None, thinking: bool | None,
+           confirm_memory: bool | None = None) -> dict[str, tuple[Any, str]]:
     """The settings the chat's flags give, each checked ({field: (value, flag)})."""
     from memgpt_lite.engine.registry import BY_KEY, parse_text
 
@@ -108,9 +124,10 @@ def _flags(meta: Console, model: str | None, context_window: str | None,
              "max_output_tokens": max_tokens}
     out: dict[str, tuple[Any, str]] = {}
     for field, flag in FLAGS:
-        if field == "thinking":
-            if thinking is not None:
-                out[field] = (thinking, "--thinking" if thinking else "--no-thinking")
+        if field in ("thinking", "confirm_memory"):
+            switch = thinking if field == "thinking" else confirm_memory
+            if switch is not None:
+                out[field] = (switch, flag if switch else flag.replace("--", "--no-", 1))
         elif given[field]:
             out[field] = (parse_text(BY_KEY[field], given[field], flag), flag)
     if "model" in out:
@@ -119,7 +136,9 @@ def _flags(meta: Console, model: str | None, context_window: str | None,
 
 
 def _open_agent(store: Any, name: str, flags: dict[str, tuple[Any, str]], client: Any, *,
-                save: bool, typed: bool, meta: Console, banner: bool = True) -> Any:
+                save: bool, typed: bool, meta: Console, banner: bool = True,
+                conversation: int | None = None, new: bool = False,
+                project: str | None = None) -> Any:
     """The agent, opened with its settings in effect (None: the user chose not to create
     it). A new agent is created after a question on a terminal; piped, it is created and a
     line on stderr says so (the banner's "created", or a line of its own for -p: a typo
@@ -137,7 +156,8 @@ def _open_agent(store: Any, name: str, flags: dict[str, tuple[Any, str]], client
         own.update({field: value for field, (value, _) in flags.items()})
     stored = config.stored_form(own) if save or row is None else row.settings
     agent = Agent.open(store, name, model_client=client, summary_client=client,
-                       settings=settings, stored=stored)
+                       settings=settings, stored=stored, conversation=conversation,
+                       new_conversation=new, project=project)
     return agent
 
 
@@ -302,5 +322,9 @@ def _banner(console: Console, agent: Any, store: Any, record: bool) -> None:
     for line in (f"agent {agent.name!r} ({state}) · model {agent.settings.model}",
                  f"data {store.location} · {rec}"):
         console.print(render.shown(line, "dim"), soft_wrap=True)
-    if console.is_terminal:
+    if console.is_terminal:  # piped, the lines above stay the banner scripts read
+        conv = agent.conversation()
+        approval = " · memory writes need your approval" if agent.settings.confirm_memory else ""
+        console.print(render.shown(f"conversation {conv.id} ({conv.name}) · project "
+                                   f"{agent.project}{approval}", "dim"), soft_wrap=True)
         console.print("type /help for commands", style="dim")

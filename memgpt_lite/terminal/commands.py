@@ -38,15 +38,6 @@ DEMO_RESOURCE = "demo.jsonl"
 # --------------------------------------------------------------------------- agents
 
 
-def cmd_core(args: argparse.Namespace) -> int:
-    with _open_store() as store:
-        row = _require_agent(store, args.agent)
-        agent_checks.settle(store, row)
-        render.print_core_blocks(render.make_console(), store.get_blocks(row.id),
-                                 store.shared_block_agents)
-    return EXIT_OK
-
-
 def cmd_agents_list(args: argparse.Namespace) -> int:
     from memgpt_lite.engine.config import database_url, db_path
 
@@ -134,12 +125,24 @@ def cmd_agents_share(args: argparse.Namespace) -> int:
             raise UserError(f"{args.label!r} is not a block label (letters, digits, _ . - up "
                             "to 50).", EXIT_USAGE)
         others = store.shared_block_agents(args.label)
-        changed = store.share_block(row.id, args.label,
-                                    default=("", block.limit if block else 5000))
+        from memgpt_lite.terminal.task_commands import ask_keep, share_keep
+
+        keep = share_keep(store, row, args.label, args.keep,
+                          ask_keep if sys.stdin.isatty() else None)
+        shared = store.shared_block(args.label)
+        changed = store.share_block(row.id, args.label, keep=keep,
+                                    default=("", block.limit if block else 5000),
+                                    expected=shared.value if shared is not None else None)
     print(render.visible(_share_line(args.label, others)))
-    if changed:
-        print(render.visible(f"{row.name!r} now sees the shared value; its own value is kept "
-                             f"in the block's history."))
+    history = f"`memgpt-lite core --agent {row.name} --history {args.label}`"
+    if keep == "both":
+        print(render.visible(f"The shared {args.label!r} now holds both values."))
+    elif keep == "mine" and others:
+        print(render.visible(f"The shared {args.label!r} now holds {row.name!r}'s value; the "
+                             f"one it held before stays in {history}."))
+    elif changed:
+        print(render.visible(f"{row.name!r} now sees the shared value; its own stays in "
+                             f"{history}."))
     return EXIT_OK
 
 
@@ -339,19 +342,7 @@ def _known(store: Any, name: str) -> str:
     return _require_agent(store, name).name
 
 
-def _require_agent(store: Any, name: str) -> Any:
-    """The existing agent `name` (under any name it has, even one from before the naming
-    rule); else one sentence: the naming rule if the name breaks it, or the agents there are."""
-    from memgpt_lite.engine.config import agent_name_problem
-
-    row = store.get_agent(name)
-    if row is None:
-        problem = agent_name_problem(name)
-        if problem:
-            raise UserError(problem, EXIT_USAGE)
-        names = ", ".join(a.name for a in store.list_agents()) or "none yet"
-        raise UserError(f"There is no agent named {name!r} (agents: {names}).")
-    return row
+_require_agent = agent_checks.require_agent
 
 
 # --------------------------------------------------------------------------- recordings

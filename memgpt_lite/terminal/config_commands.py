@@ -117,6 +117,9 @@ def cmd_agents_show(args: argparse.Namespace) -> int:
     with _open_store() as store:
         row = _require_agent(store, args.name)
         agent_checks.settle(store, row)
+        from memgpt_lite.terminal.task_commands import see_project
+
+        see_project(store, row, args.project)  # its project's block, shown with the others
         render.print_agent(render.make_console(), store, row, setting_sources(row.settings))
     return EXIT_OK
 

@@ -174,7 +174,10 @@ def print_core_blocks(console: Console, blocks: list[Any],
 
 
 def _scope(block: Any, shared_by: Callable[[str], list[str]] | None) -> str:
-    if getattr(block, "scope", "agent") != "user":
+    scope = getattr(block, "scope", "agent")
+    if scope == "project":
+        return f"scope project {getattr(block, 'project', '')}"
+    if scope != "user":
         return "scope agent"
     names = shared_by(block.label) if shared_by is not None else []
     return "scope user" + (f", shared by {', '.join(names)}" if names else "")
@@ -456,14 +459,15 @@ def print_sessions(console: Console, rows: list[Any], agent: str | None,
         return
     from memgpt_lite.engine.recording import session_ids
 
-    table = Table("id", "agent", "started", "turns", box=None, pad_edge=False)
+    table = Table("id", "agent", "conv", "started", "turns", box=None, pad_edge=False)
     table.columns[0].no_wrap = True  # the id `replay` takes is never cut
     for r, sid in zip(rows, session_ids(rows)):
         turns = str(r.turns) if r.problem is None else f"damaged: {r.problem}"
         turns += " (scrubbed by a forget)" if r.scrubbed else ""
         now = (names or {}).get(r.agent_uid or "", r.agent)
         who = r.agent if now == r.agent else f"{now} (was {r.agent})"
-        table.add_row(shown(sid), shown(who), shown(_when(r.started)), shown(turns))
+        conv = str(r.conversation) if r.conversation else "1"  # before conversations: the one
+        table.add_row(shown(sid), shown(who), conv, shown(_when(r.started)), shown(turns))
     console.print(table)
     console.print(shown("replay one with: memgpt-lite replay ID --strict (sessions --paths "
                         "prints the files)", "dim"))
@@ -475,7 +479,9 @@ def print_replay_header(console: Console, header: dict[str, Any], path: str | Pa
              f"agent {header.get('agent')} · model {header.get('model')} · "
              f"created {header.get('created_at')} · memgpt-lite {header.get('version')}",
              f"context window {(header.get('settings') or {}).get('context_window', '?'):,} tokens"
-             f" · source: {source}"]
+             f" · source: {source}",
+             f"conversation {header.get('conversation') or 1}"
+             + (f" · project {header['project']}" if header.get("project") else "")]
     if header.get("note"):
         lines.append(str(header["note"]))
     console.print(Panel(shown("\n".join(lines)), title="replay", title_align="left"))

@@ -70,6 +70,12 @@ class ReplayView:
         self._line("✎", f"core memory {e.label} ({e.op}, {e.used:,}/{e.limit:,} chars): {change}",
                    "green")
 
+    def _on_memory_confirm(self, e: Any) -> None:
+        said = {"yes": "approved", "no": "declined"}.get(e.answer, "declined: nobody to ask")
+        what = f"block {e.target}" if e.tool.startswith("core_memory") else \
+            f"passage {e.target}" if e.target else "a new passage"
+        self._line("?", f"memory write {e.tool} of {what}: {said}", "yellow")
+
     def _on_pressure_alert(self, e: Any) -> None:
         self._line("⚠", f"memory pressure: {e.used_tokens:,}/{e.budget:,} tokens "
                         f"({e.percent:.0f}%)", "bold magenta")

@@ -372,7 +372,16 @@ Input
   sends it again). Up/down browse history. To send a message that starts with /, type //
   (//etc/hosts sends /etc/hosts)."""
 
-# The order of /help. Conversations (/new, /resume) join this table when they exist.
+def _conversation_command(name: str) -> Callable[[ChatSession, str], None]:
+    def run(session: ChatSession, rest: str) -> None:
+        from memgpt_lite.terminal import task_commands
+
+        getattr(task_commands, f"slash_{name}")(session, rest)
+
+    return run
+
+
+# The order of /help.
 COMMANDS: tuple[Command, ...] = (
     Command("help", (("/help", "this list"),), help_),
     Command("core", (("/core", "core memory blocks: label, used/limit chars, scope, value"),
@@ -406,6 +415,15 @@ COMMANDS: tuple[Command, ...] = (
     Command("retry", (("/retry", "send your last message again (its answer and memory edits, "
                                  "if any, are undone first; your message stays stored once)"),),
             retry),
+    Command("new", (("/new", "start a new conversation (core, archival memory and recall "
+                             "stay)"),), _conversation_command("new")),
+    Command("resume", (("/resume ID", "go back to conversation ID (its queue and summary)"),),
+            _conversation_command("resume")),
+    Command("conversations", (("/conversations", "this agent's conversations (also "
+                                                 "`memgpt-lite conversations`)"),),
+            _conversation_command("conversations")),
+    Command("title", (("/title TEXT", "name this conversation"),),
+            _conversation_command("title")),
     Command("agents", (("/agents [NAME]", "all agents in this data dir, or one agent's "
                                           "settings and memory"),), agents, completes="agents"),
     Command("forget", (("/forget [--any|--regex] [--dry-run] QUERY",

@@ -211,6 +211,30 @@ class TypeAhead:
             self.text += _drain(fd, quiet, termios)
             termios.tcsetattr(fd, termios.TCSANOW, saved)
 
+    @contextlib.contextmanager
+    def asking(self) -> Iterator[None]:
+        """Inside `hidden`, a question for the user (a memory write to approve): what was
+        typed ahead is kept for the next prompt, and the answer is echoed as typed."""
+        try:
+            import termios
+        except ImportError:  # not POSIX
+            yield
+            return
+        try:
+            fd = (self.stream or sys.stdin).fileno()  # type: ignore[attr-defined]
+            quiet = termios.tcgetattr(fd)
+        except (termios.error, OSError, ValueError, AttributeError):
+            yield  # not a terminal
+            return
+        self.text += _drain(fd, quiet, termios)
+        talking = list(quiet)
+        talking[3] |= termios.ECHO | termios.ICANON
+        termios.tcsetattr(fd, termios.TCSANOW, talking)
+        try:
+            yield
+        finally:
+            termios.tcsetattr(fd, termios.TCSANOW, quiet)
+
     def take(self) -> str:
         text, self.text = self.text, ""
         return text

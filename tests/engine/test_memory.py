@@ -52,7 +52,7 @@ def test_schemas_match_the_tool_contract():
     assert props == {
         "core_memory_append": ["label", "content"],
         "core_memory_replace": ["label", "old_content", "new_content"],
-        "conversation_search": ["query", "page", "start_date", "end_date"],
+        "conversation_search": ["query", "page", "start_date", "end_date", "current_only"],
         "archival_insert": ["content", "tags"],
         "archival_update": ["passage_id", "content"],
         "archival_delete": ["passage_id", "reason"],
@@ -62,6 +62,18 @@ def test_schemas_match_the_tool_contract():
         assert len(t["description"]) > 80
         assert t["input_schema"]["additionalProperties"] is False
     assert memory_tool_schemas() == memory_tool_schemas()  # stable for prompt caching
+
+
+def test_contract_1_keeps_the_schemas_its_recordings_were_made_with():
+    """Recordings made before conversations replay under contract 1: only
+    conversation_search differs (no current_only, the old description)."""
+    old = {t["name"]: t for t in memory_tool_schemas(contract=1)}
+    new = {t["name"]: t for t in memory_tool_schemas()}
+    assert list(old["conversation_search"]["input_schema"]["properties"]) == [
+        "query", "page", "start_date", "end_date"]
+    assert old["conversation_search"]["description"].startswith(
+        "Search the full history of this conversation")
+    assert {n for n in new if old[n] != new[n]} == {"conversation_search"}
 
 
 SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}, "page": {"type": "integer"},
@@ -184,8 +196,9 @@ def test_conversation_search_output(tools):
     out = run(tools, "conversation_search", query="hexo")
     assert not out.is_error
     assert out.text.splitlines() == [
-        "page 1 of 1, 3 results", "2025-03-01", "- assistant: Noted: run hexo g before deploying.",
-        "- user: I deploy my blog with hexo g before pushing", "2025-03-09",
+        "page 1 of 1, 3 results from every conversation (this one is conv 1)",
+        "2025-03-01 · conv 1", "- assistant: Noted: run hexo g before deploying.",
+        "- user: I deploy my blog with hexo g before pushing", "2025-03-09 · conv 1",
         "- user: Long note about hexo: " + "blah " * 95 + "bla … [1,021 chars in all; turn:3 "
         "shows it whole]"]
     assert out.summary == 'conversation_search "hexo" → 3 results'
@@ -200,15 +213,33 @@ def test_conversation_search_layout_1_is_kept_for_old_recordings(tools):
     out = run(tools, "conversation_search", query="hexo")
     assert not out.is_error
     lines = out.text.splitlines()
-    assert lines[0] == "page 1 of 1, 3 results"
+    assert lines[0] == "page 1 of 1, 3 results from every conversation (this one is conv 1)"
     assert len(lines) == 4
-    assert any(line.startswith("- 2025-03-01 09:00 user: I deploy my blog") for line in lines)
+    assert any(line.startswith("- [conv 1] 2025-03-01 09:00 user: I deploy my blog")
+               for line in lines)
     long = next(line for line in lines if "Long note" in line)
     assert long.endswith("chars]") and "…[+" in long and len(long) < 600
     assert out.summary == 'conversation_search "hexo" → 3 results'
     out = run(tools, "conversation_search", query="hexo", start_date="2025-03-02",
               end_date="2025-03-31")
     assert out.text.startswith("page 1 of 1, 1 results")
+
+
+def test_conversation_search_under_contract_1_shows_hits_as_it_did(store):
+    agent = store.create_agent("old", {}, default_blocks(1_000))
+    add_history(store, agent.id)
+    old = MemoryTools(store, agent.id, contract=1)
+    old.layout = 1  # recordings before conversations: layout 1, or 2 (test_demo's)
+    out = run(old, "conversation_search", query="hexo")
+    lines = out.text.splitlines()
+    assert lines[0] == "page 1 of 1, 3 results"
+    assert any(line.startswith("- 2025-03-01 09:00 user: I deploy my blog") for line in lines)
+    old.layout = 2
+    assert run(old, "conversation_search", query="hexo").text.splitlines()[:2] == [
+        "page 1 of 1, 3 results", "2025-03-01"]
+    out = run(MemoryTools(store, agent.id, contract=1), "conversation_search", query="hexo",
+              current_only=True)
+    assert out.is_error and "Unknown argument 'current_only'" in out.text
 
 
 def test_conversation_search_empty_and_beyond(tools):

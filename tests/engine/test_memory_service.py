@@ -141,7 +141,8 @@ def test_core_memory_view_shows_every_block_with_scope_and_size(stores, tmp_path
     work.store.share_block(work.row.id, "human")
     work.call("core_memory_append", {"label": "persona", "content": "Ignore </block> tags."})
     text = work.call("core_memory_view", {}).text
-    assert text.startswith(f"Core memory of agent 'work' in project {tmp_path}: 2 blocks.")
+    assert text.startswith(f"Core memory of agent 'work' in project {tmp_path}: 3 blocks.")
+    assert f'<block label="project" scope="project" project="{tmp_path}" used="' in text
     assert '<block label="persona" scope="agent" used="' in text
     assert '<block label="human" scope="user" shared_by="home, work" used="36" limit="5000">' \
         in text
@@ -189,7 +190,8 @@ def test_resources_are_the_blocks(stores, tmp_path):
     service = serve(mcp_store, tmp_path)
     chat_store.set_block(service.row.id, "notes / todo", "buy figs", 2_000)
     found = service.resources()
-    assert [r.label for r in found] == ["persona", "human", "notes / todo"]
+    assert [r.label for r in found] == ["persona", "human", "notes / todo", "project"]
+    assert f"scope project ({tmp_path})" in found[3].description
     assert found[2].uri == "memgpt-lite://agents/work/core/notes%20%2F%20todo"
     assert service.read(found[2].uri).text == "buy figs"
     assert "8/2,000 chars, scope agent" in found[2].description
@@ -200,7 +202,7 @@ def test_resources_are_the_blocks(stores, tmp_path):
 
 def test_a_new_agent_is_created_on_first_use_and_a_bad_name_refused(stores, tmp_path):
     service = serve(stores[1], tmp_path, "fresh")
-    assert [b.label for b in service.blocks()] == ["persona", "human"]
+    assert [b.label for b in service.blocks()] == ["persona", "human", "project"]
     assert stores[0].get_agent("fresh") is not None
     with pytest.raises(ConfigError, match="cannot be an agent name"):
         serve(stores[1], tmp_path, "../etc")
@@ -341,3 +343,23 @@ def test_a_damaged_store_is_never_reopened(stores, tmp_path, monkeypatch):
     outcome = service.call("core_memory_append", {"label": "human", "content": "x"})
     assert outcome.is_error and "damaged" in outcome.text
     assert service.store is stores[1]
+
+
+def test_a_client_sees_and_edits_the_project_block_of_its_root(stores, tmp_path):
+    """The server's project is the one a chat in that directory works in: the same block,
+    read and written through the same store methods; another root's block is another."""
+    chat_store, mcp_store = stores
+    blog, shop = tmp_path / "blog", tmp_path / "shop"
+    chat = Agent.open(chat_store, "work", model_client=ScriptedModel([
+        append("Deploy with hexo d.", "project"), text_response("Saved.")], validate=True),
+        summary_client=ScriptedModel([]), lock_wait=None, project=str(blog))
+    assert list(chat.step("how we deploy"))[-1].completed
+    service = MemoryService.open(mcp_store, "work", blog)
+    assert "Deploy with hexo d." in service.call("core_memory_view", {}).text
+    service.call("core_memory_append", {"label": "project", "content": "Never force-push."})
+    other = Agent.open(chat_store, "other", model_client=ScriptedModel([]), lock_wait=None,
+                       project=str(blog))
+    assert next(b for b in other.blocks() if b.label == "project").value == (
+        "Deploy with hexo d.\nNever force-push.")
+    elsewhere = MemoryService.open(mcp_store, "work", shop)
+    assert "hexo" not in elsewhere.call("core_memory_view", {}).text

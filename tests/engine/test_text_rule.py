@@ -58,7 +58,7 @@ def test_an_import_with_lone_surrogates_is_stored_with_the_rule(tmp_path):
     agent = Agent.open(store, "a", model_client=ScriptedModel([text_response("Hi.")]))
     assert list(agent.step("hello"))[-1].completed
     doc = json.loads(json.dumps(transfer.export_agent(store, "a")))
-    doc["agent"]["summary"] = "sum \udcff mary"
+    doc["conversations"][0]["summary"] = "sum \udcff mary"
     doc["blocks"][0]["value"] = "val \ud800 ue"
     doc["messages"][0]["content"][0]["text"] = "hel \udcfe lo"
     copy = transfer.import_agent(store, doc, "b")

@@ -23,7 +23,7 @@ from memgpt_lite.engine.records import ModelRequest, ModelResponse
 from memgpt_lite.terminal import commands, render
 
 BUNDLED = Path(__file__).resolve().parents[2] / "memgpt_lite" / "data" / "demo.jsonl"
-DEMO_SETTINGS = Settings(context_window=7_000, max_output_tokens=1_024, safety_margin=500)
+DEMO_SETTINGS = Settings(context_window=7_400, max_output_tokens=1_024, safety_margin=500)
 START = datetime(2026, 3, 2, 18, 0, tzinfo=timezone.utc)
 NOTE = ("The user's inputs and the model's responses were written by hand to show every "
         "part of the system in a few turns; the recording is the engine's real output.")

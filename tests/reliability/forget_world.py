@@ -121,10 +121,11 @@ def settings() -> Settings:
 
 def _session(store: Store, name: str, steps: list, history: InputHistory) -> Path:
     policy = Policy()
-    agent = Agent.open(store, name, model_client=policy, summary_client=Summariser(),
-                       settings=settings())
     # The world's paging (which tool results get folded, which turns flushed) was sized on
-    # search layout 1's longer pages; forget is what it tests, so it keeps that layout.
+    # search layout 1's longer pages and the system prompt of model contract 1; forget is
+    # what it tests, so it keeps both.
+    agent = Agent.open(store, name, model_client=policy, summary_client=Summariser(),
+                       settings=settings(), contract=1)
     agent.set_search_layout(1)
     recorder = recording.start_recording(agent)
     for text, calls, reply in steps:
@@ -214,6 +215,8 @@ def _texts_of_a(query) -> list[str]:
                                 "agent_id = ?", (aid,))]
     out += [r[0] for r in query("SELECT value FROM blocks WHERE agent_id = ?", (aid,))]
     out += [r[0] for r in query("SELECT summary FROM agents WHERE id = ?", (aid,))]
+    out += [v for r in query("SELECT summary, title FROM conversations WHERE agent_id = ?",
+                             (aid,)) for v in r if v]
     out += [v for r in query("SELECT old_value, new_value FROM block_history WHERE "
                              "agent_id = ?", (aid,)) for v in r if v]
     return out

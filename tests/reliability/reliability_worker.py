@@ -76,7 +76,8 @@ def reply(text: str, stop: str = "end_turn") -> ModelResponse:
 
 
 def settings() -> Settings:
-    return Settings(context_window=6_000, max_output_tokens=500, safety_margin=100,
+    # Room for the system prompt and tools of model contract 2 and a few turns before a flush.
+    return Settings(context_window=6_500, max_output_tokens=500, safety_margin=100,
                     block_limit=2_000)
 
 

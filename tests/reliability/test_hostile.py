@@ -119,7 +119,9 @@ def test_search_results_cannot_fake_a_system_alert(tmp_path, tool, args):
 def test_pressure_alert_lists_hostile_turns_inertly(tmp_path):
     from memgpt_lite.engine.context import render_alerts
 
-    store, agent, model = agent_with(tmp_path, [text_response("ok")], context_window=8_000)
+    # Five 900-char turns put this window between warn and flush (sized on the system prompt
+    # of model contract 2, a few hundred tokens longer than before conversations).
+    store, agent, model = agent_with(tmp_path, [text_response("ok")], context_window=8_600)
     agent.pager.summariser.client = ScriptedModel([text_response("summary")] * 5)
     for t in range(1, 6):
         store.add_messages(agent.id, [

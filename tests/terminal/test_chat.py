@@ -393,7 +393,8 @@ def test_piped_chat_against_the_fake_server(tmp_path):
                    NO_COLOR="1")
         proc = subprocess.run(
             [sys.executable, "-m", "memgpt_lite", "chat"], input="Hi, I'm Ada\n/core\n/foo\n"
-            "\nWhat's my name?\n", capture_output=True, text=True, env=env, timeout=60)
+            "\nWhat's my name?\n", capture_output=True, text=True, env=env, timeout=60,
+            cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     # stdout: the replies and what commands print; stderr: the banner, tool and status lines.
     lines = proc.stdout.splitlines()
@@ -407,6 +408,9 @@ def test_piped_chat_against_the_fake_server(tmp_path):
         persona[0],
         "human  10/5,000 chars · scope agent",
         "Name: Ada.",  # the first fact replaced the placeholder
+        "",
+        f"project  40/5,000 chars · scope project {tmp_path.resolve()}",
+        "Nothing is known about this project yet.",
         "unknown command /foo — type /help",
         "Your name is Ada.",
         "It is in my notes.",

@@ -209,7 +209,7 @@ def test_completion_candidates(chats, tmp_path):
     chat = chats()
     chat.store.create_agent("travel", {}, {})
     done = Completer(chat.session).matches
-    assert done("", "/co") == ["/compact", "/context", "/core", "/cost"]
+    assert done("", "/co") == ["/compact", "/context", "/conversations", "/core", "/cost"]
     assert done("/core ", "") == ["edit"]
     assert done("/core edit ", "h") == ["human"]
     assert done("/agents ", "tr") == ["travel"]

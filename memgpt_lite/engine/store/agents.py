@@ -1,6 +1,8 @@
-"""Agents in the store: one row each (name, model, settings, running summary, what the engine
-learned, revision), created with their core memory blocks and deleted with everything of
-theirs (the schema cascades; a user-scope block goes only when no other agent uses it).
+"""Agents in the store: one row each (name, model, settings, what the engine learned,
+revision), created with their core memory blocks and a first conversation, and deleted with
+everything of theirs (the schema cascades; a user-scope block goes only when no other agent
+uses it). An AgentRow's `summary` is the running summary of the conversation the process
+works in (see conversations.py; the agents table's own column is empty since migration 008).
 
 A mixin of `sql.SQLStore`, over the database seam (see core.py).
 """
@@ -14,6 +16,7 @@ from typing import Any
 from memgpt_lite.engine.records import now_iso
 from memgpt_lite.engine.store.base import AgentRow, IntegrityProblem, StoreError
 from memgpt_lite.engine.store.blocks import BlocksMixin
+from memgpt_lite.engine.store.conversations import ConversationsMixin
 
 _AGENT = "id, name, model, settings, summary, created_at, last_used_at, uid, state"
 
@@ -25,7 +28,7 @@ def _agent(row: tuple | None) -> AgentRow | None:
                     row[7], json.loads(row[8] or "{}"))
 
 
-class AgentsMixin(BlocksMixin):
+class AgentsMixin(BlocksMixin, ConversationsMixin):
     """Agents: created, read, changed, renamed, deleted."""
 
     def create_agent(self, name: str, settings: dict,
@@ -43,6 +46,7 @@ class AgentsMixin(BlocksMixin):
             except IntegrityProblem:  # another process created it a moment ago
                 raise StoreError(f"An agent named {name!r} already exists.") from None
             self.index.create_agent(agent_id)
+            self._insert_conversation(agent_id, 1, now_iso(), self._bump(agent_id))
             for label, (value, limit) in blocks.items():
                 self.set_block(agent_id, label, value, limit, source="init")
         return self.get_agent_by_id(agent_id)  # type: ignore[return-value]
@@ -50,16 +54,22 @@ class AgentsMixin(BlocksMixin):
     def get_agent(self, name: str) -> AgentRow | None:
         rows = self.db.query(f"SELECT {_AGENT} FROM agents WHERE name = ?",
                              (self.db.text(name),))
-        return _agent(rows[0] if rows else None)
+        return self._with_summary(_agent(rows[0] if rows else None))
 
     def get_agent_by_id(self, agent_id: int) -> AgentRow | None:
         rows = self.db.query(f"SELECT {_AGENT} FROM agents WHERE id = ?", (agent_id,))
-        return _agent(rows[0] if rows else None)
+        return self._with_summary(_agent(rows[0] if rows else None))
 
     def list_agents(self) -> list[AgentRow]:
         """By name, in code point order (as SQLite compares text)."""
-        agents = [_agent(r) for r in self.db.query(f"SELECT {_AGENT} FROM agents")]
+        agents = [self._with_summary(_agent(r))
+                  for r in self.db.query(f"SELECT {_AGENT} FROM agents")]
         return sorted(agents, key=lambda a: a.name)  # type: ignore[union-attr]
+
+    def _with_summary(self, row: AgentRow | None) -> AgentRow | None:
+        if row is not None:
+            row.summary = self.conversation_summary(row.id) or row.summary
+        return row
 
     def _require_agent(self, name: str) -> AgentRow:
         agent = self.get_agent(name)
@@ -85,16 +95,6 @@ class AgentsMixin(BlocksMixin):
             if "model" in settings:
                 self._update_agent(agent_id, "model", self.db.text(str(settings["model"])))
 
-    def set_summary(self, agent_id: int, summary: str) -> None:
-        with self.transaction():
-            if self.open_turn(agent_id) is not None:
-                old = self.db.query("SELECT summary FROM agents WHERE id = ?", (agent_id,))
-                self._journal(agent_id, "summary", "", old[0][0] if old else "")
-            self._update_agent(agent_id, "summary", self.db.text(summary))
-
-    def _undo_summary(self, agent_id: int, target: str, before: str) -> None:
-        self.set_summary(agent_id, before)
-
     def set_state(self, agent_id: int, state: dict) -> None:
         """The agent's runtime state (what the engine learned and must keep across
         restarts), stored as given."""
@@ -102,13 +102,21 @@ class AgentsMixin(BlocksMixin):
 
     def restore_agent(self, agent_id: int, *, summary: str, created_at: str,
                       last_used_at: str | None, state: dict | None = None) -> None:
-        self.db.execute("UPDATE agents SET summary = ?, created_at = ?, last_used_at = ?, "
-                        "state = ? WHERE id = ?", (self.db.text(summary), created_at,
-                                                   last_used_at, self._dumps(state or {}),
-                                                   agent_id))
+        """An import's agent row; `summary` is its current conversation's (an export from
+        before conversations: its one conversation's)."""
+        with self.transaction():
+            self.db.execute("UPDATE agents SET created_at = ?, last_used_at = ?, state = ? "
+                            "WHERE id = ?", (created_at, last_used_at, self._dumps(state or {}),
+                                             agent_id))
+            if summary:
+                self.set_summary(agent_id, summary)
 
     def touch(self, agent_id: int) -> None:
-        self._update_agent(agent_id, "last_used_at", now_iso())
+        """The agent and its current conversation were used now."""
+        with self.transaction():
+            now = now_iso()
+            self._update_agent(agent_id, "last_used_at", now)
+            self._stamp_conversation(agent_id, "last_used_at", now)
 
     def rename_agent(self, old: str, new: str) -> None:
         with self.transaction():
@@ -126,3 +134,5 @@ class AgentsMixin(BlocksMixin):
             self.db.execute("DELETE FROM agents WHERE id = ?", (agent.id,))  # cascades
             self.drop_unused_shared_blocks()
         self._decoded.clear()  # message ids can be given again after a delete
+        self._conversations.pop(agent.id, None)
+        self._projects.pop(agent.id, None)

@@ -22,7 +22,8 @@ BLOCK_FIELDS = {"text": {"text": str}, "tool_use": {"id": str, "name": str, "inp
                 "tool_result": {"tool_use_id": str, "?content": (str, list)},
                 "thinking": {"thinking": str, "signature": str}}
 MESSAGE = {"turn_id": int, "role": str, "content": [BLOCK], "?context_content": ([BLOCK], None),
-           "created_at": str, "in_context": (bool, int), "?position": int, "?status": str}
+           "created_at": str, "in_context": (bool, int), "?position": int, "?status": str,
+           "?conversation": int}
 PASSAGE = {"text": str, "tags": [str], "created_at": str, "?turn_id": (int, None),
            "?id": int}
 STATUSES = ("", "open", "interrupted")
@@ -33,7 +34,11 @@ VERSION_ROW = {"passage_id": int, "text": str, "tags": [str], "created_at": str,
                "?origin_turn_id": (int, None)}
 CHANGES = ("update", "delete")
 HISTORY_ROW = {"label": str, "old_value": (str, None), "new_value": str, "source": str,
-               "created_at": str, "?turn_id": (int, None)}
+               "created_at": str, "?turn_id": (int, None), "?scope": str,
+               "?project": (str, None)}
+HISTORY_SCOPES = ("agent", "user", "project")
+CONVERSATION = {"id": int, "started_at": str, "last_used_at": str, "?title": str,
+                "?summary": str, "?state": dict}
 AGENT = {"name": str, "settings": dict, "?summary": str, "created_at": str,
          "?last_used_at": (str, None), "?state": dict, "?model": str}
 # A snapshot's rows, as store/snapshot.py writes them (JSON columns decoded).
@@ -44,16 +49,21 @@ DELTA = {"since": int, "rev": int, "agent": {"id": int, "name": str, "settings":
          "blocks": [{"id": int, "label": str, "value": str, "char_limit": int,
                      "?scope": str}],
          "block_history": [HISTORY_ROW | ROW_IDS],
-         "messages": [MESSAGE | ROW_IDS | {"?seq": int, "?index_text": str}],
+         "messages": [MESSAGE | ROW_IDS | {"?seq": int, "?index_text": str,
+                                           "?conversation_id": int}],
          "passages": [PASSAGE | ROW_IDS | {"?norm": str, "?index_text": str}],
          "?passage_history": [VERSION_ROW | ROW_IDS],
+         "?conversations": [CONVERSATION | ROW_IDS],
+         "?project": (str, None),
+         "?project_blocks": [{"label": str, "value": str, "char_limit": int}],
          "tombstones": [[(str, int)]]}
 
 
 def delta_problem(delta: Any) -> str | None:
     """Why a recording's snapshot delta cannot be applied, or None."""
     found = problem(delta, DELTA, "delta") or settings_problem(
-        delta["agent"]["settings"], "delta.agent.settings")
+        delta["agent"]["settings"], "delta.agent.settings") or conversations_problem(
+        delta.get("conversations") or [], "delta.conversations")
     if found:
         return found
     for i, m in enumerate(delta["messages"]):
@@ -69,7 +79,8 @@ def export_problem(doc: dict[str, Any]) -> str | None:
     found = (problem(doc.get("agent"), AGENT, "agent")
              or settings_problem(doc["agent"]["settings"], "agent.settings")
              or blocks_problem(doc.get("blocks"))
-             or rows_problem(doc.get("block_history", []), HISTORY_ROW, "block_history")
+             or history_problem(doc.get("block_history", []))
+             or conversations_problem(doc.get("conversations", []), "conversations")
              or rows_problem(doc.get("passages"), PASSAGE, "passages")
              or versions_problem(doc.get("passage_history", []), "passage_history"))
     if found:
@@ -79,10 +90,30 @@ def export_problem(doc: dict[str, Any]) -> str | None:
         return found
     if not isinstance(doc.get("messages"), list):
         return "messages must be a list"
+    ids = {c["id"] for c in doc.get("conversations") or []} or {1}
     for i, m in enumerate(doc["messages"]):
         found = message_problem(m, f"messages[{i}]")
         if found:
             return found
+        if m.get("conversation", 1) not in ids:
+            return f"messages[{i}].conversation names no conversation of the export"
+    return None
+
+
+def conversations_problem(rows: Any, where: str) -> str | None:
+    """An agent's conversations as exported (or as snapshot rows, decoded): ids from 1,
+    each once, times that read back as times."""
+    found = rows_problem(rows, CONVERSATION, where)
+    if found:
+        return found
+    seen: set[int] = set()
+    for i, row in enumerate(rows):
+        if row["id"] < 1 or row["id"] in seen:
+            return f"{where}[{i}].id must be 1 or more, and given once"
+        seen.add(row["id"])
+        for name in ("started_at", "last_used_at"):
+            if not is_time(row[name]):
+                return f"{where}[{i}].{name} {row[name]!r:.40} is not an ISO time"
     return None
 
 
@@ -103,6 +134,8 @@ def message_problem(m: Any, where: str) -> str | None:
         return f"{where}.role must be 'user' or 'assistant', got {m['role']!r:.30}"
     if m["turn_id"] < 1:
         return f"{where}.turn_id must be 1 or more"
+    if m.get("conversation", 1) < 1:
+        return f"{where}.conversation must be 1 or more"
     if m.get("status", "") not in STATUSES:
         return f"{where}.status must be one of {', '.join(map(repr, STATUSES))}"
     if not is_time(m["created_at"]):
@@ -148,6 +181,16 @@ def blocks_problem(blocks: Any, where: str = "blocks") -> str | None:
                     f"characters and a value within it")
         if b.get("scope", "agent") not in SCOPES:
             return f"{where}[{i}].scope must be 'agent' or 'user'"
+    return None
+
+
+def history_problem(rows: Any, where: str = "block_history") -> str | None:
+    found = rows_problem(rows, HISTORY_ROW, where)
+    if found:
+        return found
+    for i, row in enumerate(rows):
+        if row.get("scope", "agent") not in HISTORY_SCOPES:
+            return f"{where}[{i}].scope must be one of {', '.join(HISTORY_SCOPES)}"
     return None
 
 
@@ -204,9 +247,20 @@ def next_request_problem(queue: list[Message]) -> str | None:
 
 
 def queue_problem(messages: list[Message]) -> str | None:
-    """Why the queue (the messages in context) could not be sent to the API as history
-    before a new user message, or None."""
-    queue = [m for m in messages if m.in_context]
+    """Why a conversation's queue (its messages in context) could not be sent to the API as
+    history before a new user message, or None; each conversation has a queue of its own."""
+    by_conversation: dict[int | None, list[Message]] = {}
+    for m in messages:
+        if m.in_context:
+            by_conversation.setdefault(m.conversation_id, []).append(m)
+    for queue in by_conversation.values():
+        found = _one_queue_problem(queue)
+        if found:
+            return found
+    return None
+
+
+def _one_queue_problem(queue: list[Message]) -> str | None:
     if not queue:
         return None
     turns = _turns(queue)

@@ -67,6 +67,10 @@ class StoreCore:
         self.db, self.index = db, index
         self._open_turns: dict[int, int] = {}  # agent id → the turn now journalled
         self._watches: dict[int, AgentWatch] = {}  # see BlocksMixin.watch
+        # What this process works in, per agent: the conversation (see conversations.py)
+        # and the project root whose blocks it sees (see blocks.py).
+        self._conversations: dict[int, int] = {}
+        self._projects: dict[int, tuple[str, str, int]] = {}  # root, default value, limit
         # Decoded queue content by (agent id, message id), checked against the row's `rev`
         # (see RecallMixin.context_messages).
         self._decoded: dict[tuple[int, int], tuple[int, list, list | None]] = {}

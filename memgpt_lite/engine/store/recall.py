@@ -1,8 +1,9 @@
-"""Recall in the store: every message of every turn, the FIFO queue (messages in context), and
-`conversation_search` over the agent's own keyword index (the backend's: see core.py).
+"""Recall in the store: every message of every turn, the FIFO queue (the messages of the current
+conversation in context), and `conversation_search` over the agent's own keyword index (the
+backend's: see core.py), across all its conversations or within one.
 
 Each message gets the next position (`seq`) in its agent's history: search ranks a message's
-neighbours by it, and exports keep it.
+neighbours by it, and exports keep it. Each names its conversation (see conversations.py).
 
 A mixin of `sql.SQLStore`, over the database seam (see core.py).
 """
@@ -18,16 +19,18 @@ from datetime import date, timedelta
 from memgpt_lite.engine import search
 from memgpt_lite.engine.records import Message, SearchHit, SearchPage, now_iso
 from memgpt_lite.engine.search import index_text, plain_text
-from memgpt_lite.engine.store.core import StoreCore, chunked
+from memgpt_lite.engine.store.conversations import ConversationsMixin
+from memgpt_lite.engine.store.core import chunked
 
 _COLUMNS = ("id", "agent_id", "turn_id", "role", "content", "context_content", "index_text",
-            "created_at", "in_context", "status", "seq", "rev")
-_MESSAGE = "id, turn_id, role, content, context_content, created_at, in_context, status"
+            "created_at", "in_context", "status", "conversation_id", "seq", "rev")
+_MESSAGE = ("id, turn_id, role, content, context_content, created_at, in_context, status, "
+            "conversation_id")
 
 
 def _message(r: tuple) -> Message:
     return Message(r[2], json.loads(r[3]), r[1], r[0], r[5], bool(r[6]),
-                   None if r[4] is None else json.loads(r[4]), r[7])
+                   None if r[4] is None else json.loads(r[4]), r[7], r[8])
 
 
 def date_filter(start_date: str | None, end_date: str | None) -> tuple[list[str], list[str]]:
@@ -42,20 +45,23 @@ def date_filter(start_date: str | None, end_date: str | None) -> tuple[list[str]
     return where, params
 
 
-class RecallMixin(StoreCore):
+class RecallMixin(ConversationsMixin):
     """Messages: stored whole, queued while in context, searchable forever."""
 
     # ---------------------------------------------------------------- writing
 
-    def _message_row(self, msg: Message) -> tuple:
+    def _message_row(self, agent_id: int, msg: Message) -> tuple:
         """(turn_id, role, content, context_content, index_text, created_at, in_context,
-        status) as stored."""
+        status, conversation_id) as stored."""
         if msg.created_at is None:
             msg.created_at = now_iso()
+        if msg.conversation_id is None:
+            msg.conversation_id = self.current_conversation(agent_id)
         text = self.db.text(plain_text(msg.role, msg.content))
         return (msg.turn_id, msg.role, self._dumps(msg.content),
                 None if msg.context_content is None else self._dumps(msg.context_content),
-                index_text(text), msg.created_at, bool(msg.in_context), msg.status)
+                index_text(text), msg.created_at, bool(msg.in_context), msg.status,
+                msg.conversation_id)
 
     def add_message(self, agent_id: int, msg: Message) -> int:
         self._insert_messages(agent_id, [msg])
@@ -69,7 +75,7 @@ class RecallMixin(StoreCore):
         """Each message at the next position of the agent's history."""
         if not msgs:
             return
-        rows = [self._message_row(m) for m in msgs]
+        rows = [self._message_row(agent_id, m) for m in msgs]
         names, exprs, values = self.index.insert_columns(agent_id, [r[4] for r in rows])
         sql = (f"INSERT INTO messages ({', '.join((*_COLUMNS, *names))}) VALUES "
                f"({', '.join(('?',) * len(_COLUMNS) + exprs)})")
@@ -87,7 +93,7 @@ class RecallMixin(StoreCore):
                                 values)
 
     def update_message(self, agent_id: int, msg: Message) -> None:
-        row = self._message_row(msg)
+        row = self._message_row(agent_id, msg)
         self._decoded.pop((agent_id, msg.id), None)  # type: ignore[arg-type]
         with self.transaction():
             old = self.db.query("SELECT index_text FROM messages WHERE agent_id = ? AND id = ?",
@@ -162,14 +168,18 @@ class RecallMixin(StoreCore):
         rows = self.db.query(f"SELECT {_MESSAGE} FROM messages WHERE {where} ORDER BY id", params)
         return [_message(r) for r in rows]
 
-    def context_messages(self, agent_id: int) -> list[Message]:
-        """The FIFO queue, oldest first. Read before every model call, so the content JSON of
-        each message is decoded once and kept while the row's revision stays the one it was
-        decoded at (every change stamps a new one, whichever process makes it). The
-        returned lists are shared: replace, never mutate."""
+    def context_messages(self, agent_id: int, conversation: int | None = None
+                         ) -> list[Message]:
+        """The FIFO queue of the current conversation (or of `conversation`), oldest first.
+        Read before every model call, so the content JSON of each message is decoded once
+        and kept while the row's revision stays the one it was decoded at (every change
+        stamps a new one, whichever process makes it). The returned lists are shared:
+        replace, never mutate."""
+        if conversation is None:
+            conversation = self.current_conversation(agent_id)
         rows = self.db.query("SELECT id, turn_id, role, created_at, rev FROM messages "
-                             "WHERE agent_id = ? AND in_context = ? ORDER BY id",
-                             (agent_id, True))
+                             "WHERE agent_id = ? AND conversation_id = ? AND in_context = ? "
+                             "ORDER BY id", (agent_id, conversation, True))
         stale = [r[0] for r in rows
                  if self._decoded.get((agent_id, r[0]), (None,))[0] != r[4]]
         for ids in chunked(stale):
@@ -183,7 +193,8 @@ class RecallMixin(StoreCore):
         queue = []
         for r in rows:
             _, content, context = self._decoded[(agent_id, r[0])]
-            queue.append(Message(r[2], content, r[1], r[0], r[3], True, context))
+            queue.append(Message(r[2], content, r[1], r[0], r[3], True, context,
+                                 conversation_id=conversation))
         return queue
 
     def turn_messages(self, agent_id: int, turn_id: int) -> list[Message]:
@@ -205,7 +216,13 @@ class RecallMixin(StoreCore):
             self.db.executemany("UPDATE messages SET seq = ? WHERE agent_id = ? AND id = ?",
                                 [(seq, agent_id, i) for i, seq in positions.items()])
 
-    def max_turn_id(self, agent_id: int) -> int:
+    def max_turn_id(self, agent_id: int, *, in_conversation: bool = False) -> int:
+        """The agent's last turn id (ids are the agent's, across its conversations), or with
+        `in_conversation` the last of the current conversation (0: none yet)."""
+        if in_conversation:
+            return self.db.query("SELECT coalesce(max(turn_id), 0) FROM messages WHERE "
+                                 "agent_id = ? AND conversation_id = ?",
+                                 (agent_id, self.current_conversation(agent_id)))[0][0]
         return self.db.query("SELECT coalesce(max(turn_id), 0) FROM messages WHERE agent_id = ?",
                              (agent_id,))[0][0]
 
@@ -216,15 +233,19 @@ class RecallMixin(StoreCore):
                         dense: dict[int, float] | None = None,
                         keyword_weight: float = search.KEYWORD_WEIGHT,
                         context: bool = True, leave_out: Collection[int] = (),
-                        below: Collection[int] = ()) -> SearchPage:
-        """Messages ranked by BM25 over any query term plus a share of their matching
-        neighbours' (`search.with_neighbours`); with `dense` ({id: cosine} from the dense
-        side, already date-filtered), fused with it (`search.fuse`). Ids in `leave_out` are
-        never returned, ids in `below` rank after every other candidate (`search.place`).
-        Each hit brings the reply that followed it as `context` (see `replies`). Dates are
-        YYYY-MM-DD, inclusive."""
+                        below: Collection[int] = (),
+                        conversation: int | None = None) -> SearchPage:
+        """Messages of every conversation of the agent (or only of `conversation`) ranked by
+        BM25 over any query term plus a share of their matching neighbours'
+        (`search.with_neighbours`); with `dense` ({id: cosine} from the dense side, already
+        date-filtered), fused with it (`search.fuse`). Ids in `leave_out` are never
+        returned, ids in `below` rank after every other candidate (`search.place`). Each hit
+        brings the reply that followed it as `context` (see `replies`) and names its
+        conversation. Dates are YYYY-MM-DD, inclusive."""
         page, per_page = max(1, int(page)), max(1, int(per_page))
-        scores = self.keyword_scores(agent_id, query, start_date, end_date)
+        scores = self.keyword_scores(agent_id, query, start_date, end_date, conversation)
+        if dense and conversation is not None:
+            dense = self._in_conversation(agent_id, dense, conversation)
         if dense:
             scores = search.fuse(scores, dense, keyword_weight)
         scores = search.place(scores, leave_out, below)
@@ -242,15 +263,28 @@ class RecallMixin(StoreCore):
         return SearchPage(hits, page, math.ceil(len(scores) / per_page), len(scores))
 
     def keyword_scores(self, agent_id: int, query: str, start_date: str | None = None,
-                       end_date: str | None = None) -> dict[int, float]:
+                       end_date: str | None = None,
+                       conversation: int | None = None) -> dict[int, float]:
         """{message id: keyword score} of every candidate of the query (at most RANK_CAP)."""
         where, params = date_filter(start_date, end_date)
+        if conversation is not None:
+            where.append("m.conversation_id = ?")
+            params.append(conversation)
         return search.with_neighbours(self.index.scores("messages", agent_id, query, where,
                                                         params))
 
+    def _in_conversation(self, agent_id: int, scores: dict[int, float],
+                         conversation: int) -> dict[int, float]:
+        """The scores of the messages of `conversation` only."""
+        ids = list(scores)
+        keep = {r[0] for chunk in chunked(ids) for r in self.db.query(
+            f"SELECT id FROM messages WHERE {self._keyed(chunk)} AND conversation_id = ?",
+            (agent_id, *chunk, conversation))}
+        return {i: s for i, s in scores.items() if i in keep}
+
     def replies(self, agent_id: int, ids: list[int]) -> dict[int, list[SearchHit]]:
-        """For each message id, the next message with text in the agent's history (its
-        reply: the answer usually follows the question it was asked in), as a hit."""
+        """For each message id, the next message with text in its conversation (its reply:
+        the answer usually follows the question it was asked in), as a hit."""
         found = self._reply_ids(agent_id, ids)
         hits = {h.id: h for h in self._message_hits(agent_id, list(set(found.values())), {})}
         return {i: [hits[r]] for i, r in found.items()}
@@ -260,7 +294,8 @@ class RecallMixin(StoreCore):
             return {}
         rows = self.db.query(
             "SELECT m.id, (SELECT n.id FROM messages n WHERE n.agent_id = m.agent_id AND "
-            "n.seq > m.seq AND n.index_text != '' ORDER BY n.seq LIMIT 1) FROM messages m "
+            "n.seq > m.seq AND n.index_text != '' AND n.conversation_id = m.conversation_id "
+            "ORDER BY n.seq LIMIT 1) FROM messages m "
             # look the few ids up by key, not by scanning the agent's rows
             f"WHERE {self._keyed(ids, 'm.')}",
             (agent_id, *ids))
@@ -271,8 +306,8 @@ class RecallMixin(StoreCore):
         if not ids:
             return []
         rows = {r[0]: r for r in self.db.query(
-            "SELECT id, role, turn_id, content, created_at, status FROM messages "
-            f"WHERE {self._keyed(ids)}", (agent_id, *ids))}
+            "SELECT id, role, turn_id, content, created_at, status, conversation_id FROM "
+            f"messages WHERE {self._keyed(ids)}", (agent_id, *ids))}
         return [SearchHit(i, plain_text(rows[i][1], json.loads(rows[i][3])), rows[i][4],
                           role=rows[i][1], turn_id=rows[i][2], score=score.get(i, 0.0),
-                          status=rows[i][5]) for i in ids]
+                          status=rows[i][5], conversation=rows[i][6]) for i in ids]

@@ -11,9 +11,13 @@ A **unit** is what a user sees in the preview and what changes, nothing more:
 * passages: a passage whose text or a tag matches is deleted;
 * passage history: an old version of a passage (replaced by `archival_update`, removed by
   `archival_delete`) whose text or a tag matches is deleted;
-* core memory, summary: a line of a block, or a sentence of the running summary, is removed
-  (a block in "user" scope is one row that several agents share: its line goes for all of
-  them);
+* core memory, summary: a line of a block, or a sentence of a conversation's running summary,
+  is removed (a block in "user" scope is one row that several agents share: its line goes for
+  all of them);
+* project memory: a line of a block in "project" scope, whichever project (every agent
+  working there sees it);
+* conversation titles: a title the user gave a conversation goes (its name is its first
+  words again);
 * block history: the matching lines of an edit's old and new values are removed.
 
 Each place is an entry of `PLACES`; a table holding more agent text joins the reach with
@@ -343,23 +347,85 @@ def _block_select(db: Database) -> str:
 
 
 class SummaryPlace:
-    """Sentences of the running summary (sent with every request): the summariser writes
-    one paragraph, so its line would be the whole summary, unrelated facts included."""
+    """Sentences of the running summaries (each conversation's, sent with its requests; a
+    base snapshot written before conversations holds it on the agent's row): the summariser
+    writes one paragraph, so its line would be the whole summary, unrelated facts included."""
 
     name = "summary"
-    tables = ("agents",)
+    tables = ("agents", "conversations")
 
     def find(self, db: Database, agent_id: int, matcher: Matcher) -> list[Unit]:
-        rows = db.query("SELECT summary FROM agents WHERE id = ?", (agent_id,))
-        left, gone = matcher.drop_sentences(rows[0][0] if rows else "")
-        return [Unit(self.name, "summary", LINES, left, lines=gone)] if gone else []
+        rows = [("summary", r[0]) for r in db.query("SELECT summary FROM agents WHERE id = ?",
+                                                    (agent_id,))]
+        if db.columns("conversations"):
+            rows += db.query("SELECT id, summary FROM conversations WHERE agent_id = ? "
+                             "ORDER BY id", (agent_id,))
+        units = []
+        for key, summary in rows:
+            left, gone = matcher.drop_sentences(summary or "")
+            if gone:
+                units.append(Unit(self.name, key, LINES, left, lines=gone))
+        return units
 
     def apply(self, w: Writer, units: list[Unit], matcher: Matcher) -> None:
-        if units:
-            ((summary,),) = w.db.query("SELECT summary FROM agents WHERE id = ?",
-                                       (w.agent_id,))
-            w.db.execute("UPDATE agents SET summary = ? WHERE id = ?",
-                         (matcher.drop_sentences(summary)[0], w.agent_id))
+        for unit in units:
+            if unit.key == "summary":
+                ((summary,),) = w.db.query("SELECT summary FROM agents WHERE id = ?",
+                                           (w.agent_id,))
+                w.db.execute("UPDATE agents SET summary = ? WHERE id = ?",
+                             (matcher.drop_sentences(summary)[0], w.agent_id))
+                continue
+            for (summary,) in w.db.query("SELECT summary FROM conversations WHERE agent_id = ? "
+                                         "AND id = ?", (w.agent_id, unit.key)):
+                w.db.execute("UPDATE conversations SET summary = ?, rev = ? WHERE agent_id = ? "
+                             "AND id = ?", (matcher.drop_sentences(summary)[0], w.rev(),
+                                            w.agent_id, unit.key))
+
+
+class TitlePlace:
+    """The titles the user gave conversations (`/title`): a matching one goes."""
+
+    name = "conversation titles"
+    tables = ("conversations",)
+
+    def find(self, db: Database, agent_id: int, matcher: Matcher) -> list[Unit]:
+        if not db.columns("conversations"):
+            return []
+        return [Unit(self.name, cid, DELETE, title) for cid, title in db.query(
+            "SELECT id, title FROM conversations WHERE agent_id = ? AND title != '' ORDER BY id",
+            (agent_id,)) if matcher.hits(title)]
+
+    def apply(self, w: Writer, units: list[Unit], matcher: Matcher) -> None:
+        w.db.executemany("UPDATE conversations SET title = '', rev = ? WHERE agent_id = ? AND "
+                         "id = ?", [(w.rev(), w.agent_id, u.key) for u in units])
+
+
+class ProjectBlockPlace:
+    """Lines of the blocks in project scope, of every project: every agent working in a
+    project sees its blocks, so a forget reaches them all."""
+
+    name = "project memory"
+    tables = ("project_blocks",)
+
+    def find(self, db: Database, agent_id: int, matcher: Matcher) -> list[Unit]:
+        if not db.columns("project_blocks"):
+            return []
+        units = []
+        for row_id, project, label, value in db.query(
+                "SELECT id, project, label, value FROM project_blocks ORDER BY id"):
+            gone = matcher.drop_lines(value)[1]
+            if gone:
+                units.append(Unit(self.name, row_id, LINES, f"{label!r} of {project}",
+                                  lines=gone))
+        return units
+
+    def apply(self, w: Writer, units: list[Unit], matcher: Matcher) -> None:
+        for unit in units:
+            for (value,) in w.db.query("SELECT value FROM project_blocks WHERE id = ?",
+                                       (unit.key,)):
+                w.db.execute("UPDATE project_blocks SET value = ?, updated_at = ?, version = "
+                             "version + 1 WHERE id = ?",
+                             (matcher.drop_lines(value)[0], now_iso(), unit.key))
 
 
 class BlockHistoryPlace:
@@ -397,7 +463,9 @@ PLACES: list[Place] = [
     RowPlace("passages", "passages", ("text", "tags"), ("tags",), "passages"),
     RowPlace("passage_history", "passage history", ("text", "tags"), ("tags",)),
     BlockPlace(),
+    ProjectBlockPlace(),
     SummaryPlace(),
+    TitlePlace(),
     BlockHistoryPlace(),
 ]
 

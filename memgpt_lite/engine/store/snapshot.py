@@ -6,8 +6,9 @@ megabytes and seconds per chat). Instead:
 * a **base** is one agent's rows in a SQLite file of their own, written now and then beside
   the recordings (`choose_base`, `write_base`); its name holds the agent's revision;
 * a **delta** is what changed since a base (every row stamped with a later revision, the
-  ids deleted since, and the small always-current state: the agent row and its blocks),
-  written into each recording's header (`changes_since`).
+  ids deleted since, and the small always-current state: the agent row, its blocks, and the
+  blocks of the project it works in), written into each recording's header
+  (`changes_since`).
 
 `materialise(base, delta, target)` rebuilds the agent in a fresh file for a replay: the base
 copied, the delta applied on top. Row ids are the live ones, so the replayed agent's history
@@ -36,7 +37,12 @@ from memgpt_lite.engine.store.database import dumps
 from memgpt_lite.engine.store.sqlite import fts
 from memgpt_lite.engine.store.sqlite.database import SQLiteDatabase
 from memgpt_lite.engine.store.sqlite.store import SQLiteStore
-from memgpt_lite.engine.store.tables import HISTORY_TABLES, JSON_COLUMNS, SNAPSHOT_TABLES
+from memgpt_lite.engine.store.tables import (
+    HISTORY_TABLES,
+    JSON_COLUMNS,
+    SNAPSHOT_TABLES,
+)
+from memgpt_lite.engine.store.tables import table as table_spec
 from memgpt_lite.engine.text import clean_value
 
 BASE_REFRESH_ROWS = 2_000  # a delta with more changed rows than this gets a new base instead
@@ -138,6 +144,10 @@ def changes_since(store: Store, agent_id: int, since: int) -> dict[str, Any]:
             delta[table] = _rows(store, agent_id, table, since)
         delta["tombstones"] = [[kind, row_id] for kind, row_id in
                                store.tombstones_since(agent_id, since)]
+        project = store.project_of(agent_id)
+        delta["project"] = project
+        delta["project_blocks"] = [{"label": b.label, "value": b.value, "char_limit": b.limit}
+                                   for b in store.project_blocks(project)] if project else []
     return delta
 
 
@@ -198,13 +208,34 @@ def apply(store: SQLiteStore, delta: dict[str, Any]) -> None:
             if kind in HISTORY_TABLES:
                 store.db.execute(f"DELETE FROM {kind} WHERE id = ? AND agent_id = ?",
                                   (row_id, agent_id))
-        for table in HISTORY_TABLES:
-            for row in delta.get(table) or []:
-                _upsert(store, table, row)
+        for name in HISTORY_TABLES:
+            for row in delta.get(name) or []:
+                _upsert(store, name, row)
+        if "conversations" not in delta:
+            _before_conversations(store, agent_id, delta["agent"])
+        for row in delta.get("project_blocks") or []:
+            _upsert(store, "project_blocks", {"project": delta["project"], **row,
+                                              "updated_at": delta["agent"]["created_at"]})
         fts.rebuild(store.db.connection, agent_id)
-        found = checks.queue_problem(store.context_messages(agent_id))
-        if found:
-            raise ValueError(found)
+        for conversation in store.conversations(agent_id):
+            found = checks.queue_problem(store.context_messages(agent_id, conversation.id))
+            if found:
+                raise ValueError(found)
+
+
+def _before_conversations(store: SQLiteStore, agent_id: int, agent: dict[str, Any]) -> None:
+    """A delta written before conversations: its agent row holds the summary and the pager
+    state, which conversation 1 holds now (as migration 008 moved them)."""
+    state = dict(agent.get("state") or {})
+    pager = state.pop("pager", None)
+    store.db.execute("UPDATE agents SET summary = '', state = ? WHERE id = ?",
+                     (dumps(state), agent_id))
+    store.db.execute("DELETE FROM conversations WHERE agent_id = ? AND id = 1", (agent_id,))
+    store.db.execute("INSERT INTO conversations (agent_id, id, started_at, last_used_at, "
+                     "summary, state) VALUES (?, 1, ?, ?, ?, ?)",
+                     (agent_id, agent["created_at"], agent.get("last_used_at") or
+                      agent["created_at"], clean_value(agent.get("summary") or ""),
+                      dumps({"pager": pager} if pager is not None else {})))
 
 
 def _share(store: SQLiteStore, agent_id: int, row: dict[str, Any]) -> None:
@@ -215,11 +246,13 @@ def _share(store: SQLiteStore, agent_id: int, row: dict[str, Any]) -> None:
 
 def _upsert(store: SQLiteStore, table: str, row: dict[str, Any]) -> None:
     values = dict(clean_value(row))  # a recording's JSON may hold lone surrogates
+    key = table_spec(table).key
     for col in JSON_COLUMNS.get(table, ()):
         if values.get(col) is not None:
             values[col] = dumps(values[col])
     cols = list(values)
-    updates = ", ".join(f"{c} = excluded.{c}" for c in cols if c != "id")
+    updates = ", ".join(f"{c} = excluded.{c}" for c in cols if c not in key)
     store.db.execute(
         f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) "
-        f"ON CONFLICT (id) DO UPDATE SET {updates}", [values[c] for c in cols])
+        f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}", [values[c] for c in cols])
+

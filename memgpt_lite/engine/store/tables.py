@@ -35,9 +35,12 @@ class Table:
     backends: tuple[str, ...] = BOTH
     postgres_columns: tuple[str, ...] = ()  # kept beside SQLite's there (never in snapshots)
     why: str = ""  # why it is outside snapshots, exports or forget, when it is
+    key: tuple[str, ...] = ("id",)  # what names one row (a delta's upsert: a unique key)
 
 
 TABLES: tuple[Table, ...] = (
+    # `summary` is empty since conversations hold the summary (migration 008); forget still
+    # reaches it in base snapshots written before.
     Table("agents", ("id", "name", "model", "settings", "summary", "created_at",
                      "last_used_at", "uid", "rev", "state"), "self", snapshot=True,
           export=True, forget=("summary",), json_columns=("settings", "state")),
@@ -49,10 +52,11 @@ TABLES: tuple[Table, ...] = (
           why="a user-scope block's value; snapshots and exports carry it as the agent's block "
               "with scope 'user'"),
     Table("block_history", ("id", "agent_id", "label", "old_value", "new_value", "source",
-                            "created_at", "rev", "turn_id"), "agent", snapshot=True,
-          history=True, export=True, forget=("block history",)),
+                            "created_at", "rev", "turn_id", "scope", "project"), "agent",
+          snapshot=True, history=True, export=True, forget=("block history",)),
     Table("messages", ("id", "agent_id", "turn_id", "role", "content", "context_content",
-                       "index_text", "created_at", "in_context", "seq", "rev", "status"),
+                       "index_text", "created_at", "in_context", "seq", "rev", "status",
+                       "conversation_id"),
           "agent", snapshot=True, history=True, export=True, forget=("messages",),
           json_columns=("content", "context_content"), bool_columns=("in_context",),
           postgres_columns=_PG_INDEX),
@@ -63,6 +67,15 @@ TABLES: tuple[Table, ...] = (
                               "superseded_at", "change", "reason", "turn_id",
                               "origin_turn_id", "rev"), "agent", snapshot=True, history=True,
           export=True, forget=("passage history",), json_columns=("tags",)),
+    Table("conversations", ("agent_id", "id", "started_at", "last_used_at", "title", "summary",
+                            "state", "rev"), "agent", snapshot=True, history=True, export=True,
+          forget=("summary", "conversation titles"), json_columns=("state",),
+          key=("agent_id", "id")),
+    Table("project_blocks", ("id", "project", "label", "value", "char_limit", "updated_at",
+                             "version"), "data", forget=("project memory",),
+          key=("project", "label"),
+          why="a project's block, seen by every agent working there: a recording's delta "
+              "carries the session's project blocks, an export leaves them to the project"),
     Table("tombstones", ("agent_id", "kind", "row_id", "rev"), "agent",
           why="which rows went since a revision: deltas carry them as a list of their own"),
     Table("turn_effects", ("id", "agent_id", "turn_id", "kind", "target", "before"), "agent",

@@ -4,9 +4,12 @@ passages' history).
 
 A block in user scope is exported with `"scope": "user"`: an import joins the data dir's
 user-scope block of that label (created from the exported value when there is none), as
-`agents create --share` would. Passage ids are the data dir's, so an import gives passages
-new ids and points their history at them. Exports without these fields (older ones) import
-as before."""
+`agents create --share` would. Blocks in project scope belong to their project, not to the
+agent: they are not exported (the agent's history of its writes to them is). The agent's
+conversations travel with it (`conversations`: id, times, title, summary, pager state), each
+message naming its own. Passage ids are the data dir's, so an import gives passages new ids
+and points their history at them. Exports without these fields (older ones) import as
+before: one conversation holding the summary and every message."""
 
 from __future__ import annotations
 
@@ -29,11 +32,16 @@ def export_agent(store: Store, name: str) -> dict:
                   "summary": agent.summary, "created_at": agent.created_at,
                   "last_used_at": agent.last_used_at, "state": agent.state},
         "blocks": [{"label": b.label, "value": b.value, "limit": b.limit, "scope": b.scope}
-                   for b in store.get_blocks(agent.id)],
+                   for b in store.get_blocks(agent.id) if b.scope != "project"],
         "block_history": store.block_history(agent.id),
+        "conversations": [{"id": c.id, "started_at": c.started_at,
+                           "last_used_at": c.last_used_at, "title": c.title,
+                           "summary": c.summary, "state": c.state}
+                          for c in store.conversations(agent.id)],
         "messages": [{"turn_id": m.turn_id, "role": m.role, "content": m.content,
                       "context_content": m.context_content, "created_at": m.created_at,
-                      "in_context": m.in_context, "position": position, "status": m.status}
+                      "in_context": m.in_context, "position": position, "status": m.status,
+                      "conversation": m.conversation_id}
                      for m, position in zip(store.all_messages(agent.id),
                                             store.message_positions(agent.id))],
         "passages": [{"id": p.id, "text": p.text, "tags": p.tags, "created_at": p.created_at,
@@ -72,7 +80,7 @@ def _messages(rows: list[dict]) -> list[Message]:
     clean = checks.without_engine_fields
     return [Message(m["role"], clean(m["content"]), int(m["turn_id"]), None, m["created_at"],
                     bool(m["in_context"]), clean(m.get("context_content")),
-                    m.get("status") or "")
+                    m.get("status") or "", int(m.get("conversation") or 1))
             for m in rows]
 
 
@@ -83,10 +91,14 @@ def _import(store: Store, doc: dict, name: str | None, messages: list[Message]) 
         store.restore_agent(agent.id, summary=meta.get("summary", ""),
                             created_at=meta["created_at"], last_used_at=meta.get("last_used_at"),
                             state=dict(meta.get("state") or {}))
+        conversations = doc.get("conversations") or []
+        if conversations:
+            store.restore_conversations(agent.id, conversations)
         store.restore_blocks(agent.id, [(b["label"], b["value"], int(b["limit"]))
-                                        for b in doc["blocks"]],
+                                        for b in doc["blocks"] if b.get("scope") != "project"],
                              [(h["label"], h["old_value"], h["new_value"], h["source"],
-                               h["created_at"], h.get("turn_id"))
+                               h["created_at"], h.get("turn_id"), h.get("scope") or "agent",
+                               h.get("project"))
                               for h in doc.get("block_history", [])],
                              shared=[b["label"] for b in doc["blocks"]
                                      if b.get("scope") == "user"])

@@ -127,18 +127,28 @@ class TurnsMixin(AgentsMixin, RecallMixin, ArchiveMixin):
         return popped
 
     def _revert_blocks(self, agent_id: int, turn: int, popped: PoppedTurns) -> None:
-        edits: dict[str, tuple[str | None, str]] = {}  # label → (value before, value after)
-        for label, old, new in self.db.query("SELECT label, old_value, new_value FROM "
-                                             "block_history WHERE agent_id = ? AND turn_id = ? "
-                                             "ORDER BY id", (agent_id, turn)):
-            edits[label] = (edits[label][0] if label in edits else old, new)
+        # (label, project) → (value before, value after): a project block is put back in the
+        # project the turn wrote it in, wherever the agent works now.
+        edits: dict[tuple[str, str | None], tuple[str | None, str]] = {}
+        for label, old, new, project in self.db.query(
+                "SELECT label, old_value, new_value, project FROM block_history WHERE "
+                "agent_id = ? AND turn_id = ? ORDER BY id", (agent_id, turn)):
+            key = (label, project)
+            edits[key] = (edits[key][0] if key in edits else old, new)
         reverted = []
-        for label, (before, after) in edits.items():
-            block = self.get_block(agent_id, label)
-            if block is None or block.value != after or before is None:
+        for (label, project), (before, after) in edits.items():
+            if project is not None:
+                done = before is not None and self._undo_project(
+                    project, label, {"value": before, "after": after})
+            else:
+                block = self.get_block(agent_id, label)
+                done = not (block is None or block.scope == "project" or block.value != after
+                            or before is None)
+                if done:
+                    self._undo_block(agent_id, label, {"value": before, "limit": block.limit})
+            if not done:
                 popped.blocks_kept.append(label)
                 continue
-            self._undo_block(agent_id, label, {"value": before, "limit": block.limit})
             reverted.append(label)
             popped.blocks_reverted.append(label)
         self._drop_block_history(agent_id, [turn], reverted)

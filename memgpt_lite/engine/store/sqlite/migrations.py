@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 import sqlite3
 from collections.abc import Callable
@@ -267,6 +268,60 @@ def _m006_forget_intents(db: sqlite3.Connection) -> None:
     """)
 
 
+def _m008_conversations_and_project_blocks(db: sqlite3.Connection) -> None:
+    """Conversations and project scope. An agent has many `conversations` (id counted per
+    agent, from 1): each holds its own running summary and pager state (`state`), and every
+    message names the conversation it belongs to, so each has its own queue; core memory,
+    archival memory and recall stay the agent's. Every agent gets conversation 1, holding its
+    queue, summary and pager state as they were (`agents.summary` is left empty from now
+    on). `project_blocks` holds the core memory blocks in "project" scope: one row per
+    project root and label, seen by every agent working in that project. A block history
+    row names where its write went: `scope` (agent, user or project) and `project`."""
+    _run(db, """
+    CREATE TABLE conversations (
+        agent_id INTEGER NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+        id INTEGER NOT NULL,
+        started_at TEXT NOT NULL,
+        last_used_at TEXT NOT NULL,
+        title TEXT NOT NULL DEFAULT '',
+        summary TEXT NOT NULL DEFAULT '',
+        state TEXT NOT NULL DEFAULT '{}',
+        rev INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (agent_id, id)
+    );
+    CREATE INDEX conversations_rev ON conversations(agent_id, rev);
+    ALTER TABLE messages ADD COLUMN conversation_id INTEGER NOT NULL DEFAULT 1;
+    CREATE INDEX messages_conversation ON messages(agent_id, conversation_id, in_context);
+    CREATE TABLE project_blocks (
+        id INTEGER PRIMARY KEY,
+        project TEXT NOT NULL,
+        label TEXT NOT NULL,
+        value TEXT NOT NULL,
+        char_limit INTEGER NOT NULL,
+        updated_at TEXT NOT NULL,
+        version INTEGER NOT NULL DEFAULT 0,
+        UNIQUE (project, label)
+    );
+    ALTER TABLE block_history ADD COLUMN scope TEXT NOT NULL DEFAULT 'agent';
+    ALTER TABLE block_history ADD COLUMN project TEXT;
+    CREATE INDEX block_history_project ON block_history(project, label)
+        WHERE project IS NOT NULL;
+    """)
+    rows = db.execute("SELECT id, summary, state, created_at, last_used_at, rev FROM agents"
+                      ).fetchall()
+    for agent_id, summary, state, created_at, last_used_at, rev in rows:
+        first = db.execute("SELECT min(created_at) FROM messages WHERE agent_id = ?",
+                           (agent_id,)).fetchone()[0]
+        learned = json.loads(state or "{}")
+        pager = learned.pop("pager", None)
+        db.execute("INSERT INTO conversations (agent_id, id, started_at, last_used_at, summary, "
+                   "state, rev) VALUES (?, 1, ?, ?, ?, ?, ?)",
+                   (agent_id, first or created_at, last_used_at or created_at, summary,
+                    json.dumps({"pager": pager} if pager is not None else {}), rev))
+        db.execute("UPDATE agents SET summary = '', state = ? WHERE id = ?",
+                   (json.dumps(learned, ensure_ascii=False), agent_id))
+
+
 # Append-only: never edit or reorder an entry that has shipped; add a new one.
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("001_initial", _m001_initial),
@@ -276,4 +331,5 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("005_vectors", _m005_vectors),
     ("006_forget_intents", _m006_forget_intents),
     ("007_passage_history_and_shared_blocks", _m007_passage_history_and_shared_blocks),
+    ("008_conversations_and_project_blocks", _m008_conversations_and_project_blocks),
 ]

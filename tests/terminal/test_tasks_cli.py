@@ -1,0 +1,138 @@
+"""The command line of conversations, projects and block history, on both backends:
+`agents share` never loses a value (`--keep`, refused with one sentence when piped),
+`core --history` / `--restore`, `conversations`, `core` and `agents show` naming the
+project, `agents set confirm_memory=`."""
+
+from __future__ import annotations
+
+import pytest
+
+from memgpt_lite.engine.agent import Agent
+from memgpt_lite.engine.memory import default_blocks
+from memgpt_lite.engine.store import open_store
+from memgpt_lite.lab.scripted import ScriptedModel, text_response
+from memgpt_lite.terminal import cli
+
+
+@pytest.fixture
+def db(store_target):
+    return store_target
+
+
+def main(db, *args) -> int:
+    return cli.main(["--db", db, *args])
+
+
+def agent_with(db, name, human):
+    with open_store(db) as store:
+        row = store.create_agent(name, {}, default_blocks(5_000))
+        if human is not None:
+            store.set_block(row.id, "human", human, source="user")
+
+
+def shared_value(db):
+    with open_store(db) as store:
+        return store.shared_block("human").value
+
+
+def test_sharing_never_loses_a_value(db, capsys):
+    assert main(db, "agents", "create", "bob", "--share", "human") == 0
+    agent_with(db, "ada", "Name: Ada. Answers in Chinese.")
+    assert main(db, "agents", "share", "ada", "human") == 0  # the shared one held nothing
+    assert shared_value(db) == "Name: Ada. Answers in Chinese."
+    agent_with(db, "cy", "Likes tea.")
+    capsys.readouterr()
+    assert main(db, "agents", "share", "cy", "human") == 2  # piped: nobody to ask
+    err = capsys.readouterr().err
+    assert "--keep shared|mine|both" in err and err.count("\n") == 1
+    with open_store(db) as store:
+        assert store.get_block(store.get_agent("cy").id, "human").scope == "agent"
+    assert main(db, "agents", "share", "cy", "human", "--keep", "both") == 0
+    assert shared_value(db) == "Name: Ada. Answers in Chinese.\nLikes tea."
+    agent_with(db, "dan", "Dan's own facts.")
+    assert main(db, "agents", "share", "dan", "human", "--keep", "shared") == 0
+    capsys.readouterr()
+    assert main(db, "core", "--agent", "dan", "--history", "human") == 0
+    assert "Dan's own facts." in capsys.readouterr().out  # kept, and restorable
+    assert main(db, "agents", "unshare", "dan", "human") == 0
+    assert main(db, "core", "--agent", "dan", "--restore", "human", "2") == 0
+    with open_store(db) as store:
+        assert store.get_block(store.get_agent("dan").id, "human").value == "Dan's own facts."
+    assert "Dan's own facts." not in shared_value(db)
+
+
+def test_history_and_restore_of_a_block(db, capsys):
+    agent_with(db, "ada", "v2 text")
+    with open_store(db) as store:
+        row = store.get_agent("ada")
+        store.set_block(row.id, "human", "v3 text", source="tool")
+    capsys.readouterr()
+    assert main(db, "core", "--agent", "ada", "--history", "human") == 0
+    out = capsys.readouterr().out
+    assert "Nothing is known" in out and "v2 text" in out and "v3 text" in out
+    assert "ada · user" in out and "ada · tool" in out and "ada · init" in out
+    assert main(db, "core", "--agent", "ada", "--restore", "human", "2") == 0
+    assert "holds version 2 again (saved as version 4" in capsys.readouterr().out
+    assert main(db, "core", "--agent", "ada", "--restore", "human", "4") == 0  # a no-op
+    assert main(db, "core", "--agent", "ada", "--restore", "human", "3") == 0  # undone
+    with open_store(db) as store:
+        assert store.get_block(store.get_agent("ada").id, "human").value == "v3 text"
+    capsys.readouterr()
+    assert main(db, "core", "--agent", "ada", "--restore", "human", "99") == 2
+    assert "has 5 versions" in capsys.readouterr().err
+    assert main(db, "core", "--agent", "ada", "--restore", "human", "x") == 2
+    assert main(db, "core", "--agent", "ada", "--history", "nope") == 2
+    assert "has no block 'nope'" in capsys.readouterr().err
+
+
+def test_conversations_core_and_show_name_them_and_the_project(db, capsys, tmp_path):
+    blog = tmp_path / "blog"
+    (blog / ".git").mkdir(parents=True)
+    (blog / "posts").mkdir()
+    with open_store(db) as store:
+        agent = Agent.open(store, "ada", model_client=ScriptedModel([
+            text_response("A."), text_response("B.")]), lock_wait=None, project=str(blog))
+        assert list(agent.step("Plan the Lisbon trip please"))[-1].completed
+        agent.start_conversation()
+        assert list(agent.step("Fix the blog theme"))[-1].completed
+        store.set_conversation_title(agent.id, 2, "theme work")
+        agent.close()
+    capsys.readouterr()
+    assert main(db, "conversations", "--agent", "ada") == 0
+    out = capsys.readouterr().out
+    assert "Plan the Lisbon trip please" in out and "theme work" in out and "2 *" in out
+    assert main(db, "core", "--agent", "ada", "--project", str(blog / "posts")) == 0
+    assert "project  " in (out := capsys.readouterr().out) and f"scope project {blog}" in out
+    assert main(db, "agents", "show", "ada", "--project", str(blog)) == 0
+    assert f"scope project {blog}" in capsys.readouterr().out
+    assert main(db, "conversations", "--agent", "nobody") != 0
+
+
+def test_confirm_memory_is_a_setting(db, capsys):
+    agent_with(db, "ada", None)
+    assert main(db, "agents", "set", "ada", "confirm_memory=on") == 0
+    with open_store(db) as store:
+        assert store.get_agent("ada").settings["confirm_memory"] is True
+    assert main(db, "agents", "set", "ada", "confirm_memory=perhaps") == 2
+    assert "confirm_memory must be on or off" in capsys.readouterr().err
+
+
+def test_sessions_and_replay_name_the_conversation(capsys, tmp_path):
+    from memgpt_lite.engine import config, recording
+
+    with open_store(config.db_path()) as store:
+        agent = Agent.open(store, "ada", model_client=ScriptedModel([
+            text_response("A."), text_response("B.")]), lock_wait=None, project=str(tmp_path))
+        for step in (lambda: None, agent.start_conversation):
+            step()
+            recorder = recording.start_recording(agent)
+            assert list(recording.recorded_step(agent, recorder, "hello"))[-1].completed
+            recorder.close()
+        agent.close()
+    capsys.readouterr()
+    assert cli.main(["sessions", "--agent", "ada"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:3]]
+    assert sorted(row[1:3] for row in rows) == [["ada", "1"], ["ada", "2"]]  # id, agent, conv
+    assert cli.main(["replay", recorder.path.as_posix(), "--strict"]) == 0
+    out = capsys.readouterr().out
+    assert "conversation 2" in out and f"project {tmp_path}" in out

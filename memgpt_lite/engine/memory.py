@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import TYPE_CHECKING
 
-from memgpt_lite.engine import prompts, recall_page
+from memgpt_lite.engine import prompts, recall_head, recall_page
 from memgpt_lite.engine.events import Event, MemoryEditEvent
 from memgpt_lite.engine.recall_page import (
     HIT_CHARS,
@@ -434,9 +434,9 @@ class MemoryTools:
         dense, weight, events = self.dense_candidates(tool, "messages", query, start, end)
         leave_out, below = self.visible() if self.visible and self.layout >= 2 else ([], [])
         size = per_page or recall_page.PER_PAGE[self.layout]
-        result = self.store.search_messages(self.agent_id, query, page, size, start_date=start,
-                                            end_date=end, dense=dense, keyword_weight=weight,
-                                            leave_out=leave_out, below=below)
+        result = recall_head.message_page(self.store, self.layout, self.agent_id, query, page,
+                                          size, start_date=start, end_date=end, dense=dense,
+                                          keyword_weight=weight, leave_out=leave_out, below=below)
         return result, events
 
     def _whole_turn(self, turn_id: int) -> ToolOutcome:

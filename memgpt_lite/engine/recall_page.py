@@ -28,7 +28,7 @@ REPLY_CHARS = 300  # layout 2: the reply under a hit
 REPLIES_UNDER = "questions"  # or "all"
 # Hits per page, by layout. Ten one-line hits are ~700 tokens (the engine's count), so two
 # pages fill the 1,000-2,000 tokens a model reads of a search (docs/search.md).
-PER_PAGE = {1: 5, 2: 10}
+PER_PAGE = {1: 5, 2: 10, 3: 10}
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+")
 TURN_QUERY = re.compile(r"\s*turn:(\d{1,15})\s*")  # "turn:57": that turn's messages whole
 

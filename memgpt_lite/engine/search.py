@@ -267,3 +267,100 @@ def fuse(keyword: dict[int, float], dense: dict[int, float],
     k, d = _minmax(keyword), _minmax(dense)
     w = keyword_weight
     return {i: w * k.get(i, 0.0) + (1 - w) * d.get(i, 0.0) for i in k.keys() | d.keys()}
+
+
+# --------------------------------------------------------------------------- the head, re-ranked
+# Search layout 3 re-ranks the first pages' candidates with their texts in hand (see
+# memory.py): BM25 sums what each term scores, so a message that repeats one rare word can
+# outrank one that holds every word of the question; and a question about time ("When did
+# she go camping?") is answered by the message that says when ("last weekend", "in May").
+
+RERANK_PAGES = 5  # pages 1..5 are re-ranked; later pages keep BM25's order
+COVERAGE_WEIGHT = 0.0  # a hit holding every query term scores (1 + this) times its score
+TIME_WEIGHT = 0.0  # for a question about time, a hit saying when scores (1 + this) times
+DATE_WEIGHT = 0.0  # for a question naming a month, a hit of that month scores (1 + this) times
+
+_TIME_QUESTION = re.compile(
+    r"\b(when|how long|how many (?:days|weeks|months|years)|what (?:year|month|day|date|time)"
+    r"|which (?:year|month|day|date))\b", re.I)
+_MONTHS = ("january february march april may june july august september october november "
+           "december jan feb mar apr jun jul aug sep sept oct nov dec")
+_DAYS = ("monday tuesday wednesday thursday friday saturday sunday "
+         "mon tue tues wed thu thurs fri sat sun")
+_TIME_SAID = re.compile(
+    r"\b(yesterday|today|tonight|tomorrow|ago|last|next|this (?:week|weekend|month|year|morning"
+    r"|afternoon|evening|summer|spring|fall|autumn|winter)|weekend|(?:1[89]|20)\d\d|since|"
+    + "|".join((_MONTHS + " " + _DAYS).split()) + r")\b", re.I)
+
+
+def asks_time(query: str) -> bool:
+    """Whether the question asks when (or how long ago) something happened."""
+    return bool(_TIME_QUESTION.search(query))
+
+
+def says_time(text: str) -> bool:
+    """Whether a message says when: a relative day or week, a weekday, a month, a year."""
+    return bool(_TIME_SAID.search(text))
+
+
+def coverage(terms: list[str], text: str) -> float:
+    """The share of query terms the text holds, a long word by its first letters (as the
+    index matches it by prefix) and a verb by any of its irregular forms."""
+    if not terms:
+        return 0.0
+    words = word_set(text)
+    stems = {w[:PREFIX_CHARS] for w in words if len(w) >= PREFIX_CHARS}
+
+    def holds(term: str) -> bool:
+        forms = (term.rstrip("*"), *_VERB_FORMS.get(term, ()))
+        return any(f in words or (len(f) >= PREFIX_CHARS and f[:PREFIX_CHARS] in stems)
+                   for f in forms)
+
+    return sum(1 for t in terms if holds(t)) / len(terms)
+
+
+_MONTH_NUMBER = {m: n % 12 + 1 for n, m in enumerate(_MONTHS.split())}
+_NAMED_MONTH = re.compile(
+    r"\b(?:(?:in|of|during|early|late|mid|since|on|by|before|after)\s+(?P<a>[a-z]+)"
+    r"(?:,?\s+(?P<y>(?:19|20)\d\d))?|(?P<b>[a-z]+),?\s+(?P<z>(?:19|20)\d\d))\b", re.I)
+
+
+def named_months(query: str) -> set[tuple[int | None, int]]:
+    """The (year or None, month) pairs a question names ("in May", "June 2023"): "may"
+    counts as a month only after a preposition or before a year."""
+    found = set()
+    for m in _NAMED_MONTH.finditer(query):
+        name = (m.group("a") or m.group("b")).lower()
+        if name in _MONTH_NUMBER and (len(name) > 3 or name == "may"):
+            year = m.group("y") or m.group("z")
+            found.add((int(year) if year else None, _MONTH_NUMBER[name]))
+    return found
+
+
+def in_months(created_at: str, months: set[tuple[int | None, int]]) -> bool:
+    """Whether a message was written in one of `months` or the month after (an event is
+    told of after it happened)."""
+    year, month = int(created_at[:4]), int(created_at[5:7])
+    before = (year, month - 1) if month > 1 else (year - 1, 12)
+    return any((y is None or y == yy) and m == mm for y, m in months
+               for yy, mm in ((year, month), before))
+
+
+def rerank(query: str, head: list[tuple[int, float, str, str]]) -> list[int]:
+    """The ids of `head` ((id, score, text, created_at), best first) in their re-ranked
+    order: each score times (1 + COVERAGE_WEIGHT × the share of query terms held); for a
+    question about time, times (1 + TIME_WEIGHT) when the text says when; for a question
+    naming a month, times (1 + DATE_WEIGHT) when written in (or just after) that month.
+    Equal scores keep their order."""
+    terms = query_terms(query)
+    timed = TIME_WEIGHT and asks_time(query)
+    months = named_months(query) if DATE_WEIGHT else set()
+    scored = []
+    for rank, (i, score, text, created_at) in enumerate(head):
+        factor = 1.0 + COVERAGE_WEIGHT * coverage(terms, text)
+        if timed and says_time(text):
+            factor *= 1.0 + TIME_WEIGHT
+        if months and in_months(created_at, months):
+            factor *= 1.0 + DATE_WEIGHT
+        scored.append((-score * factor, rank, i))
+    return [i for _, _, i in sorted(scored)]

@@ -1,14 +1,16 @@
 """How `conversation_search` shows a page of message hits to the model (docs/search.md).
 
-The model pays for every token of a tool result, so layout 2 (the default) spends them on
+The model pays for every token of a tool result, so layout 2 spends them on
 distinct evidence: each day is written once as a heading over its hits (in rank order of the
 day's best hit), a hit's line carries only its role, identical texts on a page are shown
 once with their other days, and a message longer than `HIT_CHARS` shows a window around its
 best-matching sentences, with a marker saying how to read it whole (`turn:N`). The reply
 that followed a hit is shown under it, cut at `REPLY_CHARS`.
 
-Layout 1 is the layout before that (every line dated to the minute, the reply labelled,
-long texts cut at the end); replays of recordings made with it select it, so they stay exact.
+Layout 3 (the default) lays pages out as layout 2 does; what differs is the order of the
+first pages' hits (recall_head.py). Layout 1 is the layout before 2 (every line dated to
+the minute, the reply labelled, long texts cut at the end). A replay selects its
+recording's layout, so it stays exact.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from memgpt_lite.engine.records import SearchHit
 from memgpt_lite.engine.search import PREFIX_CHARS, query_terms
 from memgpt_lite.engine.text import neutralise_tags
 
-LAYOUT = 2  # the current layout; recordings name theirs (see recording.py)
+LAYOUT = 3  # the current layout; recordings name theirs (see recording.py)
 HIT_CHARS = 500  # longer hits are cut (layout 1) or windowed (layout 2)
 CONTEXT_CHARS = 300  # layout 1: the reply under a hit
 REPLY_CHARS = 300  # layout 2: the reply under a hit

@@ -276,9 +276,12 @@ def fuse(keyword: dict[int, float], dense: dict[int, float],
 # she go camping?") is answered by the message that says when ("last weekend", "in May").
 
 RERANK_PAGES = 5  # pages 1..5 are re-ranked; later pages keep BM25's order
-COVERAGE_WEIGHT = 0.0  # a hit holding every query term scores (1 + this) times its score
-TIME_WEIGHT = 0.0  # for a question about time, a hit saying when scores (1 + this) times
-DATE_WEIGHT = 0.0  # for a question naming a month, a hit of that month scores (1 + this) times
+# The weights were chosen by two-fold cross-validation over LoCoMo's conversations
+# (docs/benchmarks.md): both halves chose 0.5 and 1.0 for time and date; for coverage one
+# half chose 1.0, the other 0.
+COVERAGE_WEIGHT = 1.0  # a hit holding every query term scores (1 + this) times its score
+TIME_WEIGHT = 0.5  # for a question about time, a hit saying when scores (1 + this) times
+DATE_WEIGHT = 1.0  # for a question naming a month, a hit of that month scores (1 + this) times
 
 _TIME_QUESTION = re.compile(
     r"\b(when|how long|how many (?:days|weeks|months|years)|what (?:year|month|day|date|time)"
@@ -287,10 +290,14 @@ _MONTHS = ("january february march april may june july august september october 
            "december jan feb mar apr jun jul aug sep sept oct nov dec")
 _DAYS = ("monday tuesday wednesday thursday friday saturday sunday "
          "mon tue tues wed thu thurs fri sat sun")
-_TIME_SAID = re.compile(
-    r"\b(yesterday|today|tonight|tomorrow|ago|last|next|this (?:week|weekend|month|year|morning"
-    r"|afternoon|evening|summer|spring|fall|autumn|winter)|weekend|(?:1[89]|20)\d\d|since|"
-    + "|".join((_MONTHS + " " + _DAYS).split()) + r")\b", re.I)
+# Words that say when (a relative day, a weekday, a month), matched against a message's
+# words; a year and "this week"-like pairs are checked beside them.
+_TIME_WORDS = frozenset(("yesterday today tonight tomorrow ago last next weekend since "
+                         + _MONTHS + " " + _DAYS).split())
+_THIS = tuple(f"this {w}" for w in
+              "week weekend month year morning afternoon evening summer spring fall autumn "
+              "winter".split())
+_YEAR_WORD = re.compile(r"(?:1[89]|20)\d\d")
 
 
 def asks_time(query: str) -> bool:
@@ -298,25 +305,41 @@ def asks_time(query: str) -> bool:
     return bool(_TIME_QUESTION.search(query))
 
 
-def says_time(text: str) -> bool:
-    """Whether a message says when: a relative day or week, a weekday, a month, a year."""
-    return bool(_TIME_SAID.search(text))
+def says_time(text: str, words: set[str] | None = None) -> bool:
+    """Whether a message says when: a relative day or week, a weekday, a month, a year.
+    `words`: the text's `word_set`, when the caller has it."""
+    words = word_set(text) if words is None else words
+    if not words.isdisjoint(_TIME_WORDS):
+        return True
+    if any(len(w) == 4 and _YEAR_WORD.fullmatch(w) for w in words):
+        return True
+    low = text.lower()
+    return "this" in words and any(p in low for p in _THIS)
 
 
-def coverage(terms: list[str], text: str) -> float:
+def _term_keys(terms: list[str]) -> list[tuple[frozenset[str], frozenset[str]]]:
+    """Per query term: its forms (a verb's irregular ones too) and their first letters."""
+    keys = []
+    for term in terms:
+        forms = frozenset((term.rstrip("*"), *_VERB_FORMS.get(term, ())))
+        keys.append((forms, frozenset(f[:PREFIX_CHARS] for f in forms
+                                      if len(f) >= PREFIX_CHARS)))
+    return keys
+
+
+def coverage(terms: list[str], text: str, words: set[str] | None = None) -> float:
     """The share of query terms the text holds, a long word by its first letters (as the
     index matches it by prefix) and a verb by any of its irregular forms."""
-    if not terms:
+    return _coverage(_term_keys(terms), word_set(text) if words is None else words)
+
+
+def _coverage(keys: list[tuple[frozenset[str], frozenset[str]]], words: set[str]) -> float:
+    if not keys:
         return 0.0
-    words = word_set(text)
     stems = {w[:PREFIX_CHARS] for w in words if len(w) >= PREFIX_CHARS}
-
-    def holds(term: str) -> bool:
-        forms = (term.rstrip("*"), *_VERB_FORMS.get(term, ()))
-        return any(f in words or (len(f) >= PREFIX_CHARS and f[:PREFIX_CHARS] in stems)
-                   for f in forms)
-
-    return sum(1 for t in terms if holds(t)) / len(terms)
+    held = sum(1 for forms, starts in keys
+               if not forms.isdisjoint(words) or not starts.isdisjoint(stems))
+    return held / len(keys)
 
 
 _MONTH_NUMBER = {m: n % 12 + 1 for n, m in enumerate(_MONTHS.split())}
@@ -352,13 +375,14 @@ def rerank(query: str, head: list[tuple[int, float, str, str]]) -> list[int]:
     question about time, times (1 + TIME_WEIGHT) when the text says when; for a question
     naming a month, times (1 + DATE_WEIGHT) when written in (or just after) that month.
     Equal scores keep their order."""
-    terms = query_terms(query)
+    keys = _term_keys(query_terms(query))
     timed = TIME_WEIGHT and asks_time(query)
     months = named_months(query) if DATE_WEIGHT else set()
     scored = []
     for rank, (i, score, text, created_at) in enumerate(head):
-        factor = 1.0 + COVERAGE_WEIGHT * coverage(terms, text)
-        if timed and says_time(text):
+        words = word_set(text)
+        factor = 1.0 + COVERAGE_WEIGHT * _coverage(keys, words)
+        if timed and says_time(text, words):
             factor *= 1.0 + TIME_WEIGHT
         if months and in_months(created_at, months):
             factor *= 1.0 + DATE_WEIGHT

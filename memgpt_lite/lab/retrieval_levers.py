@@ -27,6 +27,7 @@ WEIGHTS = (0.5, 0.6, 0.7, 0.8)
 VARIANTS: dict[str, tuple[int, dict[str, Any]]] = {
     "layout 1 (before)": (1, {}),
     "layout 2": (2, {}),
+    "layout 3": (3, {}),
     "layout 2, replies under every hit": (2, {"REPLIES_UNDER": "all"}),
     "layout 2, no replies": (2, {"REPLY_CHARS": 0}),
     "layout 2, replies cut at 120": (2, {"REPLY_CHARS": 120}),
@@ -38,7 +39,7 @@ VARIANTS: dict[str, tuple[int, dict[str, Any]]] = {
     **{f"layout 3, date {w}": (3, {"search.DATE_WEIGHT": w}) for w in (0.25, 0.5, 1.0, 2.0)},
     **{f"layout 3, coverage {c}, time {t}, date {d}": (3, {
         "search.COVERAGE_WEIGHT": c, "search.TIME_WEIGHT": t, "search.DATE_WEIGHT": d})
-       for c in (0.5, 1.0, 2.0) for t in (0.0, 0.5) for d in (0.0, 0.5)},
+       for c in (0.0, 0.5, 1.0, 2.0) for t in (0.0, 0.5) for d in (0.0, 0.5, 1.0)},
     **{f"layout 2, neighbours {w}": (2, {"search.NEIGHBOUR_WEIGHT": w}) for w in (0.0, 0.3, 0.5)},
 }
 

@@ -13,13 +13,18 @@ def _isolated_home(tmp_path, monkeypatch):
     saved = dict(os.environ)
     home = tmp_path / "home"
     monkeypatch.setenv("MEMGPT_LITE_HOME", str(home))
+    # Never the user's own config file: each test has its own (absent until one writes it).
+    monkeypatch.setenv("MEMGPT_LITE_CONFIG", str(tmp_path / "config" / "config.toml"))
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
     monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
     for var in ("MEMGPT_LITE_MODEL", "MEMGPT_LITE_CONTEXT_WINDOW", "MEMGPT_LITE_MAX_TOKENS",
                 "MEMGPT_LITE_SUMMARY_MODEL", "MEMGPT_LITE_EMBEDDER", "MEMGPT_LITE_EMBEDDINGS_URL",
                 "MEMGPT_LITE_EMBEDDINGS_MODEL", "MEMGPT_LITE_EMBEDDINGS_KEY",
-                "MEMGPT_LITE_DATABASE_URL"):
+                "MEMGPT_LITE_DATABASE_URL", "MEMGPT_LITE_TIMEOUT", "MEMGPT_LITE_PRICES",
+                "MEMGPT_LITE_EMBEDDINGS_TIMEOUT",
+                "MEMGPT_LITE_EMBEDDINGS_INPUT_TYPE", "MEMGPT_LITE_EMBED_QUERY_PREFIX",
+                "MEMGPT_LITE_EMBED_PASSAGE_PREFIX", "MEMGPT_LITE_EMBED_THREADS"):
         monkeypatch.delenv(var, raising=False)
     yield home
     os.environ.clear()

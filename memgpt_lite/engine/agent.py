@@ -16,19 +16,21 @@ user's text as stored) and hears of each clock reading through `observed`.
 from __future__ import annotations
 
 import contextlib
+import re
 import weakref
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
-from memgpt_lite.engine import locking
+from memgpt_lite.engine import locking, prompts
+from memgpt_lite.engine.attachments import context_content, is_attachment
 from memgpt_lite.engine.config import Settings, setting_names
 from memgpt_lite.engine.context import (
     BuiltContext,
     ContextBuilder,
     ContextInputs,
-    message_tokens,
 )
+from memgpt_lite.engine.context_report import ContextReport, context_report
 from memgpt_lite.engine.errors import ModelError, PromptTooLongError
 from memgpt_lite.engine.events import (
     ErrorEvent,
@@ -67,37 +69,21 @@ from memgpt_lite.engine.records import (
     utc_iso,
 )
 from memgpt_lite.engine.redact import redact_blocks, redact_message
+from memgpt_lite.engine.replies import stop_notices, valid_content
 from memgpt_lite.engine.store.base import AgentLockLike, AgentRow, Store
 from memgpt_lite.engine.summariser import Summariser
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.engine.text import clean_text, clean_value
 from memgpt_lite.engine.tokens import TokenCounter, cost_usd
 from memgpt_lite.engine.turn_clock import ClockObserver, TurnClock
-from memgpt_lite.engine.turns import first_words, group_turns
 from memgpt_lite.engine.window import tool_schemas, window_for
 
+BLOCK_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,49}")
 REPEAT_LIMIT = 3  # identical tool calls in a row before the chain is stopped
 
 
 def utc_now() -> datetime:
     return datetime.now(timezone.utc)
-
-
-@dataclass
-class TurnInfo:
-    id: int
-    created_at: str | None
-    tokens: int
-    first_words: str
-
-
-@dataclass
-class ContextReport:
-    ledger: dict[str, int]
-    used_tokens: int
-    budget: int
-    turns: list[TurnInfo] = field(default_factory=list)
-    summary: str = ""
 
 
 class TurnFailed(Exception):
@@ -143,16 +129,21 @@ class Agent:
     def open(cls, store: Store, name: str = "default", *, model_client: ModelClient,
              summary_client: ModelClient | None = None, settings: Settings | None = None,
              clock: Callable[[], datetime] | None = None, create: bool = True,
-             lock_wait: float | None = locking.DEFAULT_WAIT) -> Agent:
+             lock_wait: float | None = locking.DEFAULT_WAIT,
+             stored: dict | None = None) -> Agent:
         """Open agent `name`, creating it (with the default core memory) on first use.
-        `settings`, when given, replace the stored ones. Takes the agent's process lock
+        `settings`, when given, are the ones it runs with, and are stored with it unless
+        `stored` says what to store instead (the chat stores only the agent's own settings,
+        see config.stored_form, and runs with flags and defaults on top). Takes the agent's
+        process lock
         (waiting up to `lock_wait` seconds, then AgentBusyError; None: no lock) until
         `close()` or the process ends."""
         agent_lock = store.agent_lock(name)
         if lock_wait is not None:
             agent_lock.acquire(lock_wait)
         try:
-            agent = cls._open(store, name, model_client, summary_client, settings, clock, create)
+            agent = cls._open(store, name, model_client, summary_client, settings, clock, create,
+                              stored)
         except BaseException:
             agent_lock.release()
             raise
@@ -163,22 +154,26 @@ class Agent:
     @classmethod
     def _open(cls, store: Store, name: str, model_client: ModelClient,
               summary_client: ModelClient | None, settings: Settings | None,
-              clock: Callable[[], datetime] | None, create: bool) -> Agent:
+              clock: Callable[[], datetime] | None, create: bool,
+              stored: dict | None = None) -> Agent:
         row = store.get_agent(name)
         created = row is None
         if row is None:
             if not create:
                 raise LookupError(f"no agent named {name!r}")
             s = settings or Settings()
-            row = store.create_agent(name, s.to_dict(), default_blocks(s.block_limit))
+            row = store.create_agent(name, s.to_dict() if stored is None else stored,
+                                     default_blocks(s.block_limit))
         # Read what every turn reads before writing anything: a damaged page there is found
         # (and the store stops writing, see store/sqlite.py) before this process changes the
         # file. Then undo a turn a dead process left open.
         store.context_messages(row.id)
         for turn in store.unfinished_turns(row.id):
             store.undo_turn(row.id, turn)
-        if settings is not None and settings.to_dict() != row.settings:
-            store.update_settings(row.id, settings.to_dict())
+        keep = stored if stored is not None else settings and settings.to_dict()
+        if keep and keep != row.settings:
+            store.update_settings(row.id, keep)
+            row.settings = keep
         effective = settings or Settings.from_dict(row.settings)
         return cls(store, row, effective, model_client, summary_client, clock or utc_now, created)
 
@@ -210,10 +205,12 @@ class Agent:
             self._turn_clock = None
 
     # ------------------------------------------------------------------ the loop
-    def step(self, text: str) -> Iterator[Event]:
+    def step(self, text: str, *, attachments: list[ContentBlock] | None = None
+             ) -> Iterator[Event]:
         """Run one turn. Yields events and always ends with a TurnEndEvent. Closing the
         generator early abandons the turn: everything it did is undone, and the text stays
-        in recall (marked interrupted)."""
+        in recall (marked interrupted). `attachments`: content blocks of files sent with
+        the text (see attachments.py), stored before it in the same message."""
         text = clean_text(text)
         if not text.strip():
             raise ValueError("a turn needs a non-empty message")  # the API rejects empty text
@@ -222,9 +219,40 @@ class Agent:
         with self._turn_time() as clock:
             self._recover()
             turn_id = self.store.max_turn_id(self.id) + 1
+            content = [*map(self._attached, attachments or []), {"type": "text", "text": text}]
+            user = Message("user", content, turn_id, created_at=utc_iso(self.now()),
+                           in_context=False)
+            yield from self._turn(user, clock.start)
+
+    def compact(self, instructions: str = "") -> Iterator[Event]:
+        """/compact: make room now. One turn in which the model gets the memory-pressure
+        alert whatever the pressure (the paging controller's alert, on demand) and chooses
+        what to save and evict; when it evicts nothing, the oldest turns are flushed and
+        summarised. The turn itself stays in recall but leaves the queue once committed.
+        LookupError when the queue is empty (there is nothing to make room from)."""
+        with self._turn_time() as clock:
+            self._recover()
+            if not self.store.context_messages(self.id):
+                raise LookupError("There is nothing to compact: the context queue is empty.")
+            asked = clean_text(instructions).strip()
+            text = prompts.render("compact.md", instructions=(
+                f"\n\nWhat the user wants kept: {asked}" if asked else ""))
+            turn_id = self.store.max_turn_id(self.id) + 1
             user = Message("user", [{"type": "text", "text": text}], turn_id,
                            created_at=utc_iso(self.now()), in_context=False)
-            yield from self._turn(user, clock.start)
+            self.pager.on_demand = True
+            try:
+                yield from self._turn(user, clock.start, compact=asked)
+            finally:
+                self.pager.on_demand = False
+
+    def _attached(self, block: ContentBlock) -> ContentBlock:
+        """An attachment's block as stored: cleaned, its secrets redacted like the user's own
+        words (a file is as likely to hold a key)."""
+        block = clean_value(block)
+        if block.get("type") != "text" or not self.redact_secrets:
+            return block
+        return {**block, "text": redact_message(str(block.get("text", "")), False)[0]}
 
     def retry(self) -> Iterator[Event]:
         """Send the last user message again, keeping one copy of it in recall: the message
@@ -252,17 +280,28 @@ class Agent:
             self.store.undo_turn(self.id, turn)
 
     def _turn(self, user: Message, at: datetime, replacing: list[int] | None = None, *,
-              retry: bool = False) -> Iterator[Event]:
+              retry: bool = False, compact: str | None = None) -> Iterator[Event]:
+        """One turn of `user`'s message. `compact`: a /compact turn (its instructions, ""
+        for none); the turn's UserEvent then carries the instructions, not the request."""
         popped = self.store.begin_turn(self.id, user, replacing)  # in recall before any call
+        # Attached files are whole in recall, cut to size in the context (made again from
+        # the stored message, so a retry or a replay sends the same bytes).
+        user.context_content = context_content(user.content)
         run = _TurnRun(user.turn_id, [user])
         alerts = self.pager.state()
         try:
-            yield UserEvent(_text_of(user), utc_iso(at), user.turn_id, retry)
+            files = [b for b in user.content if is_attachment(b)]
+            said = _text_of(user) if compact is None else compact
+            yield UserEvent(said, utc_iso(at), user.turn_id, retry, files, compact is not None)
             if popped.memory_lines():
                 yield NoticeEvent(f"Turn {user.turn_id} was undone before sending it again: "
                                   + "; ".join(popped.memory_lines()) + ".")
             yield from self._tallied(run)
+            if compact is not None and not run.tally.model_evictions:
+                yield from self._tallied(run, self.pager.compact(self._context_inputs([])))
             self._commit(run)
+            if compact is not None:  # the request to compact is not worth its room
+                self.store.set_in_context(self.id, [run.turn_id], False)
             run.completed = True
             for hook in self.after_commit:
                 hook(run.turn_id)
@@ -277,8 +316,8 @@ class Agent:
         yield TurnEndEvent(run.turn_id, run.text, run.stop_reason, run.tally.paid_usage,
                            run.tally.paid_cost_usd, run.completed)
 
-    def _tallied(self, run: _TurnRun) -> Iterator[Event]:
-        inner = self._run(run)
+    def _tallied(self, run: _TurnRun, inner: Iterator[Event] | None = None) -> Iterator[Event]:
+        inner = self._run(run) if inner is None else inner
         try:
             for event in inner:
                 run.tally.add(event)
@@ -407,7 +446,7 @@ class Agent:
         """Take in one response; True when the loop must call the model again."""
         stop = response.stop_reason
         # On a call made with tools withheld, tool calls are not run: the turn must end.
-        content = _valid_content(response.content, "max_tokens" if self._tools_off(run) else stop)
+        content = valid_content(response.content, "max_tokens" if self._tools_off(run) else stop)
         run.messages.append(Message("assistant", content, run.turn_id))
         run.stop_reason = stop
         run.text = response.text
@@ -417,7 +456,7 @@ class Agent:
             return True
         if stop == "pause_turn" and run.calls < self.settings.max_calls_per_turn:
             return True
-        yield from _stop_notices(stop, response)
+        yield from stop_notices(stop, response)
         return False
 
     def _run_tools(self, run: _TurnRun, calls: list[ToolCall]) -> Iterator[Event]:
@@ -478,14 +517,13 @@ class Agent:
         return self.store.get_blocks(self.id)
 
     def context_report(self) -> ContextReport:
+        """The next request's size, its ledger and the queue's turns (see context_report)."""
         inputs = self._context_inputs([])
-        built = self.builder.build(inputs)
-        turns = [TurnInfo(t.id, t.created_at, message_tokens(self.counter, t.messages),
-                          first_words(t)) for t in group_turns(inputs.queue)]
-        return ContextReport(built.ledger, built.estimated_tokens, self.settings.budget, turns,
-                             inputs.summary)
+        return context_report(self.builder.build(inputs), inputs, self.counter,
+                              self.settings.budget)
 
     def last_user_text(self) -> str | None:
+        """The user's own words in the last turn (not the files attached to them)."""
         turn = self.store.max_turn_id(self.id)
         while turn > 0:
             for m in self.store.turn_messages(self.id, turn):
@@ -504,10 +542,12 @@ class Agent:
     def _pop(self, ids: list[int]) -> PoppedTurns:
         return self.store.pop_turns(self.id, ids) if ids else PoppedTurns()
 
-    def edit_block(self, label: str, value: str, *, expected: str | None = None) -> Block:
-        """The user's own edit of a block (/core edit). With `expected` (the value the edit
-        started from), BlockChanged when the block holds another value by now: another agent
-        sharing it changed it meanwhile, and that edit must not be overwritten unseen."""
+    def edit_block(self, label: str, value: str, *, expected: str | None = None,
+                   source: str = "user") -> Block:
+        """The user's own edit of a block (/core edit, /memory; `source` names the command
+        in the block's history). With `expected` (the value the edit started from),
+        BlockChanged when the block holds another value by now: another agent sharing it
+        changed it meanwhile, and that edit must not be overwritten unseen."""
         block = self.store.get_block(self.id, label)
         if block is None:
             labels = ", ".join(b.label for b in self.blocks())
@@ -515,7 +555,20 @@ class Agent:
         if len(value) > block.limit:
             raise ValueError(f"{label} would be {len(value):,} chars, {len(value) - block.limit:,}"
                              f" over its limit of {block.limit:,}.")
-        return self.store.set_block(self.id, label, value, source="user", expected=expected)
+        return self.store.set_block(self.id, label, value, source=source, expected=expected)
+
+    def add_block(self, label: str, value: str, limit: int, *, source: str = "user") -> Block:
+        """A new core memory block of the agent's own (ValueError when the label is taken
+        or not a label, or the value is over `limit`)."""
+        if not BLOCK_LABEL.fullmatch(label):
+            raise ValueError(f"{label!r} is not a block label (letters, digits, _ . - up to "
+                             f"50, starting with a letter or digit).")
+        if self.store.get_block(self.id, label) is not None:
+            raise ValueError(f"There is a core memory block {label!r} already.")
+        if len(value) > limit:
+            raise ValueError(f"{label} would be {len(value):,} chars, {len(value) - limit:,} "
+                             f"over its limit of {limit:,}.")
+        return self.store.set_block(self.id, label, value, limit, source=source)
 
 
 @dataclass
@@ -533,47 +586,9 @@ class _TurnRun:
     recent: list[str] = field(default_factory=list)
 
 
-def _valid_content(content: list[ContentBlock], stop: str | None) -> list[ContentBlock]:
-    """What of a response may enter history: a reply cut at max_tokens can end in a
-    half-written tool_use, which would leave a call without a result; an empty reply would
-    be rejected by the API on the next request; a paused reply is sent back as the last
-    message (a prefill), which the API refuses when it ends in whitespace."""
-    if stop == "pause_turn" and content and content[-1].get("type") == "text":
-        content = [*content[:-1], {**content[-1], "text": str(content[-1]["text"]).rstrip()}]
-    blocks = [b for b in content
-              if not (b.get("type") == "text" and not str(b.get("text") or "").strip())]
-    if stop == "max_tokens":
-        blocks = [b for b in blocks if b.get("type") != "tool_use"]
-    # A tool input that is not an object (or that no JSON writer can write back, such as a
-    # number of thousands of digits) would make every later request fail.
-    blocks = [{**b, "input": {}} if b.get("type") == "tool_use" and not _writable(
-        b.get("input")) else b for b in blocks]
-    if not any(b.get("type") in ("text", "tool_use") for b in blocks):
-        blocks.append({"type": "text", "text": "(no reply)"})
-    return blocks
-
-
 def _text_of(message: Message) -> str:
-    return "".join(b.get("text", "") for b in message.content if b.get("type") == "text")
+    """The user's own words in a message (not the files attached to them)."""
+    return "".join(b.get("text", "") for b in message.content
+                   if b.get("type") == "text" and not is_attachment(b))
 
 
-def _writable(value: object) -> bool:
-    if not isinstance(value, dict):
-        return False
-    try:
-        canonical_json(value)
-    except (ValueError, TypeError, RecursionError):
-        return False
-    return True
-
-
-def _stop_notices(stop: str | None, response: ModelResponse) -> Iterator[Event]:
-    if stop == "max_tokens":
-        yield NoticeEvent("The reply was cut at the max output tokens limit (raise it with "
-                          f"{setting_names('max_output_tokens')}).", "warning")
-    elif stop == "refusal":
-        yield NoticeEvent("The model declined to answer this request.", "warning")
-    elif stop == "pause_turn":
-        yield NoticeEvent("The model paused its turn at the per-turn call limit.", "warning")
-    elif not response.text.strip() and not response.tool_calls:
-        yield NoticeEvent("The model sent an empty reply.", "warning")

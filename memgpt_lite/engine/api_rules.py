@@ -9,6 +9,8 @@ scripted model use it to refuse what the real API would refuse.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -263,6 +265,65 @@ def _check_tool_result(block: dict, where: str) -> None:
                           f"or document blocks")
 
 
+IMAGE_MEDIA_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+MAX_IMAGES = 100  # per request
+
+
+def _check_image(block: dict, where: str) -> None:
+    """An image block as the API checks it: a base64 (or url) source, one of the four media
+    types, data that is valid base64 of at most 5 MB, an image of that type whose sides are
+    at most 8,000 px."""
+    source = block.get("source")
+    if not isinstance(source, dict):
+        raise Invalid(f"{where}.source: Field required")
+    kind = source.get("type")
+    if kind == "url":
+        if set(source) - {"type", "url"} or not isinstance(source.get("url"), str):
+            raise Invalid(f"{where}.image.source.url: Input should be a valid URL")
+        return
+    if kind != "base64":
+        raise Invalid(f"{where}.image.source.type: Input should be 'base64', 'url' or 'file'")
+    at = f"{where}.image.source.base64"
+    extra = set(source) - {"type", "media_type", "data"}
+    if extra:
+        raise Invalid(f"{at}.{sorted(extra)[0]}: Extra inputs are not permitted")
+    media = source.get("media_type")
+    if media not in IMAGE_MEDIA_TYPES:
+        raise Invalid(f"{at}.media_type: Input should be 'image/jpeg', 'image/png', "
+                      "'image/gif' or 'image/webp'")
+    _check_image_data(source.get("data"), str(media), at)
+
+
+def _check_image_data(data: Any, media: str, at: str) -> None:
+    from memgpt_lite.engine.attachments import (
+        MAX_IMAGE_BASE64,
+        MAX_IMAGE_SIDE,
+        image_size,
+        sniff_image,
+    )
+
+    if not isinstance(data, str) or not data:
+        raise Invalid(f"{at}.data: Field required")
+    if len(data) > MAX_IMAGE_BASE64:
+        raise Invalid(f"{at}: image exceeds 5 MB maximum: {len(data)} bytes > "
+                      f"{MAX_IMAGE_BASE64} bytes")
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        raise Invalid(f"{at}.data: The image data is not valid base64") from None
+    actual = sniff_image(raw)
+    if actual is None:
+        raise Invalid(f"{at}.data: Could not process image")
+    if actual != media:
+        raise Invalid(f"{at}.data: Image does not match the provided media type {media}")
+    size = image_size(raw, media)
+    if size is None:
+        raise Invalid(f"{at}.data: Could not process image")
+    if max(size) > MAX_IMAGE_SIDE:
+        raise Invalid(f"{at}.data: At least one of the image dimensions exceed max allowed "
+                      f"size: {MAX_IMAGE_SIDE} pixels")
+
+
 def _check_thinking_block(block: dict, where: str) -> None:
     if not isinstance(block.get("thinking"), str):
         raise Invalid(f"{where}.thinking: Field required")
@@ -272,7 +333,7 @@ def _check_thinking_block(block: dict, where: str) -> None:
 
 _BLOCK_CHECKS: dict[str, Callable[[dict, str], None]] = {
     "text": _check_text, "tool_use": _check_tool_use, "tool_result": _check_tool_result,
-    "thinking": _check_thinking_block,
+    "thinking": _check_thinking_block, "image": _check_image,
 }
 
 
@@ -302,6 +363,10 @@ def _check_messages(messages: Any, *, thinking: bool,
         raise Invalid('messages: first message must use the "user" role')
     _check_pairing(groups)
     _check_prefill(groups[-1])
+    images = sum(1 for g in groups for _, b in g.blocks if b["type"] == "image")
+    if images > MAX_IMAGES:
+        raise Invalid(f"messages: too many images in the request: {images} > {MAX_IMAGES} "
+                      "maximum")
     if thinking:
         _check_thinking_turn(groups)
     if check_signature is not None:

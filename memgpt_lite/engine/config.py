@@ -9,6 +9,12 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from memgpt_lite.engine.setting_rules import (  # noqa: F401 - part of this module's API
+    FIELD_RULES,
+    ConfigError,
+    check_setting,
+)
+
 DEFAULT_MODEL = "claude-sonnet-5-5"
 DEFAULT_SUMMARY_MODEL = "claude-haiku-5-5"
 DB_FILENAME = "memgpt_lite.db"
@@ -30,9 +36,12 @@ def db_path() -> Path:
 
 
 def database_url() -> str | None:
-    """$MEMGPT_LITE_DATABASE_URL (the CLI's global --db sets it): where the store lives when
-    it is not the data dir's SQLite file, e.g. postgresql://user@host/db. None: the file."""
-    return os.environ.get("MEMGPT_LITE_DATABASE_URL", "").strip() or None
+    """$MEMGPT_LITE_DATABASE_URL (the CLI's global --db sets it; else the config file's
+    database_url): where the store lives when it is not the data dir's SQLite file, e.g.
+    postgresql://user@host/db. None: the file."""
+    from memgpt_lite.engine.config_file import env_value
+
+    return env_value("MEMGPT_LITE_DATABASE_URL")
 
 
 def recordings_dir() -> Path:
@@ -92,43 +101,97 @@ class Settings:
             _check_field(name, value, where)
         return cls(**values).check(where)
 
-    def check(self, where: str = "settings") -> Settings:
-        """Self, when the settings make sense together; else ConfigError naming the field."""
+    def check(self, where: str = "settings", *, room: bool = True) -> Settings:
+        """Self, when the settings make sense together; else ConfigError naming the field.
+        `room=False` leaves the window's room to `check_room`, which names the setting as
+        the user gave it."""
         for f in fields(self):
             _check_field(f.name, getattr(self, f.name), where)
         if not self.flush_target_fraction < self.flush_fraction:
             raise ConfigError(f"{where}.flush_target_fraction must be below flush_fraction.")
         if not self.warn_fraction <= self.flush_fraction:
             raise ConfigError(f"{where}.warn_fraction must not be above flush_fraction.")
-        if self.context_window - self.max_output_tokens - self.safety_margin < 1:
+        if room and self.context_window - self.max_output_tokens - self.safety_margin < 1:
             raise ConfigError(f"{where}: max_output_tokens ({self.max_output_tokens:,}) and "
                               f"safety_margin ({self.safety_margin:,}) leave no room in "
                               f"context_window ({self.context_window:,}).")
         return self
 
     def with_env(self) -> Settings:
-        """A copy with the environment overrides of ENV_OVERRIDES applied (unset or empty
+        """A copy with the environment's per-agent settings applied (unset or empty
         variables are ignored), each checked like the setting it sets (ConfigError naming
         the variable)."""
         out = replace(self)
-        for var, name in ENV_OVERRIDES.items():
-            value = os.environ.get(var)
-            if value:
-                number = isinstance(getattr(out, name), int)
-                setattr(out, name, parse_positive_int(value, var) if number else value)
-                check_setting(name, getattr(out, name), var)
+        for name, value in _env_layer().items():
+            setattr(out, name, value)
         return out
+
+
+def _env_layer() -> dict[str, Any]:
+    """Per-agent settings set by environment variables now, parsed and checked."""
+    from memgpt_lite.engine.registry import SETTINGS, parse_text
+
+    return {s.key: parse_text(s, os.environ[s.env], s.env) for s in SETTINGS
+            if s.agent and s.env and os.environ.get(s.env, "").strip()}
 
 
 def env_names() -> dict[str, str]:
     """Setting → the environment variable that set it, for those set now."""
-    return {name: var for var, name in ENV_OVERRIDES.items() if os.environ.get(var)}
+    from memgpt_lite.engine.registry import SETTINGS
+
+    return {s.key: s.env for s in SETTINGS
+            if s.agent and s.env and os.environ.get(s.env, "").strip()}
 
 
 def setting_names(name: str) -> str:
     """How a user changes a setting, for notices: its flag and its variable."""
-    flag, var = SETTING_NAMES.get(name, (None, None))
-    return " or ".join(n for n in (flag, var) if n) or name
+    from memgpt_lite.engine.registry import BY_KEY
+
+    setting = BY_KEY.get(name)
+    names = (setting.flag, setting.env) if setting else ()
+    return " or ".join(n for n in names if n) or name
+
+
+# An agent's own settings (`agents set`, `chat --save`) are stored as {OWN_FORM: 2, key:
+# value, ...}, only the keys it set. Agents stored before hold every field; there a value
+# equal to the default counts as not set, so the config file's value applies to it.
+OWN_FORM = "_form"
+
+
+def own_settings(stored: dict[str, Any] | None) -> dict[str, Any]:
+    """The settings an agent holds as its own (see OWN_FORM), from its stored dict."""
+    known = {f.name: f.default for f in fields(Settings)}
+    if not isinstance(stored, dict):
+        return {}
+    if stored.get(OWN_FORM) == 2:
+        return {k: v for k, v in stored.items() if k in known}
+    return {k: v for k, v in stored.items() if k in known and v != known[k]}
+
+
+def stored_form(own: dict[str, Any]) -> dict[str, Any]:
+    """What to store for an agent whose own settings are `own`."""
+    return {OWN_FORM: 2, **own}
+
+
+def resolve_settings(stored: dict[str, Any] | None,
+                     flags: dict[str, tuple[Any, str]] | None = None,
+                     ) -> tuple[Settings, dict[str, str]]:
+    """The settings in effect and where each came from: flags ({field: (value, flag)}) over
+    the environment over the agent's own stored values over the config file over the
+    defaults. Every value is checked where it entered (ConfigError naming it)."""
+    from memgpt_lite.engine.config_file import load
+
+    values = Settings().to_dict()
+    sources = dict.fromkeys(values, "default")
+    env, variables = _env_layer(), env_names()
+    layers = [({k: v for k, v in load().values.items() if k in values}, "config file"),
+              (own_settings(stored), "stored"),
+              *(({k: v}, f"env {variables[k]}") for k, v in env.items()),
+              *(({k: v}, f"flag {flag}") for k, (v, flag) in (flags or {}).items())]
+    for layer, source in layers:
+        values.update(layer)
+        sources.update(dict.fromkeys(layer, source))
+    return Settings(**values).check(room=False), sources
 
 
 def check_room(settings: Settings, floor: int, named: dict[str, str]) -> None:
@@ -164,61 +227,14 @@ def max_output_limit(model: str) -> int | None:
     return MODEL_MAX_OUTPUT.get(model)
 
 
-ENV_OVERRIDES = {  # environment variable → Settings field
-    "MEMGPT_LITE_MODEL": "model",
-    "MEMGPT_LITE_SUMMARY_MODEL": "summary_model",
-    "MEMGPT_LITE_CONTEXT_WINDOW": "context_window",
-    "MEMGPT_LITE_MAX_TOKENS": "max_output_tokens",
-}
-SETTING_NAMES = {  # Settings field → (chat flag, environment variable)
-    "model": ("--model", "MEMGPT_LITE_MODEL"),
-    "summary_model": (None, "MEMGPT_LITE_SUMMARY_MODEL"),
-    "context_window": ("--context-window", "MEMGPT_LITE_CONTEXT_WINDOW"),
-    "max_output_tokens": ("--max-tokens", "MEMGPT_LITE_MAX_TOKENS"),
-}
 # The most output tokens a known model writes in one reply; a request asking for more is
 # refused by the API. Unknown models are bounded only by the budget.
 MODEL_MAX_OUTPUT = {"claude-sonnet-5-5": 64_000, "claude-haiku-5-5": 64_000,
                     "claude-opus-5-5": 32_000}
 
 
-class ConfigError(ValueError):
-    """A user-supplied setting is invalid; the message is one sentence for the user."""
-
-
-# What each setting may be: (kind, lowest, highest); kind is str, int, float or bool.
-FIELD_RULES: dict[str, tuple[type, float | None, float | None]] = {
-    "model": (str, 1, 200), "summary_model": (str, 1, 200),  # (lengths, for text)
-    "max_output_tokens": (int, 1, 1_000_000), "context_window": (int, 1, 100_000_000),
-    "safety_margin": (int, 0, 100_000_000), "warn_fraction": (float, 0.01, 1.0),
-    "flush_fraction": (float, 0.01, 1.0), "flush_target_fraction": (float, 0.01, 0.99),
-    "max_calls_per_turn": (int, 1, 1_000), "thinking": (bool, None, None),
-    "thinking_budget": (int, 1024, 1_000_000), "block_limit": (int, 1, 10_000_000),
-    "fold_min_chars": (int, 0, 100_000_000),
-}
-_KIND_NAMES = {str: "text", int: "a whole number", float: "a number", bool: "true or false"}
-
-
 def _check_field(name: str, value: Any, where: str) -> None:
     check_setting(name, value, f"{where}.{name}")
-
-
-def check_setting(name: str, value: Any, label: str) -> None:
-    """ConfigError (naming the setting as `label`: a field, a flag or a variable) when
-    `value` is not what setting `name` may be."""
-    kind, low, high = FIELD_RULES[name]
-    ok = isinstance(value, kind) and not (kind is not bool and isinstance(value, bool))
-    if kind is float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not ok:
-        raise ConfigError(f"{label} must be {_KIND_NAMES[kind]}, got {value!r:.40}.")
-    size = len(value.strip()) if kind is str else value
-    if kind is str and (not value.isprintable()):
-        raise ConfigError(f"{label} must be printable text, got {value!r:.40}.")
-    if low is not None and not low <= size <= high:  # type: ignore[operator]
-        what = "must be between" if kind is not str else "must have between"
-        unit = " characters" if kind is str else ""
-        raise ConfigError(f"{label} {what} {low:,} and {high:,}{unit}, got {value!r:.40}.")
 
 
 def base_url_problem(url: str, name: str = "ANTHROPIC_BASE_URL") -> str | None:
@@ -259,10 +275,12 @@ def parse_seconds(text: str, name: str) -> float:
 
 def timeout_setting(flag: str | None = None) -> float:
     """How long a model call may take: the --timeout flag, else MEMGPT_LITE_TIMEOUT, else
-    the default."""
+    the config file's timeout, else the default."""
     if flag:
         return parse_seconds(flag, "--timeout")
-    env = os.environ.get("MEMGPT_LITE_TIMEOUT")
+    from memgpt_lite.engine.config_file import env_value
+
+    env = env_value("MEMGPT_LITE_TIMEOUT")
     return parse_seconds(env, "MEMGPT_LITE_TIMEOUT") if env else DEFAULT_TIMEOUT
 
 

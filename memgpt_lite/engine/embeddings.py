@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import socket
 import threading
 from dataclasses import dataclass
@@ -270,7 +269,11 @@ class EmbeddingConfig:
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> EmbeddingConfig:
-        env = dict(os.environ if env is None else env)
+        if env is None:
+            from memgpt_lite.engine.config_file import environment
+
+            env = environment()  # the config file's values under the real environment
+        env = dict(env)
         spec = env.get("MEMGPT_LITE_EMBEDDER", "").strip()
         if not spec:
             installed = _installed_default(env)

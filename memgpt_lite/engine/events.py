@@ -5,7 +5,7 @@ only thing an observer learns outside these events is each clock reading (see
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Union
 
 from memgpt_lite.engine.records import (
@@ -27,6 +27,10 @@ class UserEvent:
     at: str
     turn_id: int
     retry: bool = False
+    # The content blocks of files sent with it (whole; see attachments.py), and whether it
+    # is a /compact turn (`text` then holds the user's instructions for it).
+    attachments: list[dict] = field(default_factory=list)
+    compact: bool = False
     kind: Literal["user"] = "user"
 
 
@@ -121,7 +125,7 @@ class FoldEvent:
 class EvictionEvent:
     turn_ids: list[int]
     tokens_freed: int
-    by: Literal["model", "flush", "overflow"]
+    by: Literal["model", "flush", "overflow", "compact"]
     summary: str
     used_tokens: int = 0
     budget: int = 0

@@ -29,7 +29,7 @@ from memgpt_lite.engine.records import Block, SearchHit, SearchPage
 from memgpt_lite.engine.search import KEYWORD_WEIGHT, plain_text
 from memgpt_lite.engine.store import Store
 from memgpt_lite.engine.store.base import BlockChanged
-from memgpt_lite.engine.text import clean_value, neutralise_tags, shorten
+from memgpt_lite.engine.text import changed_parts, clean_value, neutralise_tags, shorten
 
 if TYPE_CHECKING:
     from memgpt_lite.engine.dense import DenseSide
@@ -479,9 +479,8 @@ class MemoryTools:
                       events: list[Event]) -> ToolOutcome:
         head = f"page {result.page} of {result.pages}, {result.total} results"
         summary = f'{tool} "{shorten(query, 40)}"'
-        if result.page > 1:
-            summary += f" page {result.page}"
-        summary += f" → {result.total} results"
+        summary += f" page {result.page}" if result.page > 1 else ""
+        summary += f" → {result.total} result{'' if result.total == 1 else 's'}"
         if result.total == 0:
             lines = ["No matches. Try other keywords or synonyms"
                      + (", or a wider date range." if tool == "conversation_search" else ".")]
@@ -530,10 +529,11 @@ class MemoryTools:
             return ToolOutcome(f"Passage #{passage_id} already holds exactly this text; nothing "
                                "was changed.", False, f"{tool} #{passage_id} unchanged")
         self.store.update_passage(self.agent_id, passage_id, new, at=self._now())
+        old_part, new_part = (shorten(part, 40) for part in changed_parts(current.text, new))
         return ToolOutcome(
             f"Passage #{passage_id} updated. The old version is kept as history and no longer "
             f"searched. New text:\n{_hit_line(new)}", False,
-            f'{tool} #{passage_id} "{shorten(current.text, 30)}" → "{shorten(new, 30)}"')
+            f'{tool} #{passage_id} "{old_part}" → "{new_part}"')
 
     def archival_delete(self, passage_id: int, reason: str) -> ToolOutcome:
         tool = "archival_delete"

@@ -107,12 +107,8 @@ class AnthropicClient:
             self._connect()  # only the SDK knows about credential profiles: ask it now
 
     def warm_up(self) -> None:
-        """Import the SDK on a background thread, so the first reply does not wait for it
-        while the user is still typing. Safe to race with `_connect`: Python's per-module
-        import lock makes a second `import anthropic` wait for the one in progress."""
-        import threading
-
-        threading.Thread(target=_import_sdk, daemon=True, name="import-anthropic").start()
+        """Import the SDK on a background thread (see `start_sdk_import`)."""
+        start_sdk_import()
 
     @property
     def _client(self) -> Any:
@@ -278,6 +274,22 @@ class AnthropicClient:
 
 def _retries(tries: int) -> str:
     return f" after {tries} {'retry' if tries == 1 else 'retries'}" if tries > 0 else ""
+
+
+_sdk_import: list[Any] = []  # the thread importing the SDK, once started
+
+
+def start_sdk_import() -> None:
+    """Import the SDK on a background thread, once per process, so the first reply does
+    not wait for it while the user is still typing (it takes a second or more on a cold
+    start). Safe to race with `_connect`: Python's per-module import lock makes a second
+    `import anthropic` wait for the one in progress."""
+    import threading
+
+    if not _sdk_import:
+        thread = threading.Thread(target=_import_sdk, daemon=True, name="import-anthropic")
+        _sdk_import.append(thread)
+        thread.start()
 
 
 def _import_sdk() -> None:

@@ -121,6 +121,7 @@ class Pager:
         self.alert_tokens: int | None = None  # usage at the last alert (None: no pressure)
         self.alert_turn: int | None = None  # turn of an alert the model has not acted on
         self._shown: str | None = None  # the alert text now in the tail
+        self.on_demand = False  # /compact: the alert is shown whatever the pressure
         self._said_over_budget = False  # the notice that nothing more fits was given
 
     def state(self) -> dict[str, int | None]:
@@ -207,11 +208,14 @@ class Pager:
     def _alert(self, inputs: ContextInputs, turn_id: int,
                built: BuiltContext) -> Generator[Event, None, BuiltContext]:
         tokens = built.estimated_tokens
-        if tokens < self.level(self.settings.warn_fraction) or not inputs.queue:
+        demanded, self.on_demand = self.on_demand, False  # on the turn's first call only
+        if (tokens < self.level(self.settings.warn_fraction) and not demanded) \
+                or not inputs.queue:
             self._reset_alert(inputs)
             return built
         text = self.alert_message(inputs, turn_id, tokens)
-        if self.alert_tokens is None or tokens >= self.alert_tokens + self.level(RISE_STEP):
+        if demanded or self.alert_tokens is None or \
+                tokens >= self.alert_tokens + self.level(RISE_STEP):
             self.alert_tokens, self.alert_turn = tokens, turn_id
             yield PressureAlertEvent(tokens, self.budget, 100 * tokens / self.budget, text)
         # While pressure lasts the alert stays in the tail, refreshed, so every call shows the
@@ -280,6 +284,25 @@ class Pager:
                             result.text, now, self.budget)
         yield SummaryEvent(result.text, result.method, result.usage)  # type: ignore[arg-type]
         return after
+
+    def compact(self, inputs: ContextInputs) -> Generator[Event, None, None]:
+        """/compact when the model evicted nothing: the oldest turns go (at least one),
+        down to the flush target, or to half the queue when the context is below it."""
+        built = self._build(inputs)
+        queue = message_tokens(self.counter, inputs.queue)
+        target = min(self.level(self.settings.flush_target_fraction),
+                     built.estimated_tokens - queue // 2)
+        evict = self._oldest_down_to(inputs, built, target, at_least_one=True)
+        if not evict:
+            return
+        result = yield from self.summariser.summarise(inputs.summary, evict)
+        ids = [t.id for t in evict]
+        self._evict(inputs, ids, result.text)
+        self._reset_alert(inputs)
+        now = self._build(inputs).estimated_tokens
+        yield EvictionEvent(ids, max(0, built.estimated_tokens - now), "compact",  # type: ignore[arg-type]
+                            result.text, now, self.budget)
+        yield SummaryEvent(result.text, result.method, result.usage)  # type: ignore[arg-type]
 
     def _oldest_down_to(self, inputs: ContextInputs, built: BuiltContext, target: int,
                         at_least_one: bool) -> list[Turn]:

@@ -93,6 +93,9 @@ def window(hit: SearchHit, query: str, limit: int = HIT_CHARS) -> str:
     terms = [t.rstrip("*") for t in query_terms(query)]
     scores = [_matches(s, terms) for s in sentences]
     best = max(range(len(sentences)), key=lambda i: (scores[i], -i))
+    where = f" [{len(text):,} chars in all; turn:{hit.turn_id} shows it whole]"
+    if len(sentences[best]) > limit:  # one long "sentence" (a file, a log): around its match
+        return _inside(sentences, best, terms, limit) + where
     start, end, size = best, best + 1, len(sentences[best])
     while True:  # grow towards the better-matching side while it fits
         options = [i for i in (start - 1, end) if 0 <= i < len(sentences)
@@ -104,8 +107,19 @@ def window(hit: SearchHit, query: str, limit: int = HIT_CHARS) -> str:
         start, end = (pick, end) if pick == start - 1 else (start, end + 1)
     shown = " ".join(sentences[start:end])
     cut = len(shown) > limit or end < len(sentences)
-    where = f" [{len(text):,} chars in all; turn:{hit.turn_id} shows it whole]"
     return ("… " if start else "") + shown[:limit] + (" …" if cut else "") + where
+
+
+def _inside(sentences: list[str], best: int, terms: list[str], limit: int) -> str:
+    """`limit` characters of sentence `best` from a little before its first query term, for
+    a text without sentence ends (an attached file), whose match may lie far past its start."""
+    sentence = sentences[best]
+    low = sentence.lower()
+    found = [at for at in (low.find(t[:PREFIX_CHARS]) for t in terms if t) if at >= 0]
+    start = max(0, min(min(found, default=0) - limit // 3, len(sentence) - limit))
+    before = "… " if start or best else ""
+    after = " …" if start + limit < len(sentence) or best < len(sentences) - 1 else ""
+    return before + sentence[start:start + limit] + after
 
 
 def _matches(sentence: str, terms: list[str]) -> int:

@@ -11,7 +11,10 @@ version, 2; version 1 is still read) and a `"type"`:
     user         one user input: text and `at` (the agent clock's ISO time); `retry: true`
                  when it was /retry (Agent.retry, which reuses or pops the last turn);
                  `agent` when another agent than the header's took the turn (a multi-agent
-                 eval: such a recording is re-scored with `eval --replay`, not replayed)
+                 eval: such a recording is re-scored with `eval --replay`, not replayed);
+                 `attachments`, the content blocks of the files sent with it (whole);
+                 `compact: true` when it was /compact (Agent.compact, `text` the user's
+                 instructions)
     <event kind> one line per agent event (model_call, response, tool_call, tool_result,
                  memory_edit, pressure_alert, eviction, summary, usage, turn_end, ...)
     clock        every reading of the agent's clock during the turn, replayed in order
@@ -215,15 +218,19 @@ class Recorder:
                     "source": source, "note": note, "blocks": blocks or {},
                     "base": base, "delta": delta})
 
-    def user(self, text: str, at: str, *, retry: bool = False, agent: str | None = None) -> None:
+    def user(self, text: str, at: str, *, retry: bool = False, agent: str | None = None,
+             attachments: list[dict[str, Any]] | None = None, compact: bool = False) -> None:
         self.write({"type": "user", "text": text, "at": at, **({"retry": True} if retry else {}),
-                    **({"agent": agent} if agent else {})})
+                    **({"compact": True} if compact else {}),
+                    **({"agent": agent} if agent else {}),
+                    **({"attachments": attachments} if attachments else {})})
 
     def event(self, event: Event) -> None:
         if event.kind in UNRECORDED_KINDS:
             return
         if isinstance(event, UserEvent):
-            self.user(event.text, event.at, retry=event.retry)
+            self.user(event.text, event.at, retry=event.retry, attachments=event.attachments,
+                      compact=event.compact)
             return
         data = event_to_dict(event)
         self.write({"type": data.pop("kind"), **data})
@@ -352,16 +359,21 @@ def _has_history(agent: Any) -> bool:
                 or any(b.scope == "user" for b in agent.blocks()))
 
 
-def recorded_step(agent: Any, recorder: Recorder, text: str, *,
-                  retry: bool = False) -> Iterator[Event]:
-    """`agent.step(text)` (with retry: `agent.retry()`, `text` being the message it sends
-    again), recording the turn's events and clock readings while passing the events on.
+def recorded_step(agent: Any, recorder: Recorder, text: str, *, retry: bool = False,
+                  attachments: list[dict[str, Any]] | None = None,
+                  compact: bool = False) -> Iterator[Event]:
+    """`agent.step(text, attachments=...)` (with retry: `agent.retry()`, `text` being the
+    message it sends again; with compact: `agent.compact(text)`, `text` being the user's
+    instructions), recording the turn's events and clock readings while passing the events
+    on (the files attached, whole, in its user line).
 
     The turn's lines start at its UserEvent (the agent stored the message); closing this
     generator early (Ctrl-C) closes the agent's turn too and records that. When the
     recording cannot be written, the turn goes on and one NoticeEvent says so."""
     log = _TurnLog(recorder, agent)
-    inner = agent.retry() if retry else agent.step(text)
+    inner = (agent.retry() if retry else agent.compact(text) if compact
+             else agent.step(text, attachments=attachments) if attachments
+             else agent.step(text))
     finished = False
     with agent.observed(log):
         try:
@@ -398,7 +410,8 @@ class _TurnLog:
     def event(self, event: Event) -> None:
         if isinstance(event, UserEvent):
             self.started = True
-            self.recorder.user(event.text, event.at, retry=event.retry, agent=self.other)
+            self.recorder.user(event.text, event.at, retry=event.retry, agent=self.other,
+                               attachments=event.attachments, compact=event.compact)
             if self.watch is not None:
                 self.watch.passage_ids.clear()
             self.recorder.turn_events = 0
@@ -444,6 +457,8 @@ class RecordedTurn:
     passage_ids: list[int] = field(default_factory=list)  # the ids its new passages got
     outside_edits: list[dict[str, Any]] = field(default_factory=list)  # shared_block lines
     agent: str | None = None  # set when another agent than the header's took the turn
+    attachments: list[dict[str, Any]] = field(default_factory=list)  # files sent with it
+    compact: bool = False  # /compact (replayed with Agent.compact)
     cut: bool = False  # the recording ends inside this turn (see `ends_early`)
 
     @property
@@ -493,7 +508,9 @@ class Recording:
                                           float(line.get("t") or 0), restart_before=restart,
                                           commands_before=commands,
                                           retry=bool(line.get("retry")),
-                                          agent=line.get("agent")))
+                                          agent=line.get("agent"),
+                                          attachments=list(line.get("attachments") or []),
+                                          compact=bool(line.get("compact"))))
                 restart, commands = False, []
             elif kind == "restart":
                 restart = True
@@ -620,6 +637,34 @@ def _info(path: Path) -> RecordingInfo:
     return RecordingInfo(rec.header.get("agent", path.parent.name), path,
                          rec.header.get("created_at", ""), len(rec.turns), rec.source,
                          rec.header.get("agent_uid"), scrubbed=bool(rec.header.get("forgotten")))
+
+
+def session_ids(rows: list[RecordingInfo]) -> list[str]:
+    """The short id `sessions` shows for each recording and `replay ID` accepts: its file's
+    name without .jsonl (the time it started), with its folder's first 6 characters in front
+    when another folder holds a recording of that name."""
+    stems = [r.path.stem for r in rows]
+    return [f"{r.path.parent.name[:6]}/{r.path.stem}" if stems.count(r.path.stem) > 1
+            else r.path.stem for r in rows]
+
+
+def find_recording(ref: str | Path, directory: Path | None = None) -> Path:
+    """The recording a user names: a file, or a session id from `session_ids`.
+    RecordingError (one sentence) when none or several match."""
+    path = Path(ref).expanduser()
+    if path.is_file() or path.suffix == ".jsonl" or "/" in str(ref) and path.exists():
+        return path
+    root = directory or recordings_dir()
+    folder, _, stem = str(ref).rpartition("/")
+    found = [p for p in (sorted(root.glob(f"*/{stem}.jsonl")) if root.is_dir() else [])
+             if p.parent.name.startswith(folder)]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise RecordingError(f"no recording {str(ref)!r}: give a file, or an id that "
+                             "`memgpt-lite sessions` shows")
+    ids = ", ".join(f"{p.parent.name[:6]}/{p.stem}" for p in found)
+    raise RecordingError(f"{str(ref)!r} names several recordings ({ids}); give one of those")
 
 
 def header_line(path: Path) -> dict[str, Any]:

@@ -252,6 +252,7 @@ class ModelRequest:
     # The body's canonical JSON, made once: estimating, digesting and calibrating all need
     # it, and a built request is never changed afterwards.
     _canonical: str | None = field(default=None, init=False, repr=False, compare=False)
+    _chars: int | None = field(default=None, init=False, repr=False, compare=False)
 
     def canonical(self) -> str:
         if self._canonical is None:

@@ -365,7 +365,9 @@ class _Replayer:
         seen: list[Event] = []
         edits = list(turn.outside_edits)
         self._outside_edits(edits, 0)
-        gen = self.agent.retry() if turn.retry else self.agent.step(turn.text)
+        gen = (self.agent.retry() if turn.retry else self.agent.compact(turn.text)
+               if turn.compact else self.agent.step(turn.text,
+                                                    attachments=turn.attachments or None))
         try:
             for event in gen:
                 if event.kind not in _NOT_COUNTED:

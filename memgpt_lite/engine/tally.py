@@ -62,6 +62,12 @@ class Tally:
     def paid_cost_usd(self) -> float:
         return self.cost_usd + self.summary_cost_usd
 
+    def by_kind(self) -> list[tuple[str, int, Usage, float]]:
+        """(kind, calls, usage, cost) of each kind of paid call: the chat's own calls and the
+        summariser's (an eval's judge is counted by the eval's report)."""
+        return [("chat", self.model_calls - self.summary_calls, self.usage, self.cost_usd),
+                ("summariser", self.summary_calls, self.summary_usage, self.summary_cost_usd)]
+
     def _on_model_call(self, event: Event) -> None:
         self.model_calls += 1
         if event.purpose == "summary":  # type: ignore[union-attr]

@@ -47,6 +47,30 @@ def shorten(text: str, limit: int = 80) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+def changed_parts(old: str, new: str) -> tuple[str, str]:
+    """What differs between two texts, each with the word around it and "…" where the
+    common start or end was left out: ("…in Paris", "…in Lisbon") for a moved fact, so a
+    summary line shows the change rather than the same first words twice."""
+    old_flat, new_flat = " ".join(old.split()), " ".join(new.split())
+    start = 0
+    while start < min(len(old_flat), len(new_flat)) and old_flat[start] == new_flat[start]:
+        start += 1
+    start = old_flat.rfind(" ", 0, start) + 1  # back to the start of the word
+    if start:  # and one word more, for context
+        start = old_flat.rfind(" ", 0, start - 1) + 1
+    end = 0
+    most = min(len(old_flat), len(new_flat)) - start
+    while end < most and old_flat[-1 - end] == new_flat[-1 - end]:
+        end += 1
+    cut = end - (old_flat[len(old_flat) - end:] + " ").find(" ") if end else 0
+    cut = max(0, cut)
+
+    def part(text: str) -> str:
+        middle = text[start:len(text) - cut] if cut else text[start:]
+        return ("…" if start else "") + middle.strip() + ("…" if cut else "")
+    return part(old_flat), part(new_flat)
+
+
 def neutralise_tags(text: str) -> str:
     """Stored text as inert data: a structure tag inside it loses its `<` (→ `&lt;`); any
     other markup, such as code, is left as it is."""

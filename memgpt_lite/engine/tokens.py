@@ -12,11 +12,14 @@ from __future__ import annotations
 import functools
 import json
 import math
-import os
 from dataclasses import dataclass
 
-from memgpt_lite.engine.config import ConfigError
 from memgpt_lite.engine.records import ModelRequest, Usage, canonical_json
+from memgpt_lite.engine.setting_rules import (  # noqa: F401 - part of this module's API
+    KNOWN_MODELS,
+    ConfigError,
+    resolve_model,
+)
 
 # Claude averages ~3.5 chars/token on English prose and fewer on JSON, code and CJK; start
 # low so that the first requests are overestimated rather than under.
@@ -28,8 +31,41 @@ MAX_CHARS_PER_TOKEN = 6.0
 SAFETY_FACTOR = 1.1
 
 
+IMAGE_MARK = '"type":"image"'
+
+
 def request_chars(request: ModelRequest) -> int:
-    return len(request.canonical())
+    """The request's size in characters as the counter sees it (see `counted_chars`)."""
+    if request._chars is None:
+        request._chars = counted_chars(None, request.canonical(), request.messages)
+    return request._chars
+
+
+def counted_chars(value: object, text: str | None = None, within: object = None) -> int:
+    """Characters of `value`'s canonical JSON (or of `text`, its JSON already made), where
+    an image counts as the characters of the tokens the API charges for it (its pixels,
+    see attachments.image_tokens), not as its base64 data. `within`: where the images are,
+    when not `value` itself."""
+    text = canonical_json(value) if text is None else text
+    if IMAGE_MARK not in text:
+        return len(text)
+    from memgpt_lite.engine.attachments import image_tokens
+
+    adjust = 0
+    for block in _images(value if within is None else within):
+        data = str((block.get("source") or {}).get("data", ""))
+        adjust += round(image_tokens(block) * DEFAULT_CHARS_PER_TOKEN) - len(data)
+    return max(1, len(text) + adjust)
+
+
+def _images(value: object) -> list[dict]:
+    if isinstance(value, dict):
+        if value.get("type") == "image":
+            return [value]
+        return [b for v in value.values() for b in _images(v)]
+    if isinstance(value, list):
+        return [b for v in value for b in _images(v)]
+    return []
 
 
 @dataclass
@@ -47,7 +83,7 @@ class TokenCounter:
         return self.estimate_chars(len(text))
 
     def estimate_json(self, value: object) -> int:
-        return self.estimate_chars(len(canonical_json(value)))
+        return self.estimate_chars(counted_chars(value))
 
     def estimate_request(self, request: ModelRequest) -> int:
         return self.estimate_request_chars(request_chars(request))
@@ -111,24 +147,8 @@ PRICES: dict[str, tuple[float, float]] = {
     "claude-haiku-5-5": (1.0, 5.0),
     "claude-opus-5-5": (5.0, 25.0),
 }
-# The models memgpt-lite knows: id → (max output tokens per call, short aliases). Any other id
-# is still sent as given (a compatible server may know it) and priced as Sonnet.
-KNOWN_MODELS: dict[str, tuple[int, tuple[str, ...]]] = {
-    "claude-sonnet-5-5": (64_000, ("sonnet",)),
-    "claude-haiku-5-5": (64_000, ("haiku",)),
-    "claude-opus-5-5": (32_000, ("opus",)),
-}
 CACHE_WRITE_FACTOR = 1.25
 CACHE_READ_FACTOR = 0.1
-
-
-def resolve_model(name: str) -> str:
-    """The model id for `name`: an alias (`sonnet`, `haiku`, `opus`) or the id itself."""
-    wanted = name.strip()
-    for model, (_, aliases) in KNOWN_MODELS.items():
-        if wanted.lower() in aliases:
-            return model
-    return wanted
 
 
 def known_model(model: str) -> bool:
@@ -136,7 +156,9 @@ def known_model(model: str) -> bool:
 
 
 def price_table() -> dict[str, tuple[float, float]]:
-    path = os.environ.get("MEMGPT_LITE_PRICES")
+    from memgpt_lite.engine.config_file import env_value
+
+    path = env_value("MEMGPT_LITE_PRICES")
     return {**PRICES, **_price_file(path)} if path else dict(PRICES)
 
 

@@ -3,8 +3,10 @@ in alerts, summaries and listings."""
 
 from __future__ import annotations
 
-from memgpt_lite.engine.records import Message, Turn, canonical_json
+from memgpt_lite.engine.attachments import is_attachment
+from memgpt_lite.engine.records import Message, Turn
 from memgpt_lite.engine.text import neutralise_tags
+from memgpt_lite.engine.tokens import counted_chars
 
 
 def group_turns(messages: list[Message]) -> list[Turn]:
@@ -17,10 +19,11 @@ def group_turns(messages: list[Message]) -> list[Turn]:
 
 
 def first_words(turn: Turn, n: int = 12) -> str:
-    """The opening words of a turn, as inert data (they go into alerts and summaries)."""
+    """The opening words of a turn, as inert data (they go into alerts and summaries): the
+    user's own words, not those of a file attached to them."""
     for m in turn.messages:
         for b in m.content:
-            if b.get("type") == "text" and b.get("text", "").strip():
+            if b.get("type") == "text" and b.get("text", "").strip() and not is_attachment(b):
                 words = b["text"].split()
                 return neutralise_tags(" ".join(words[:n]) + (" …" if len(words) > n else ""))
     return "(no text)"
@@ -28,7 +31,7 @@ def first_words(turn: Turn, n: int = 12) -> str:
 
 def turn_chars(turn: Turn) -> int:
     """Characters a turn adds to the request JSON (what the counter estimates from)."""
-    return len(canonical_json([m.to_api() for m in turn.messages])) - 1
+    return counted_chars([m.to_api() for m in turn.messages]) - 1
 
 
 def turn_ranges(ids: list[int]) -> str:

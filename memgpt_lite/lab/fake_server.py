@@ -39,6 +39,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from memgpt_lite.engine.api_rules import validate_request
+from memgpt_lite.engine.attachments import image_tokens
 from memgpt_lite.engine.records import ModelResponse, Usage, canonical_json
 
 CHARS_PER_TOKEN = 3.5
@@ -66,7 +67,10 @@ def _part(block: dict, overhead: int = 0, role: str | None = None) -> tuple[int,
     """(tokens, value as hashed, is a breakpoint) of one block; the marker itself is neither
     counted nor hashed, so moving a breakpoint keeps the prefix's hash."""
     clean = {k: v for k, v in block.items() if k != "cache_control"}
-    tokens = overhead + math.ceil(len(canonical_json(clean)) / CHARS_PER_TOKEN)
+    if clean.get("type") == "image":  # priced by its pixels, as the API does, not its bytes
+        tokens = overhead + image_tokens(clean)
+    else:
+        tokens = overhead + math.ceil(len(canonical_json(clean)) / CHARS_PER_TOKEN)
     return tokens, clean if role is None else [role, clean], bool(block.get("cache_control"))
 
 

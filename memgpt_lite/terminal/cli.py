@@ -16,27 +16,43 @@ from typing import Any
 
 from memgpt_lite.terminal.exit_codes import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, UserError
 
-ENVIRONMENT = """\
-environment:
-  ANTHROPIC_API_KEY           the API key (or ANTHROPIC_AUTH_TOKEN)
-  ANTHROPIC_BASE_URL          an Anthropic-compatible server, e.g. the offline fake server:
-                              python -m memgpt_lite.lab.fake_server
-  MEMGPT_LITE_HOME            the data dir (default: the platform's user data dir)
-  MEMGPT_LITE_DATABASE_URL    postgresql://user@host/db: the agents' store on Postgres
-                              (as --db; needs pip install 'memgpt-lite[postgres]')
-  MEMGPT_LITE_MODEL           model id or alias (sonnet, haiku, opus)
-  MEMGPT_LITE_SUMMARY_MODEL   the summariser's model
-  MEMGPT_LITE_CONTEXT_WINDOW  context budget in tokens
-  MEMGPT_LITE_MAX_TOKENS      max output tokens per model call
-  MEMGPT_LITE_PRICES          a JSON price table for cost figures
-  MEMGPT_LITE_PROJECT         the project directory (as mcp --project; default: the
-                              working directory)
-  VISUAL, EDITOR              the editor for /core edit
-
+EXAMPLES = """
 examples:
   memgpt-lite chat                          chat with the agent "default"
   memgpt-lite chat -p "What do you know about me?"   answer once, reply on stdout
+  memgpt-lite config set model haiku        a default in the config file
   memgpt-lite demo                          offline: a recorded session, no API key"""
+
+
+def environment_epilog() -> str:
+    """The --help epilog: every environment variable memgpt-lite reads (from the settings
+    registry, so none is missing), where settings come from, and examples."""
+    import textwrap
+
+    from memgpt_lite.engine.registry import PRECEDENCE, environment_rows
+
+    lines, indent = [], " " * 36
+    for name, text in environment_rows():
+        wrapped = textwrap.wrap(text, 100 - len(indent)) or [""]
+        lines.append(f"  {name:<34}{wrapped[0]}")
+        lines += [indent + w for w in wrapped[1:]]
+    where = textwrap.fill(f"Every setting, first match wins: {PRECEDENCE} (`memgpt-lite config "
+                          "show`, `memgpt-lite agents show NAME`).", 98, initial_indent="  ",
+                          subsequent_indent="  ")
+    return "environment:\n" + "\n".join(lines) + "\n\nsettings:\n" + where + "\n" + EXAMPLES
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """A one-paragraph description is wrapped to the width; text of several lines (the
+    epilogs: examples, the environment list) is shown as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" in text:
+            return super()._fill_text(text, width, indent)
+        import textwrap
+
+        return textwrap.fill(text, min(width, 100), initial_indent=indent,
+                             subsequent_indent=indent)
 
 
 def _examples(*lines: str) -> str:
@@ -46,7 +62,7 @@ def _examples(*lines: str) -> str:
 def _parser(sub: Any, name: str, help_text: str, *examples: str, **kw: Any) -> Any:
     return sub.add_parser(name, help=help_text, description=help_text[:1].upper() + help_text[1:]
                           + ".", epilog=_examples(*examples),
-                          formatter_class=argparse.RawDescriptionHelpFormatter, **kw)
+                          formatter_class=_HelpFormatter, **kw)
 
 
 # --------------------------------------------------------------------------- parser
@@ -60,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A MemGPT-style agent that manages its own memory on Claude. Data lives in "
                     "one SQLite file (or on Postgres, with --db); `memgpt-lite doctor` shows "
                     "where.",
-        epilog=ENVIRONMENT, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=environment_epilog(), formatter_class=_HelpFormatter)
     parser.add_argument("--version", action="version", version=f"memgpt-lite {__version__}")
     parser.add_argument("--db", metavar="URL",
                         help="the store: a postgresql:// URL (or a SQLite file) instead of the "
@@ -73,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     _agent_arg(p)
     p.set_defaults(func=lambda a: _commands().cmd_core(a))
     _add_agents_parser(sub)
+    _add_config_parser(sub)
     p = _parser(sub, "models", "list the known models, their aliases and the prices used for "
                 "cost", "memgpt-lite models", "memgpt-lite chat --model haiku")
     p.set_defaults(func=lambda a: _commands().cmd_models(a))
@@ -129,25 +146,42 @@ def _add_embeddings_parser(sub: Any) -> None:
 
 
 def _add_chat_parser(sub: Any) -> None:
-    p = _parser(sub, "chat", "chat with an agent (created on first use)",
-                "memgpt-lite chat --agent work --model haiku",
+    from memgpt_lite.engine.registry import PRECEDENCE
+
+    p = _parser(sub, "chat", "chat with an agent (a new name is created after asking, or "
+                "with a line on stderr when piped)",
+                "memgpt-lite chat --agent work -m haiku     # haiku for this run only",
+                "memgpt-lite chat --agent work -m haiku --save   # and from now on",
                 'memgpt-lite chat -p "Summarise what you know about me" > notes.md',
+                'cat notes.md | memgpt-lite chat -p "Summarise this"',
+                'memgpt-lite chat -a diagram.png -p "What does this show?"',
                 "printf 'My name is Ada.\\n/core\\n' | memgpt-lite chat --json")
+    p.description += (f" Settings, first match wins: {PRECEDENCE}. The flags below hold for "
+                      "this run only; --save stores them with the agent (as `agents set` "
+                      "does).")
     _agent_arg(p)
     p.add_argument("-p", "--print", dest="prompt", metavar="TEXT",
                    help="send TEXT as one message, print the reply on stdout and exit "
-                        "(- reads the message from stdin); non-zero exit if the turn failed")
+                        "(- reads the message from stdin; otherwise piped stdin is attached "
+                        "to TEXT); non-zero exit if the turn failed")
+    p.add_argument("-a", "--attach", action="append", metavar="FILE",
+                   help="send a file with the first message (repeatable): text, or a PNG, "
+                        "JPEG, GIF or WebP image; long text is clipped in the context with a "
+                        "marker, the whole file kept in recall")
     p.add_argument("--json", action="store_true", dest="json_out",
                    help="write one JSON object per event (reply, tool calls, evictions, usage, "
                         "errors) to stdout instead of text")
-    p.add_argument("--model", metavar="ID",
-                   help="model id or alias: sonnet, haiku, opus (stored with the agent)")
+    p.add_argument("-m", "--model", metavar="ID",
+                   help="model id or alias: sonnet, haiku, opus (this run; --save keeps it)")
     p.add_argument("--context-window", metavar="N",
-                   help="context budget in tokens (default 32,000; stored with the agent)")
+                   help="context budget in tokens (default 32,000; this run; --save keeps it)")
     p.add_argument("--max-tokens", metavar="N",
-                   help="max output tokens per model call (default 2,048; stored with the agent)")
+                   help="max output tokens per model call (default 2,048; this run; --save "
+                        "keeps it)")
     p.add_argument("--thinking", action=argparse.BooleanOptionalAction, default=None,
-                   help="extended thinking on or off (stored with the agent; default off)")
+                   help="extended thinking on or off (default off; this run; --save keeps it)")
+    p.add_argument("--save", action="store_true",
+                   help="store the settings given by flags with the agent, for later runs too")
     p.add_argument("--no-record", action="store_true",
                    help="do not record this session to a JSONL event log")
     p.add_argument("--timeout", metavar="SECONDS",
@@ -160,10 +194,16 @@ def _add_recording_parsers(sub: Any) -> None:
     p = _parser(sub, "sessions", "list recorded chat sessions",
                 "memgpt-lite sessions", "memgpt-lite sessions --agent work")
     p.add_argument("--agent", metavar="NAME", help="only this agent's sessions")
+    p.add_argument("--paths", action="store_true",
+                   help="print each recording's file, one a line, instead of the table")
+    p.add_argument("--ids", action="store_true",
+                   help="print each recording's id, one a line (for shell completion)")
     p.set_defaults(func=lambda a: _commands().cmd_sessions(a))
     p = _parser(sub, "replay", "replay a recorded session; report divergence and final memory",
-                "memgpt-lite replay FILE --strict", "memgpt-lite replay FILE --speed 2")
-    p.add_argument("file", metavar="FILE", help="a JSONL recording (see `memgpt-lite sessions`)")
+                "memgpt-lite replay 20261129T134500Z --strict    # an id from sessions",
+                "memgpt-lite replay FILE --speed 2")
+    p.add_argument("file", metavar="FILE", help="a JSONL recording, or the id of one that "
+                                                "`memgpt-lite sessions` shows")
     p.add_argument("--strict", action="store_true", help="exit non-zero on any divergence")
     p.add_argument("--speed", type=float, default=0.0, metavar="X",
                    help="playback speed factor (0 = as fast as possible)")
@@ -261,12 +301,15 @@ def _add_agents_parser(sub: Any) -> None:
                      "memgpt-lite agents create work --share human",
                      "memgpt-lite agents export work work.json")
     asub = agents.add_subparsers(dest="agents_command", metavar="ACTION")
-    p = _parser(asub, "list", "table of agents", "memgpt-lite agents list")
+    p = _parser(asub, "list", "table of agents", "memgpt-lite agents list",
+                "memgpt-lite agents list --names   # one name a line")
+    p.add_argument("--names", action="store_true",
+                   help="print the names only, one a line (for scripts and shell completion)")
     p.set_defaults(func=lambda a: _commands().cmd_agents_list(a))
     p = _parser(asub, "show", "settings (and where each came from), counts, core memory and "
                 "summary of an agent", "memgpt-lite agents show default")
     p.add_argument("name", metavar="NAME", help="the agent")
-    p.set_defaults(func=lambda a: _commands().cmd_agents_show(a))
+    p.set_defaults(func=lambda a: _config_commands().cmd_agents_show(a))
     _add_agents_scope_parsers(asub)
     _add_agents_set_parser(asub)
     p = _parser(asub, "delete", "delete an agent and everything of it, recordings included",
@@ -294,6 +337,38 @@ def _add_agents_parser(sub: Any) -> None:
     p.add_argument("--name", metavar="NEW", help="import under this name")
     p.set_defaults(func=lambda a: _commands().cmd_agents_import(a))
     agents.set_defaults(func=lambda args: _help(agents))
+
+
+def _add_config_parser(sub: Any) -> None:
+    from memgpt_lite.engine.registry import FILE_KEYS, PRECEDENCE
+
+    config = _parser(sub, "config", "the config file: defaults for every agent and command",
+                     "memgpt-lite config path", "memgpt-lite config show",
+                     "memgpt-lite config set model haiku",
+                     "memgpt-lite config set context_window 16000",
+                     "memgpt-lite config unset model")
+    config.description += (f" Settings, first match wins: {PRECEDENCE}. MEMGPT_LITE_CONFIG "
+                           "names another file.")
+    csub = config.add_subparsers(dest="config_command", metavar="ACTION")
+    p = _parser(csub, "path", "print where the config file is (or would be)",
+                "memgpt-lite config path")
+    p.set_defaults(func=lambda a: _config_commands().cmd_config_path(a))
+    p = _parser(csub, "show", "every setting: its value and where it came from",
+                "memgpt-lite config show")
+    p.set_defaults(func=lambda a: _config_commands().cmd_config_show(a))
+    p = _parser(csub, "set", "check a value and write it to the config file",
+                "memgpt-lite config set model haiku", "memgpt-lite config set thinking on",
+                "memgpt-lite config set timeout 300")
+    p.add_argument("key", metavar="KEY", choices=FILE_KEYS,
+                   help=f"one of {', '.join(FILE_KEYS)}")
+    p.add_argument("value", metavar="VALUE", help="its value")
+    p.set_defaults(func=lambda a: _config_commands().cmd_config_set(a))
+    p = _parser(csub, "unset", "remove a setting from the config file",
+                "memgpt-lite config unset model")
+    p.add_argument("key", metavar="KEY", choices=FILE_KEYS,
+                   help=f"one of {', '.join(FILE_KEYS)}")
+    p.set_defaults(func=lambda a: _config_commands().cmd_config_unset(a))
+    config.set_defaults(func=lambda args: _help(config))
 
 
 def _add_agents_scope_parsers(asub: Any) -> None:
@@ -329,7 +404,7 @@ def _add_agents_set_parser(asub: Any) -> None:
     p.add_argument("assignments", nargs="*", metavar="KEY=VALUE", help="settings to store")
     p.add_argument("--reset", nargs="*", metavar="KEY",
                    help="set these settings (default: all of them) back to their defaults")
-    p.set_defaults(func=lambda a: _commands().cmd_agents_set(a))
+    p.set_defaults(func=lambda a: _config_commands().cmd_agents_set(a))
 
 
 def _help(parser: argparse.ArgumentParser) -> int:
@@ -361,7 +436,9 @@ def _main(argv: list[str]) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
-        if args.command not in ("completion", "models"):
+        if args.command not in ("completion", "config"):
+            _config_commands().warn_unknown(_config_file())
+        if args.command not in ("completion", "models", "config"):
             _forgetting().finish_pending_forgets()  # a forget cut off is finished first
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
@@ -455,6 +532,18 @@ def _commands() -> Any:
     return commands
 
 
+def _config_file() -> Any:
+    from memgpt_lite.engine.config_file import load
+
+    return load()
+
+
+def _config_commands() -> Any:
+    from memgpt_lite.terminal import config_commands
+
+    return config_commands
+
+
 def _forgetting() -> Any:
     from memgpt_lite.terminal import forget_commands
 
@@ -494,9 +583,13 @@ def _mcp(args: argparse.Namespace) -> int:
 
 
 def _chat(args: argparse.Namespace) -> int:
-    from memgpt_lite.terminal import chat
+    from memgpt_lite.engine.model import start_sdk_import
 
-    return chat.run_chat(agent_name=args.agent, model=args.model,
-                         context_window=args.context_window, max_tokens=args.max_tokens,
-                         thinking=args.thinking, record=not args.no_record,
-                         timeout=args.timeout, prompt=args.prompt, json_out=args.json_out)
+    start_sdk_import()  # first: the SDK's import is the longest wait of a first reply
+    from memgpt_lite.terminal import chat_main
+
+    return chat_main.run_chat(agent_name=args.agent, model=args.model,
+                              context_window=args.context_window, max_tokens=args.max_tokens,
+                              thinking=args.thinking, record=not args.no_record,
+                              timeout=args.timeout, prompt=args.prompt, json_out=args.json_out,
+                              save=args.save, attach=args.attach)

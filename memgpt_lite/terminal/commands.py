@@ -48,129 +48,17 @@ def cmd_core(args: argparse.Namespace) -> int:
 
 
 def cmd_agents_list(args: argparse.Namespace) -> int:
+    from memgpt_lite.engine.config import database_url, db_path
+
+    if getattr(args, "names", False):
+        if database_url() or db_path().is_file():  # Tab must not create a data dir
+            with _open_store() as store:
+                for row in store.list_agents():
+                    print(render.visible(row.name))
+        return EXIT_OK
     with _open_store() as store:
         render.print_agents(render.make_console(), store)
     return EXIT_OK
-
-
-def cmd_agents_show(args: argparse.Namespace) -> int:
-    with _open_store() as store:
-        row = _require_agent(store, args.name)
-        agent_checks.settle(store, row)
-        render.print_agent(render.make_console(), store, row, setting_sources(row.settings))
-    return EXIT_OK
-
-
-# The settings a user chooses (`agents set`, `agents show`); the rest are tuning knobs that
-# exports carry but the command line does not offer.
-USER_SETTINGS = ("model", "summary_model", "context_window", "max_output_tokens", "thinking")
-_ENV_OF = {"model": "MEMGPT_LITE_MODEL", "summary_model": "MEMGPT_LITE_SUMMARY_MODEL",
-           "context_window": "MEMGPT_LITE_CONTEXT_WINDOW",
-           "max_output_tokens": "MEMGPT_LITE_MAX_TOKENS"}
-
-
-def setting_sources(stored: dict[str, Any] | None) -> list[tuple[str, Any, str]]:
-    """(name, value in effect for the next chat, where it came from) of each user setting:
-    the environment, the agent's stored settings (flags given to `chat` are stored), or the
-    default."""
-    from memgpt_lite.engine.config import Settings
-
-    defaults = Settings().to_dict()
-    saved = Settings.from_dict(stored).to_dict() if stored else defaults
-    env = Settings.from_dict(stored).with_env().to_dict() if stored else \
-        Settings().with_env().to_dict()
-    rows = []
-    for name in USER_SETTINGS:
-        if os.environ.get(_ENV_OF.get(name, "")):
-            rows.append((name, env[name], f"env {_ENV_OF[name]}"))
-        elif saved[name] != defaults[name]:
-            rows.append((name, saved[name], "stored"))
-        else:
-            rows.append((name, defaults[name], "default"))
-    return rows
-
-
-def cmd_agents_set(args: argparse.Namespace) -> int:
-    """`agents set NAME key=value ...` or `--reset [KEY ...]`, checked like an import."""
-    from memgpt_lite.engine.config import ConfigError, Settings
-
-    with _open_store() as store, _agent_lock(store, _known(store, args.name)):
-        row = _require_agent(store, args.name)
-        current = Settings.from_dict(row.settings).to_dict()
-        if args.reset is not None and args.assignments:
-            raise UserError("Give either KEY=VALUE settings or --reset, not both.", EXIT_USAGE)
-        changes = (_reset(args.reset) if args.reset is not None
-                   else _assignments(args.assignments))
-        try:
-            settings = Settings.from_dict({**current, **changes}, where="setting")
-        except ConfigError as exc:
-            raise UserError(str(exc), EXIT_USAGE) from None
-        if settings.thinking and settings.max_output_tokens <= settings.thinking_budget:
-            raise UserError(f"thinking=on needs max_output_tokens above "
-                            f"{settings.thinking_budget:,}.", EXIT_USAGE)
-        agent_checks.check_window(settings, store.get_blocks(row.id), row.state.get("counter"),
-                     {k: k for k in changes})
-        store.update_settings(row.id, settings.to_dict())
-    shown = ", ".join(f"{k}={v}" for k, v in changes.items())
-    print(render.visible(f"Agent {args.name!r}: {shown}."))
-    _warn_unknown_models(changes)
-    return EXIT_OK
-
-
-def _warn_unknown_models(changes: dict[str, Any]) -> None:
-    from memgpt_lite.engine.tokens import KNOWN_MODELS, known_model
-
-    for key in ("model", "summary_model"):
-        if key in changes and not known_model(changes[key]):
-            print(render.visible(f"warning: {changes[key]!r} is not a model memgpt-lite knows "
-                                 f"(known: {', '.join(KNOWN_MODELS)}); it is priced as Sonnet"),
-                  file=sys.stderr)
-
-
-def _assignments(items: list[str]) -> dict[str, Any]:
-    if not items:
-        raise UserError("Name at least one setting, e.g. `model=haiku` (settings: "
-                        f"{', '.join(USER_SETTINGS)}), or use --reset.", EXIT_USAGE)
-    return {key: _setting_value(key, value) for key, value in map(_split_assignment, items)}
-
-
-def _split_assignment(item: str) -> tuple[str, str]:
-    key, eq, value = item.partition("=")
-    key = key.strip().replace("-", "_")
-    if not eq or key not in USER_SETTINGS:
-        raise UserError(f"{item!r} is not KEY=VALUE with KEY one of "
-                        f"{', '.join(USER_SETTINGS)}.", EXIT_USAGE)
-    return key, value.strip()
-
-
-def _setting_value(key: str, value: str) -> Any:
-    from memgpt_lite.engine.config import ConfigError, parse_positive_int
-    from memgpt_lite.engine.tokens import resolve_model
-
-    if key in ("model", "summary_model"):
-        return resolve_model(value)
-    if key == "thinking":
-        flags = {"on": True, "true": True, "yes": True, "1": True,
-                 "off": False, "false": False, "no": False, "0": False}
-        if value.lower() not in flags:
-            raise UserError(f"thinking must be on or off, got {value!r}.", EXIT_USAGE)
-        return flags[value.lower()]
-    try:
-        return parse_positive_int(value, key)
-    except ConfigError as exc:
-        raise UserError(str(exc), EXIT_USAGE) from None
-
-
-def _reset(keys: list[str]) -> dict[str, Any]:
-    from memgpt_lite.engine.config import Settings
-
-    defaults = Settings().to_dict()
-    names = [k.strip().replace("-", "_") for k in keys] or list(USER_SETTINGS)
-    unknown = [k for k in names if k not in USER_SETTINGS]
-    if unknown:
-        raise UserError(f"{unknown[0]!r} is not a setting (settings: "
-                        f"{', '.join(USER_SETTINGS)}).", EXIT_USAGE)
-    return {k: defaults[k] for k in names}
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -201,7 +89,7 @@ LABEL = re.compile(r"[A-Za-z0-9_.-]{1,50}")
 def cmd_agents_create(args: argparse.Namespace) -> int:
     """`agents create NAME [--share LABEL ...]`: a new agent; each shared label joins the data
     dir's user-scope block of that label (or starts it from the agent's own block)."""
-    from memgpt_lite.engine.config import Settings
+    from memgpt_lite.engine.config import resolve_settings, stored_form
     from memgpt_lite.engine.memory import default_blocks
 
     labels = list(dict.fromkeys(args.share or []))
@@ -209,13 +97,13 @@ def cmd_agents_create(args: argparse.Namespace) -> int:
     if bad is not None:
         raise UserError(f"{bad!r} is not a block label (letters, digits, _ . - up to 50).",
                         EXIT_USAGE)
-    settings = Settings()
+    settings = resolve_settings(None)[0]
     with _open_store() as store, _agent_lock(store, args.name):
         if store.get_agent(args.name) is not None:
             raise UserError(f"An agent named {args.name!r} already exists.")
         before = {label: store.shared_block_agents(label) for label in labels}
         with store.transaction():
-            row = store.create_agent(args.name, settings.to_dict(),
+            row = store.create_agent(args.name, stored_form({}),
                                      default_blocks(settings.block_limit))
             for label in labels:
                 store.share_block(row.id, label, default=("", settings.block_limit))
@@ -489,7 +377,13 @@ def cmd_sessions(args: argparse.Namespace) -> int:
             raise UserError(agent_name_problem(name), EXIT_USAGE)  # type: ignore[arg-type]
         render.print_error(console, f"there is no agent named {name!r}")
         return EXIT_USAGE
-    render.print_sessions(console, recording.list_recordings(agent), name, names)
+    rows = recording.list_recordings(agent)
+    if getattr(args, "paths", False) or getattr(args, "ids", False):  # one a line, whole
+        for line in (recording.session_ids(rows) if getattr(args, "ids", False)
+                     else [str(r.path) for r in rows]):
+            print(render.visible(line))
+        return EXIT_OK
+    render.print_sessions(console, rows, name, names)
     return EXIT_OK
 
 
@@ -499,6 +393,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     console = render.make_console(wrap=True)
     strict, speed = bool(getattr(args, "strict", False)), float(getattr(args, "speed", 0) or 0)
     try:
+        args.file = recording.find_recording(args.file)
         loaded = recording.Recording.load(args.file)
     except recording.RecordingError as exc:
         render.print_error(console, str(exc))
@@ -561,7 +456,7 @@ def _run_replay(console: Console, path: str | Path, *, strict: bool,
     when the recording cannot be replayed."""
     from memgpt_lite.engine import recording
     from memgpt_lite.engine import replay as replay_mod
-    from memgpt_lite.terminal.view import ReplayView
+    from memgpt_lite.terminal.replay_view import ReplayView
 
     try:
         return replay_mod.replay(path, strict=strict, observer=ReplayView(console, speed=speed))

@@ -29,6 +29,7 @@ class _Report:
 
     def __init__(self, console: Console):
         self.console, self.problems = console, 0
+        self.no_key = False  # everything else may be fine, but chat cannot call a model
 
     def _line(self, mark: str, text: str) -> None:
         self.console.print(visible(f"{mark:<5} {text}"), markup=False, highlight=False,
@@ -57,6 +58,10 @@ def run_doctor(console: Console, *, repair: bool = False, online: bool = True) -
     _doctor_api(report, online)
     if report.problems:
         console.print(f"{report.problems} problem(s) found.", markup=False)
+        return 1
+    if report.no_key:
+        console.print("Not ready to chat: no API key or server is set (everything else looks "
+                      "fine; demo and replay work without one).", markup=False)
         return 1
     console.print("Everything looks fine.", markup=False)
     return 0
@@ -279,6 +284,7 @@ def _doctor_api(report: _Report, online: bool) -> None:
         report.warn("ANTHROPIC_API_KEY is not set: chat needs it (export ANTHROPIC_API_KEY=...), "
                     "or set ANTHROPIC_BASE_URL to an Anthropic-compatible server; demo and replay "
                     "work without it")
+        report.no_key = online  # --offline skips the key and connection checks
         return
     if online:
         _doctor_connection(report)

@@ -5,7 +5,6 @@ embeddings imports nothing of this)."""
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -17,9 +16,10 @@ from memgpt_lite.terminal.exit_codes import EXIT_OK, UserError
 def configured_embedder(spec: str | None = None) -> Any:
     """The embedder of `spec` (as MEMGPT_LITE_EMBEDDER: onnx:FOLDER, http or none) with the
     other settings from the environment; None for keyword-only search."""
+    from memgpt_lite.engine.config_file import environment
     from memgpt_lite.engine.embeddings import EmbeddingConfig, EmbeddingError
 
-    env = dict(os.environ)
+    env = environment()
     if spec:
         env["MEMGPT_LITE_EMBEDDER"] = spec
     try:
@@ -28,16 +28,26 @@ def configured_embedder(spec: str | None = None) -> Any:
         raise UserError(str(exc)) from None
 
 
-def chat_embedder(agent: Any) -> Any:
-    """Hybrid search for a chat when MEMGPT_LITE_EMBEDDER is set, or unset with a model
-    installed as the default: returns the background indexer to close at the end of the
-    session, or None."""
-    spec = os.environ.get("MEMGPT_LITE_EMBEDDER", "").strip().lower()
+def wanted_embedder() -> Any:
+    """The embedder hybrid search uses when MEMGPT_LITE_EMBEDDER is set (in the environment
+    or the config file), or unset with a model installed as the default; else None."""
+    from memgpt_lite.engine.config_file import env_value
+
+    spec = (env_value("MEMGPT_LITE_EMBEDDER") or "").strip().lower()
     if spec == "none" or (not spec and not _has_default()):
+        return None
+    return configured_embedder()
+
+
+def chat_embedder(agent: Any) -> Any:
+    """Hybrid search for a chat (see wanted_embedder): returns the background indexer to
+    close at the end of the session, or None."""
+    embedder = wanted_embedder()
+    if embedder is None:
         return None
     from memgpt_lite.engine.indexer import attach_embedder
 
-    return attach_embedder(agent, configured_embedder())
+    return attach_embedder(agent, embedder)
 
 
 def _has_default() -> bool:

@@ -26,7 +26,7 @@ from memgpt_lite.engine import recording
 from memgpt_lite.engine import replay as replay_mod
 from memgpt_lite.lab import compare, locomo, nested_kv, scenarios
 from memgpt_lite.lab.harness import ScenarioError
-from memgpt_lite.terminal import render
+from memgpt_lite.terminal import eval_render, render
 from memgpt_lite.terminal.exit_codes import EXIT_ERROR, EXIT_OK, EXIT_USAGE
 from memgpt_lite.terminal.progress import progress
 
@@ -98,7 +98,7 @@ def _bundled_by_name(given: str) -> Path:
 def _list(console: Console) -> int:
     """`eval --list`: the bundled scenarios, what each proves, and how to run them."""
     rows = [scenarios.Scenario.load(p) for p in sorted(_bundled_scenarios())]
-    render.print_scenario_list(console, rows)
+    eval_render.print_scenario_list(console, rows)
     return EXIT_OK
 
 
@@ -160,7 +160,7 @@ def _run_one(console: Console, scenario: scenarios.Scenario, args: argparse.Name
     finally:
         if recorder is not None:
             recorder.close()
-    render.print_score_table(console, report)
+    eval_render.print_score_table(console, report)
     if recorder is not None:
         console.print(Text(f"recorded to {recorder.path} (re-score with --replay)", style="dim"))
     return report
@@ -177,7 +177,7 @@ def _compare(console: Console, files: list[str]) -> int:
         raise _UsageError("--compare takes two JSON reports: A.json B.json")
     a, b = (compare.load_report(f) for f in files)
     result = compare.compare(a, b)
-    render.print_comparison(console, result, files)
+    eval_render.print_comparison(console, result, files)
     return EXIT_OK
 
 
@@ -207,9 +207,9 @@ def _dataset(console: Console, name: str, args: argparse.Namespace) -> int:
             result = nested_kv.run_nested_kv(file, _live_client(args), settings=settings,
                                              progress=counted)
     if name == "locomo":
-        render.print_locomo(console, result)
+        eval_render.print_locomo(console, result)
     else:
-        render.print_nested_kv(console, result)
+        eval_render.print_nested_kv(console, result)
     _write_json(console, getattr(args, "json", None), result)
     return EXIT_OK
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import sys
 from collections.abc import AsyncIterator
 from typing import Any
@@ -63,14 +62,12 @@ def run_mcp(agent_name: str, project: str | None) -> int:
 
 
 def _attach_dense(service: MemoryService) -> None:
-    """Hybrid search, as in the chat, when MEMGPT_LITE_EMBEDDER is set (searches only: the
-    chat's indexer or `memgpt-lite index` embeds what is stored here)."""
-    if os.environ.get("MEMGPT_LITE_EMBEDDER", "none").strip().lower() in ("", "none"):
-        return
+    """Hybrid search, chosen as the chat chooses it (searches only: the chat's indexer or
+    `memgpt-lite index` embeds what is stored here)."""
     from memgpt_lite.engine.dense import DenseRecall
-    from memgpt_lite.terminal.embedding_commands import configured_embedder
+    from memgpt_lite.terminal.embedding_commands import wanted_embedder
 
-    embedder = configured_embedder()
+    embedder = wanted_embedder()
     if embedder is not None:
         service.tools.dense = DenseRecall(service.store, service.row.id, embedder)
 

@@ -2,8 +2,8 @@
 
 Core memory, agents, search pages, the context ledger, token usage and forget matches (for
 the chat's slash commands and the CLI alike); the sessions table, the replay and demo headers,
-the replay report with the final core memory; eval score tables, comparisons and the dataset
-tables. Printers take a console and the data (or the store to read it from) and decide
+the replay report with the final core memory (the eval's tables are in eval_render.py).
+Printers take a console and the data (or the store to read it from) and decide
 nothing. Live rendering of event streams (the chat's turns, a replay as it runs) is in view.py.
 
 Everything that came from a user, a model or a file reaches the terminal through `shown` (a
@@ -72,13 +72,59 @@ def make_console(file: Any = None, *, plain: bool | None = None, width: int | No
     stream = file if file is not None else sys.stdout
     if plain is None:
         plain = not _isatty(stream)
-    if wrap:
-        return Console(file=file, highlight=False, color_system=None if plain else "auto",
-                       width=(width or 100) if plain else width)
-    if plain:
-        return Console(file=stream, color_system=None, no_color=True, highlight=False,
-                       emoji=False, soft_wrap=True, width=width or 100)
+    if wrap and not plain:
+        return Console(file=file, highlight=False, width=width)
+    if plain:  # piped: lines end where the text ends (no padding) and are not cut at the width
+        target = _FollowStdout() if file is None and wrap else stream
+        return Console(file=StrippedLines(target), color_system=None, no_color=True,
+                       highlight=False, emoji=False, soft_wrap=True, width=width or 100)
     return Console(file=stream, highlight=False, width=width)
+
+
+class _FollowStdout:
+    """Writes to whatever sys.stdout is at the time (a test may swap it)."""
+
+    def write(self, text: str) -> int:
+        return sys.stdout.write(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+    def isatty(self) -> bool:
+        return _isatty(sys.stdout)
+
+
+class StrippedLines:
+    """A text file that drops the spaces at the end of every line: rich pads tables and
+    panels to the width, and piped output (a file, a diff, a grep) is better without them.
+    Spaces not yet followed by a line end are held back until it is known whether one
+    comes (a streamed reply may end a chunk with a space)."""
+
+    def __init__(self, file: Any):
+        self.file = file
+        self._held = ""
+
+    def write(self, text: str) -> int:
+        text = self._held + text
+        lines = text.split("\n")
+        last = lines.pop()
+        body = "".join(line.rstrip(" ") + "\n" for line in lines)
+        kept = last.rstrip(" ")
+        self._held = last[len(kept):]
+        self.file.write(body + kept)
+        return len(text)
+
+    def flush(self) -> None:
+        self.file.flush()
+
+    def isatty(self) -> bool:
+        return _isatty(self.file)
+
+    def fileno(self) -> int:
+        return self.file.fileno()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.file, name)
 
 
 def _isatty(stream: Any) -> bool:
@@ -143,17 +189,28 @@ def print_agents(console: Console, store: Any) -> None:
                   box=None, pad_edge=False)
     for row in rows:
         stats = store.agent_stats(row.id)
-        table.add_row(shown(row.name), shown(row.model), f"{stats.get('turns', 0):,}",
+        table.add_row(shown(row.name), shown(model_of(row)), f"{stats.get('turns', 0):,}",
                       f"{stats.get('messages', 0):,}", f"{stats.get('passages', 0):,}",
                       _when(stats.get("last_used_at") or row.last_used_at))
     console.print(table)
+
+
+def model_of(row: Any) -> str:
+    """The model the agent's next chat uses (its own, the environment's, the config file's
+    or the default), whatever the row's model column says."""
+    from memgpt_lite.engine.config import ConfigError, resolve_settings
+
+    try:
+        return resolve_settings(row.settings)[0].model
+    except ConfigError:  # a bad variable or file is reported where it is used
+        return row.model or "?"
 
 
 def print_agent(console: Console, store: Any, row: Any,
                 settings: list[tuple[str, Any, str]]) -> None:
     stats = store.agent_stats(row.id)
     console.print(shown(f"agent {row.name}", "bold"))
-    console.print(shown(f"model {row.model} · created {_when(row.created_at)} · last used "
+    console.print(shown(f"model {model_of(row)} · created {_when(row.created_at)} · last used "
                         f"{_when(stats.get('last_used_at') or row.last_used_at)}"))
     console.print(f"{stats.get('turns', 0):,} turns · {stats.get('messages', 0):,} messages · "
                   f"{stats.get('passages', 0):,} passages", markup=False)
@@ -246,6 +303,24 @@ def print_tokens(console: Console, tally: Tally) -> None:
                       f"{'s' if tally.summary_calls != 1 else ''} · {s.total_input:,} input · "
                       f"{s.output_tokens:,} output tokens · ${tally.summary_cost_usd:.4f}",
                       markup=False)
+
+
+def print_cost(console: Console, tally: Tally) -> None:
+    """`/cost`: the session's model calls by kind (chat, summariser), each with its tokens,
+    cache share and cost, and the total."""
+    rows = [(kind, calls, usage, cost) for kind, calls, usage, cost in tally.by_kind() if calls]
+    if not rows:
+        console.print("no model calls yet this session", markup=False)
+        return
+    table = Table("calls by kind", box=None, pad_edge=False)
+    for name in ("calls", "input tokens", "from cache", "output tokens", "cost"):
+        table.add_column(name, justify="right")
+    total = tally.paid_usage
+    for kind, calls, usage, cost in rows + [("total", sum(r[1] for r in rows), total,
+                                             tally.paid_cost_usd)]:
+        table.add_row(kind, f"{calls:,}", f"{usage.total_input:,}", f"{cache_hit(usage):.0%}",
+                      f"{usage.output_tokens:,}", f"${cost:.4f}")
+    console.print(table)
 
 
 PREVIEW_PER_PLACE = 20  # units listed per place before "… and N more" (--dry-run: all)
@@ -379,15 +454,19 @@ def print_sessions(console: Console, rows: list[Any], agent: str | None,
         console.print(shown(f"No recorded sessions{who} yet; `memgpt-lite chat` records by "
                             f"default."))
         return
-    table = Table("agent", "started", "turns", "file", box=None, pad_edge=False)
-    for r in rows:
+    from memgpt_lite.engine.recording import session_ids
+
+    table = Table("id", "agent", "started", "turns", box=None, pad_edge=False)
+    table.columns[0].no_wrap = True  # the id `replay` takes is never cut
+    for r, sid in zip(rows, session_ids(rows)):
         turns = str(r.turns) if r.problem is None else f"damaged: {r.problem}"
         turns += " (scrubbed by a forget)" if r.scrubbed else ""
         now = (names or {}).get(r.agent_uid or "", r.agent)
         who = r.agent if now == r.agent else f"{now} (was {r.agent})"
-        table.add_row(shown(who), shown(r.started), shown(turns), shown(r.path))
+        table.add_row(shown(sid), shown(who), shown(_when(r.started)), shown(turns))
     console.print(table)
-    console.print(Text("replay one with: memgpt-lite replay FILE --strict", style="dim"))
+    console.print(shown("replay one with: memgpt-lite replay ID --strict (sessions --paths "
+                        "prints the files)", "dim"))
 
 
 def print_replay_header(console: Console, header: dict[str, Any], path: str | Path) -> None:
@@ -458,113 +537,3 @@ def print_final_core_memory(console: Console, blocks: dict[str, str],
         used = f"{len(value):,}/{limit:,} chars" if limit else f"{len(value):,} chars"
         console.print(Panel(shown(value or "(empty)"), title=shown(f"{label} · {used}"),
                             title_align="left", expand=True))
-
-
-# --------------------------------------------------------------------------- eval
-
-
-def print_scenario_list(console: Console, rows: list[Any]) -> None:
-    """The bundled scenarios: name, inputs, checks, what each proves; then how to run them."""
-    table = Table("scenario", "inputs", "checks", "what it proves", box=None, pad_edge=False)
-    table.columns[3].overflow = "fold"
-    for s in rows:
-        judged = " (1 judged)" if any(c.type == "judge" for c in s.checks) else ""
-        table.add_row(shown(s.name), str(len(s.inputs)), f"{len(s.checks)}{judged}",
-                      shown(s.description))
-    console.print(table)
-    console.print("Run them all: memgpt-lite eval --model ID [--judge] --json a.json; one: "
-                  "memgpt-lite eval NAME --model ID; compare two runs: memgpt-lite eval "
-                  "--compare a.json b.json", markup=False, highlight=False)
-
-
-def print_score_table(console: Console, report: dict[str, Any]) -> None:
-    table = Table(title=shown(f"{report['scenario']} · {report['model']} · "
-                              f"{report.get('source', '')}"), title_justify="left", pad_edge=False)
-    table.add_column("check")
-    table.add_column("result")
-    table.add_column("detail", overflow="fold")
-    for c in report["checks"]:
-        mark = "skip" if c["passed"] is None else ("PASS" if c["passed"] else "FAIL")
-        table.add_row(shown(c["name"]), mark, shown(c["detail"]))
-    console.print(table)
-    t = report["totals"]
-    console.print(f"score {report['passed']}/{report['passed'] + report['failed']} "
-                  f"({report['score']:.0%}) · {t['turns']} turns · {t['model_calls']} model calls"
-                  f" · {t['tool_calls']} tool calls · {t['input_tokens']:,} input tokens · "
-                  f"${t['cost_usd']:.4f}")
-    for d in report.get("replay_divergences") or []:
-        console.print(shown(f"  replay divergence: {d}", "yellow"))
-
-
-def print_comparison(console: Console, result: dict[str, Any], names: list[str]) -> None:
-    mark = {True: "PASS", False: "FAIL", None: "—"}
-    table = Table("scenario", "check", "A", "B", "change",
-                  title=shown(f"A = {names[0]} · B = {names[1]}"), title_justify="left",
-                  pad_edge=False)
-    for row in result["checks"]:
-        style = {"fixed": "green", "broke": "bold red"}.get(row["change"], "")
-        table.add_row(shown(row["scenario"]), shown(row["name"]), mark[row["a"]], mark[row["b"]],
-                      Text(row["change"], style=style))
-    console.print(table)
-    totals = Table("total", "A", "B", "delta", pad_edge=False)
-    s = result["score"]
-    totals.add_row("score", f"{s['a']:.0%}", f"{s['b']:.0%}", f"{s['delta'] * 100:+.0f} pts")
-    p = result["passed"]
-    totals.add_row("checks passed", str(p["a"]), str(p["b"]), f"{p['delta']:+d}")
-    for key, v in result["totals"].items():
-        fmt = (lambda x: f"${x:.4f}") if key == "cost_usd" else (lambda x: f"{x:,.0f}")
-        delta = f"{v['delta']:+.4f}" if key == "cost_usd" else f"{v['delta']:+,.0f}"
-        totals.add_row(key.replace("_", " "), fmt(v["a"]), fmt(v["b"]), delta)
-    console.print(totals)
-
-
-def print_locomo(console: Console, result: dict[str, Any]) -> None:
-    if result.get("methods"):
-        _print_locomo_methods(console, result)
-        return
-    metrics = result["metrics"]
-    table = Table("category", "n", *metrics,
-                  title=shown(f"LoCoMo · {result['mode']} · {result['file']}"),
-                  title_justify="left", pad_edge=False)
-    rows = [*result["by_category"].items(), ("overall", result["overall"])]
-    for name, stats in rows:
-        table.add_row(shown(name), str(stats["n"]), *(_pct(stats.get(m)) for m in metrics))
-    console.print(table)
-
-
-_LOCOMO_COLUMNS = (("recall@5", "recall@5"), ("recall@10", "recall@10"),
-                   ("recall@20", "recall@20"), ("recall@10 + replies", "@10 + replies"),
-                   ("in 500 tokens", "in 500 tok"), ("in 1000 tokens", "in 1,000 tok"),
-                   ("in 2000 tokens", "in 2,000 tok"))
-
-
-def _print_locomo_methods(console: Console, result: dict[str, Any]) -> None:
-    """Retrieval: one table per search method: recall of k distinct hits, of ten hits with
-    their replies, and within token budgets of the tool's output, per category."""
-    title = f"LoCoMo · retrieval · {result['file']}"
-    if result.get("embedder"):
-        title += f" · embedder {result['embedder']}"
-    console.print(shown(title), markup=False)
-    for method, stats in result["methods"].items():
-        columns = [(k, h) for k, h in _LOCOMO_COLUMNS if stats["overall"].get(k) is not None]
-        table = Table("category", "n", *(h for _, h in columns), title=shown(method),
-                      title_justify="left", pad_edge=False)
-        for name in [*stats["by_category"], "categories 1-4", "overall"]:
-            cell = stats["by_category"].get(name) or stats[name]
-            table.add_row(shown(name), str(cell["n"]), *(f"{cell[k]:.3f}" for k, _ in columns))
-        console.print(table)
-    console.print("recall@k: evidence among k distinct hits; + replies: the ten hits with the "
-                  "message after each; in N tok: evidence inside the first N tokens of the tool's "
-                  "output, pages in order (docs/search.md)", markup=False)
-
-
-def print_nested_kv(console: Console, result: dict[str, Any]) -> None:
-    table = Table("nesting level", "n", "accuracy", title=shown(f"nested KV · {result['model']}"),
-                  title_justify="left", pad_edge=False)
-    for level, stats in [*result["by_level"].items(), ("overall", result["overall"])]:
-        table.add_row(str(level), str(stats["n"]), _pct(stats["accuracy"]))
-    console.print(table)
-
-
-def _pct(value: float | None) -> str:
-    return "—" if value is None else f"{value:.1%}"

@@ -8,9 +8,7 @@ and nothing is styled. Every memory operation, alert, eviction and notice is one
 starting with "· " (`describe_event`), written to the meta console (stderr when piped), and
 each turn ends with a status line.
 
-`ReplayView` is the observer of a replay (`memgpt-lite replay` and `demo`): user inputs,
-replies, tool calls, memory edits, alerts and evictions, paced by the recorded timing.
-Finished results (tables, reports) are printed by render.py. All received text goes
+A replay as it runs is rendered by replay_view.py. Finished results (tables, reports) are printed by render.py. All received text goes
 through render.visible first: a reply cannot move the cursor or set the terminal title.
 """
 
@@ -20,13 +18,13 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
-from rich.console import Console, ConsoleOptions, RenderResult
+from rich.console import Console, ConsoleOptions, JustifyMethod, RenderResult
 from rich.control import Control
 from rich.live import Live
 from rich.live_render import LiveRender
-from rich.markdown import Markdown
+from rich.markdown import Heading, Markdown
 from rich.segment import ControlType, Segment
 from rich.spinner import Spinner
 from rich.text import Text
@@ -34,10 +32,8 @@ from rich.text import Text
 from memgpt_lite.engine.events import (
     ClipEvent,
     ErrorEvent,
-    Event,
     EvictionEvent,
     FoldEvent,
-    MemoryEditEvent,
     ModelCallStart,
     NoticeEvent,
     PressureAlertEvent,
@@ -49,16 +45,12 @@ from memgpt_lite.engine.events import (
     ToolResultEvent,
     TurnEndEvent,
     UsageEvent,
+    UserEvent,
 )
 from memgpt_lite.engine.records import Usage
 from memgpt_lite.engine.tally import Tally
-from memgpt_lite.engine.text import shorten
 from memgpt_lite.engine.turns import turn_ranges
 from memgpt_lite.terminal.render import bar, cache_hit, shown, visible
-
-if TYPE_CHECKING:  # types only: the chat starts without loading the replay machinery
-    from memgpt_lite.engine.recording import RecordedTurn
-    from memgpt_lite.engine.replay import DivergenceInfo
 
 MAX_PAUSE = 2.0  # seconds: live pacing never waits longer than this between two events
 WAIT_NOTICE_EVERY = 15.0  # seconds without a sign of life before a piped chat says it waits
@@ -69,18 +61,32 @@ RETRY_HINT = "Your message is kept; /retry sends it again."
 
 
 def status_line(usage: Usage, cost: float, context_tokens: int, budget: int, *,
-                with_bar: bool) -> str:
+                with_bar: bool, width: int | None = None) -> str:
     """The line that ends a turn: context use (with a bar when styled), cache hits, and the
-    cost of every paid call of the turn (the summariser's included)."""
-    parts = []
+    cost of every paid call of the turn (the summariser's included). Within `width`
+    columns (with the "· " before it): the bar goes first, then fields move to lines of
+    their own, so no field is cut in two."""
+    parts, meter = [], ""
     if context_tokens and budget:
         fraction = context_tokens / budget
+        parts.append(f"context {context_tokens:,}/{budget:,} tokens ({fraction:.0%})")
         meter = f" {bar(fraction)}" if with_bar else ""
-        parts.append(f"context {context_tokens:,}/{budget:,} tokens ({fraction:.0%}){meter}")
     if usage.total_input:
         parts.append(f"cache {cache_hit(usage):.0%}")
     parts.append(f"turn ${cost:.4f}")
-    return " · ".join(parts)
+    if meter and (width is None or 2 + len(" · ".join(parts)) + len(meter) <= width):
+        parts[0] += meter  # the bar only where the whole line fits with it
+    return _fitted(parts, width)
+
+
+def _fitted(parts: list[str], width: int | None) -> str:
+    lines = [parts[0]]
+    for part in parts[1:]:
+        if width is not None and 2 + len(lines[-1]) + 3 + len(part) > width:
+            lines.append(part)
+        else:
+            lines[-1] += f" · {part}"
+    return "\n  ".join(lines)
 
 
 def describe_event(event: Any, *, retry_hint: bool = True) -> tuple[str, str] | None:
@@ -119,7 +125,9 @@ def describe_event(event: Any, *, retry_hint: bool = True) -> tuple[str, str] | 
 def _eviction_line(event: EvictionEvent) -> str:
     n = len(event.turn_ids)
     who = {"model": "", "flush": " (forced: context nearly full)",
-           "overflow": " (forced: the provider said the prompt was too long)"}.get(event.by, "")
+           "overflow": " (forced: the provider said the prompt was too long)",
+           "compact": " (/compact: the model evicted nothing, so the oldest went)",
+           }.get(event.by, "")
     line = (f"evicted turn{'s' if n != 1 else ''} {turn_ranges(event.turn_ids)} · "
             f"{event.tokens_freed:,} tokens{who}")
     if event.used_tokens and event.budget:
@@ -232,10 +240,37 @@ class _Waiting:
         yield self.spinner.render(console.get_time())
 
 
-def _markdown(text: str) -> Markdown:
+def _attached_name(block: dict[str, Any]) -> str:
+    """An attached file as a transcript names it: `notes.md (12,345 chars)`, `image/png`."""
+    import re
+
+    if block.get("type") == "image":
+        return str((block.get("source") or {}).get("media_type", "image"))
+    head = re.match(r'<attachment name="([^"]*)" chars="(\d+)">', str(block.get("text", "")))
+    return f"{head.group(1)} ({int(head.group(2)):,} chars)" if head else "a file"
+
+
+class _LeftHeading(Heading):
+    """A heading at the left margin: a reply is read top to bottom, and a centred heading
+    (rich's default for `#`) floats away from the text it heads."""
+
+    LEVEL_ALIGN: ClassVar[dict[str, JustifyMethod]] = dict.fromkeys(
+        ("h1", "h2", "h3", "h4", "h5", "h6"), "left")
+
+
+class _Markdown(Markdown):
+    elements: ClassVar[dict[str, type[Any]]] = {**Markdown.elements,
+                                                "heading_open": _LeftHeading}
+
+
+def markdown(text: str) -> Markdown:
+    """A reply (or replayed reply) as rendered Markdown, controls made visible."""
     # hyperlinks=False: a link shows its URL after its text; as a terminal hyperlink the URL
     # is lost wherever the terminal (or a log of it) does not support them.
-    return Markdown(visible(text), hyperlinks=False)
+    return _Markdown(visible(text), hyperlinks=False)
+
+
+_markdown = markdown
 
 
 class _WaitNotices:
@@ -273,15 +308,19 @@ class ChatView:
     `meta`: where tool, notice and status lines go (default: the reply's console);
     `context_of()` gives (context tokens, budget) for the status line, the number `/context`
     shows; `host` is named by the piped chat's waiting notices (None: no notices);
-    `retry_hint`: whether failures point at /retry (not in a one-shot chat)."""
+    `retry_hint`: whether failures point at /retry (not in a one-shot chat);
+    `transcript`: the user's messages are written to the reply's console too, as Markdown
+    quotes (`> you: …`), so a typed chat with stdout redirected is a whole transcript."""
 
     def __init__(self, console: Console, *, live: bool, markdown: bool,
                  meta: Console | None = None,
                  context_of: Callable[[], tuple[int, int]] | None = None,
                  host: str | None = None, wait_every: float = WAIT_NOTICE_EVERY,
-                 retry_hint: bool = True):
+                 retry_hint: bool = True, transcript: bool = False):
         self.console = console
         self.retry_hint = retry_hint
+        self.transcript = transcript
+        self._quoted = False
         self.meta_console = meta or console
         self.live = live and console.is_terminal
         self.markdown = markdown
@@ -303,11 +342,26 @@ class ChatView:
         self.buffer, self.context_tokens, self.turn = "", 0, Tally()
         self._spinner("thinking…")
 
+    def _quote(self, event: UserEvent) -> None:
+        """The transcript's copy of what the user sent, as a Markdown quote."""
+        text = f"/compact {event.text}".strip() if event.compact else event.text
+        files = [_attached_name(b) for b in event.attachments]
+        if files:
+            text += f"\n(attached: {', '.join(files)})"
+        quoted = "\n".join(f"> {line}" if line else ">" for line in text.split("\n"))
+        gap = "\n" if self._quoted else ""  # a blank line after the previous reply
+        self.console.file.write(gap + visible("> you: " + quoted[2:]) + "\n\n")
+        self.console.file.flush()
+        self._quoted = True
+
     def handle(self, event: Any) -> None:
         self.turn.add(event)
         if self._waits is not None:
             self._waiting(event)
-        if isinstance(event, TextDelta):
+        if isinstance(event, UserEvent):
+            if self.transcript:
+                self._quote(event)
+        elif isinstance(event, TextDelta):
             self._text(event.text)
         elif isinstance(event, ThinkingDelta):
             self._spinner("thinking…")
@@ -341,8 +395,9 @@ class ChatView:
         if event.completed or self.turn.paid_usage.total_input:
             tokens, budget = (self.context_of() if self.context_of is not None
                               else (self.turn.context_tokens, self.budget))
+            width = self.meta_console.width if self.meta_console.is_terminal else None
             self.meta(status_line(self.turn.paid_usage, self.turn.paid_cost_usd, tokens, budget,
-                                  with_bar=not self.plain), "dim")
+                                  with_bar=not self.plain, width=width), "dim")
 
     def interrupted(self) -> None:
         self.settle()
@@ -445,7 +500,10 @@ class JsonView:
         from memgpt_lite.engine.recording import event_to_dict
 
         if event.kind not in self.SKIPPED:
-            self.write(event_to_dict(event))
+            data = event_to_dict(event)
+            if event.kind == "user":  # the files by name and size, not their bytes again
+                data["attachments"] = [_attached_name(b) for b in event.attachments]
+            self.write(data)
 
     def interrupted(self) -> None:
         self.write({"kind": "interrupted"})
@@ -458,97 +516,3 @@ class JsonView:
 
     def close(self) -> None:
         pass
-
-
-# --------------------------------------------------------------------------- replay view
-
-
-class ReplayView:
-    """Renders a replay as it happens: user inputs, replies, tool calls, memory edits,
-    alerts, evictions. `speed` > 0 paces events by the recorded timing divided by speed.
-    A tool call whose effect has its own line (✎ memory edit, ⇣ eviction) gets no ⚙ line."""
-
-    def __init__(self, console: Console, *, speed: float = 0.0,
-                 sleep: Callable[[float], None] = time.sleep):
-        self.console, self.speed, self.sleep = console, speed, sleep
-        self.last_t: float | None = None
-        self._effects = EffectShown((MemoryEditEvent, EvictionEvent))
-
-    def user(self, turn: RecordedTurn) -> None:
-        self._pace(turn.t)
-        self.console.print()
-        mark = ([("  (interrupted: never answered)", "yellow")] if turn.interrupted else
-                [("  (the recording ends inside this turn)", "yellow")] if turn.cut else [])
-        self.console.print(Text.assemble(("you ", "bold cyan"), (f"{visible(turn.at)}  ", "dim"),
-                                         (visible(turn.text), ""), *mark))
-
-    def event(self, event: Event, recorded_t: float | None) -> None:
-        if recorded_t is not None:
-            self._pace(recorded_t)
-        if self._effects.see(event):
-            return
-        render = getattr(self, f"_on_{event.kind}", None)
-        if render is not None:
-            render(event)
-
-    def divergence(self, info: DivergenceInfo) -> None:
-        self.console.print(shown(f"  ✗ divergence · {info}", "bold red"))
-
-    def _pace(self, t: float) -> None:
-        if self.speed > 0 and self.last_t is not None and t > self.last_t:
-            self.sleep(min(MAX_PAUSE, (t - self.last_t) / self.speed))
-        self.last_t = t if self.last_t is None else max(self.last_t, t)
-
-    def _line(self, mark: str, text: str, style: str = "") -> None:
-        self.console.print(Text.assemble(("  " + mark + " ", style or "dim"),
-                                         (visible(text), style)))
-
-    def _on_tool_result(self, e: Any) -> None:
-        style = "red" if e.result.is_error else "yellow"
-        self._line("⚙", e.summary or e.call.name, style)
-
-    def _on_memory_edit(self, e: Any) -> None:
-        change = e.new if e.old is None else _diff_tail(e.old, e.new)
-        self._line("✎", f"core memory {e.label} ({e.op}, {e.used:,}/{e.limit:,} chars): {change}",
-                   "green")
-
-    def _on_pressure_alert(self, e: Any) -> None:
-        self._line("⚠", f"memory pressure: {e.used_tokens:,}/{e.budget:,} tokens "
-                        f"({e.percent:.0f}%)", "bold magenta")
-
-    def _on_eviction(self, e: Any) -> None:
-        who = {"model": "the model", "flush": "a forced flush", "overflow": "an overflow"}[e.by]
-        ids = ", ".join(map(str, e.turn_ids))
-        self._line("⇣", f"turns {ids} evicted by {who}, ~{e.tokens_freed:,} tokens freed; "
-                        f"summary: {shorten(e.summary, 120)}", "magenta")
-
-    def _on_fold(self, e: Any) -> None:
-        self._line("⇣", f"folded {len(e.message_ids)} old tool result(s), "
-                        f"~{e.tokens_freed:,} tokens freed", "magenta")
-
-    def _on_clip(self, e: Any) -> None:
-        self._line("✂", f"clipped {e.what}: {e.original_chars:,} → {e.kept_chars:,} chars",
-                   "magenta")
-
-    def _on_summary(self, e: Any) -> None:
-        if e.method != "model":
-            self._line("Σ", f"summary updated ({e.method})", "magenta")
-
-    def _on_notice(self, e: Any) -> None:
-        self._line("ℹ", e.message, "yellow" if e.level == "warning" else "")
-
-    def _on_error(self, e: Any) -> None:
-        self._line("✗", e.message, "bold red")
-
-    def _on_turn_end(self, e: Any) -> None:
-        if e.text:
-            self.console.print(Text.assemble(("agent ", "bold green"), (visible(e.text), "")))
-        tokens = e.usage.total_input
-        self.console.print(Text(f"  turn {e.turn_id} · {tokens:,} input tokens · "
-                                f"${e.cost_usd:.4f}", style="dim"))
-
-
-def _diff_tail(old: str, new: str) -> str:
-    if new.startswith(old):
-        return "+" + shorten(new[len(old):].strip(), 90)
-    return shorten(new, 90)

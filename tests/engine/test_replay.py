@@ -20,7 +20,7 @@ from memgpt_lite.engine.records import ModelRequest
 from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 from memgpt_lite.terminal import cli, commands, render
-from memgpt_lite.terminal.view import ReplayView
+from memgpt_lite.terminal.replay_view import ReplayView
 
 START = datetime(2026, 2, 1, 8, 0, tzinfo=timezone.utc)
 
@@ -250,7 +250,9 @@ def test_sessions_command_lists_recordings(tmp_path, monkeypatch):
         recording.record_header(agent, rec)
         list(recording.recorded_step(agent, rec, "hello"))
     assert commands.cmd_sessions(SimpleNamespace(agent="ada")) == 0
-    assert "ada" in out.getvalue() and str(rec.path) in out.getvalue()
+    row = next(line for line in out.getvalue().splitlines() if " ada " in line)
+    assert row.split()[0] == rec.path.stem  # the id `replay ID` takes, whole
+    assert recording.find_recording(rec.path.stem) == rec.path
 
 
 def test_replay_of_a_missing_file_is_a_usage_error(tmp_path, capsys):

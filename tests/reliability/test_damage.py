@@ -8,9 +8,11 @@ import errno
 import hashlib
 import io
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -102,7 +104,8 @@ def test_a_full_disk_under_the_recordings_costs_no_turn(mounted_recordings):
 
 
 def test_a_recording_that_fails_mid_session_says_so_once_and_the_chat_goes_on(tmp_path):
-    from memgpt_lite.terminal.chat import ChatSession, open_recorder
+    from memgpt_lite.terminal.chat import ChatSession
+    from memgpt_lite.terminal.chat_main import open_recorder
     from memgpt_lite.terminal.render import make_console
     from memgpt_lite.terminal.view import ChatView
 
@@ -223,3 +226,19 @@ def test_a_damaged_index_page_is_found_before_anything_is_written(tmp_path):
     assert "\n" not in str(info.value)
     store.close()
     assert digest(path) == before
+
+
+def test_closing_a_store_ends_its_page_check_and_lets_go_of_the_file(tmp_path):
+    """A replay opens a snapshot in a temporary folder and removes the folder when done: a
+    page check still reading the file then must not hold it (or make its -shm) any more."""
+    path = tmp_path / "big" / "memgpt.db"
+    with SQLiteStore(path) as store:
+        agent_id = store.create_agent("ada", {}, {}).id
+        store.add_messages(agent_id, [Message("user", f"word {i} " * 500, i + 1) for i in range(800)])
+    for _ in range(5):
+        store = SQLiteStore(path)
+        store.close()
+        checks = [t for t in threading.enumerate() if t.name == "memgpt-lite page check"]
+        assert checks == []
+    shutil.rmtree(path.parent)
+    assert not path.parent.exists()

@@ -273,7 +273,7 @@ def test_core_edit_checks_the_limit_and_records_history(chat_factory):
                    "(unchanged: give up)\nhuman: not saved")
     assert chat.store.get_block(chat.agent.id, "human").value == "Name: Ada Lovelace."
     history = chat.store.block_history(chat.agent.id, "human")
-    assert history[-1]["source"] == "user"
+    assert history[-1]["source"] == "/core edit"  # the command, named in the history
     assert chat.run("/core edit nope").startswith("no block 'nope' (blocks: persona, human")
 
 

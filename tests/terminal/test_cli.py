@@ -21,7 +21,8 @@ from memgpt_lite.terminal import cli
 
 FIXED = datetime(2026, 11, 29, 13, 45, tzinfo=timezone.utc)
 HEAVY = ("rich", "anthropic", "httpx2", "sqlite3", "memgpt_lite.engine.store",
-         "memgpt_lite.engine.agent", "memgpt_lite.terminal.chat", "memgpt_lite.terminal.commands",
+         "memgpt_lite.engine.agent", "memgpt_lite.terminal.chat", "memgpt_lite.terminal.chat_main",
+         "memgpt_lite.terminal.commands",
          "memgpt_lite.terminal.eval_commands", "memgpt_lite.terminal.render",
          "memgpt_lite.terminal.view", "memgpt_lite.terminal.user_input")
 
@@ -300,13 +301,18 @@ def test_forget_json_and_flags(capsys):
     assert "Secrets are stored redacted" in capsys.readouterr().err
 
 
-def test_doctor_on_fresh_and_broken_data_dirs(capsys):
-    assert cli.main(["doctor"]) == 0
+def test_doctor_on_fresh_and_broken_data_dirs(capsys, monkeypatch):
+    assert cli.main(["doctor"]) == 1  # no key: not ready to chat, whatever else is fine
     out = capsys.readouterr().out
-    assert "does not exist yet" in out and out.rstrip().endswith("Everything looks fine.")
-    assert "warn  ANTHROPIC_API_KEY is not set" in out
+    assert "does not exist yet" in out and out.rstrip().endswith(
+        "Not ready to chat: no API key or server is set (everything else looks fine; demo and "
+        "replay work without one).")
+    assert "warn  ANTHROPIC_API_KEY is not set" in out and "Everything looks fine" not in out
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    assert cli.main(["doctor", "--offline"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("Everything looks fine.")
     make_agent()
-    code = cli.main(["doctor"])
+    code = cli.main(["doctor", "--offline"])
     out = capsys.readouterr().out
     assert "schema version" in out
     assert code == 0 and "integrity check and search index consistency" in out
@@ -318,7 +324,8 @@ def test_doctor_on_fresh_and_broken_data_dirs(capsys):
     assert "FAIL  database" in out and "problem(s) found." in out
 
 
-def test_doctor_repair_rebuilds_a_search_index_out_of_step(capsys):
+def test_doctor_repair_rebuilds_a_search_index_out_of_step(capsys, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
     make_agent()
     with SQLiteStore(config.db_path()) as store:
         agent_id = store.get_agent("default").id
@@ -327,10 +334,10 @@ def test_doctor_repair_rebuilds_a_search_index_out_of_step(capsys):
     assert cli.main(["doctor"]) == 1
     out = capsys.readouterr().out
     assert "out of step" in out and "doctor --repair" in out
-    assert cli.main(["doctor", "--repair"]) == 0
+    assert cli.main(["doctor", "--repair", "--offline"]) == 0
     out = capsys.readouterr().out
     assert "rebuilt the search indexes" in out and "Everything looks fine." in out
-    assert cli.main(["doctor"]) == 0
+    assert cli.main(["doctor", "--offline"]) == 0
 
 
 def test_doctor_flags_an_unwritable_data_dir(capsys):
@@ -346,7 +353,7 @@ def test_doctor_flags_an_unwritable_data_dir(capsys):
 
 
 @pytest.mark.slow
-def test_chat_flags_are_stored_with_the_agent(tmp_path):
+def test_chat_flags_hold_for_one_run_unless_saved(tmp_path):
     import subprocess
     import sys
 
@@ -357,18 +364,22 @@ def test_chat_flags_are_stored_with_the_agent(tmp_path):
                                "--agent", "flags", *flags], input="/exit\n", text=True,
                               capture_output=True, env=env, cwd=tmp_path, timeout=60)
 
-    done = chat("--model", "claude-haiku-5-5", "--context-window", "9000", "--max-tokens", "1500")
+    done = chat("--model", "claude-haiku-5-5", "--context-window", "9000", "--max-tokens", "1500",
+                "--save")
     assert done.returncode == 0, done.stderr
     with SQLiteStore(config.db_path()) as store:
-        stored = store.get_agent("flags").settings
-    assert (stored["model"], stored["context_window"], stored["max_output_tokens"]) == (
-        "claude-haiku-5-5", 9000, 1500)
+        stored = config.own_settings(store.get_agent("flags").settings)
+    assert stored == {"model": "claude-haiku-5-5", "context_window": 9000,
+                      "max_output_tokens": 1500}
     refused = chat("--thinking", "--max-tokens", "1000")
     assert refused.returncode != 0 and "--max-tokens 2048" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
-    assert chat("--thinking").returncode == 0  # 1,500 stored max tokens: allowed
+    assert chat("-m", "opus", "--thinking").returncode == 0  # 1,500 stored: allowed
+    with SQLiteStore(config.db_path()) as store:  # without --save: for that run only
+        assert config.own_settings(store.get_agent("flags").settings) == stored
+    assert chat("--thinking", "--save").returncode == 0
     with SQLiteStore(config.db_path()) as store:
-        assert store.get_agent("flags").settings["thinking"] is True
+        assert config.own_settings(store.get_agent("flags").settings)["thinking"] is True
 
 
 @pytest.mark.slow

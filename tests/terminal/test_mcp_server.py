@@ -91,6 +91,22 @@ def test_a_bad_call_is_a_tool_error_and_the_client_is_the_author(service, mode):
     assert history[-1]["source"] == "mcp:pytest-client"
 
 
+def test_an_embedder_set_in_the_config_file_gives_the_server_hybrid_search(service):
+    """The server chooses its embedder as the chat does: the environment, else the config
+    file (else an installed default model)."""
+    from memgpt_lite.engine import config_file
+    from memgpt_lite.terminal.mcp_server import _attach_dense
+
+    os.environ.pop("MEMGPT_LITE_EMBEDDER", None)
+    _attach_dense(service)
+    assert service.tools.dense is None  # nothing set, nothing installed: keywords only
+    config_file.config_path().parent.mkdir(parents=True, exist_ok=True)
+    config_file.config_path().write_text(
+        'embedder = "http"\nembeddings_url = "http://127.0.0.1:9"\nembeddings_model = "m"\n')
+    _attach_dense(service)
+    assert service.tools.dense is not None
+
+
 def test_blocks_are_resources_and_an_unknown_one_is_an_error(service):
     async def main():
         async with Client(build_server(service), mode="legacy") as client:

@@ -16,7 +16,7 @@ from memgpt_lite.engine.records import Block
 from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.lab.scripted import ScriptedModel, text_response
 from memgpt_lite.terminal import cli
-from memgpt_lite.terminal.chat import chat_settings
+from memgpt_lite.terminal.chat_main import chat_settings
 
 
 @pytest.fixture

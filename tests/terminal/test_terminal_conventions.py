@@ -28,7 +28,8 @@ from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 from memgpt_lite.terminal import cli
 from memgpt_lite.terminal.chat import ChatSession
 from memgpt_lite.terminal.render import make_console, visible
-from memgpt_lite.terminal.view import ChatView, ReplayView
+from memgpt_lite.terminal.replay_view import ReplayView
+from memgpt_lite.terminal.view import ChatView
 
 FIXED = datetime(2026, 11, 29, 13, 45, tzinfo=timezone.utc)
 
@@ -319,9 +320,10 @@ def test_agents_set_validates_and_show_says_where_values_come_from(capsys, monke
     assert rows["max_output_tokens"] == ["1,024", "env", "MEMGPT_LITE_MAX_TOKENS"]
     assert rows["thinking"] == ["off", "default"]
     assert cli.main(["agents", "set", "default", "--reset", "model"]) == 0
-    with SQLiteStore(config.db_path()) as s:
-        assert s.get_agent("default").settings["model"] == "claude-sonnet-5-5"
-        assert s.get_agent("default").settings["context_window"] == 16000
+    with SQLiteStore(config.db_path()) as s:  # the agent keeps only what it set itself
+        assert config.own_settings(s.get_agent("default").settings) == {"context_window": 16000}
+        assert config.resolve_settings(s.get_agent("default").settings)[0].model == \
+            "claude-sonnet-5-5"
 
 
 @pytest.mark.slow
@@ -356,7 +358,8 @@ def test_the_prompt_reaches_the_user_when_stdout_is_redirected(server, tmp_path)
         child.expect(pexpect.EOF)
     finally:
         child.close(force=True)
-    assert out.read_text() == "Written to the file.\n"
+    # the transcript holds what you typed, as a Markdown quote, and the reply
+    assert out.read_text() == "> you: hello\n\nWritten to the file.\n"
 
 
 def test_sessions_for_an_unknown_agent_says_so(capsys):
@@ -425,7 +428,7 @@ def test_stored_text_is_shown_as_text_by_every_command(server):
 
 
 def test_eval_tables_show_stored_text_as_text():
-    from memgpt_lite.terminal import render
+    from memgpt_lite.terminal import eval_render
 
     hostile = " ".join(HOSTILE)
     report = {"scenario": hostile, "model": hostile, "source": "replay", "passed": 1,
@@ -436,16 +439,20 @@ def test_eval_tables_show_stored_text_as_text():
     stats = {"n": 1, "recall@5": 1.0}
     buf = io.StringIO()
     console = Console(file=buf, width=120, color_system=None)
-    render.print_score_table(console, report)
-    render.print_locomo(console, {"metrics": ["recall@5"], "mode": hostile, "file": hostile,
-                                  "by_category": {hostile: stats}, "overall": stats})
-    render.print_nested_kv(console, {"model": hostile, "by_level": {1: {"n": 1, "accuracy": 1}},
-                                     "overall": {"n": 1, "accuracy": 1}})
-    render.print_comparison(console, {"checks": [{"scenario": hostile, "name": hostile,
-                                                  "a": True, "b": False, "change": "broke"}],
-                                      "score": {"a": 1, "b": 0, "delta": -1},
-                                      "passed": {"a": 1, "b": 0, "delta": -1}, "totals": {}},
-                            [hostile, hostile])
+    eval_render.print_score_table(console, report)
+    eval_render.print_locomo(console, {"metrics": ["recall@5"], "mode": hostile,
+                                       "file": hostile, "by_category": {hostile: stats},
+                                       "overall": stats})
+    eval_render.print_nested_kv(console, {"model": hostile,
+                                          "by_level": {1: {"n": 1, "accuracy": 1}},
+                                          "overall": {"n": 1, "accuracy": 1}})
+    eval_render.print_comparison(console, {"checks": [{"scenario": hostile, "name": hostile,
+                                                       "a": True, "b": False,
+                                                       "change": "broke"}],
+                                           "score": {"a": 1, "b": 0, "delta": -1},
+                                           "passed": {"a": 1, "b": 0, "delta": -1},
+                                           "totals": {}},
+                                 [hostile, hostile])
     assert not RAW.search(buf.getvalue().encode())
     assert "[bold red]evil[/]" in buf.getvalue()
 
@@ -574,7 +581,8 @@ def test_doctor_checks_the_key_and_the_connection(server):
         in gone.stdout
 
 
-def test_doctor_repair_and_eval_show_plain_progress_when_piped(capsys):
+def test_doctor_repair_and_eval_show_plain_progress_when_piped(capsys, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
     with SQLiteStore(config.db_path()) as s:
         for name in ("a", "b"):
             agent = Agent.open(s, name, model_client=ScriptedModel([text_response("ok")]))

@@ -114,11 +114,24 @@ def _rows(size: int, d: dict[str, Any]) -> list[Row]:
 
 
 def _size_row(data: dict[int, dict[str, Any]], sizes: tuple[int, ...]) -> Row:
+    """Whether a session's recording stays the same size as the agent grows: only between
+    sizes that both have a base snapshot (below BASE_REFRESH_ROWS changed rows an agent has
+    none, its recordings carry its whole history, and a ratio of those says nothing)."""
+    from memgpt_lite.engine.store.snapshot import BASE_REFRESH_ROWS
+
     small, large = data[sizes[0]], data[sizes[-1]]
+    label = (f"recording size per session: {short_count(sizes[0])} / "
+             f"{short_count(sizes[-1])} messages")
+    if not (small["base_mb"] and large["base_mb"]):
+        return Row(label, [Figure(small["recorded"]["recording_kb"], "kB",
+                                  short_count(sizes[0])),
+                           Figure(large["recorded"]["recording_kb"], "kB",
+                                  short_count(sizes[-1]))],
+                   note=f"not compared: below {BASE_REFRESH_ROWS:,} rows an agent has no base "
+                        "snapshot, so its recordings hold its whole history")
     ratio = round(large["recorded"]["recording_kb"] / max(0.1, small["recorded"]["recording_kb"]),
                   2)
-    return Row(f"recording size per session: {short_count(sizes[0])} / "
-               f"{short_count(sizes[-1])} messages",
+    return Row(label,
                [Figure(small["recorded"]["recording_kb"], "kB", short_count(sizes[0])),
                 Figure(large["recorded"]["recording_kb"], "kB", short_count(sizes[-1])),
                 Figure(ratio, "×", "ratio")], Target("ratio", 1.10, "×"))

@@ -128,6 +128,8 @@ def render_markdown(report: dict[str, Any], command: str) -> str:
             figures = " · ".join(_figure_text(Figure(**f)) for f in row["figures"])
             target = row["target"]["text"] if row["target"] else ""
             mark = {True: "✓ pass", False: "✗ **miss**", None: ""}[row["ok"]]
+            if row.get("note"):
+                figures += f" ({row['note']})"
             lines.append(f"| {title} | {row['label']} | {figures} | {target} | {mark} |")
     lines += ["", "How each section measures:", ""]
     lines += [f"- **{s['title']}** ({s['seconds']:.0f} s): {s['method']}"

@@ -134,6 +134,7 @@ class SQLiteDatabase(Transactions):
     def __init__(self, path: str | Path, *, raw: bool = False, read_only: bool = False):
         self.path = Path(path).expanduser()
         self.location = str(self.path)
+        self._checker: tuple[sqlite3.Connection, threading.Thread] | None = None
         super().__init__()
         if not raw:
             prepare_file(self.path)
@@ -186,25 +187,32 @@ class SQLiteDatabase(Transactions):
         that the reads of a session never touch (an index's) is found damaged before the
         session writes anything. About 0.2 s per 50 MB, mostly while the user types."""
         checked = self.connection.checked = threading.Event()
-        uri, conn = f"{self.path.resolve().as_uri()}?mode=ro", self.connection
+        conn = self.connection
+        uri = f"{self.path.resolve().as_uri()}?mode=ro"
+        # Opened here so that close() can interrupt it: a check still running must not
+        # hold the file (or make its -shm) after the store is closed and its folder removed.
+        try:
+            checker = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        except sqlite3.Error:
+            checked.set()  # nothing to check with; the session's own reads still check
+            return
 
         def run() -> None:
             try:
-                db = sqlite3.connect(uri, uri=True)
-                try:
-                    rows = db.execute("PRAGMA quick_check").fetchall()
-                finally:
-                    db.close()
+                rows = checker.execute("PRAGMA quick_check").fetchall()
                 problems = [r[0] for r in rows if r[0] != "ok"]
                 if problems:
                     conn.damaged(problems[0])
-            except sqlite3.DatabaseError as exc:  # busy, or the file cannot even be read
+            except sqlite3.DatabaseError as exc:  # interrupted, busy, or unreadable
                 if _damaged_file(exc):
                     conn.damaged(str(exc))
             finally:
+                checker.close()
                 checked.set()  # whatever happened, writes never wait for ever
 
-        threading.Thread(target=run, name="memgpt-lite page check", daemon=True).start()
+        self._checker = checker, threading.Thread(target=run, name="memgpt-lite page check",
+                                                  daemon=True)
+        self._checker[1].start()
 
     def _enable_wal(self) -> None:
         """Switch a new file to WAL. Two processes creating the same file can both be
@@ -332,6 +340,13 @@ class SQLiteDatabase(Transactions):
             "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
 
     def close(self) -> None:
+        if self._checker is not None:
+            checker, thread = self._checker
+            try:
+                checker.interrupt()  # a check cut short finds nothing, and writes nothing
+            except sqlite3.ProgrammingError:
+                pass  # it had already finished and closed its connection
+            thread.join()
         self.connection.close()
 
 

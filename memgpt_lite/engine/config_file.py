@@ -1,0 +1,221 @@
+"""The config file: defaults a user keeps in TOML (`memgpt-lite config path|show|set|unset`).
+
+One file, `config.toml` in the platform's config dir (`MEMGPT_LITE_CONFIG` names another),
+holding top-level `key = value` lines for the keys of the settings registry (registry.py).
+It is read with tomllib and checked as a whole: a value a setting cannot take is one
+sentence naming the key and the file. Writes change one line and keep every other line
+(comments included), and go to a temporary file renamed over the old one, so a failure never
+truncates it. Per-agent settings from the file come after the agent's stored value (see
+config.resolve_settings); process-wide ones reach their readers through `environment()`,
+after the real environment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tempfile
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memgpt_lite.engine.registry import BY_KEY, as_text, check_value, parse_text
+from memgpt_lite.engine.setting_rules import ConfigError
+
+FILE_NAME = "config.toml"
+HEADER = ("# memgpt-lite settings: `memgpt-lite config show` lists every key and where each "
+          "value comes from.\n")
+
+
+def config_path() -> Path:
+    """$MEMGPT_LITE_CONFIG, else config.toml in the platform's user config dir."""
+    override = os.environ.get("MEMGPT_LITE_CONFIG", "").strip()
+    if override:
+        return Path(override).expanduser()
+    import platformdirs  # lazily: `--help` does not read the file
+
+    return Path(platformdirs.user_config_dir("memgpt-lite", appauthor=False)) / FILE_NAME
+
+
+@dataclass
+class ConfigFile:
+    """The file's checked values (model aliases resolved), the keys it holds that are not
+    settings, and whether it exists at all."""
+
+    path: Path
+    values: dict[str, Any] = field(default_factory=dict)
+    unknown: list[str] = field(default_factory=list)
+    exists: bool = False
+
+
+_cache: dict[Path, tuple[tuple[int, int], ConfigFile]] = {}
+
+
+def load(path: Path | None = None) -> ConfigFile:
+    """The config file, checked (ConfigError for TOML that does not parse or a value a
+    setting cannot take). Read again only when the file changed."""
+    path = path or config_path()
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return ConfigFile(path)
+    except OSError as exc:
+        raise ConfigError(f"Cannot read the config file {path}: {exc.strerror or exc}.") from None
+    key = (stat.st_mtime_ns, stat.st_size)
+    cached = _cache.get(path)
+    if cached is None or cached[0] != key:
+        cached = (key, _checked(path, _parse(path, _read(path))))
+        _cache[path] = cached
+    return cached[1]
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8", errors="replace")
+    except IsADirectoryError:
+        raise ConfigError(f"The config file {path} is a folder; point MEMGPT_LITE_CONFIG at a "
+                          "file.") from None
+    except OSError as exc:
+        raise ConfigError(f"Cannot read the config file {path}: {exc.strerror or exc}.") from None
+
+
+def _parse(path: Path, text: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"The config file {path} is not valid TOML ({exc}); fix it by hand "
+                          "(`memgpt-lite config path` shows where it is).") from None
+
+
+def _checked(path: Path, raw: dict[str, Any]) -> ConfigFile:
+    out = ConfigFile(path, exists=True)
+    for key, value in raw.items():
+        setting = BY_KEY.get(key)
+        if setting is None or not setting.file:
+            out.unknown.append(key)
+            continue
+        out.values[key] = check_value(setting, value, f"{key} in {path}")
+    return out
+
+
+def environment() -> dict[str, str]:
+    """The environment as the readers of process-wide settings see it: the config file's
+    values under their variables' names, and the real environment over them."""
+    env = dict(os.environ)
+    for key, value in load().values.items():
+        setting = BY_KEY[key]
+        if setting.env and not setting.agent and not env.get(setting.env, "").strip():
+            env[setting.env] = as_text(value)
+    return env
+
+
+def env_value(var: str) -> str | None:
+    """The value of a process-wide setting's variable: the environment's, else the config
+    file's (as text); None when neither sets it."""
+    value = environment().get(var, "").strip()
+    return value or None
+
+
+# --------------------------------------------------------------------------- writing
+
+
+_KEY_LINE = re.compile(r"^\s*([A-Za-z0-9_-]+|\"[^\"]*\")\s*=")
+
+
+def set_value(key: str, text: str, path: Path | None = None) -> Any:
+    """Check `text` as setting `key` and write it to the file (created when missing);
+    returns the value as written. ConfigError for an unknown key or a bad value."""
+    setting = _file_setting(key)
+    value = parse_text(setting, text, key)
+    _rewrite(path or config_path(), key, f"{key} = {toml_value(value)}")
+    return value
+
+
+def unset(key: str, path: Path | None = None) -> bool:
+    """Remove `key` from the file; False when it was not there."""
+    _file_setting(key)
+    path = path or config_path()
+    if not path.is_file() or key not in _parse(path, _read(path)):
+        return False
+    _rewrite(path, key, None)
+    return True
+
+
+def _file_setting(key: str) -> Any:
+    setting = BY_KEY.get(key.strip().replace("-", "_"))
+    if setting is None or not setting.file:
+        keys = ", ".join(k for k, s in BY_KEY.items() if s.file)
+        raise ConfigError(f"{key!r} is not a setting of the config file (keys: {keys}).")
+    return setting
+
+
+def _rewrite(path: Path, key: str, line: str | None) -> None:
+    """Replace (or add, or with None remove) the top-level line of `key`, keeping every
+    other line; the result must still parse, else nothing is written."""
+    old = _read(path) if path.is_file() else HEADER
+    lines = _edited(old.splitlines(), key, line)
+    text = "\n".join(lines).rstrip("\n") + "\n"
+    _parse(path, text)  # never write a file that would not load
+    _replace(path, text)
+    _cache.pop(path, None)
+
+
+def _edited(lines: list[str], key: str, line: str | None) -> list[str]:
+    out: list[str] = []
+    placed = line is None
+    in_table = False
+    for current in lines:
+        if current.lstrip().startswith("["):  # a table: our keys all live above it
+            if not placed:
+                out.append(line)  # type: ignore[arg-type]
+                placed = True
+            in_table = True
+        found = _KEY_LINE.match(current)
+        if found and not in_table and found.group(1).strip('"') == key:
+            if not placed:
+                out.append(line)  # type: ignore[arg-type]
+                placed = True
+            continue
+        out.append(current)
+    if not placed:
+        out.append(line)  # type: ignore[arg-type]
+    return out
+
+
+def _replace(path: Path, text: str) -> None:
+    """Whole to a temporary file beside it (0600: it may hold a key), then renamed over it."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(text.encode("utf-8"))
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    except OSError as exc:
+        raise ConfigError(f"Cannot write the config file {path}: {exc.strerror or exc}; "
+                          "nothing was changed.") from None
+
+
+def toml_value(value: Any) -> str:
+    """A scalar as TOML: booleans, numbers, and basic strings with escapes."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    escaped = []
+    for ch in str(value):
+        if ch in '"\\':
+            escaped.append("\\" + ch)
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            escaped.append(f"\\u{ord(ch):04X}")
+        else:
+            escaped.append(ch)
+    return '"' + "".join(escaped) + '"'

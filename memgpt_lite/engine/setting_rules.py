@@ -1,0 +1,61 @@
+"""What a setting may be, with no other module of the package below it: the error for a bad
+value, the bounds of each per-agent setting, the known models and their aliases. The settings
+registry (registry.py) and the config file (config_file.py) check values with these, and
+config.py and tokens.py re-export them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A user-supplied setting is invalid; the message is one sentence for the user."""
+
+
+# What each setting may be: (kind, lowest, highest); kind is str, int, float or bool.
+FIELD_RULES: dict[str, tuple[type, float | None, float | None]] = {
+    "model": (str, 1, 200), "summary_model": (str, 1, 200),  # (lengths, for text)
+    "max_output_tokens": (int, 1, 1_000_000), "context_window": (int, 1, 100_000_000),
+    "safety_margin": (int, 0, 100_000_000), "warn_fraction": (float, 0.01, 1.0),
+    "flush_fraction": (float, 0.01, 1.0), "flush_target_fraction": (float, 0.01, 0.99),
+    "max_calls_per_turn": (int, 1, 1_000), "thinking": (bool, None, None),
+    "thinking_budget": (int, 1024, 1_000_000), "block_limit": (int, 1, 10_000_000),
+    "fold_min_chars": (int, 0, 100_000_000),
+}
+_KIND_NAMES = {str: "text", int: "a whole number", float: "a number", bool: "true or false"}
+
+
+def check_setting(name: str, value: Any, label: str) -> None:
+    """ConfigError (naming the setting as `label`: a field, a flag or a variable) when
+    `value` is not what setting `name` may be."""
+    kind, low, high = FIELD_RULES[name]
+    ok = isinstance(value, kind) and not (kind is not bool and isinstance(value, bool))
+    if kind is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok:
+        raise ConfigError(f"{label} must be {_KIND_NAMES[kind]}, got {value!r:.40}.")
+    size = len(value.strip()) if kind is str else value
+    if kind is str and (not value.isprintable()):
+        raise ConfigError(f"{label} must be printable text, got {value!r:.40}.")
+    if low is not None and not low <= size <= high:  # type: ignore[operator]
+        what = "must be between" if kind is not str else "must have between"
+        unit = " characters" if kind is str else ""
+        raise ConfigError(f"{label} {what} {low:,} and {high:,}{unit}, got {value!r:.40}.")
+
+
+# The models memgpt-lite knows: id → (max output tokens per call, short aliases). Any other id
+# is still sent as given (a compatible server may know it) and priced as Sonnet.
+KNOWN_MODELS: dict[str, tuple[int, tuple[str, ...]]] = {
+    "claude-sonnet-5-5": (64_000, ("sonnet",)),
+    "claude-haiku-5-5": (64_000, ("haiku",)),
+    "claude-opus-5-5": (32_000, ("opus",)),
+}
+
+
+def resolve_model(name: str) -> str:
+    """The model id for `name`: an alias (`sonnet`, `haiku`, `opus`) or the id itself."""
+    wanted = name.strip()
+    for model, (_, aliases) in KNOWN_MODELS.items():
+        if wanted.lower() in aliases:
+            return model
+    return wanted

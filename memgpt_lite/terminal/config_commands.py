@@ -1,0 +1,210 @@
+"""Settings at the command line: `memgpt-lite config path|show|set|unset` (the config file,
+engine/config_file.py, with every setting of the registry and where its value came from),
+and an agent's own settings: `agents set` and the "where it came from" of `agents show`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from memgpt_lite.terminal import agent_checks, render
+from memgpt_lite.terminal.exit_codes import EXIT_OK, EXIT_USAGE, UserError
+
+
+def cmd_config_path(args: argparse.Namespace) -> int:
+    from memgpt_lite.engine.config_file import config_path
+
+    print(render.visible(config_path()))
+    return EXIT_OK
+
+
+def cmd_config_show(args: argparse.Namespace) -> int:
+    from memgpt_lite.engine.config_file import load
+
+    loaded = load()
+    console = render.make_console()
+    state = "" if loaded.exists else " (not created yet: `memgpt-lite config set KEY VALUE` " \
+                                     "creates it)"
+    console.print(render.shown(f"config file {loaded.path}{state}"))
+    render.print_settings(console, setting_rows(loaded.values))
+    console.print(render.shown(
+        "An agent's own stored value (agents set, chat --save) comes before the config file for "
+        "model, summary_model, context_window, max_output_tokens and thinking: `memgpt-lite "
+        "agents show NAME` shows what applies to it."), soft_wrap=False)
+    warn_unknown(loaded)
+    return EXIT_OK
+
+
+def setting_rows(file_values: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(key, value as shown, where it came from) of every setting the file may hold: the
+    environment, the config file, or the default."""
+    from memgpt_lite.engine.registry import SETTINGS, parse_text, shown_value
+
+    rows = []
+    for setting in SETTINGS:
+        env = os.environ.get(setting.env or "", "").strip()
+        if env:
+            value: Any = parse_text(setting, env, setting.env) if setting.kind != "text" else env
+            source = f"env {setting.env}"
+        elif setting.key in file_values:
+            value, source = file_values[setting.key], "config file"
+        else:
+            value, source = setting.default, "default"
+        rows.append((setting.key, shown_value(setting, value), source))
+    return rows
+
+
+def cmd_config_set(args: argparse.Namespace) -> int:
+    from memgpt_lite.engine.config_file import config_path, set_value
+    from memgpt_lite.engine.registry import BY_KEY, shown_value
+
+    value = set_value(args.key, args.value)
+    print(render.visible(f"{args.key} = {shown_value(BY_KEY[args.key], value)} in "
+                         f"{config_path()}."))
+    env = BY_KEY[args.key].env
+    if env and os.environ.get(env, "").strip():
+        print(render.visible(f"note: {env} is set in this environment and comes first."),
+              file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_config_unset(args: argparse.Namespace) -> int:
+    from memgpt_lite.engine.config_file import config_path, unset
+
+    removed = unset(args.key)
+    where = config_path()
+    print(render.visible(f"{args.key} removed from {where}." if removed else
+                         f"{args.key} is not set in {where}; nothing changed."))
+    return EXIT_OK
+
+
+def warn_unknown(loaded: Any) -> None:
+    """One line on stderr for keys of the file that are not settings (they are ignored)."""
+    if loaded.unknown:
+        keys = ", ".join(repr(k) for k in loaded.unknown)
+        print(render.visible(f"memgpt-lite: warning: the config file {loaded.path} holds "
+                             f"{keys}, not a setting (ignored; `memgpt-lite config show` lists "
+                             "the settings)."), file=sys.stderr)
+
+
+# --------------------------------------------------------------------------- agents show|set
+
+
+def user_settings() -> tuple[str, ...]:
+    """The settings an agent stores its own value of (`agents set`, `agents show`); the rest
+    of `config.Settings` are tuning knobs that exports carry but the command line does not
+    offer."""
+    from memgpt_lite.engine.registry import AGENT_KEYS
+
+    return AGENT_KEYS
+
+
+def setting_sources(stored: dict[str, Any] | None) -> list[tuple[str, Any, str]]:
+    """(name, value in effect for the next chat, where it came from) of each user setting:
+    the environment, the agent's stored value, the config file, or the default (a flag
+    given to one chat holds for that chat only)."""
+    from memgpt_lite.engine.config import resolve_settings
+
+    settings, sources = resolve_settings(stored)
+    return [(name, getattr(settings, name), sources[name]) for name in user_settings()]
+
+
+def cmd_agents_show(args: argparse.Namespace) -> int:
+    from memgpt_lite.terminal.commands import _open_store, _require_agent
+
+    with _open_store() as store:
+        row = _require_agent(store, args.name)
+        agent_checks.settle(store, row)
+        render.print_agent(render.make_console(), store, row, setting_sources(row.settings))
+    return EXIT_OK
+
+
+def cmd_agents_set(args: argparse.Namespace) -> int:
+    """`agents set NAME key=value ...` or `--reset [KEY ...]`, checked like an import."""
+    from memgpt_lite.engine.config import (
+        ConfigError,
+        Settings,
+        own_settings,
+        resolve_settings,
+        stored_form,
+    )
+    from memgpt_lite.terminal.commands import _known, _open_store, _require_agent
+
+    with _open_store() as store, store.agent_lock(_known(store, args.name)):
+        row = _require_agent(store, args.name)
+        if args.reset is not None and args.assignments:
+            raise UserError("Give either KEY=VALUE settings or --reset, not both.", EXIT_USAGE)
+        own = own_settings(row.settings)
+        if args.reset is not None:
+            changes = _reset(args.reset)
+            own = {k: v for k, v in own.items() if k not in changes}
+        else:
+            changes = _assignments(args.assignments)
+            own.update(changes)
+        try:
+            settings, _ = resolve_settings(stored_form(own))
+            Settings.from_dict(settings.to_dict(), where="setting")
+        except ConfigError as exc:
+            raise UserError(str(exc), EXIT_USAGE) from None
+        if settings.thinking and settings.max_output_tokens <= settings.thinking_budget:
+            raise UserError(f"thinking=on needs max_output_tokens above "
+                            f"{settings.thinking_budget:,}.", EXIT_USAGE)
+        agent_checks.check_window(settings, store.get_blocks(row.id), row.state.get("counter"),
+                                  {k: k for k in changes})
+        store.update_settings(row.id, stored_form(own))
+    shown = ", ".join(f"{k}={v}" for k, v in changes.items())
+    print(render.visible(f"Agent {args.name!r}: {shown}."))
+    _warn_unknown_models(changes)
+    return EXIT_OK
+
+
+def _warn_unknown_models(changes: dict[str, Any]) -> None:
+    from memgpt_lite.engine.tokens import KNOWN_MODELS, known_model
+
+    for key in ("model", "summary_model"):
+        if key in changes and not known_model(changes[key]):
+            print(render.visible(f"warning: {changes[key]!r} is not a model memgpt-lite knows "
+                                 f"(known: {', '.join(KNOWN_MODELS)}); it is priced as Sonnet"),
+                  file=sys.stderr)
+
+
+def _assignments(items: list[str]) -> dict[str, Any]:
+    if not items:
+        raise UserError("Name at least one setting, e.g. `model=haiku` (settings: "
+                        f"{', '.join(user_settings())}), or use --reset.", EXIT_USAGE)
+    return {key: _setting_value(key, value) for key, value in map(_split_assignment, items)}
+
+
+def _split_assignment(item: str) -> tuple[str, str]:
+    key, eq, value = item.partition("=")
+    key = key.strip().replace("-", "_")
+    if not eq or key not in user_settings():
+        raise UserError(f"{item!r} is not KEY=VALUE with KEY one of "
+                        f"{', '.join(user_settings())}.", EXIT_USAGE)
+    return key, value.strip()
+
+
+def _setting_value(key: str, value: str) -> Any:
+    from memgpt_lite.engine.config import ConfigError
+    from memgpt_lite.engine.registry import BY_KEY, parse_text
+
+    try:
+        return parse_text(BY_KEY[key], value, key)
+    except ConfigError as exc:
+        raise UserError(str(exc), EXIT_USAGE) from None
+
+
+def _reset(keys: list[str]) -> dict[str, Any]:
+    """The settings --reset names (all of them when none is), with the value each goes
+    back to: the config file's, else the default."""
+    from memgpt_lite.engine.config import resolve_settings
+
+    names = [k.strip().replace("-", "_") for k in keys] or list(user_settings())
+    unknown = [k for k in names if k not in user_settings()]
+    if unknown:
+        raise UserError(f"{unknown[0]!r} is not a setting (settings: "
+                        f"{', '.join(user_settings())}).", EXIT_USAGE)
+    unset = resolve_settings({"_form": 2})[0].to_dict()
+    return {k: unset[k] for k in names}

@@ -1,0 +1,180 @@
+"""The config file and the one order of settings: `config path|show|set|unset` write TOML
+whole (keeping comments) and check values like every other entry; a flag beats the
+environment, which beats the agent's own stored value, which beats the config file, which
+beats the default; `agents show` and `config show` say where each value came from; `--help`
+lists every environment variable of the registry; a flag holds for one run unless --save."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+from memgpt_lite.engine import config, config_file
+from memgpt_lite.engine.agent import Agent
+from memgpt_lite.engine.registry import SETTINGS
+from memgpt_lite.engine.store.sqlite.store import SQLiteStore
+from memgpt_lite.lab.fake_server import FakeAnthropicServer
+from memgpt_lite.lab.scripted import ScriptedModel, text_response
+from memgpt_lite.terminal import cli
+
+
+def path():
+    return config_file.config_path()
+
+
+def test_set_writes_checked_toml_and_keeps_the_rest_of_the_file(capsys):
+    assert cli.main(["config", "path"]) == 0
+    assert capsys.readouterr().out.strip() == str(path())
+    path().parent.mkdir(parents=True)
+    path().write_text("# my settings\nmodel = \"opus\"  # the big one\n\n[other]\nx = 1\n")
+    assert cli.main(["config", "set", "model", "haiku"]) == 0
+    assert cli.main(["config", "set", "context_window", "16,000"]) == 0
+    assert cli.main(["config", "set", "embed_query_prefix", 'say "q": \\ ok']) == 0
+    text = path().read_text()
+    assert text.startswith("# my settings\nmodel = \"claude-haiku-5-5\"\n")
+    assert "[other]\nx = 1" in text  # a table of someone else's is left where it was
+    data = tomllib.loads(text)
+    assert (data["context_window"], data["embed_query_prefix"]) == (16000, 'say "q": \\ ok')
+    assert oct(path().stat().st_mode & 0o777) == "0o600"
+    capsys.readouterr()
+    for args, words in ((["context_window", "big"], "must be a whole number"),
+                        (["thinking", "maybe"], "must be on or off"),
+                        (["timeout", "99999"], "between 0 and 3,600 seconds"),
+                        (["max_output_tokens", "0"], "between 1 and")):
+        assert cli.main(["config", "set", *args]) == 2
+        err = capsys.readouterr().err
+        assert words in err and len(err.strip().splitlines()) == 1, err
+    assert cli.main(["config", "set", "modle", "x"]) == 2  # not a key: argparse names the keys
+    assert tomllib.loads(path().read_text())["context_window"] == 16000  # nothing lost
+    assert cli.main(["config", "unset", "context_window"]) == 0
+    assert "context_window" not in tomllib.loads(path().read_text())
+    assert cli.main(["config", "unset", "context_window"]) == 0
+    assert "is not set" in capsys.readouterr().out
+
+
+def test_a_bad_file_is_one_sentence_naming_it(capsys):
+    path().parent.mkdir(parents=True)
+    path().write_text("model = [1, 2\n")
+    assert cli.main(["agents", "list"]) == 2
+    err = capsys.readouterr().err
+    assert f"The config file {path()} is not valid TOML" in err and len(err.splitlines()) == 1
+    path().write_text("context_window = \"big\"\nmodle = \"haiku\"\n")
+    assert cli.main(["agents", "list"]) == 2
+    assert f"context_window in {path()} must be a whole number" in capsys.readouterr().err
+    assert cli.main(["config", "set", "context_window", "20000"]) == 0  # fixable with set
+    assert cli.main(["agents", "list"]) == 0
+    err = capsys.readouterr().err
+    assert "holds 'modle', not a setting (ignored" in err  # a typo is not silently dropped
+
+
+def test_the_order_flag_env_stored_file_default(monkeypatch, capsys):
+    assert cli.main(["config", "set", "model", "opus"]) == 0
+    assert cli.main(["config", "set", "context_window", "20000"]) == 0
+    assert cli.main(["config", "set", "max_output_tokens", "1500"]) == 0
+    with SQLiteStore(config.db_path()) as store:
+        Agent.open(store, "a", model_client=ScriptedModel([]),
+                   stored=config.stored_form({})).close()
+    assert cli.main(["agents", "set", "a", "context_window=18000"]) == 0
+    monkeypatch.setenv("MEMGPT_LITE_MAX_TOKENS", "1200")
+    capsys.readouterr()
+    assert cli.main(["agents", "show", "a"]) == 0
+    rows = {line.split()[0]: " ".join(line.split()[1:]) for line in
+            capsys.readouterr().out.splitlines() if line.split()[:1] and line.split()[0] in
+            ("model", "context_window", "max_output_tokens", "thinking", "summary_model")}
+    assert rows == {"model": "claude-opus-5-5 config file",
+                    "summary_model": "claude-haiku-5-5 default",
+                    "context_window": "18,000 stored",
+                    "max_output_tokens": "1,200 env MEMGPT_LITE_MAX_TOKENS",
+                    "thinking": "off default"}
+    with SQLiteStore(config.db_path()) as store:
+        row = store.get_agent("a")
+        flagged, sources = config.resolve_settings(
+            row.settings, {"max_output_tokens": (1100, "--max-tokens")})
+    assert (flagged.max_output_tokens, sources["max_output_tokens"]) == (1100,
+                                                                         "flag --max-tokens")
+    assert cli.main(["agents", "list"]) == 0
+    assert re.search(r"\ba\s+claude-opus-5-5\b", capsys.readouterr().out)  # what applies
+
+
+def test_an_agent_from_before_keeps_its_values_and_takes_the_file_for_the_rest(capsys):
+    with SQLiteStore(config.db_path()) as store:  # stored whole, as earlier versions did
+        Agent.open(store, "old", model_client=ScriptedModel([]),
+                   settings=config.Settings(context_window=12_000)).close()
+    assert cli.main(["config", "set", "model", "haiku"]) == 0
+    assert cli.main(["config", "set", "context_window", "30000"]) == 0
+    with SQLiteStore(config.db_path()) as store:
+        settings, sources = config.resolve_settings(store.get_agent("old").settings)
+    assert (settings.model, sources["model"]) == ("claude-haiku-5-5", "config file")
+    assert (settings.context_window, sources["context_window"]) == (12_000, "stored")
+
+
+def test_config_show_names_every_setting_and_its_source(monkeypatch, capsys):
+    assert cli.main(["config", "set", "embeddings_key", "secret-value"]) == 0
+    assert cli.main(["config", "set", "timeout", "300"]) == 0
+    monkeypatch.setenv("MEMGPT_LITE_EMBEDDER", "http")
+    capsys.readouterr()
+    assert cli.main(["config", "show"]) == 0
+    out = capsys.readouterr().out
+    assert "secret-value" not in out and "(set, not shown)" in out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.split()}
+    assert "config file" in rows["timeout"] and "300" in rows["timeout"]
+    assert "env MEMGPT_LITE_EMBEDDER" in rows["embedder"]
+    assert "default" in rows["model"]
+    file_keys = [s.key for s in SETTINGS if s.file]
+    assert all(key in rows for key in file_keys)
+
+
+def test_process_wide_settings_in_the_file_reach_their_readers(monkeypatch):
+    assert cli.main(["config", "set", "timeout", "45"]) == 0
+    assert config.timeout_setting() == 45.0
+    monkeypatch.setenv("MEMGPT_LITE_TIMEOUT", "30")
+    assert config.timeout_setting() == 30.0  # the environment first
+    assert config.timeout_setting("20") == 20.0  # the flag before both
+    assert cli.main(["config", "set", "embedder", "http"]) == 0
+    assert config_file.environment()["MEMGPT_LITE_EMBEDDER"] == "http"
+
+
+def test_help_lists_every_environment_variable_of_the_registry():
+    text = cli.build_parser().format_help()
+    for setting in SETTINGS:
+        if setting.env:
+            assert setting.env in text, setting.env
+    read = {m for p in ("engine", "terminal") for f in os.listdir(f"memgpt_lite/{p}")
+            if f.endswith(".py")
+            for m in re.findall(r"MEMGPT_LITE_[A-Z_]+", open(f"memgpt_lite/{p}/{f}").read())}
+    assert read - {s.env for s in SETTINGS} <= {"MEMGPT_LITE_TEST_DATABASE_URL"}, read
+    assert "flag > the environment > the agent's stored value > the config file > the default" \
+        in " ".join(text.split())
+    chat_help = " ".join(cli.build_parser()._subparsers._group_actions[0]
+                         .choices["chat"].format_help().split())
+    assert "--save stores them with the agent" in chat_help and "-m ID, --model ID" in chat_help
+
+
+@pytest.mark.slow
+def test_a_one_shot_flag_changes_one_run_unless_saved(tmp_path):
+    with FakeAnthropicServer() as server:
+        env = {**os.environ, "ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": "t"}
+
+        def chat(*args):
+            return subprocess.run([sys.executable, "-m", "memgpt_lite", "chat", "--no-record",
+                                   "--agent", "one", *args], capture_output=True, text=True,
+                                  env=env, stdin=subprocess.DEVNULL, timeout=60)
+
+        server.enqueue(text_response("hi"))
+        assert chat("-p", "hello").returncode == 0
+        server.enqueue(text_response("hi"))
+        assert chat("-m", "haiku", "-p", "hello").returncode == 0
+        assert server.requests[-1]["model"] == "claude-haiku-5-5"
+        server.enqueue(text_response("hi"))
+        assert chat("-p", "hello").returncode == 0
+        assert server.requests[-1]["model"] == "claude-sonnet-5-5"  # the flag held once
+        server.enqueue(text_response("hi"))
+        assert chat("-m", "haiku", "--save", "-p", "hello").returncode == 0
+        server.enqueue(text_response("hi"))
+        assert chat("-p", "hello").returncode == 0
+        assert server.requests[-1]["model"] == "claude-haiku-5-5"

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import TYPE_CHECKING
 
-from memgpt_lite.engine import prompts, recall_page
+from memgpt_lite.engine import prompts, recall_head, recall_page
 from memgpt_lite.engine.confirm import DECLINED, ConfirmGate
 from memgpt_lite.engine.events import Event, MemoryEditEvent
 from memgpt_lite.engine.prompts import CONTRACT
@@ -333,10 +333,10 @@ class MemoryTools:
         dense, weight, events = self.dense_candidates(tool, "messages", query, start, end)
         leave_out, below = self.visible() if self.visible and self.layout >= 2 else ([], [])
         size = per_page or recall_page.PER_PAGE[self.layout]
-        result = self.store.search_messages(self.agent_id, query, page, size, start_date=start,
-                                            end_date=end, dense=dense, keyword_weight=weight,
-                                            leave_out=leave_out, below=below,
-                                            conversation=conversation)
+        result = recall_head.message_page(self.store, self.layout, self.agent_id, query, page,
+                                          size, start_date=start, end_date=end, dense=dense,
+                                          keyword_weight=weight, leave_out=leave_out, below=below,
+                                          conversation=conversation)
         return result, events
 
     def _whole_turn(self, turn_id: int) -> ToolOutcome:

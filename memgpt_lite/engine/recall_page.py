@@ -1,6 +1,6 @@
 """How `conversation_search` shows a page of message hits to the model (docs/search.md).
 
-The model pays for every token of a tool result, so layout 2 (the default) spends them on
+The model pays for every token of a tool result, so layout 2 spends them on
 distinct evidence: each day is written once as a heading over its hits (in rank order of the
 day's best hit), a hit's line carries only its role, identical texts on a page are shown
 once with their other days, and a message longer than `HIT_CHARS` shows a window around its
@@ -8,11 +8,13 @@ best-matching sentences, with a marker saying how to read it whole (`turn:N`). T
 that followed a hit is shown under it, cut at `REPLY_CHARS`.
 
 With `conversations` (the model contract from conversations on, prompts.CONTRACT) each hit
-names the agent's conversation it is from: layout 2 heads each day by conversation ("2025-03-01
-· conv 2"), layout 1 starts each line with "[conv 2]".
+names the agent's conversation it is from: layouts 2 and 3 head each day by conversation
+("2025-03-01 · conv 2"), layout 1 starts each line with "[conv 2]".
 
-Layout 1 is the layout before that (every line dated to the minute, the reply labelled,
-long texts cut at the end); replays of recordings made with it select it, so they stay exact.
+Layout 3 (the default) lays pages out as layout 2 does; what differs is the order of the
+first pages' hits (recall_head.py). Layout 1 is the layout before 2 (every line dated to
+the minute, the reply labelled, long texts cut at the end). A replay selects its
+recording's layout, so it stays exact.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from memgpt_lite.engine.records import SearchHit
 from memgpt_lite.engine.search import PREFIX_CHARS, query_terms
 from memgpt_lite.engine.text import neutralise_tags
 
-LAYOUT = 2  # the current layout; recordings name theirs (see recording.py)
+LAYOUT = 3  # the current layout; recordings name theirs (see recording.py)
 HIT_CHARS = 500  # longer hits are cut (layout 1) or windowed (layout 2)
 CONTEXT_CHARS = 300  # layout 1: the reply under a hit
 REPLY_CHARS = 300  # layout 2: the reply under a hit
@@ -32,7 +34,7 @@ REPLY_CHARS = 300  # layout 2: the reply under a hit
 REPLIES_UNDER = "questions"  # or "all"
 # Hits per page, by layout. Ten one-line hits are ~700 tokens (the engine's count), so two
 # pages fill the 1,000-2,000 tokens a model reads of a search (docs/search.md).
-PER_PAGE = {1: 5, 2: 10}
+PER_PAGE = {1: 5, 2: 10, 3: 10}
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+")
 TURN_QUERY = re.compile(r"\s*turn:(\d{1,15})\s*")  # "turn:57": that turn's messages whole
 

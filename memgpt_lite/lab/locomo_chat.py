@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from memgpt_lite.engine import recall_page
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.records import ModelRequest, ModelResponse, parse_iso
@@ -127,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m memgpt_lite.lab.locomo_chat")
     parser.add_argument("file")
     parser.add_argument("--samples", type=int, help="only the first N conversations")
-    parser.add_argument("--layout", type=int, choices=(1, 2), help="search layout (default 2)")
+    parser.add_argument("--layout", type=int, choices=sorted(recall_page.PER_PAGE),
+                        help=f"search layout (default {recall_page.LAYOUT})")
     parser.add_argument("--json", metavar="OUT")
     args = parser.parse_args(argv)
     data = run(args.file, args.samples, args.layout)

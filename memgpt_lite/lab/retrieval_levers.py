@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from memgpt_lite.engine import recall_page
+from memgpt_lite.engine import recall_page, search
 from memgpt_lite.lab.locomo import run_locomo
 from memgpt_lite.lab.recall_metrics import paired_bootstrap, two_fold
 
@@ -27,31 +27,48 @@ WEIGHTS = (0.5, 0.6, 0.7, 0.8)
 VARIANTS: dict[str, tuple[int, dict[str, Any]]] = {
     "layout 1 (before)": (1, {}),
     "layout 2": (2, {}),
+    "layout 3": (3, {}),
     "layout 2, replies under every hit": (2, {"REPLIES_UNDER": "all"}),
     "layout 2, no replies": (2, {"REPLY_CHARS": 0}),
     "layout 2, replies cut at 120": (2, {"REPLY_CHARS": 120}),
     "layout 2, 5 hits a page": (2, {"PER_PAGE": {1: 5, 2: 5}}),
     "layout 2, 20 hits a page": (2, {"PER_PAGE": {1: 5, 2: 20}}),
+    **{f"layout 3, time {w}": (3, {"search.TIME_WEIGHT": w}) for w in (0.25, 0.5, 1.0, 2.0)},
+    **{f"layout 3, coverage {w}": (3, {"search.COVERAGE_WEIGHT": w})
+       for w in (0.25, 0.5, 1.0, 2.0)},
+    **{f"layout 3, date {w}": (3, {"search.DATE_WEIGHT": w}) for w in (0.25, 0.5, 1.0, 2.0)},
+    **{f"layout 3, coverage {c}, time {t}, date {d}": (3, {
+        "search.COVERAGE_WEIGHT": c, "search.TIME_WEIGHT": t, "search.DATE_WEIGHT": d})
+       for c in (0.0, 0.5, 1.0, 2.0) for t in (0.0, 0.5) for d in (0.0, 0.5, 1.0)},
+    **{f"layout 2, neighbours {w}": (2, {"search.NEIGHBOUR_WEIGHT": w}) for w in (0.0, 0.3, 0.5)},
 }
+
+
+def _where(name: str) -> tuple[Any, str]:
+    """The module and attribute an override names: "search.X" is engine/search.py's X, any
+    other name recall_page's."""
+    module, _, attr = name.rpartition(".")
+    return (search if module == "search" else recall_page), attr
 
 
 @contextlib.contextmanager
 def overridden(values: dict[str, Any]) -> Iterator[None]:
-    saved = {k: getattr(recall_page, k) for k in values}
+    saved = {k: getattr(*_where(k)) for k in values}
     try:
         for k, v in values.items():
-            setattr(recall_page, k, v)
+            setattr(*_where(k), v)
         yield
     finally:
         for k, v in saved.items():
-            setattr(recall_page, k, v)
+            setattr(*_where(k), v)
 
 
 def _core(report: dict[str, Any], method: str) -> list[dict[str, Any]]:
     return [q["methods"][method] for q in report["questions"] if q["category"][:1] in "1234"]
 
 
-def measure(path: str, embedder: Any = None, variants: list[str] | None = None) -> dict:
+def measure(path: str, embedder: Any = None, variants: list[str] | None = None,
+            choose: bool = False) -> dict:
     reports = {}
     for name in variants or list(VARIANTS):
         layout, values = VARIANTS[name]
@@ -61,6 +78,8 @@ def measure(path: str, embedder: Any = None, variants: list[str] | None = None) 
                                        weights=WEIGHTS if embedder is not None else ())
     base = next(iter(reports))
     out: dict[str, Any] = {"variants": {}, "headline": HEADLINE}
+    if choose and len(reports) > 2:
+        out["chosen by cross-validation"] = _choose(reports, base)
     for name, report in reports.items():
         for method in ("keyword", "hybrid"):
             if method not in report["methods"]:
@@ -74,6 +93,23 @@ def measure(path: str, embedder: Any = None, variants: list[str] | None = None) 
         if embedder is not None:
             out["variants"][f"{name} · hybrid, weight cross-validated"] = _cross_validated(report)
     return out
+
+
+def _choose(reports: dict[str, Any], base: str) -> dict[str, Any]:
+    """The variants after the first chosen among by two-fold cross-validation over the
+    conversations (keyword): the held-out figure, and its paired difference to the first."""
+    first = reports[base]
+    samples = list(dict.fromkeys(q["sample"] for q in first["questions"]))
+
+    def score(name: str, groups: Any) -> list[float]:
+        return [q["methods"]["keyword"][HEADLINE] for q in reports[name]["questions"]
+                if q["sample"] in groups and q["category"][:1] in "1234"]
+
+    result = two_fold(samples, [n for n in reports if n != base], score)
+    half = len(samples) // 2
+    before = score(base, samples[:half]) + score(base, samples[half:])
+    return {"chosen": result["chosen"], HEADLINE: result["mean"],
+            "against first": paired_bootstrap(before, result["values"])}
 
 
 def _cross_validated(report: dict[str, Any]) -> dict[str, Any]:
@@ -94,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--embedder", metavar="SPEC", help="onnx:FOLDER or http, for hybrid")
     parser.add_argument("--variant", action="append", choices=list(VARIANTS),
                         help="only these variants (the first is the baseline)")
+    parser.add_argument("--choose", action="store_true",
+                        help="choose among the variants after the first by two-fold "
+                             "cross-validation over the conversations (keyword)")
     parser.add_argument("--json", metavar="OUT", help="write the figures as JSON")
     args = parser.parse_args(argv)
     embedder = None
@@ -101,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         from memgpt_lite.lab.retrieval_eval import _embedder
 
         embedder = _embedder(args.embedder)
-    data = measure(args.file, embedder, args.variant)
+    data = measure(args.file, embedder, args.variant, args.choose)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=2)
@@ -120,6 +159,12 @@ def _print(data: dict[str, Any]) -> None:
         note = (f"{diff['diff']:+.3f} [{diff['low']:+.3f}, {diff['high']:+.3f}]" if diff
                 else f"weights chosen {v.get('chosen')}")
         print(f"{name:58} {cells} {v['categories 1-4'][HEADLINE]:>9.3f}  {note}")
+    chosen = data.get("chosen by cross-validation")
+    if chosen:
+        diff = chosen["against first"]
+        print(f"chosen by two-fold cross-validation: {' / '.join(chosen['chosen'])}: held out "
+              f"{chosen[HEADLINE]:.3f}, {diff['diff']:+.3f} [{diff['low']:+.3f}, "
+              f"{diff['high']:+.3f}] against the first")
 
 
 if __name__ == "__main__":

@@ -339,3 +339,34 @@ def test_default_blocks():
     blocks = default_blocks(5000)
     assert blocks == {"persona": (prompts.load("persona.md"), 5000),
                       "human": (prompts.load("human.md"), 5000)}
+
+
+def test_layout_3_reranks_the_head_and_pages_stay_whole(tools, monkeypatch):
+    from memgpt_lite.engine import search
+
+    monkeypatch.setattr(search, "COVERAGE_WEIGHT", 1.0)
+    monkeypatch.setattr(search, "RERANK_PAGES", 1)  # page 1 re-ranked, page 2 on from the store
+    texts = [f"pepper pepper pepper note {i}" for i in range(14)]
+    texts += ["pepper had surgery", "How is pepper? Tell me about the vet"]
+    for i, text in enumerate(texts, 1):
+        tools.store.add_message(tools.agent_id, Message("user", [{"type": "text", "text": text}],
+                                                        i, created_at=f"2025-03-{i:02d}T09:00:00Z"))
+    seen = []
+    for page in (1, 2):
+        tools.layout = 2
+        before = run(tools, "conversation_search", query="pepper surgery", page=page)
+        tools.layout = 3
+        out = run(tools, "conversation_search", query="pepper surgery", page=page)
+        head = f"page {page} of 2, 16 results from every conversation (this one is conv 1)"
+        assert out.text.splitlines()[0] == before.text.splitlines()[0] == head
+        seen += [line for line in out.text.splitlines() if line.startswith("- ")]
+        if page == 2:  # beyond the re-ranked head: the store's own order
+            assert out.text == before.text
+    assert len(seen) == len(set(seen)) == 16
+    # BM25 put the repeats first; holding every term of the query, the surgery comes first now.
+    assert seen[0] == "- user: pepper had surgery"
+    # What is still in the context window stays after what the model cannot see.
+    surgery = next(h.id for h in tools.store.search_messages(tools.agent_id, "surgery").hits)
+    tools.visible = lambda: ([], [surgery])
+    out = run(tools, "conversation_search", query="pepper surgery")
+    assert "pepper had surgery" not in out.text

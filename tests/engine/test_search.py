@@ -4,6 +4,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memgpt_lite.engine import search
 from memgpt_lite.engine.records import Message
 from memgpt_lite.engine.search import match_expression, query_terms
 from memgpt_lite.engine.store.sqlite.store import SQLiteStore
@@ -220,3 +221,63 @@ def test_neighbouring_match_lifts_a_reply_above_an_isolated_mention(tmp_path):
     assert page.total == 3  # only matching messages are returned; neighbours only re-rank
     assert texts(page)[:2] == ["Oscar: How is Pepper doing after the surgery?",
                                "Nadia: She is fine, the surgery went well."]
+
+
+# ---------------------------------------------------------------- the head, re-ranked (layout 3)
+
+
+@pytest.mark.parametrize("query, asks", [
+    ("When did Caroline go to the support group?", True),
+    ("How long has she had her friends?", True),
+    ("What year did he move?", True),
+    ("What did Caroline research?", False),
+])
+def test_asks_time(query, asks):
+    assert search.asks_time(query) is asks
+
+
+@pytest.mark.parametrize("text, says", [
+    ("I went to a support group yesterday.", True),
+    ("We went camping two weekends ago!", True),
+    ("I joined a new group last Tues.", True),
+    ("It happened in 2022.", True),
+    ("I love the support group.", False),
+])
+def test_says_time(text, says):
+    assert search.says_time(text) is says
+
+
+def test_named_months_need_a_preposition_or_a_year():
+    assert search.named_months("When did she go camping in June?") == {(None, 6)}
+    assert search.named_months("What happened in May 2023?") == {(2023, 5)}
+    assert search.named_months("What happened August, 2022?") == {(2022, 8)}
+    assert search.named_months("I may go; she may come") == set()
+    assert search.in_months("2023-07-03T10:00:00Z", {(None, 6)})  # told the month after
+    assert not search.in_months("2023-08-03T10:00:00Z", {(None, 6)})
+    assert search.in_months("2023-01-03T10:00:00Z", {(2022, 12)})
+    assert not search.in_months("2024-06-03T10:00:00Z", {(2023, 6)})
+
+
+def test_coverage_counts_terms_by_prefix_and_verb_forms():
+    terms = search.query_terms("When did Caroline go to the LGBTQ support group?")
+    assert search.coverage(terms, "Caroline: I went to a LGBTQ support group yesterday") == 1.0
+    assert search.coverage(terms, "Melanie: groups are great") == 0.2  # "group" by prefix
+    assert search.coverage([], "anything") == 0.0
+
+
+def test_rerank_weights(monkeypatch):
+    head = [(1, 2.5, "pepper pepper pepper", "2023-05-01T00:00:00Z"),
+            (2, 2.0, "pepper had surgery last week", "2023-06-02T00:00:00Z"),
+            (3, 2.0, "pepper surgery", "2023-03-01T00:00:00Z")]
+    for name in ("COVERAGE_WEIGHT", "TIME_WEIGHT", "DATE_WEIGHT"):
+        monkeypatch.setattr(search, name, 0.0)
+    assert search.rerank("When was Pepper's surgery?", head) == [1, 2, 3]  # BM25's order
+    monkeypatch.setattr(search, "COVERAGE_WEIGHT", 1.0)
+    assert search.rerank("Pepper surgery", head) == [2, 3, 1]  # every term beats repeats
+    monkeypatch.setattr(search, "COVERAGE_WEIGHT", 0.0)
+    monkeypatch.setattr(search, "TIME_WEIGHT", 1.0)
+    assert search.rerank("When was Pepper's surgery?", head) == [2, 1, 3]
+    assert search.rerank("What was Pepper's surgery?", head) == [1, 2, 3]  # not about time
+    monkeypatch.setattr(search, "TIME_WEIGHT", 0.0)
+    monkeypatch.setattr(search, "DATE_WEIGHT", 1.0)
+    assert search.rerank("Pepper's surgery in March?", head) == [3, 1, 2]

@@ -256,3 +256,12 @@ def test_a_recording_made_before_search_layouts_replays_strictly():
     assert '"search_layout"' not in old.read_text("utf-8").splitlines()[0]
     report = replay_mod.replay(old, strict=True)
     assert report.divergences == [] and report.completed
+
+
+def test_a_recording_made_with_search_layout_2_replays_strictly():
+    # The bundled demo as it was recorded with search layout 2: its header names the layout,
+    # so its conversation_search results are recomputed in it, not in the current one.
+    old = Path(__file__).resolve().parent / "data" / "demo_search_layout2.jsonl"
+    assert '"search_layout":2' in old.read_text("utf-8").splitlines()[0]
+    report = replay_mod.replay(old, strict=True)
+    assert report.divergences == [] and report.completed

@@ -51,8 +51,9 @@ def render_document(agent_name: str, blocks: list[Any], shared_by: Any = None,
         head = f"# NOT SAVED: {problem}\n" + head
     parts = [head]
     for b in blocks:
-        scope = "agent" if b.scope != "user" else "user" + (
-            f", shared by {', '.join(shared_by(b.label))}" if shared_by else "")
+        scope = ("user" + (f", shared by {', '.join(shared_by(b.label))}" if shared_by else "")
+                 if b.scope == "user" else f"project {b.project}" if b.scope == "project"
+                 else "agent")
         parts.append(f"\n=== {b.label} · limit {b.limit:,} · {b.used:,} chars · scope {scope} "
                      f"===\n{b.value}\n")
     return "".join(parts)

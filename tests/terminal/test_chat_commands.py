@@ -248,3 +248,16 @@ def test_context_turns_add_up_to_the_queue_row(chats):
     out = chat.run("/context")
     queue_row = next(line for line in out.splitlines() if line.startswith("queue "))
     assert queue_row.split()[-1] == f"{report.ledger['queue']:,}"
+
+
+def test_the_memory_document_names_each_blocks_scope():
+    from memgpt_lite.engine.records import Block
+    from memgpt_lite.terminal.memory_editor import render_document
+
+    doc = render_document("ada", [Block("human", "Ada.", 100, "user"),
+                                  Block("project", "Deploy with hexo g.", 200, "project",
+                                        "/src/blog"),
+                                  Block("persona", "Helpful.", 300)], lambda label: ["ada", "bo"])
+    assert "=== human · limit 100 · 4 chars · scope user, shared by ada, bo ===" in doc
+    assert "=== project · limit 200 · 19 chars · scope project /src/blog ===" in doc
+    assert "=== persona · limit 300 · 8 chars · scope agent ===" in doc

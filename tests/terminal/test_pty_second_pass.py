@@ -155,22 +155,25 @@ def test_piped_a_new_agent_is_announced_and_a_failed_first_turn_leaves_none(serv
 
 def test_memory_in_the_editor_on_a_terminal(server, tmp_path):
     editor = tmp_path / "edit.sh"
-    editor.write_text("#!/bin/sh\nsed -i 's/Nothing is known about the user yet./Name: Ada./' "
-                      "\"$1\"\nprintf '\\n=== project · limit 500 ===\\nDeploy with hexo g.\\n' "
+    editor.write_text("#!/bin/sh\nsed -i -e 's/Nothing is known about the user yet./Name: Ada./' "
+                      "-e 's/Nothing is known about this project yet./Deploy with hexo g./' "
+                      "\"$1\"\nprintf '\\n=== notes · limit 500 ===\\nTea, no sugar.\\n' "
                       ">> \"$1\"\n")
     editor.chmod(0o755)
     term = Screen(server, "--no-record", env={"EDITOR": str(editor), "VISUAL": ""})
     try:
         term.child.sendline("/memory")
-        term.expect("project: added · 19/500 chars")
+        term.expect("notes: added · 14/500 chars")
         term.expect(PROMPT)
         term.child.sendline("/core")
+        term.expect("Tea, no sugar.")  # /core lists the agent's blocks, then the project's
         term.expect("Deploy with hexo g.")
         term.expect(PROMPT)
         lines = term.lines()
     finally:
         term.close()
     assert "human: saved · 10/5,000 chars" in lines, lines
+    assert "project: saved · 19/5,000 chars" in lines, lines  # the project's own block
 
 
 def test_status_line_and_heading_at_60_columns(server):

@@ -1,8 +1,15 @@
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
+
+# A suite started as a background job of a non-interactive shell (`bash -c '... &'`) inherits
+# SIGINT ignored, and so would every chat a test starts: the Ctrl-C tests would then test
+# nothing. Ctrl-C is what a terminal gives, so the suite gives it back to its processes.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)

@@ -12,15 +12,14 @@ after the real environment.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import tempfile
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memgpt_lite.engine.files import replace_file
 from memgpt_lite.engine.registry import BY_KEY, as_text, check_value, parse_text
 from memgpt_lite.engine.setting_rules import ConfigError
 
@@ -188,17 +187,7 @@ def _replace(path: Path, text: str) -> None:
     """Whole to a temporary file beside it (0600: it may hold a key), then renamed over it."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(text.encode("utf-8"))
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        replace_file(path, text.encode("utf-8"))
     except OSError as exc:
         raise ConfigError(f"Cannot write the config file {path}: {exc.strerror or exc}; "
                           "nothing was changed.") from None

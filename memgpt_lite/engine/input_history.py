@@ -13,11 +13,11 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from memgpt_lite.engine.files import replace_file
 from memgpt_lite.engine.matching import Matcher
 
 HISTORY_FILE = "chat_history"  # in the data dir
@@ -83,17 +83,8 @@ class InputHistory:
 
     def _write(self, lines: list[str]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = tempfile.mkstemp(prefix=".history-", dir=self.path.parent)  # 0600
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as fh:
-                fh.write("".join(line + "\n" for line in lines))
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        replace_file(self.path, "".join(line + "\n" for line in lines).encode(
+            "utf-8", errors="replace"))
 
 
 def drop_matching(lines: list[str], matcher: Matcher) -> tuple[list[str], list[str]]:

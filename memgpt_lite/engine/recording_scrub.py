@@ -13,15 +13,13 @@ replay.py).
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memgpt_lite.engine.files import replace_file
 from memgpt_lite.engine.matching import Matcher
 from memgpt_lite.engine.search import index_text, normalise, plain_text
 from memgpt_lite.engine.store import scrub
@@ -170,18 +168,7 @@ def _encode(value: dict[str, Any]) -> bytes:
 
 def _replace(path: Path, data: bytes, result: RecordingScrub) -> None:
     """Write whole to a temporary file beside it (0600), then rename over it."""
-    tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        tmp = None
+        replace_file(path, data)
     except OSError as exc:
         result.problem = f"cannot rewrite it ({exc.strerror or exc})"
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)

@@ -14,10 +14,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import re
 import sys
-import tempfile
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -265,18 +263,9 @@ def replace_file(target: Path, text: str) -> None:
     """Write text to a file only its owner can read (an export holds the whole memory):
     whole to a temporary file beside it, then renamed over it, so a failure (a full disk,
     text that cannot be encoded) never truncates what was there."""
-    data = text.encode("utf-8")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)  # 0600
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    from memgpt_lite.engine.files import replace_file as replace_whole
+
+    replace_whole(target, text.encode("utf-8"))  # encoded first: a bad text writes nothing
 
 
 def cmd_agents_import(args: argparse.Namespace) -> int:

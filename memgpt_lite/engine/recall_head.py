@@ -1,7 +1,8 @@
-"""Search layout 3: the first pages of `conversation_search`, re-ranked with their texts in
-hand (`search.rerank`: every query term held, when a question asks when, the month it
-names). Later pages keep the store's order: none of their hits can be in the head, so the
-pages still hold every result once (docs/search.md).
+"""Search layouts 3 and 4: the first pages of `conversation_search`, re-ranked with their
+texts in hand (`search.rerank`: every query term held, when a question asks when, the month
+it names); layout 4 then lets the days of the best hits draw their other hits up
+(`gather_days`). Later pages keep the store's order: none of their hits can be in the head,
+so the pages still hold every result once (docs/search.md).
 """
 
 from __future__ import annotations
@@ -9,9 +10,13 @@ from __future__ import annotations
 import math
 from collections.abc import Collection
 
-from memgpt_lite.engine import search
+from memgpt_lite.engine import recall_page, search
 from memgpt_lite.engine.records import SearchPage
 from memgpt_lite.engine.store import Store
+
+# Layout 4: each better hit of the same day already placed multiplies a hit's score by
+# (1 + this): what one sitting was about is often told over several messages of it.
+DAY_PULL: dict[int, float] = {4: 0.2}
 
 
 def message_page(store: Store, layout: int, agent_id: int, query: str, page: int,
@@ -24,24 +29,44 @@ def message_page(store: Store, layout: int, agent_id: int, query: str, page: int
     the context window, `below`, stays after the rest in the store's order), each hit with
     the reply that followed it; other pages are the store's own. `conversation`: only that
     conversation's messages (None: every conversation of the agent)."""
+    words = recall_page.REPLY_WORDS.get(layout, 1)
     if layout < 3 or page > search.RERANK_PAGES:
         return store.search_messages(agent_id, query, page, per_page, start_date=start_date,
                                      end_date=end_date, dense=dense,
                                      keyword_weight=keyword_weight, leave_out=leave_out,
-                                     below=below, conversation=conversation)
+                                     below=below, conversation=conversation,
+                                     reply_words=words)
     head = store.search_messages(agent_id, query, 1, per_page * search.RERANK_PAGES,
                                  start_date=start_date, end_date=end_date, dense=dense,
                                  keyword_weight=keyword_weight, context=False,
                                  leave_out=leave_out, below=below, conversation=conversation)
     low = set(below)
-    order = search.rerank(query, [(h.id, h.score, h.text, h.created_at) for h in head.hits
-                                  if h.id not in low])
+    rows = [(h.id, h.score, h.text, h.created_at) for h in head.hits if h.id not in low]
+    ranked = search.rerank_scores(query, rows)
+    days = {i: at[:10] for i, _, _, at in rows}
+    order = (gather_days(ranked, days, DAY_PULL[layout]) if DAY_PULL.get(layout)
+             else [i for i, _ in ranked])
     order += [h.id for h in head.hits if h.id in low]
     ids = order[(page - 1) * per_page:page * per_page]
     by_id = {h.id: h for h in head.hits}
-    replies = store.replies(agent_id, ids)
+    replies = store.replies(agent_id, ids, words)
     gone = set(ids) | set(leave_out)  # a reply that is a hit of the page is shown there
     hits = [by_id[i] for i in ids]
     for hit in hits:
         hit.context = [r for r in replies.get(hit.id, []) if r.id not in gone]
     return SearchPage(hits, page, math.ceil(head.total / per_page), head.total)
+
+
+def gather_days(ranked: list[tuple[int, float]], days: dict[int, str],
+                pull: float) -> list[int]:
+    """The ids of `ranked` ((id, score), best first), each next place going to the hit
+    whose score times (1 + pull) per hit of its day (`days`) placed before it is highest;
+    equal scores keep their order."""
+    left, placed, out = list(ranked), {}, []
+    while left:
+        best = max(range(len(left)), key=lambda j: (
+            left[j][1] * (1 + pull) ** placed.get(days[left[j][0]], 0), -j))
+        i = left.pop(best)[0]
+        placed[days[i]] = placed.get(days[i], 0) + 1
+        out.append(i)
+    return out

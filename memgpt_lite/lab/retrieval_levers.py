@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from memgpt_lite.engine import recall_page, search
+from memgpt_lite.engine import recall_head, recall_page, search
 from memgpt_lite.lab.locomo import run_locomo
 from memgpt_lite.lab.recall_metrics import paired_bootstrap, two_fold
 
@@ -28,6 +28,9 @@ VARIANTS: dict[str, tuple[int, dict[str, Any]]] = {
     "layout 1 (before)": (1, {}),
     "layout 2": (2, {}),
     "layout 3": (3, {}),
+    "layout 4": (4, {}),
+    **{f"layout 4, re-rank {n} pages": (4, {"search.RERANK_PAGES": n}) for n in (3, 10, 20)},
+    "layout 4, conversation on every heading": (4, {"NAME_CURRENT": {}}),
     "layout 2, replies under every hit": (2, {"REPLIES_UNDER": "all"}),
     "layout 2, no replies": (2, {"REPLY_CHARS": 0}),
     "layout 2, replies cut at 120": (2, {"REPLY_CHARS": 120}),
@@ -41,14 +44,18 @@ VARIANTS: dict[str, tuple[int, dict[str, Any]]] = {
         "search.COVERAGE_WEIGHT": c, "search.TIME_WEIGHT": t, "search.DATE_WEIGHT": d})
        for c in (0.0, 0.5, 1.0, 2.0) for t in (0.0, 0.5) for d in (0.0, 0.5, 1.0)},
     **{f"layout 2, neighbours {w}": (2, {"search.NEIGHBOUR_WEIGHT": w}) for w in (0.0, 0.3, 0.5)},
+    **{f"layout 4, neighbours {w}": (4, {"search.NEIGHBOUR_WEIGHT": w})
+       for w in (0.0, 0.3, 0.5, 0.8)},
+    "layout 4, any reply": (4, {"REPLY_WORDS": {}}),
+    **{f"layout 4, day pull {w}": (4, {"head.DAY_PULL": {4: w}}) for w in (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0)},
 }
 
 
 def _where(name: str) -> tuple[Any, str]:
-    """The module and attribute an override names: "search.X" is engine/search.py's X, any
-    other name recall_page's."""
+    """The module and attribute an override names: "search.X" is engine/search.py's X,
+    "head.X" recall_head's, any other name recall_page's."""
     module, _, attr = name.rpartition(".")
-    return (search if module == "search" else recall_page), attr
+    return {"search": search, "head": recall_head}.get(module, recall_page), attr
 
 
 @contextlib.contextmanager

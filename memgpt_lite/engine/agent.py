@@ -117,7 +117,7 @@ class Agent(AgentTasks):
                                       system_prompt(contract))
         summariser = Summariser(summary_client or model_client, settings, self.counter)
         self.pager = Pager(settings, store, row.id, self.counter, self.builder, summariser)
-        self.pager.restore(self.conversation().state.get("pager"))
+        self.pager.restore(self.store.conversation_state(self.id).get("pager"))
         self.redact_secrets = True  # user text and model output, before they are stored
         # The kind of secret the last message left open (a key's BEGIN without its END): the
         # next messages may be the rest of it, piped line by line (redact.redact_message).
@@ -342,13 +342,13 @@ class Agent(AgentTasks):
         if self.provider_window is not None:
             state["provider_window"] = {"model": self.settings.model,
                                         "tokens": self.provider_window}
-        conversation = self.conversation()
-        pager = {**conversation.state, "pager": self.pager.state()}
+        before = self.store.conversation_state(self.id)
+        pager = {**before, "pager": self.pager.state()}
         with self.store.transaction():
             if state != self.row.state:
                 self.store.set_state(self.id, state)
                 self.row.state = state
-            if pager != conversation.state:
+            if pager != before:
                 self.store.set_conversation_state(self.id, pager)
             self.store.touch(self.id)
 

@@ -52,8 +52,28 @@ def setting_rows(file_values: dict[str, Any]) -> list[tuple[str, str, str]]:
             value, source = file_values[setting.key], "config file"
         else:
             value, source = setting.default, "default"
+            if value is None and setting.key in _APPLIED:
+                value, source = _applied(setting.key)
         rows.append((setting.key, shown_value(setting, value), source))
     return rows
+
+
+# Paths with no default value still have one that applies: shown, and what chose it.
+_APPLIED = {"home": "default: the platform's data dir",
+            "config": "default: the platform's config dir",
+            "project": "default: from the working directory"}
+
+
+def _applied(key: str) -> tuple[Any, str]:
+    from memgpt_lite.engine.config import ConfigError, data_dir
+    from memgpt_lite.engine.config_file import config_path
+    from memgpt_lite.engine.project import project_root
+
+    where = {"home": data_dir, "config": config_path, "project": project_root}[key]
+    try:
+        return str(where()), _APPLIED[key]
+    except (ConfigError, OSError):  # the working directory was removed under us
+        return None, "default"
 
 
 def cmd_config_set(args: argparse.Namespace) -> int:

@@ -228,7 +228,10 @@ def print_agent(console: Console, store: Any, row: Any,
 
 def print_settings(console: Console, settings: list[tuple[str, Any, str]]) -> None:
     """The user-facing settings: name, value, and where the value came from."""
-    table = Table("setting", "value", "from", box=None, pad_edge=False)
+    table = Table(box=None, pad_edge=False)
+    table.add_column("setting", no_wrap=True)
+    table.add_column("value", overflow="fold")  # a long path wraps whole, never cut with "…"
+    table.add_column("from")
     for name, value, source in settings:
         table.add_row(name, shown(_setting_text(value)), source)
     console.print(table)

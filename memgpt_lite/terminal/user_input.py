@@ -20,6 +20,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from memgpt_lite.engine.input_history import InputHistory, drop_matching
 from memgpt_lite.engine.matching import Matcher
@@ -189,19 +190,26 @@ class TypeAhead:
         self.stream = stream
         self.text = ""
 
-    @contextlib.contextmanager
-    def hidden(self) -> Iterator[None]:
+    def _terminal(self) -> tuple[Any, int, list] | None:
+        """(termios, the stream's fd, its attributes now); None when the stream is not a
+        POSIX terminal (nothing is echoed then, and nothing waits unread)."""
         try:
             import termios
         except ImportError:  # not POSIX
-            yield
-            return
+            return None
         try:
             fd = (self.stream or sys.stdin).fileno()  # type: ignore[attr-defined]
-            saved = termios.tcgetattr(fd)
+            return termios, fd, termios.tcgetattr(fd)
         except (termios.error, OSError, ValueError, AttributeError):
-            yield  # not a terminal: nothing is echoed anyway
+            return None
+
+    @contextlib.contextmanager
+    def hidden(self) -> Iterator[None]:
+        tty = self._terminal()
+        if tty is None:
+            yield
             return
+        termios, fd, saved = tty
         quiet = list(saved)
         quiet[3] &= ~(termios.ECHO | termios.ECHOCTL)
         termios.tcsetattr(fd, termios.TCSANOW, quiet)  # TCSANOW: keep what was typed ahead
@@ -215,17 +223,11 @@ class TypeAhead:
     def asking(self) -> Iterator[None]:
         """Inside `hidden`, a question for the user (a memory write to approve): what was
         typed ahead is kept for the next prompt, and the answer is echoed as typed."""
-        try:
-            import termios
-        except ImportError:  # not POSIX
+        tty = self._terminal()
+        if tty is None:
             yield
             return
-        try:
-            fd = (self.stream or sys.stdin).fileno()  # type: ignore[attr-defined]
-            quiet = termios.tcgetattr(fd)
-        except (termios.error, OSError, ValueError, AttributeError):
-            yield  # not a terminal
-            return
+        termios, fd, quiet = tty
         self.text += _drain(fd, quiet, termios)
         talking = list(quiet)
         talking[3] |= termios.ECHO | termios.ICANON

@@ -129,6 +129,28 @@ def test_config_show_names_every_setting_and_its_source(monkeypatch, capsys):
     assert all(key in rows for key in file_keys)
 
 
+def test_config_show_names_the_project_and_folders_that_apply(monkeypatch, capsys, tmp_path):
+    """Unset, the project is still the working directory's root (its git top level), shown
+    whole however long its path."""
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "src").mkdir()
+    monkeypatch.chdir(repo / "src")
+    monkeypatch.delenv("MEMGPT_LITE_PROJECT", raising=False)
+    assert cli.main(["config", "show"]) == 0
+    out = capsys.readouterr().out
+    # A long path wraps in its column, whole: its rest is on the lines below the row.
+    flat = "".join(out.split())
+    source = "default: from the working directory"
+    assert source in out
+    assert f"project{repo.resolve()}" in flat.replace("".join(source.split()), "")
+    monkeypatch.setenv("MEMGPT_LITE_PROJECT", str(tmp_path))
+    assert cli.main(["config", "show"]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()
+            if line.split()}
+    assert "env MEMGPT_LITE_PROJECT" in rows["project"]
+
+
 def test_process_wide_settings_in_the_file_reach_their_readers(monkeypatch):
     assert cli.main(["config", "set", "timeout", "45"]) == 0
     assert config.timeout_setting() == 45.0

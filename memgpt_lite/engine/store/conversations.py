@@ -107,21 +107,31 @@ class ConversationsMixin(StoreCore):
 
     def _first_words(self, agent_id: int, ids: list[int]) -> dict[int, str]:
         """The opening words of each conversation's first message (its name until the user
-        gives it a title)."""
-        if not ids:
-            return {}
-        first = self.db.query(
-            "SELECT conversation_id, min(id) FROM messages WHERE agent_id = ? AND role = ? "
-            f"AND conversation_id IN {self._in(ids)} GROUP BY conversation_id",
-            (agent_id, "user", *ids))
+        gives it a title): the first user message of its first turn, found by index."""
+        first: dict[int, int] = {}
+        for cid in ids:
+            turn = self.db.query("SELECT min(turn_id) FROM messages WHERE agent_id = ? AND "
+                                 "conversation_id = ?", (agent_id, cid))[0][0]
+            if turn is not None:
+                row = self.db.query("SELECT min(id) FROM messages WHERE agent_id = ? AND "
+                                    "turn_id = ? AND role = ?", (agent_id, turn, "user"))
+                if row[0][0] is not None:
+                    first[cid] = row[0][0]
         if not first:
             return {}
-        message_ids = [r[1] for r in first]
+        message_ids = list(first.values())
         texts = {r[0]: plain_text("user", json.loads(r[1])) for r in self.db.query(
             f"SELECT id, content FROM messages WHERE {self._keyed(message_ids)}",
             (agent_id, *message_ids))}
         return {cid: shorten(" ".join(texts.get(mid, "").split()), TITLE_CHARS)
-                for cid, mid in first}
+                for cid, mid in first.items()}
+
+    def conversation_state(self, agent_id: int) -> dict:
+        """The current conversation's state as stored (set_conversation_state); {} when it
+        has none. One row read: the engine asks every turn, and `conversation` counts turns."""
+        rows = self.db.query("SELECT state FROM conversations WHERE agent_id = ? AND id = ?",
+                             (agent_id, self.current_conversation(agent_id)))
+        return json.loads(rows[0][0] or "{}") if rows else {}
 
     def conversation_summary(self, agent_id: int) -> str:
         rows = self.db.query("SELECT summary FROM conversations WHERE agent_id = ? AND id = ?",

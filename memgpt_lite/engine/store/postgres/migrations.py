@@ -291,6 +291,12 @@ UPDATE agents SET summary = '',
                  ELSE state END;
 """
 
+# A conversation's turn count and first message are read from this index, not from a scan
+# of the agent's whole history (conversations.py).
+_CONVERSATION_TURNS = """
+CREATE INDEX messages_conversation_turn ON messages (agent_id, conversation_id, turn_id);
+"""
+
 # Append-only: never edit or reorder an entry that has shipped; add a new one.
 MIGRATIONS: list[tuple[str, str]] = [
     ("001_initial", _INITIAL),
@@ -301,4 +307,5 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("006_forget_intents", _FORGET_INTENTS),
     ("007_passage_history_and_shared_blocks", _PASSAGE_HISTORY_AND_SHARED_BLOCKS),
     ("008_conversations_and_project_blocks", _CONVERSATIONS_AND_PROJECT_BLOCKS),
+    ("009_conversation_turns", _CONVERSATION_TURNS),
 ]

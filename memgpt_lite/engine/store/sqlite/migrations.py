@@ -322,6 +322,14 @@ def _m008_conversations_and_project_blocks(db: sqlite3.Connection) -> None:
                    (json.dumps(learned, ensure_ascii=False), agent_id))
 
 
+def _m009_conversation_turns(db: sqlite3.Connection) -> None:
+    """An index of each conversation's turns: a conversation's turn count and first message
+    (its name in the chat's banner and in `conversations`) are read from it instead of a
+    scan of the agent's whole history."""
+    _run(db, "CREATE INDEX messages_conversation_turn ON messages(agent_id, conversation_id, "
+             "turn_id);")
+
+
 # Append-only: never edit or reorder an entry that has shipped; add a new one.
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("001_initial", _m001_initial),
@@ -332,4 +340,5 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("006_forget_intents", _m006_forget_intents),
     ("007_passage_history_and_shared_blocks", _m007_passage_history_and_shared_blocks),
     ("008_conversations_and_project_blocks", _m008_conversations_and_project_blocks),
+    ("009_conversation_turns", _m009_conversation_turns),
 ]

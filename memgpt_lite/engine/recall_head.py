@@ -1,8 +1,8 @@
 """Search layouts 3 and 4: the first pages of `conversation_search`, re-ranked with their
 texts in hand (`search.rerank`: every query term held, when a question asks when, the month
-it names); layout 4 then lets the days of the best hits draw their other hits up
-(`gather_days`). Later pages keep the store's order: none of their hits can be in the head,
-so the pages still hold every result once (docs/search.md).
+it names), each hit with the reply that followed it (from layout 4, a reply of a few words
+is passed over: recall_page.REPLY_WORDS). Later pages keep the store's order: none of their
+hits can be in the head, so the pages still hold every result once (docs/search.md).
 """
 
 from __future__ import annotations
@@ -14,9 +14,6 @@ from memgpt_lite.engine import recall_page, search
 from memgpt_lite.engine.records import SearchPage
 from memgpt_lite.engine.store import Store
 
-# Layout 4: each better hit of the same day already placed multiplies a hit's score by
-# (1 + this): what one sitting was about is often told over several messages of it.
-DAY_PULL: dict[int, float] = {4: 0.2}
 
 
 def message_page(store: Store, layout: int, agent_id: int, query: str, page: int,
@@ -42,10 +39,7 @@ def message_page(store: Store, layout: int, agent_id: int, query: str, page: int
                                  leave_out=leave_out, below=below, conversation=conversation)
     low = set(below)
     rows = [(h.id, h.score, h.text, h.created_at) for h in head.hits if h.id not in low]
-    ranked = search.rerank_scores(query, rows)
-    days = {i: at[:10] for i, _, _, at in rows}
-    order = (gather_days(ranked, days, DAY_PULL[layout]) if DAY_PULL.get(layout)
-             else [i for i, _ in ranked])
+    order = search.rerank(query, rows)
     order += [h.id for h in head.hits if h.id in low]
     ids = order[(page - 1) * per_page:page * per_page]
     by_id = {h.id: h for h in head.hits}
@@ -56,17 +50,3 @@ def message_page(store: Store, layout: int, agent_id: int, query: str, page: int
         hit.context = [r for r in replies.get(hit.id, []) if r.id not in gone]
     return SearchPage(hits, page, math.ceil(head.total / per_page), head.total)
 
-
-def gather_days(ranked: list[tuple[int, float]], days: dict[int, str],
-                pull: float) -> list[int]:
-    """The ids of `ranked` ((id, score), best first), each next place going to the hit
-    whose score times (1 + pull) per hit of its day (`days`) placed before it is highest;
-    equal scores keep their order."""
-    left, placed, out = list(ranked), {}, []
-    while left:
-        best = max(range(len(left)), key=lambda j: (
-            left[j][1] * (1 + pull) ** placed.get(days[left[j][0]], 0), -j))
-        i = left.pop(best)[0]
-        placed[days[i]] = placed.get(days[i], 0) + 1
-        out.append(i)
-    return out

@@ -371,14 +371,7 @@ def in_months(created_at: str, months: set[tuple[int | None, int]]) -> bool:
 
 def rerank(query: str, head: list[tuple[int, float, str, str]]) -> list[int]:
     """The ids of `head` ((id, score, text, created_at), best first) in their re-ranked
-    order (see `rerank_scores`)."""
-    return [i for i, _ in rerank_scores(query, head)]
-
-
-def rerank_scores(query: str, head: list[tuple[int, float, str, str]]
-                  ) -> list[tuple[int, float]]:
-    """(id, re-ranked score) of `head` ((id, score, text, created_at), best first), best
-    first: each score times (1 + COVERAGE_WEIGHT × the share of query terms held); for a
+    order: each score times (1 + COVERAGE_WEIGHT × the share of query terms held); for a
     question about time, times (1 + TIME_WEIGHT) when the text says when; for a question
     naming a month, times (1 + DATE_WEIGHT) when written in (or just after) that month.
     Equal scores keep their order."""
@@ -394,4 +387,4 @@ def rerank_scores(query: str, head: list[tuple[int, float, str, str]]
         if months and in_months(created_at, months):
             factor *= 1.0 + DATE_WEIGHT
         scored.append((-score * factor, rank, i))
-    return [(i, -s) for s, _, i in sorted(scored)]
+    return [i for _, _, i in sorted(scored)]

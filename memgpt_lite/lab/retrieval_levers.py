@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from memgpt_lite.engine import recall_head, recall_page, search
+from memgpt_lite.engine import recall_page, search
 from memgpt_lite.lab.locomo import run_locomo
 from memgpt_lite.lab.recall_metrics import paired_bootstrap, two_fold
 
@@ -47,15 +47,17 @@ VARIANTS: dict[str, tuple[int, dict[str, Any]]] = {
     **{f"layout 4, neighbours {w}": (4, {"search.NEIGHBOUR_WEIGHT": w})
        for w in (0.0, 0.3, 0.5, 0.8)},
     "layout 4, any reply": (4, {"REPLY_WORDS": {}}),
-    **{f"layout 4, day pull {w}": (4, {"head.DAY_PULL": {4: w}}) for w in (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0)},
+    **{f"layout 4, coverage {c}, time {t}, date {d}": (4, {
+        "search.COVERAGE_WEIGHT": c, "search.TIME_WEIGHT": t, "search.DATE_WEIGHT": d})
+       for c in (0.0, 1.0) for t in (0.0, 0.5) for d in (0.0, 1.0)},
 }
 
 
 def _where(name: str) -> tuple[Any, str]:
-    """The module and attribute an override names: "search.X" is engine/search.py's X,
-    "head.X" recall_head's, any other name recall_page's."""
+    """The module and attribute an override names: "search.X" is engine/search.py's X, any
+    other name recall_page's."""
     module, _, attr = name.rpartition(".")
-    return {"search": search, "head": recall_head}.get(module, recall_page), attr
+    return (search if module == "search" else recall_page), attr
 
 
 @contextlib.contextmanager

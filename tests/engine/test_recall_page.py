@@ -4,7 +4,6 @@ of what the model already sees)."""
 from __future__ import annotations
 
 from memgpt_lite.engine.agent import Agent
-from memgpt_lite.engine.recall_head import gather_days
 from memgpt_lite.engine.recall_page import page_lines, window
 from memgpt_lite.engine.records import SearchHit
 from memgpt_lite.engine.store import open_store
@@ -63,13 +62,6 @@ def test_layout_4_names_only_a_conversation_that_is_not_the_current_one():
     # Layout 3 (recordings made with it replay so) names every one.
     assert page_lines(hits, "Biscuit", layout=3, conversations=True, current=2)[0] == \
         "2025-03-01 · conv 2"
-
-
-def test_layout_4_gathers_the_hits_of_the_best_hits_days():
-    ranked = [(1, 10.0), (2, 9.0), (3, 8.5), (4, 8.0)]
-    days = {1: "2025-03-01", 2: "2025-03-02", 3: "2025-03-01", 4: "2025-03-03"}
-    assert gather_days(ranked, days, 0.2) == [1, 3, 2, 4]  # 8.5 × 1.2 passes 9
-    assert gather_days(ranked, days, 0.0) == [1, 2, 3, 4]
 
 
 def test_a_reply_of_one_or_two_words_is_passed_over_for_the_next_message(store_target):

@@ -314,7 +314,8 @@ class MemoryTools:
         current = self.store.current_conversation(self.agent_id)
         result, events = self.message_page(query, page, start_iso, end_iso,
                                            conversation=current if current_only else None)
-        lines = page_lines(result.hits, query, self.layout, conversations=self.contract > 1)
+        lines = page_lines(result.hits, query, self.layout, conversations=self.contract > 1,
+                           current=current)
         outcome = self._page_outcome(tool, query, result, lines, events)
         if self.contract > 1:  # say which conversations were searched, and which one this is
             head, _, rest = outcome.text.partition("\n")

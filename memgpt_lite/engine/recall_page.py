@@ -9,23 +9,27 @@ that followed a hit is shown under it, cut at `REPLY_CHARS`.
 
 With `conversations` (the model contract from conversations on, prompts.CONTRACT) each hit
 names the agent's conversation it is from: layouts 2 and 3 head each day by conversation
-("2025-03-01 · conv 2"), layout 1 starts each line with "[conv 2]".
+("2025-03-01 · conv 2"), layout 1 starts each line with "[conv 2]"; layout 4 names only a
+conversation that is not the current one (the page's first line names that one).
 
-Layout 3 (the default) lays pages out as layout 2 does; what differs is the order of the
-first pages' hits (recall_head.py). Layout 1 is the layout before 2 (every line dated to
-the minute, the reply labelled, long texts cut at the end). A replay selects its
-recording's layout, so it stays exact.
+Layout 3 lays pages out as layout 2 does; what differs is the order of the first pages'
+hits (recall_head.py). Layout 4 (the default) orders them as layout 3 does, then lets a
+day's best hits draw its other hits up, names fewer conversations, and passes over a reply
+of one or two words ("OK.") for the next message. Layout 1 is the layout before 2 (every
+line dated to the minute, the reply labelled, long texts cut at the end). A replay selects
+its recording's layout, so it stays exact.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from memgpt_lite.engine.records import SearchHit
 from memgpt_lite.engine.search import PREFIX_CHARS, query_terms
 from memgpt_lite.engine.text import neutralise_tags
 
-LAYOUT = 3  # the current layout; recordings name theirs (see recording.py)
+LAYOUT = 4  # the current layout; recordings name theirs (see recording.py)
 HIT_CHARS = 500  # longer hits are cut (layout 1) or windowed (layout 2)
 CONTEXT_CHARS = 300  # layout 1: the reply under a hit
 REPLY_CHARS = 300  # layout 2: the reply under a hit
@@ -34,7 +38,13 @@ REPLY_CHARS = 300  # layout 2: the reply under a hit
 REPLIES_UNDER = "questions"  # or "all"
 # Hits per page, by layout. Ten one-line hits are ~700 tokens (the engine's count), so two
 # pages fill the 1,000-2,000 tokens a model reads of a search (docs/search.md).
-PER_PAGE = {1: 5, 2: 10, 3: 10}
+PER_PAGE = {1: 5, 2: 10, 3: 10, 4: 10}
+# From layout 4 a day heading names its conversation only when that is not the current one
+# (the page's first line says which one is current): one conversation's pages name none.
+NAME_CURRENT = {4: False}
+# From layout 4 the reply under a hit is the next message of at least this many words: an
+# "OK." says nothing, and in a piped conversation the answer comes after it.
+REPLY_WORDS = {4: 3}
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+")
 TURN_QUERY = re.compile(r"\s*turn:(\d{1,15})\s*")  # "turn:57": that turn's messages whole
 
@@ -48,12 +58,17 @@ def one_line(text: str, limit: int | None = None) -> str:
 
 
 def page_lines(hits: list[SearchHit], query: str, layout: int = LAYOUT,
-               conversations: bool = False) -> list[str]:
+               conversations: bool = False, current: int | None = None) -> list[str]:
     """The lines of one page of message hits, in the given layout; with `conversations`,
-    each names its conversation."""
+    each names its conversation (from layout 4, only one that is not `current`)."""
     if layout == 1:
         return [line for h in hits for line in _layout1(h, conversations)]
-    return _layout2(hits, query, conversations)
+    every = NAME_CURRENT.get(layout, True)
+
+    def named(hit: SearchHit) -> bool:
+        return conversations and (every or (hit.conversation or 1) != current)
+
+    return _layout2(hits, query, named)
 
 
 def _conv(hit: SearchHit) -> str:
@@ -69,7 +84,8 @@ def _layout1(hit: SearchHit, conversations: bool = False) -> list[str]:
     return lines
 
 
-def _layout2(hits: list[SearchHit], query: str, conversations: bool = False) -> list[str]:
+def _layout2(hits: list[SearchHit], query: str,
+             named: Callable[[SearchHit], bool]) -> list[str]:
     days: dict[str, list[SearchHit]] = {}  # heading (the day, and the conversation) -> hits
     seen: dict[str, list[str]] = {}  # shown text -> the other days it was also said on
     for hit in hits:
@@ -78,7 +94,7 @@ def _layout2(hits: list[SearchHit], query: str, conversations: bool = False) -> 
             seen[key].append(hit.created_at[:10])
             continue
         seen[key] = []
-        heading = hit.created_at[:10] + (f" · {_conv(hit)}" if conversations else "")
+        heading = hit.created_at[:10] + (f" · {_conv(hit)}" if named(hit) else "")
         days.setdefault(heading, []).append(hit)
     lines: list[str] = []
     for heading, group in days.items():

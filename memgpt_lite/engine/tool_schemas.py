@@ -64,12 +64,14 @@ def _conversation_search(layout: int, contract: int) -> dict:
             "(names, nouns) and try synonyms if the first search finds nothing. Only what "
             "the user and you said is searched, not tool calls or results.",
             properties, ["query"])
+    names = ("Each hit names its conversation and date." if layout < 4 else
+             "Hits are grouped under their date; one from another conversation names it.")
     return _tool(
         "conversation_search",
         "Search everything the user and you have said, in this conversation and in earlier "
         "ones, including turns no longer in your context window. Use it before saying you "
         "don't know something the user may have told you, or when the user refers to a past "
-        "conversation. Each hit names its conversation and date. Matches any of the words "
+        f"conversation. {names} Matches any of the words "
         "(ranked by relevance), so use specific keywords (names, nouns) and try synonyms if "
         "the first search finds nothing. Only what the user and you said is searched, not "
         "tool calls or results.",

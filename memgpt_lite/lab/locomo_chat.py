@@ -1,7 +1,8 @@
 """LoCoMo through the chat: recall within a token budget of what the model gets back when it
 calls `conversation_search` with each question, over a whole piped conversation.
 
-    python -m memgpt_lite.lab.locomo_chat locomo10.json [--samples N] [--json OUT]
+    python -m memgpt_lite.lab.locomo_chat locomo10.json [--samples N] [--layout N |
+        --variant NAME] [--json OUT]
 
 Each utterance ("Speaker: text") is one user turn of a real `Agent`, at its session's time,
 answered "OK." by a scripted model, as when a conversation is piped into `memgpt-lite chat`;
@@ -34,6 +35,7 @@ from memgpt_lite.lab.locomo import (
     locomo_utterances,
 )
 from memgpt_lite.lab.recall_metrics import BUDGETS, TokenBudget
+from memgpt_lite.lab.retrieval_levers import VARIANTS, overridden
 from memgpt_lite.lab.scripted import estimate_usage, text_response, tool_response
 
 
@@ -130,9 +132,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, help="only the first N conversations")
     parser.add_argument("--layout", type=int, choices=sorted(recall_page.PER_PAGE),
                         help=f"search layout (default {recall_page.LAYOUT})")
+    parser.add_argument("--variant", choices=list(VARIANTS), metavar="NAME",
+                        help="a variant of retrieval_levers (its layout and constants) instead "
+                             "of --layout")
     parser.add_argument("--json", metavar="OUT")
     args = parser.parse_args(argv)
-    data = run(args.file, args.samples, args.layout)
+    layout, values = VARIANTS[args.variant] if args.variant else (args.layout, {})
+    with overridden(values):
+        data = run(args.file, args.samples, layout)
     if args.json:
         Path(args.json).write_text(json.dumps(data, indent=2), "utf-8")
     for name, m in [*data["by_category"].items(), ("categories 1-4", data["categories 1-4"])]:

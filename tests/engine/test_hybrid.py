@@ -60,7 +60,7 @@ def test_a_hit_brings_the_reply_that_answered_it(store, agent_id):
     assert [c.text for c in page.hits[0].context] == ["The tomatoes are finally red."]
     assert page.total == 1  # the reply is context, not a result of its own
     tool = MemoryTools(store, agent_id).execute("conversation_search", {"query": "garden"})
-    assert ("2025-03-02 · conv 1\n- user: How is your garden doing?\n"
+    assert ("2025-03-02\n- user: How is your garden doing?\n"
             "  ↳ assistant: The tomatoes are finally red.") in tool.text
     assert store.search_messages(agent_id, "garden", context=False).hits[0].context == []
 

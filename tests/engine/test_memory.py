@@ -197,8 +197,8 @@ def test_conversation_search_output(tools):
     assert not out.is_error
     assert out.text.splitlines() == [
         "page 1 of 1, 3 results from every conversation (this one is conv 1)",
-        "2025-03-01 · conv 1", "- assistant: Noted: run hexo g before deploying.",
-        "- user: I deploy my blog with hexo g before pushing", "2025-03-09 · conv 1",
+        "2025-03-01", "- assistant: Noted: run hexo g before deploying.",
+        "- user: I deploy my blog with hexo g before pushing", "2025-03-09",
         "- user: Long note about hexo: " + "blah " * 95 + "bla … [1,021 chars in all; turn:3 "
         "shows it whole]"]
     assert out.summary == 'conversation_search "hexo" → 3 results'

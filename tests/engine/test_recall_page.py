@@ -51,3 +51,37 @@ def test_search_never_returns_the_current_turn_and_ranks_the_queue_last(tmp_path
     assert evicted < queued  # the evicted turn first, though the queued one matches more
     agent.close()
     store.close()
+
+
+def test_layout_4_names_only_a_conversation_that_is_not_the_current_one():
+    hits = [hit(1, "Biscuit is my dog", "2025-03-01"), hit(2, "Biscuit had a bath", "2025-03-02")]
+    hits[0].conversation, hits[1].conversation = 2, 1
+    assert page_lines(hits, "Biscuit", layout=4, conversations=True, current=2) == [
+        "2025-03-01", "- user: Biscuit is my dog", "2025-03-02 · conv 1",
+        "- user: Biscuit had a bath"]
+    # Layout 3 (recordings made with it replay so) names every one.
+    assert page_lines(hits, "Biscuit", layout=3, conversations=True, current=2)[0] == \
+        "2025-03-01 · conv 2"
+
+
+def test_a_reply_of_one_or_two_words_is_passed_over_for_the_next_message(store_target):
+    """A piped conversation answered "OK." turn by turn: under a question, layout 4 shows
+    the next message that says something; layout 3 (and its replays) the "OK."."""
+    with open_store(store_target) as store:
+        agent = Agent.open(store, "t", model_client=ScriptedModel([]), lock_wait=None)
+        try:
+            for text in ("Caroline: How is Pepper doing after the vet?", "Melanie: She had "
+                         "surgery on her paw but is fine now.", "Weather is mild."):
+                agent.model_client = ScriptedModel([text_response("OK.")])
+                list(agent.step(text))
+            store.set_in_context(agent.id, [1, 2, 3], False)
+            found = {}
+            for layout in (3, 4):
+                agent.tools.layout = layout
+                found[layout] = agent.tools.execute("conversation_search",
+                                                    {"query": "How is Pepper after the vet?"})
+        finally:
+            agent.close()
+    assert "  ↳ assistant: OK." in found[3].text
+    assert "  ↳ user: Melanie: She had surgery" in found[4].text
+    assert "↳ assistant: OK." not in found[4].text

@@ -265,3 +265,12 @@ def test_a_recording_made_with_search_layout_2_replays_strictly():
     assert '"search_layout":2' in old.read_text("utf-8").splitlines()[0]
     report = replay_mod.replay(old, strict=True)
     assert report.divergences == [] and report.completed
+
+
+def test_a_recording_made_with_search_layout_3_replays_strictly():
+    # The bundled demo as it was recorded with search layout 3 (every day heading names its
+    # conversation, a reply of one word is shown): replayed in that layout.
+    old = Path(__file__).resolve().parent / "data" / "demo_search_layout3.jsonl"
+    assert '"search_layout":3' in old.read_text("utf-8").splitlines()[0]
+    report = replay_mod.replay(old, strict=True)
+    assert report.divergences == [] and report.completed

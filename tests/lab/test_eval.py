@@ -59,7 +59,7 @@ def test_fixed_clock_and_session_clock_jump():
     scenarios.run_scenario(Scenario.load(BUNDLED), model)
     search = json.dumps(model.requests[5].messages)
     # Search results name the day of each hit (turn 2 said it at start + 60 s, that day).
-    assert "2026-01-01 · conv 1\n- user: " in search.encode().decode("unicode_escape")
+    assert "2026-01-01\n- user: " in search.encode().decode("unicode_escape")
 
 
 def test_every_check_type_and_a_deliberate_failure(tmp_path):

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from memgpt_lite.engine.tokens import TokenCounter
@@ -61,3 +63,41 @@ def test_locomo_through_the_chat_scores_what_the_model_got_back(tmp_path):
     result = locomo_chat.run(str(data))
     assert result["categories 1-4"]["n"] == 3
     assert result["categories 1-4"]["in 1000 tokens"] == 1.0
+
+
+def test_locomo_through_the_chat_runs_a_variant_and_restores_the_constants(tmp_path, capsys):
+    from test_eval import synthetic_locomo
+
+    from memgpt_lite.engine import recall_page
+    from memgpt_lite.lab import locomo_chat
+
+    data = tmp_path / "locomo10.json"
+    synthetic_locomo(data)
+    out = tmp_path / "chat.json"
+    assert locomo_chat.main([str(data), "--variant", "layout 4, any reply",
+                             "--json", str(out)]) == 0
+    assert "categories 1-4   n=    3" in capsys.readouterr().out
+    assert json.loads(out.read_text("utf-8"))["categories 1-4"]["in 1000 tokens"] == 1.0
+    assert recall_page.REPLY_WORDS == {4: 3}  # the variant's override is undone
+
+
+def test_levers_compare_variants_and_choose_by_cross_validation(tmp_path, capsys):
+    from test_eval import synthetic_locomo
+
+    from memgpt_lite.engine import search
+    from memgpt_lite.lab import retrieval_levers
+
+    data = tmp_path / "locomo10.json"
+    synthetic_locomo(data)
+    out = tmp_path / "levers.json"
+    assert retrieval_levers.main([str(data), "--metric", "recall@10", "--choose", "--json",
+                                  str(out), "--variant", "layout 2", "--variant",
+                                  "layout 3, time 0.25", "--variant", "layout 3, time 2.0"]) == 0
+    printed = capsys.readouterr().out
+    assert "chosen by two-fold cross-validation" in printed and "held out" in printed
+    report = json.loads(out.read_text("utf-8"))
+    assert report["headline"] == "recall@10"
+    assert set(report["variants"]) == {"layout 2 · keyword", "layout 3, time 0.25 · keyword",
+                                       "layout 3, time 2.0 · keyword"}
+    assert 0.0 <= report["chosen by cross-validation"]["recall@10"] <= 1.0
+    assert search.TIME_WEIGHT == 0.5  # each variant's override is undone

@@ -252,13 +252,16 @@ class Store(Protocol):
                         dense: dict[int, float] | None = None, keyword_weight: float = ...,
                         context: bool = True, leave_out: Collection[int] = (),
                         below: Collection[int] = (),
-                        conversation: int | None = None) -> SearchPage:
+                        conversation: int | None = None,
+                        reply_words: int = 1) -> SearchPage:
         """Every conversation's messages (or only `conversation`'s); hits name theirs.
         `leave_out`: ids never returned (the current turn); `below`: ids ranked after
-        every other candidate (messages the model still sees in its context)."""
+        every other candidate (messages the model still sees in its context);
+        `reply_words`: a hit's reply is the next message of at least that many words."""
         ...
 
-    def replies(self, agent_id: int, ids: list[int]) -> dict[int, list[SearchHit]]: ...
+    def replies(self, agent_id: int, ids: list[int],
+                reply_words: int = 1) -> dict[int, list[SearchHit]]: ...
 
     # ---------------------------------------------------------------- archival
     def add_passage(self, agent_id: int, text: str, tags: list[str] | None = None,

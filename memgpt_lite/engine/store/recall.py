@@ -234,14 +234,15 @@ class RecallMixin(ConversationsMixin):
                         keyword_weight: float = search.KEYWORD_WEIGHT,
                         context: bool = True, leave_out: Collection[int] = (),
                         below: Collection[int] = (),
-                        conversation: int | None = None) -> SearchPage:
+                        conversation: int | None = None,
+                        reply_words: int = 1) -> SearchPage:
         """Messages of every conversation of the agent (or only of `conversation`) ranked by
         BM25 over any query term plus a share of their matching neighbours'
         (`search.with_neighbours`); with `dense` ({id: cosine} from the dense side, already
         date-filtered), fused with it (`search.fuse`). Ids in `leave_out` are never
         returned, ids in `below` rank after every other candidate (`search.place`). Each hit
-        brings the reply that followed it as `context` (see `replies`) and names its
-        conversation. Dates are YYYY-MM-DD, inclusive."""
+        brings the reply that followed it as `context` (see `replies`; `reply_words`: of at
+        least that many words) and names its conversation. Dates are YYYY-MM-DD, inclusive."""
         page, per_page = max(1, int(page)), max(1, int(per_page))
         scores = self.keyword_scores(agent_id, query, start_date, end_date, conversation)
         if dense and conversation is not None:
@@ -253,7 +254,7 @@ class RecallMixin(ConversationsMixin):
             return SearchPage([], page, 0, 0)
         ids = search.top_page(scores, page, per_page)
         # A reply that is a hit of its own on the page is shown there, not twice.
-        reply_of = {i: r for i, r in self._reply_ids(agent_id, ids).items()
+        reply_of = {i: r for i, r in self._reply_ids(agent_id, ids, reply_words).items()
                     if r not in ids and r not in leave_out} if context else {}
         rows = self._message_hits(agent_id, [*ids, *set(reply_of.values()) - set(ids)], scores)
         by_id = {h.id: h for h in rows}
@@ -282,20 +283,27 @@ class RecallMixin(ConversationsMixin):
             (agent_id, *chunk, conversation))}
         return {i: s for i, s in scores.items() if i in keep}
 
-    def replies(self, agent_id: int, ids: list[int]) -> dict[int, list[SearchHit]]:
+    def replies(self, agent_id: int, ids: list[int], reply_words: int = 1,
+                ) -> dict[int, list[SearchHit]]:
         """For each message id, the next message with text in its conversation (its reply:
-        the answer usually follows the question it was asked in), as a hit."""
-        found = self._reply_ids(agent_id, ids)
+        the answer usually follows the question it was asked in), as a hit; with
+        `reply_words`, the next one of at least that many words (an "OK." says nothing)."""
+        found = self._reply_ids(agent_id, ids, reply_words)
         hits = {h.id: h for h in self._message_hits(agent_id, list(set(found.values())), {})}
         return {i: [hits[r]] for i, r in found.items()}
 
-    def _reply_ids(self, agent_id: int, ids: list[int]) -> dict[int, int]:
+    def _reply_ids(self, agent_id: int, ids: list[int], reply_words: int = 1) -> dict[int, int]:
         if not ids:
             return {}
+        # Words: the spaces of the trimmed indexed text, plus one (a CJK run is indexed as
+        # its bigrams, so it counts about a word a character); trim and replace are on both
+        # backends.
+        words = ("" if reply_words <= 1 else " AND length(trim(n.index_text)) - length("
+                 f"replace(trim(n.index_text), ' ', '')) >= {int(reply_words) - 1}")
         rows = self.db.query(
             "SELECT m.id, (SELECT n.id FROM messages n WHERE n.agent_id = m.agent_id AND "
             "n.seq > m.seq AND n.index_text != '' AND n.conversation_id = m.conversation_id "
-            "ORDER BY n.seq LIMIT 1) FROM messages m "
+            f"{words} ORDER BY n.seq LIMIT 1) FROM messages m "
             # look the few ids up by key, not by scanning the agent's rows
             f"WHERE {self._keyed(ids, 'm.')}",
             (agent_id, *ids))

@@ -51,23 +51,13 @@ def time_first_prompt(cmd: list[str], env: dict[str, str],
                       timeout: float = 60) -> tuple[float, float]:
     """`chat` on a pseudo-terminal: seconds until its input prompt is drawn, and the peak
     RSS (MB) of the process, which then gets /exit."""
-    master, slave = os.openpty()
-    t = time.perf_counter()
-    proc = subprocess.Popen([*cmd, "chat", "--no-record"], stdin=slave, stdout=slave,
-                            stderr=slave, env=env, start_new_session=True)
-    os.close(slave)
+    master, proc, t = _spawn_chat(cmd, ["--no-record"], env)
     try:
         out = _read_until(master, PROMPT, t + timeout)
         elapsed = time.perf_counter() - t
         if PROMPT not in out:
-            proc.kill()
-            proc.wait()
-            raise RuntimeError(f"chat showed no prompt within {timeout:.0f} s: {out[-300:]!r}")
-        os.write(master, b"/exit\r")
-        # Drain the terminal until the child closes it (a marker that never comes), so a
-        # full pty buffer cannot block its exit.
-        _read_until(master, b"\0never", time.perf_counter() + timeout)
-        return elapsed, reap_peak_rss(proc)
+            raise _stopped(proc, "showed no prompt", timeout, out)
+        return elapsed, _exit_chat(master, proc, timeout)
     finally:
         os.close(master)
 
@@ -80,11 +70,7 @@ def time_first_reply(cmd: list[str], env: dict[str, str],
     """`chat` on a pseudo-terminal with a message typed at once, before the prompt is even
     drawn (as a user who starts typing straight away): seconds until the prompt, and until
     the first words of the reply. The session is recorded, as a chat is by default."""
-    master, slave = os.openpty()
-    t = time.perf_counter()
-    proc = subprocess.Popen([*cmd, "chat"], stdin=slave, stdout=slave, stderr=slave, env=env,
-                            start_new_session=True)
-    os.close(slave)
+    master, proc, t = _spawn_chat(cmd, [], env)
     try:
         os.write(master, b"hello there\r")
         out = _read_until(master, PROMPT, t + timeout)
@@ -92,15 +78,38 @@ def time_first_reply(cmd: list[str], env: dict[str, str],
         out += _read_until(master, REPLY, t + timeout)
         reply = time.perf_counter() - t
         if REPLY not in out:
-            proc.kill()
-            proc.wait()
-            raise RuntimeError(f"chat gave no reply within {timeout:.0f} s: {out[-300:]!r}")
-        os.write(master, b"/exit\r")
-        _read_until(master, b"\0never", time.perf_counter() + timeout)
-        reap_peak_rss(proc)
+            raise _stopped(proc, "gave no reply", timeout, out)
+        _exit_chat(master, proc, timeout)
         return prompt, reply
     finally:
         os.close(master)
+
+
+def _spawn_chat(cmd: list[str], args: list[str],
+                env: dict[str, str]) -> tuple[int, subprocess.Popen, float]:
+    """`chat ARGS` on a new pseudo-terminal: its master fd, the process, and when it was
+    spawned (perf_counter)."""
+    master, slave = os.openpty()
+    t = time.perf_counter()
+    proc = subprocess.Popen([*cmd, "chat", *args], stdin=slave, stdout=slave, stderr=slave,
+                            env=env, start_new_session=True)
+    os.close(slave)
+    return master, proc, t
+
+
+def _exit_chat(master: int, proc: subprocess.Popen, timeout: float) -> float:
+    """/exit, then the terminal drained until the child closes it (a marker that never
+    comes), so a full pty buffer cannot block its exit; its peak RSS (MB)."""
+    os.write(master, b"/exit\r")
+    _read_until(master, b"\0never", time.perf_counter() + timeout)
+    return reap_peak_rss(proc)
+
+
+def _stopped(proc: subprocess.Popen, what: str, timeout: float, out: bytes) -> RuntimeError:
+    """The chat killed, and the error saying what it did not do in time."""
+    proc.kill()
+    proc.wait()
+    return RuntimeError(f"chat {what} within {timeout:.0f} s: {out[-300:]!r}")
 
 
 def _read_until(fd: int, marker: bytes, deadline: float) -> bytes:

@@ -15,7 +15,6 @@ from memgpt_lite.engine.records import SearchPage
 from memgpt_lite.engine.store import Store
 
 
-
 def message_page(store: Store, layout: int, agent_id: int, query: str, page: int,
                  per_page: int, *, start_date: str | None, end_date: str | None,
                  dense: dict[int, float] | None, keyword_weight: float,
@@ -49,4 +48,3 @@ def message_page(store: Store, layout: int, agent_id: int, query: str, page: int
     for hit in hits:
         hit.context = [r for r in replies.get(hit.id, []) if r.id not in gone]
     return SearchPage(hits, page, math.ceil(head.total / per_page), head.total)
-

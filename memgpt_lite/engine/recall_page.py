@@ -13,9 +13,9 @@ names the agent's conversation it is from: layouts 2 and 3 head each day by conv
 conversation that is not the current one (the page's first line names that one).
 
 Layout 3 lays pages out as layout 2 does; what differs is the order of the first pages'
-hits (recall_head.py). Layout 4 (the default) orders them as layout 3 does, then lets a
-day's best hits draw its other hits up, names fewer conversations, and passes over a reply
-of one or two words ("OK.") for the next message. Layout 1 is the layout before 2 (every
+hits (recall_head.py). Layout 4 (the default) orders them as layout 3 does, names fewer
+conversations, and passes over a reply of one or two words ("OK.") for the next message
+(`REPLY_WORDS`). Layout 1 is the layout before 2 (every
 line dated to the minute, the reply labelled, long texts cut at the end). A replay selects
 its recording's layout, so it stays exact.
 """

@@ -211,12 +211,34 @@ class _ReflowingRender(LiveRender):
                        *((ControlType.CURSOR_UP, 1), (ControlType.ERASE_IN_LINE, 2)) * rows)
 
 
+class _ChangedLive(Live):
+    """A Live whose ticks redraw only when the frame would change (its renderable's
+    `frame()` or the terminal's size). Every redraw erases by the width the terminal has
+    when the erase is computed; a terminal that rewraps its lines on a resize while that
+    redraw is still in flight is left with a copy. While a stream stalls nothing is in
+    flight, so a resize then is redrawn cleanly (and a stalled stream costs no output)."""
+
+    _last: Any = None
+
+    def refresh(self) -> None:
+        with self._lock:
+            frame = getattr(self.get_renderable(), "frame", None)
+            key = (self.console.size, frame()) if frame is not None else None
+            if self._started and key is not None and key == self._last:
+                return  # a tick with nothing new; stop() and start() always redraw
+            self._last = key
+            super().refresh()
+
+
 class _Tail:
     """Renders Markdown but only its last lines that fit the screen, so a long reply
     streams without scrolling artefacts; the full text is printed when it settles."""
 
     def __init__(self, view: ChatView):
         self.view = view
+
+    def frame(self) -> str:
+        return self.view.buffer
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         lines = console.render_lines(_markdown(self.view.buffer), options, pad=False)
@@ -454,8 +476,8 @@ class ChatView:
 
     def _start_live(self, renderable: Any, kind: str) -> None:
         self.stop()
-        live = Live(renderable, console=self.console, transient=True,
-                    refresh_per_second=12, redirect_stdout=False, redirect_stderr=False)
+        live = _ChangedLive(renderable, console=self.console, transient=True,
+                            refresh_per_second=12, redirect_stdout=False, redirect_stderr=False)
         live._live_render = _ReflowingRender(self.console, renderable)
         live.start()
         self._live, self._live_kind = live, kind

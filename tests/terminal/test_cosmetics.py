@@ -9,6 +9,7 @@ import io
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 from rich.console import Console
@@ -120,3 +121,33 @@ def test_a_plain_chat_view_keeps_the_status_line_on_one_line():
 
     view.end_turn(TurnEndEvent(1, "ok", "end_turn", Usage(1, 1, 0, 0), 0.0, True))
     assert buf.getvalue().count("\n") == 1  # piped: a file has no width to fit
+
+
+def test_a_stalled_stream_redraws_nothing_until_the_terminal_changes_size():
+    """The live region redraws on a tick only when its frame would change: a redraw erases by
+    the width known when it is computed, so one in flight while a terminal rewraps on a resize
+    leaves a copy. A stream that stalls has nothing in flight; a resize is then redrawn."""
+    from memgpt_lite.engine.events import TextDelta
+
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=True, width=60, height=20)
+    view = ChatView(console, live=True, markdown=True)
+    view.start_turn()
+    view.handle(TextDelta("Fake reply to: " + " ".join(f"word{i}" for i in range(8))))
+    try:
+        _wait(lambda: "word7" in buf.getvalue())
+        time.sleep(0.3)  # a tick or two that may still draw the first frame
+        drawn = len(buf.getvalue())
+        time.sleep(0.5)  # six ticks at 12 per second
+        assert len(buf.getvalue()) == drawn  # nothing new: nothing written
+        console.width = 30
+        _wait(lambda: len(buf.getvalue()) > drawn)  # the next tick redraws at the new width
+    finally:
+        view.stop()
+
+
+def _wait(condition, timeout: float = 10.0) -> None:
+    end = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.02)

@@ -187,7 +187,9 @@ def test_a_resize_in_a_terminal_that_rewraps_leaves_the_reply_once(server, tmp_p
         wait_for(lambda: PROMPT.strip() in screen())
         subprocess.run(tmux + ["send-keys", WORDS, "Enter"], check=True)
         wait_for(lambda: "Fake reply to:" in screen())
-        time.sleep(0.5)
+        # Resize once the stream has stalled (the reply stands still): a redraw in flight
+        # while the terminal rewraps erases by the old width, a race no redraw can close.
+        wait_for(lambda: still(screen))
         subprocess.run(tmux + ["resize-window", "-x", "50", "-y", "24"], check=True)
         time.sleep(1.0)
         subprocess.run(tmux + ["send-keys", "C-c"], check=True)
@@ -196,6 +198,13 @@ def test_a_resize_in_a_terminal_that_rewraps_leaves_the_reply_once(server, tmp_p
     finally:
         subprocess.run(tmux + ["kill-server"], capture_output=True)
     assert shown.count("Fake reply to:") == 1, shown
+
+
+def still(screen) -> bool:
+    """The screen is the same twice, a few of the live region's ticks apart."""
+    before = screen()
+    time.sleep(0.4)
+    return screen() == before
 
 
 def wait_for(condition, timeout: float = 15.0) -> None:

@@ -282,7 +282,6 @@ RERANK_PAGES = 5  # pages 1..5 are re-ranked; later pages keep BM25's order
 COVERAGE_WEIGHT = 1.0  # a hit holding every query term scores (1 + this) times its score
 TIME_WEIGHT = 0.5  # for a question about time, a hit saying when scores (1 + this) times
 DATE_WEIGHT = 1.0  # for a question naming a month, a hit of that month scores (1 + this) times
-QUESTION_WEIGHT = 0.0  # a hit that is itself a question scores 1 / (1 + this) times
 
 _TIME_QUESTION = re.compile(
     r"\b(when|how long|how many (?:days|weeks|months|years)|what (?:year|month|day|date|time)"
@@ -387,7 +386,5 @@ def rerank(query: str, head: list[tuple[int, float, str, str]]) -> list[int]:
             factor *= 1.0 + TIME_WEIGHT
         if months and in_months(created_at, months):
             factor *= 1.0 + DATE_WEIGHT
-        if QUESTION_WEIGHT and text.rstrip().endswith("?"):
-            factor /= 1.0 + QUESTION_WEIGHT
         scored.append((-score * factor, rank, i))
     return [i for _, _, i in sorted(scored)]

@@ -48,8 +48,6 @@ VARIANTS: dict[str, tuple[int, dict[str, Any]]] = {
     **{f"layout 4, neighbours {w}": (4, {"search.NEIGHBOUR_WEIGHT": w})
        for w in (0.0, 0.3, 0.5, 0.8)},
     "layout 4, any reply": (4, {"REPLY_WORDS": {}}),
-    **{f"layout 4, questions {w}": (4, {"search.QUESTION_WEIGHT": w})
-       for w in (0.0, 0.5, 1.0, 3.0)},
     **{f"layout 4, coverage {c}, time {t}, date {d}": (4, {
         "search.COVERAGE_WEIGHT": c, "search.TIME_WEIGHT": t, "search.DATE_WEIGHT": d})
        for c in (0.0, 1.0) for t in (0.0, 0.5) for d in (0.0, 1.0)},

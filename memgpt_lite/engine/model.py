@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -279,24 +279,28 @@ def _retries(tries: int) -> str:
 _sdk_import: list[Any] = []  # the thread importing the SDK, once started
 
 
-def start_sdk_import() -> None:
+def start_sdk_import(then: Callable[[], Any] | None = None) -> None:
     """Import the SDK on a background thread, once per process, so the first reply does
     not wait for it while the user is still typing (it takes a second or more on a cold
-    start). Safe to race with `_connect`: Python's per-module import lock makes a second
-    `import anthropic` wait for the one in progress."""
+    start); `then` runs on that thread after it (the caller's own slow imports, done after
+    the first prompt rather than before). Safe to race with `_connect`: Python's per-module
+    import lock makes a second `import anthropic` wait for the one in progress."""
     import threading
 
     if not _sdk_import:
-        thread = threading.Thread(target=_import_sdk, daemon=True, name="import-anthropic")
+        thread = threading.Thread(target=_import_sdk, args=(then,), daemon=True,
+                                  name="import-anthropic")
         _sdk_import.append(thread)
         thread.start()
 
 
-def _import_sdk() -> None:
+def _import_sdk(then: Callable[[], Any] | None = None) -> None:
     import importlib
 
     try:
         importlib.import_module("anthropic")
+        if then is not None:
+            then()
     except Exception:  # noqa: BLE001
         # Not lost: a failed import is not cached, so the first call imports again and
         # that failure reaches the user (here, a thread's traceback would be printed).

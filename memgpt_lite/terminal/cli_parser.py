@@ -518,10 +518,18 @@ def _mcp(args: argparse.Namespace) -> int:
     return mcp_server.run_mcp(args.agent, args.project)
 
 
+def _import_reply_rendering() -> None:
+    import importlib
+
+    importlib.import_module("memgpt_lite.terminal.reply_markdown")
+
+
 def _chat(args: argparse.Namespace) -> int:
     from memgpt_lite.engine.model import start_sdk_import
 
-    start_sdk_import()  # first: the SDK's import is the longest wait of a first reply
+    # First: the SDK's import is the longest wait of a first reply; the reply's Markdown
+    # rendering is imported after it, on its thread, not before the first prompt.
+    start_sdk_import(then=_import_reply_rendering)
     from memgpt_lite.terminal import chat_main
 
     return chat_main.run_chat(agent_name=args.agent, model=args.model,

@@ -18,13 +18,12 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
-from rich.console import Console, ConsoleOptions, JustifyMethod, RenderResult
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.control import Control
 from rich.live import Live
 from rich.live_render import LiveRender
-from rich.markdown import Heading, Markdown
 from rich.segment import ControlType, Segment
 from rich.spinner import Spinner
 from rich.text import Text
@@ -272,24 +271,12 @@ def _attached_name(block: dict[str, Any]) -> str:
     return f"{head.group(1)} ({int(head.group(2)):,} chars)" if head else "a file"
 
 
-class _LeftHeading(Heading):
-    """A heading at the left margin: a reply is read top to bottom, and a centred heading
-    (rich's default for `#`) floats away from the text it heads."""
+def markdown(text: str) -> Any:
+    """A reply (or replayed reply) as rendered Markdown (reply_markdown.py, imported here
+    on first use: the first prompt is drawn without rich.markdown)."""
+    from memgpt_lite.terminal.reply_markdown import markdown as rendered
 
-    LEVEL_ALIGN: ClassVar[dict[str, JustifyMethod]] = dict.fromkeys(
-        ("h1", "h2", "h3", "h4", "h5", "h6"), "left")
-
-
-class _Markdown(Markdown):
-    elements: ClassVar[dict[str, type[Any]]] = {**Markdown.elements,
-                                                "heading_open": _LeftHeading}
-
-
-def markdown(text: str) -> Markdown:
-    """A reply (or replayed reply) as rendered Markdown, controls made visible."""
-    # hyperlinks=False: a link shows its URL after its text; as a terminal hyperlink the URL
-    # is lost wherever the terminal (or a log of it) does not support them.
-    return _Markdown(visible(text), hyperlinks=False)
+    return rendered(text)
 
 
 _markdown = markdown

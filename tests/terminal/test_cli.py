@@ -115,6 +115,21 @@ def test_main_parses_without_loading_heavy_modules():
     assert not [m for m in set(sys.modules) - before if m.split(".")[0] in ("rich", "anthropic")]
 
 
+@pytest.mark.slow
+def test_the_chat_draws_its_prompt_without_the_reply_markdown_and_imports_it_after_the_sdk():
+    """rich.markdown (with markdown-it) is the chat terminal's largest import: it is not on
+    the way to the first prompt; the SDK's thread imports it once the SDK is in."""
+    code = ("import sys; from memgpt_lite.terminal import cli_parser, chat_main; "
+            "from memgpt_lite.engine import model; "
+            "print('rich.markdown' in sys.modules); seen = []; "
+            "model.start_sdk_import(then=lambda: (seen.append('anthropic' in sys.modules), "
+            "cli_parser._import_reply_rendering())); model._sdk_import[0].join(60); "
+            "print(seen, 'rich.markdown' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120)
+    assert out.stdout.split("\n")[:2] == ["False", "[True] True"], out.stdout + out.stderr
+
+
 def test_version_and_usage_errors(capsys):
     assert cli.main(["--version"]) == 0
     assert capsys.readouterr().out.startswith("memgpt-lite 0.1.0")

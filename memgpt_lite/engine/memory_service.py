@@ -42,7 +42,7 @@ from memgpt_lite.engine.memory import (
 )
 from memgpt_lite.engine.records import Block, utc_iso
 from memgpt_lite.engine.redact import redact_value
-from memgpt_lite.engine.store.base import AgentRow, IntegrityProblem, Store, StoreError
+from memgpt_lite.engine.store.base import AgentExists, AgentRow, Store, StoreError
 from memgpt_lite.engine.text import clean_text, clean_value, neutralise_tags, shorten
 
 VIEW = "core_memory_view"
@@ -137,7 +137,7 @@ class MemoryService:
             try:
                 row = store.create_agent(name, settings.to_dict(),
                                          default_blocks(settings.block_limit))
-            except IntegrityProblem:  # a chat created it this very moment
+            except AgentExists:  # a chat created it this very moment
                 row = store.get_agent(name)
                 if row is None:
                     raise

@@ -208,6 +208,38 @@ def test_a_new_agent_is_created_on_first_use_and_a_bad_name_refused(stores, tmp_
         serve(stores[1], tmp_path, "../etc")
 
 
+@pytest.mark.parametrize("late", ["chat", "mcp"])
+def test_a_chat_and_an_mcp_server_creating_one_new_agent_at_once_both_open_it(
+        stores, target, tmp_path, monkeypatch, late):
+    """Started at the same moment on a new name, both look, find nothing and create: the one
+    that comes second opens the other's agent instead of failing to start. On SQLite the
+    create's own look is serialised (a write transaction); on Postgres both looks can miss
+    and the second insert meets the first's row."""
+    chat_store, mcp_store = stores
+    store = chat_store if late == "chat" else mcp_store
+    look, misses, blind = store.get_agent, [], 2 if target.startswith("postgresql") else 1
+
+    def missed(name):  # the looks that come before the other's row
+        if len(misses) < blind:
+            misses.append(name)
+            if len(misses) == blind:  # the other process creates the agent, its own way
+                (serve(mcp_store, tmp_path, name) if late == "chat"
+                 else chat_agent(chat_store, name=name).close())
+            return None
+        return look(name)
+
+    monkeypatch.setattr(store, "get_agent", missed)
+    agent = chat_agent(chat_store, name="fresh") if late == "chat" else None
+    service = serve(mcp_store, tmp_path, "fresh")
+    agent = agent or chat_agent(chat_store, name="fresh")
+    try:
+        assert agent.row.id == service.row.id and not (late == "chat" and agent.created)
+        service.call("core_memory_append", {"label": "human", "content": "Both see this."})
+        assert "Both see this." in human(chat_store, "fresh")
+    finally:
+        agent.close()
+
+
 # ---------------------------------------------------------------- beside a running chat
 
 

@@ -14,7 +14,7 @@ import secrets
 from typing import Any
 
 from memgpt_lite.engine.records import now_iso
-from memgpt_lite.engine.store.base import AgentRow, IntegrityProblem, StoreError
+from memgpt_lite.engine.store.base import AgentExists, AgentRow, IntegrityProblem, StoreError
 from memgpt_lite.engine.store.blocks import BlocksMixin
 from memgpt_lite.engine.store.conversations import ConversationsMixin
 
@@ -36,7 +36,7 @@ class AgentsMixin(BlocksMixin, ConversationsMixin):
         name = self.db.text(name)
         with self.transaction():
             if self.get_agent(name) is not None:
-                raise StoreError(f"An agent named {name!r} already exists.")
+                raise AgentExists(f"An agent named {name!r} already exists.")
             try:
                 agent_id = self.db.insert(
                     "INSERT INTO agents (name, model, settings, created_at, uid) "
@@ -44,7 +44,7 @@ class AgentsMixin(BlocksMixin, ConversationsMixin):
                     (name, self.db.text(str(settings.get("model", ""))), self._dumps(settings),
                      now_iso(), secrets.token_hex(8)))
             except IntegrityProblem:  # another process created it a moment ago
-                raise StoreError(f"An agent named {name!r} already exists.") from None
+                raise AgentExists(f"An agent named {name!r} already exists.") from None
             self.index.create_agent(agent_id)
             self._insert_conversation(agent_id, 1, now_iso(), self._bump(agent_id))
             for label, (value, limit) in blocks.items():

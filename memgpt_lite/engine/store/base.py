@@ -35,6 +35,12 @@ class StoreError(Exception):
     """The data file cannot be used; the message is one clear sentence for the user."""
 
 
+class AgentExists(StoreError):
+    """`create_agent`: the name is taken, perhaps by another process a moment ago (a chat
+    and an MCP server starting at once on a new name): whoever meant "open it, creating it
+    if missing" opens it."""
+
+
 class IntegrityProblem(StoreError):
     """A write broke one of the schema's rules (a block label given twice, a name taken);
     imports turn it into "the export is damaged". `detail`: the database's own words."""

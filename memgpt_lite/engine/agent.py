@@ -70,7 +70,7 @@ from memgpt_lite.engine.records import (
 )
 from memgpt_lite.engine.redact import redact_blocks, redact_message
 from memgpt_lite.engine.replies import stop_notices, valid_content
-from memgpt_lite.engine.store.base import AgentExists, AgentLockLike, AgentRow, Store
+from memgpt_lite.engine.store.base import AgentLockLike, AgentRow, Store
 from memgpt_lite.engine.summariser import Summariser
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.engine.text import clean_text, clean_value
@@ -169,7 +169,9 @@ class Agent(AgentTasks):
         if row is None:
             if not create:
                 raise LookupError(f"no agent named {name!r}")
-            row, created = cls._create(store, name, settings, stored)
+            s = settings or Settings()
+            row, created = store.create_agent_once(
+                name, s.to_dict() if stored is None else stored, default_blocks(s.block_limit))
         # Read what every turn reads before writing anything: a damaged page there is found
         # (and the store stops writing, see store/sqlite.py) before this process changes the
         # file. Then undo a turn a dead process left open.
@@ -183,21 +185,6 @@ class Agent(AgentTasks):
         effective = settings or Settings.from_dict(row.settings)
         return cls(store, row, effective, model_client, summary_client, clock or utc_now, created,
                    contract)
-
-    @staticmethod
-    def _create(store: Store, name: str, settings: Settings | None,
-                stored: dict | None) -> tuple[AgentRow, bool]:
-        """A new agent `name`, and True; or, when another process (an MCP server starting at
-        the same moment) created it after this one looked, that agent, and False."""
-        s = settings or Settings()
-        try:
-            return store.create_agent(name, s.to_dict() if stored is None else stored,
-                                      default_blocks(s.block_limit)), True
-        except AgentExists:
-            row = store.get_agent(name)
-            if row is None:  # created and deleted again meanwhile: say it was taken
-                raise
-            return row, False
 
     def close(self) -> None:
         """Release the agent's process lock (the store stays open; it is the caller's)."""

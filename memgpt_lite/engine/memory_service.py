@@ -42,7 +42,7 @@ from memgpt_lite.engine.memory import (
 )
 from memgpt_lite.engine.records import Block, utc_iso
 from memgpt_lite.engine.redact import redact_value
-from memgpt_lite.engine.store.base import AgentExists, AgentRow, Store, StoreError
+from memgpt_lite.engine.store.base import AgentRow, Store, StoreError
 from memgpt_lite.engine.text import clean_text, clean_value, neutralise_tags, shorten
 
 VIEW = "core_memory_view"
@@ -134,13 +134,8 @@ class MemoryService:
             if problem:
                 raise ConfigError(problem)
             settings = Settings()
-            try:
-                row = store.create_agent(name, settings.to_dict(),
-                                         default_blocks(settings.block_limit))
-            except AgentExists:  # a chat created it this very moment
-                row = store.get_agent(name)
-                if row is None:
-                    raise
+            row, _ = store.create_agent_once(name, settings.to_dict(),
+                                             default_blocks(settings.block_limit))
         return cls(store, row, project)
 
     def refresh(self) -> bool:

@@ -51,6 +51,19 @@ class AgentsMixin(BlocksMixin, ConversationsMixin):
                 self.set_block(agent_id, label, value, limit, source="init")
         return self.get_agent_by_id(agent_id)  # type: ignore[return-value]
 
+    def create_agent_once(self, name: str, settings: dict,
+                          blocks: dict[str, tuple[str, int]]) -> tuple[AgentRow, bool]:
+        """The agent `name`, created as `create_agent` does unless it exists, and whether this
+        call created it: a chat and an MCP server starting at once on a new name both open
+        the one agent (the second one's create meets the first's row)."""
+        try:
+            return self.create_agent(name, settings, blocks), True
+        except AgentExists:
+            row = self.get_agent(name)
+            if row is None:  # created and deleted again meanwhile: the name was taken
+                raise
+            return row, False
+
     def get_agent(self, name: str) -> AgentRow | None:
         rows = self.db.query(f"SELECT {_AGENT} FROM agents WHERE name = ?",
                              (self.db.text(name),))

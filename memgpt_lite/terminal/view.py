@@ -224,7 +224,7 @@ class _ChangedLive(Live):
             frame = getattr(self.get_renderable(), "frame", None)
             key = (self.console.size, frame()) if frame is not None else None
             if self._started and key is not None and key == self._last:
-                return  # a tick with nothing new; stop() and start() always redraw
+                return  # a tick with nothing new (stop() is not started: it always redraws)
             self._last = key
             super().refresh()
 

@@ -161,9 +161,9 @@ def run_locomo(path: str | Path, *, retrieval_only: bool = True, model_client: A
               "mode": "retrieval" if retrieval_only else "answer",
               "model": None if retrieval_only else (settings or Settings()).model,
               "metrics": list(metrics), "by_category": _by_category(rows, metrics),
-              "overall": _means(rows, metrics), "questions": rows}
+              "overall": _means(rows, metrics), "categories 1-4": _means(_core(rows), metrics),
+              "questions": rows}
     if retrieval_only:
-        report["categories 1-4"] = _means(_core(rows), metrics)
         report["embedder"] = getattr(embedder, "name", None)
         report["backend"] = "postgres" if db else "sqlite"
         report["methods"] = _method_tables(rows, metrics)

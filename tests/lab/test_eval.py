@@ -18,7 +18,7 @@ from memgpt_lite.lab import compare, locomo, nested_kv, scenarios
 from memgpt_lite.lab.harness import ScenarioError
 from memgpt_lite.lab.scenarios import Scenario
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
-from memgpt_lite.terminal import eval_commands, render
+from memgpt_lite.terminal import eval_commands, eval_render, render
 
 BUNDLED = Path(scenarios.__file__).parents[1] / "data" / "remember_across_restart.toml"
 
@@ -254,6 +254,10 @@ def test_locomo_answers_are_scored_by_token_f1(tmp_path):
     result = locomo.run_locomo(data, retrieval_only=False, model_client=ScriptedModel(script))
     assert result["overall"]["n"] == 3  # the adversarial item has no gold answer
     assert result["overall"]["f1"] > 0.8
+    assert result["categories 1-4"] == result["overall"]  # the usual LoCoMo score, shown too
+    out = io.StringIO()
+    eval_render.print_locomo(Console(file=out, width=120, color_system=None), result)
+    assert "categories 1-4" in out.getvalue()
     assert locomo.token_f1("The counseling psychology.", "counseling psychology") == 1.0
     assert locomo.token_f1("no idea", "Biscuit") == 0.0
 

@@ -26,6 +26,10 @@ from memgpt_lite.terminal.exit_codes import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_U
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if sys.platform == "win32":  # the agents' locks and the input history use fcntl
+        print("memgpt-lite: Windows is not supported yet: it needs a POSIX system (Linux or "
+              "macOS; on Windows, WSL).", file=sys.stderr)
+        return EXIT_ERROR
     try:
         return _main(argv)
     except BrokenPipeError:

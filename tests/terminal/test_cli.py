@@ -138,6 +138,14 @@ def test_version_and_usage_errors(capsys):
     assert cli.main(["agents"]) == 0  # prints its help
 
 
+def test_on_windows_every_command_says_in_one_sentence_that_it_needs_posix(capsys, monkeypatch):
+    monkeypatch.setattr(cli.sys, "platform", "win32")  # there, importing fcntl fails
+    assert cli.main(["chat"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("memgpt-lite: Windows is not supported yet")
+    assert len(err.strip().splitlines()) == 1
+
+
 def test_chat_without_a_key_says_how_to_set_it(capsys):
     assert cli.main(["chat"]) == 1
     err = capsys.readouterr().err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import shutil
 import subprocess
 import sys
@@ -40,9 +41,11 @@ def pip(*args: str) -> None:
 
 
 def probe(site_dir: Path, cwd: Path) -> list[str]:
-    # -S: no site-packages, so only the install under test can provide memgpt_lite
+    # -S: no site-packages, and no PYTHONPATH (a work tree put there would win), so only
+    # the install under test can provide memgpt_lite
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     out = subprocess.run([sys.executable, "-S", "-c", PROBE, str(site_dir)], cwd=cwd,
-                         capture_output=True, text=True, check=True)
+                         capture_output=True, text=True, check=True, env=env)
     return out.stdout.splitlines()
 
 

@@ -1,5 +1,5 @@
 """Replacing a file whole: the one way memgpt-lite rewrites a file it keeps (exports, the
-config file, the input history, a scrubbed recording)."""
+config file, the input history, a scrubbed recording); folders created private."""
 
 from __future__ import annotations
 
@@ -24,3 +24,15 @@ def replace_file(path: Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def private_dirs(folder: Path) -> None:
+    """Create `folder` and any missing parents as 0700, whatever the umask: mkdir's mode
+    applies to the leaf only, and the first folder made may be the data dir itself."""
+    missing = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for path in reversed(missing):
+        path.mkdir(exist_ok=True)
+        os.chmod(path, 0o700)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from memgpt_lite.engine.embeddings import EmbeddingError
+from memgpt_lite.engine.files import private_dirs
 from memgpt_lite.engine.model_catalog import MANIFEST, KnownModel, models_dir
 
 Progress = Callable[[str, int, int | None], None]
@@ -34,7 +35,8 @@ def install(model: KnownModel, progress: Progress = lambda name, done, total: No
     target = models_dir() / model.name
     partial = target.with_name(model.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
+    # An install may be the first command run: it must not leave the data dir open to others.
+    private_dirs(partial)
     try:
         digests, commit = {}, None
         for local, remote in model.files.items():

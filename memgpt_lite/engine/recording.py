@@ -75,6 +75,7 @@ from memgpt_lite import __version__
 from memgpt_lite.engine import prompts, recall_page
 from memgpt_lite.engine.config import recordings_dir
 from memgpt_lite.engine.events import Event, NoticeEvent, ResponseEvent, UserEvent
+from memgpt_lite.engine.files import private_dirs
 from memgpt_lite.engine.recording_schema import line_problem
 from memgpt_lite.engine.records import ModelResponse, utc_iso
 from memgpt_lite.engine.store import StoreError, snapshot
@@ -142,18 +143,6 @@ def new_recording_path(folder_name: str, *, now: datetime | None = None,
     return path
 
 
-def _private_dirs(folder: Path) -> None:
-    """Create `folder` and any missing parents as 0700, whatever the umask: mkdir's mode
-    applies to the leaf only, and recordings hold whole conversations."""
-    missing = []
-    while not folder.exists():
-        missing.append(folder)
-        folder = folder.parent
-    for path in reversed(missing):
-        path.mkdir(exist_ok=True)
-        os.chmod(path, 0o700)
-
-
 class Recorder:
     """Appends one JSON object per line to a recording and flushes after each line.
 
@@ -168,7 +157,7 @@ class Recorder:
         self.path = Path(path)
         self.failed: str | None = None
         self.announced = False  # whether the failure was passed on as a NoticeEvent
-        _private_dirs(self.path.parent)
+        private_dirs(self.path.parent)  # recordings hold whole conversations
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         self._file = os.fdopen(fd, "a", encoding="utf-8")
         self._timer = timer

@@ -56,6 +56,13 @@ def run_mcp(agent_name: str, project: str | None) -> int:
     try:
         _attach_dense(service)
         anyio.run(serve, build_server(service))
+    except BaseExceptionGroup as group:
+        # A client that went away before reading an answer breaks the pipe inside the SDK's
+        # task group; unwrapped, the command line stops quietly, as for `| head`.
+        pipe, rest = group.split(BrokenPipeError)
+        if pipe is None or rest is not None:
+            raise
+        raise BrokenPipeError from None
     finally:
         service.close()  # the store it runs on now (a new one after a reconnect)
     return 0

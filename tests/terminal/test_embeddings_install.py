@@ -6,11 +6,14 @@ from __future__ import annotations
 import hashlib
 import http.server
 import json
+import os
+import shutil
+import stat
 import threading
 
 import pytest
 
-from memgpt_lite.engine import model_catalog
+from memgpt_lite.engine import config, model_catalog
 from memgpt_lite.engine.embeddings import EmbeddingConfig, OnnxEmbedder
 from memgpt_lite.terminal import cli
 
@@ -130,3 +133,27 @@ def test_an_unknown_model_or_an_unreachable_hub_is_one_sentence(tiny, monkeypatc
         assert cli.main(["embeddings", "install", "tiny", "--no-index"]) != 0
     err = capsys.readouterr().err
     assert "tiny-embedder/onnx/model_quantized.onnx" in err and "Traceback" not in err
+
+
+@pytest.fixture
+def umask_022():
+    old = os.umask(0o022)  # the usual umask, whatever the test runner's
+    yield
+    os.umask(old)
+
+
+def test_an_install_as_the_first_command_keeps_the_data_dir_private(tiny, umask_022, monkeypatch):
+    # The data dir holds every conversation: the first command to create it makes it 0700,
+    # whichever command that is, and an install that fails leaves it private too.
+    home = config.data_dir()
+    assert not home.exists()
+    with FakeHub({}) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        assert cli.main(["embeddings", "install", "tiny", "--no-index"]) != 0
+    assert stat.S_IMODE(home.stat().st_mode) == 0o700
+    shutil.rmtree(home)
+    with FakeHub(tiny) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        assert cli.main(["embeddings", "install", "tiny", "--no-index"]) == 0
+    for folder in (home, model_catalog.models_dir(), model_catalog.models_dir() / "tiny"):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder

@@ -419,6 +419,28 @@ def test_a_server_killed_mid_burst_leaves_every_answered_edit_and_nothing_half_w
 
 
 @pytest.mark.slow
+def test_a_client_gone_before_reading_its_answer_ends_the_server_quietly():
+    server = RawServer()
+    server.proc.stdout.close()  # type: ignore[union-attr]  # the client dies: no reader
+    server.call("archival_insert", {"content": "Stored before the client went away."})
+    deadline = time.monotonic() + 60  # a wait for the call to be stored, not a measure
+    while not stored_passages() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    server.proc.stdin.close()  # type: ignore[union-attr]
+    # The answer could not be written: the server stops as for `| head`, without a traceback.
+    assert server.proc.wait(60) == 1
+    assert server.proc.stderr.read() == b""  # type: ignore[union-attr]
+    assert stored_passages() == ["Stored before the client went away."]
+
+
+def stored_passages() -> list[str]:
+    with open_store() as store:
+        row = store.get_agent("work")
+        assert store.integrity_problems() == []
+        return [p.text for p in store.list_passages(row.id, limit=None)]
+
+
+@pytest.mark.slow
 def test_forget_while_the_server_runs_reaches_what_it_wrote():
     server = RawServer()
     server.call("core_memory_append", {"label": "human", "content": "Code: tulip-42."})

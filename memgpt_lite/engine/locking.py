@@ -109,10 +109,25 @@ class AgentLock:
 
     def _take(self, wait: float) -> int:
         """An fd of the lock file holding the flock. On any failure (busy, a full disk, ^C
-        while waiting) the fd is closed: a leaked fd would keep the lock until exit."""
-        fd = _open_lock_file(self.path)
+        while waiting) the fd is closed: a leaked fd would keep the lock until exit.
+
+        `agents delete` and `agents rename` remove the lock file while they hold it. A
+        process that was waiting on that file then gets a flock on a file nobody else can
+        open any more, while the next process creates a new file at the path and locks
+        that: two holders. So a flock counts only while the path still names the file it
+        was taken on; otherwise the new file is locked instead, within the same wait."""
+        deadline = time.monotonic() + max(0.0, wait)
+        while True:
+            fd = _open_lock_file(self.path)
+            try:
+                self._flock(fd, deadline - time.monotonic())
+                if _names(self.path, fd):
+                    break
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(fd)
         try:
-            self._flock(fd, wait)
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
         except OSError as exc:
@@ -141,6 +156,16 @@ class AgentLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def _names(path: Path, fd: int) -> bool:
+    """Whether `path` is still the file `fd` has open (not removed or replaced since)."""
+    try:
+        now = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
 
 
 def _open_lock_file(path: Path) -> int:

@@ -179,20 +179,33 @@ def _may_create(store: Any, name: str, typed: bool, meta: Console, banner: bool)
 def _drop_if_empty(meta: Console, store: Any, agent: Any, session: ChatSession) -> None:
     """An agent this run created that holds no finished turn and no change of the user's
     is deleted again: a failed first message (a bad key, a typo'd name) leaves nothing
-    behind. The message itself is in the input history (typed) or the command line."""
+    behind. The message itself is in the input history (typed) or the command line. An
+    agent someone else wrote to meanwhile (an MCP client sharing the new name) is kept."""
     if not agent.created or session.tally.completed_turns or session.changed:
         return
     from memgpt_lite.engine import privacy
 
     row = store.get_agent_by_id(agent.id)
-    if row is None or store.agent_stats(row.id).get("passages"):
+    if row is None:
         return
     with store.agent_lock(row.name):
-        store.delete_agent(row.name)
+        with store.transaction():  # no other write between the look and the delete
+            if _written_by_others(store, row.id):
+                return
+            store.delete_agent(row.name)
         privacy.delete_agent_files(row, config.data_dir())
     with contextlib.suppress(BrokenPipeError, OSError):
         meta.print(render.shown(f"· agent {row.name!r} was not kept: no turn of it finished",
                                 "dim"))
+
+
+def _written_by_others(store: Any, agent_id: int) -> bool:
+    """Whether the agent holds what this chat did not leave: the chat's failed turns were
+    undone with their history, so a passage or a block version beyond the initial ones is
+    another writer's (an MCP client's), acknowledged to it and not ours to delete."""
+    if store.agent_stats(agent_id).get("passages"):
+        return True
+    return any(entry["source"] != "init" for entry in store.block_history(agent_id))
 
 
 def chat_settings(store: Any, name: str, model: str | None = None,

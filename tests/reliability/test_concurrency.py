@@ -162,3 +162,55 @@ def test_a_lock_that_cannot_record_its_pid_is_not_left_held(tmp_path, monkeypatc
         else:
             raise AssertionError("the lock was taken without its pid")
     AgentLock(tmp_path, "full").acquire(wait=0).release()  # no fd of the failure holds it
+
+
+def _has_lock_open(pid: int) -> bool:
+    """Whether process `pid` has a file under locks/ open (it is waiting on an agent's lock)."""
+    try:
+        return any("/locks/" in os.readlink(f"/proc/{pid}/fd/{fd}")
+                   for fd in os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc to see the wait")
+def test_a_chat_that_waited_out_a_delete_still_keeps_others_off_the_agent(tmp_path):
+    """`agents delete` removes the agent's lock file while it holds it. A chat that was
+    waiting on that file opens the agent (created anew) once the delete is done; a third
+    process on the agent must still be refused while that chat runs."""
+    pexpect = pytest.importorskip("pexpect")
+    from memgpt_lite.lab.fake_server import FakeAnthropicServer
+
+    env = child_env()
+    subprocess.run([sys.executable, "-m", "memgpt_lite", "agents", "create", "x"], env=env,
+                   check=True, capture_output=True, timeout=30)
+    with FakeAnthropicServer() as server:
+        deleting = pexpect.spawn(sys.executable, ["-m", "memgpt_lite", "agents", "delete", "x"],
+                                 env=env, encoding="utf-8", timeout=30)
+        deleting.expect_exact("[y/N]")  # the delete holds x's lock while it asks
+        chat_env = child_env(ANTHROPIC_BASE_URL=server.base_url, ANTHROPIC_API_KEY="test")
+        waiting = subprocess.Popen([sys.executable, "-m", "memgpt_lite", "chat", "--no-record",
+                                    "--agent", "x"], stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   env=chat_env)
+        try:
+            deadline = time.monotonic() + 30
+            while not _has_lock_open(waiting.pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert waiting.poll() is None, waiting.communicate()
+            deleting.sendline("y")
+            deleting.expect(pexpect.EOF)
+            waiting.stdin.write("hello from the chat that waited\n")  # type: ignore[union-attr]
+            waiting.stdin.flush()  # type: ignore[union-attr]
+            while len(server.requests) < 1 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert waiting.poll() is None and server.requests, "the waiting chat never got in"
+            third = chat("x", "hello from a third process\n", server)
+            assert third.returncode == 1, third.stdout
+            assert (f"agent 'x' is in use by another memgpt-lite process (pid {waiting.pid})"
+                    in third.stderr), third.stderr
+        finally:
+            out, err = waiting.communicate("", timeout=60)
+        assert waiting.returncode == 0, err
+        assert "Fake reply to: hello from the chat that waited" in out

@@ -590,6 +590,37 @@ def test_mcp_and_a_running_chat_share_one_agent_without_losing_an_edit(db_env):
 
 
 @pytest.mark.slow
+def test_a_new_agent_whose_first_turn_failed_is_kept_when_an_mcp_client_wrote_to_it(db_env):
+    """A chat creates agent 'work', an MCP client started meanwhile saves a fact to it, then
+    the chat's first turn fails (the key is refused): the chat does not delete the agent
+    it created, since the client's acknowledged edit is in it."""
+    from memgpt_lite.lab.fake_server import FakeAnthropicServer
+
+    reached, go = threading.Event(), threading.Event()
+    with FakeAnthropicServer() as server:
+        def held_until_the_mcp_edit(body):
+            reached.set()
+            go.wait(60)
+            server.api_key = "another key"  # the chat's next call is refused: the turn fails
+            return tool_response([("conversation_search", {"query": "tabs"})])
+
+        server.enqueue(held_until_the_mcp_edit)
+        chat = ChatProcess(db_env, server.base_url)
+        chat.send("hello")
+        assert reached.wait(120), chat.proc.stderr.read()  # type: ignore[union-attr]
+        mcp = RawServer(db_env)  # opens the agent the chat created
+        mcp.call("core_memory_append", {"label": "human", "content": "Prefers tabs."})
+        assert mcp.answer()["result"]["isError"] is False
+        go.set()
+        code, err = chat.finish()
+        mcp.proc.stdin.close()  # type: ignore[union-attr]
+        assert mcp.proc.wait(60) == 0
+    assert code == 1 and "rejected" in err, err
+    assert "was not kept" not in err, err
+    assert human_block(db_env).splitlines()[-1] == "Prefers tabs."
+
+
+@pytest.mark.slow
 def test_help_and_chat_never_import_the_sdk():
     from memgpt_lite.lab.fake_server import FakeAnthropicServer
 

@@ -94,6 +94,12 @@ class VectorsMixin(StoreCore):
         meanwhile are skipped. Returns how many were stored."""
         matrix, scales = search.quantize(rows)
         with self.transaction():
+            # Two writers may embed the same new rows (a chat's indexer and `memgpt-lite
+            # index`, or two index runs): on Postgres each would delete nothing and insert a
+            # vector for the same row, and the second insert breaks the unique key. The
+            # agent's row lock makes them take turns (SQLite's write lock already does).
+            self.db.query(f"SELECT id FROM agents WHERE id = ?{self.db.for_update()}",
+                          (agent_id,))
             live = {r[0] for r in self.db.query(
                 f"SELECT id FROM {_table(kind)} WHERE {self._keyed(ids)}",
                 (agent_id, *ids))}

@@ -200,6 +200,44 @@ def test_an_agent_opened_twice_in_one_process_shares_its_lock(pg_url):
     assert proc.stdout.strip() == "ok", proc.stderr
 
 
+def test_two_writers_of_the_same_vectors_take_turns(pg_url):
+    """A chat's background indexer and `memgpt-lite index` (or two index runs) embed the
+    same new rows at once: the second writer waits for the first and replaces its vectors,
+    rather than failing on the unique key (`index` said the database refused the write)."""
+    import threading
+    import time
+
+    import numpy as np
+
+    with open_store(pg_url) as first, open_store(pg_url) as second:
+        row = first.create_agent("idx", {}, {})
+        first.add_messages(row.id, [Message("user", [{"type": "text", "text": "my beagle"}], 1,
+                                            in_context=False)])
+        ids = [m.id for m in first.all_messages(row.id)]
+        vectors = np.full((1, 4), 0.5, dtype=np.float32)
+        failed: list[BaseException] = []
+
+        def other_writer() -> None:
+            try:
+                second.put_vectors(row.id, "messages", "fake", ids, vectors)
+            except BaseException as exc:  # noqa: BLE001 (handed to the test's thread)
+                failed.append(exc)
+
+        waiting = "SELECT count(*) FROM pg_locks WHERE NOT granted"
+        with first.transaction():  # the first writer has written and not yet committed
+            first.put_vectors(row.id, "messages", "fake", ids, vectors)
+            thread = threading.Thread(target=other_writer)
+            thread.start()
+            deadline = time.monotonic() + 30
+            while not first.db.query(waiting)[0][0] and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert first.db.query(waiting)[0][0], "the second writer never waited"
+        thread.join(30)
+        assert failed == []
+        assert first.vector_counts(row.id, "fake")["messages"]["missing"] == 0
+        assert first.db.query("SELECT count(*) FROM vectors")[0][0] == 1
+
+
 # --------------------------------------------------------------------------- moving, doctor
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from memgpt_lite.engine.call_deadline import CallThread, DeadlinePassed, on_request
+from memgpt_lite.engine.call_deadline import CallThread, DeadlinePassed, on_request, on_response
 from memgpt_lite.engine.config import ConfigError, base_url_problem, timeout_setting
 from memgpt_lite.engine.errors import (
     APIConnectionError,
@@ -136,15 +136,18 @@ class AnthropicClient:
         self.host = urlsplit(str(client.base_url)).netloc or str(client.base_url)
 
     def _http_client(self) -> Any:
-        """The SDK's own HTTP client (or the one given), with the hook that counts a call's
-        attempts and keeps a call given up on from sending another."""
+        """The SDK's own HTTP client (or the one given), with the hooks that count a call's
+        attempts, keep a call given up on from sending another, and keep the SDK from
+        sleeping past the deadline before a retry (call_deadline.py)."""
         import anthropic
 
         given = self._args["http_client"]
         http = given if given is not None else anthropic.DefaultHttpxClient()
-        hooks = http.event_hooks
-        if on_request not in hooks.get("request", []):
-            http.event_hooks = {**hooks, "request": [*hooks.get("request", []), on_request]}
+        hooks = dict(http.event_hooks)
+        for kind, hook in (("request", on_request), ("response", on_response)):
+            if hook not in hooks.get(kind, []):
+                hooks[kind] = [*hooks.get(kind, []), hook]
+        http.event_hooks = hooks
         return http
 
     def _timeouts(self) -> Any:

@@ -52,6 +52,11 @@ def final_response(stream: Iterable[StreamItem]) -> ModelResponse:
 PLACEHOLDER_API_KEY = "memgpt-lite-no-key"
 
 _TOO_LONG = re.compile(r"prompt is too long:\s*(\d+)\s*tokens\s*>\s*(\d+)\s*maximum", re.I)
+# The API's words when the input fits but not with max_tokens on top (for the models that
+# count both): the same overflow, whose maximum is the window itself.
+_TOO_LONG_WITH_OUTPUT = re.compile(
+    r"input length and `?max_tokens`? exceed context limit:\s*(\d+)\s*\+\s*(\d+)\s*>\s*(\d+)",
+    re.I)
 # A chat waits for a person: connecting takes well under a second, and a streaming reply
 # is never silent for long (the API sends pings), so 10 s to connect or 60 s of silence
 # mean the server is gone. Every call also has a deadline in all (`timeout`, default 120 s:
@@ -317,6 +322,12 @@ def _client_error(status: int, detail: str) -> BadRequestError:
         return PromptTooLongError(
             f"The prompt is too long for the model: {actual} tokens > {maximum} maximum.",
             actual=actual, maximum=maximum, status=status)
+    match = _TOO_LONG_WITH_OUTPUT.search(detail)
+    if match:
+        actual, output, maximum = (int(g) for g in match.groups())
+        return PromptTooLongError(
+            f"The prompt and max output tokens are too long for the model: {actual} + {output} "
+            f"tokens > {maximum} maximum.", actual=actual, maximum=maximum, status=status)
     return BadRequestError(f"The API rejected the request ({status}): {detail}", status=status)
 
 

@@ -23,11 +23,7 @@ from datetime import datetime, timezone
 from memgpt_lite.engine import locking, prompts
 from memgpt_lite.engine.attachments import context_content, is_attachment
 from memgpt_lite.engine.config import Settings, setting_names
-from memgpt_lite.engine.context import (
-    BuiltContext,
-    ContextBuilder,
-    ContextInputs,
-)
+from memgpt_lite.engine.context import BuiltContext, ContextBuilder, ContextInputs
 from memgpt_lite.engine.context_report import ContextReport, context_report
 from memgpt_lite.engine.errors import ModelError, PromptTooLongError
 from memgpt_lite.engine.events import (
@@ -60,6 +56,7 @@ from memgpt_lite.engine.records import (
     Block,
     ContentBlock,
     Message,
+    ModelRequest,
     ModelResponse,
     PoppedTurns,
     ToolCall,
@@ -333,6 +330,11 @@ class Agent(AgentTasks):
                 yield event
         finally:
             inner.close()  # on Ctrl-C: close the model's stream now, not when collected
+
+    def calibrate(self, request: ModelRequest, tokens: int) -> None:
+        """Learn from a request the API counted outside a turn, as from a turn's usage."""
+        self.counter.observe(request, tokens)
+        self._save_state()  # before a recording's header: its replay starts from this
 
     def _save_state(self) -> None:
         """Keep what this turn taught the counter (the agent's) and the pager (the

@@ -7,10 +7,14 @@ what it produces to the caller through a queue, and the caller waits on that que
 the deadline. Giving up also stops the worker: its socket is shut down (which wakes a blocked
 read at once) and `on_request`, a request hook, keeps the SDK from starting another attempt
 for a call nobody waits for (and counts the attempts, for the sentence that says so).
+`on_response` tells the SDK not to retry when its wait before the retry (the server's
+retry-after, or its own back-off) would end past the deadline: the server did answer, so the
+user hears what it said (rate limited, overloaded) rather than a time-out after a sleep.
 """
 
 from __future__ import annotations
 
+import email.utils
 import queue
 import socket
 import threading
@@ -41,6 +45,7 @@ class CallThread(threading.Thread):
         self.abandoned = threading.Event()
         self.response: Any = None
         self.attempts = 0
+        self.deadline = float("inf")  # time.monotonic() when the call is given up on
         self._produce = produce
         self._out: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
 
@@ -59,6 +64,7 @@ class CallThread(threading.Thread):
         """What the call produces, in order, as it arrives; the worker's exception is raised
         here; `DeadlinePassed` at `deadline` (time.monotonic()). Leaving early (an error, the
         consumer stopping, Ctrl-C) abandons the call."""
+        self.deadline = deadline
         self.start()
         try:
             while True:
@@ -88,6 +94,44 @@ def on_request(request: Any) -> None:
     if thread.abandoned.is_set():
         raise Abandoned("the call was given up on")
     thread.attempts += 1
+
+
+# The SDK's back-off when the server names no wait: 0.5 s doubled per retry, at most 8 s
+# (anthropic/_constants.py), less a random part that only shortens it.
+_FIRST_BACKOFF, _MOST_BACKOFF = 0.5, 8.0
+
+
+def on_response(response: Any) -> None:
+    """An httpx response hook: an answer the SDK would retry after a wait that ends past the
+    call's deadline is not retried (`x-should-retry: false`, which the SDK obeys), so the
+    error it carries reaches the caller now."""
+    thread = threading.current_thread()
+    if not isinstance(thread, CallThread) or not _retryable(response.status_code):
+        return
+    if time.monotonic() + _retry_wait(response) >= thread.deadline:
+        response.headers["x-should-retry"] = "false"
+
+
+def _retryable(status: int) -> bool:
+    return status in (408, 409, 429) or status >= 500
+
+
+def _retry_wait(response: Any) -> float:
+    """The longest the SDK sleeps before retrying `response` (as its retry loop computes it)."""
+    headers = response.headers
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        try:
+            wait = float(headers.get(name, "")) * scale
+        except ValueError:
+            continue
+        if wait > 0:
+            return wait
+    date = email.utils.parsedate_tz(headers.get("retry-after", ""))
+    if date is not None and email.utils.mktime_tz(date) > time.time():
+        return email.utils.mktime_tz(date) - time.time()
+    tries = response.request.headers.get("x-stainless-retry-count", "0")
+    retried = int(tries) if tries.isdigit() else 0
+    return min(_FIRST_BACKOFF * 2.0 ** min(retried, 16), _MOST_BACKOFF)
 
 
 def _shut_down(response: Any) -> None:

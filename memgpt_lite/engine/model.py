@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from memgpt_lite.engine.call_deadline import CallThread, DeadlinePassed, on_request
+from memgpt_lite.engine.call_deadline import CallThread, DeadlinePassed, on_request, on_response
 from memgpt_lite.engine.config import ConfigError, base_url_problem, timeout_setting
 from memgpt_lite.engine.errors import (
     APIConnectionError,
@@ -52,6 +52,11 @@ def final_response(stream: Iterable[StreamItem]) -> ModelResponse:
 PLACEHOLDER_API_KEY = "memgpt-lite-no-key"
 
 _TOO_LONG = re.compile(r"prompt is too long:\s*(\d+)\s*tokens\s*>\s*(\d+)\s*maximum", re.I)
+# The API's words when the input fits but not with max_tokens on top (for the models that
+# count both): the same overflow, whose maximum is the window itself.
+_TOO_LONG_WITH_OUTPUT = re.compile(
+    r"input length and `?max_tokens`? exceed context limit:\s*(\d+)\s*\+\s*(\d+)\s*>\s*(\d+)",
+    re.I)
 # A chat waits for a person: connecting takes well under a second, and a streaming reply
 # is never silent for long (the API sends pings), so 10 s to connect or 60 s of silence
 # mean the server is gone. Every call also has a deadline in all (`timeout`, default 120 s:
@@ -136,15 +141,18 @@ class AnthropicClient:
         self.host = urlsplit(str(client.base_url)).netloc or str(client.base_url)
 
     def _http_client(self) -> Any:
-        """The SDK's own HTTP client (or the one given), with the hook that counts a call's
-        attempts and keeps a call given up on from sending another."""
+        """The SDK's own HTTP client (or the one given), with the hooks that count a call's
+        attempts, keep a call given up on from sending another, and keep the SDK from
+        sleeping past the deadline before a retry (call_deadline.py)."""
         import anthropic
 
         given = self._args["http_client"]
         http = given if given is not None else anthropic.DefaultHttpxClient()
-        hooks = http.event_hooks
-        if on_request not in hooks.get("request", []):
-            http.event_hooks = {**hooks, "request": [*hooks.get("request", []), on_request]}
+        hooks = dict(http.event_hooks)
+        for kind, hook in (("request", on_request), ("response", on_response)):
+            if hook not in hooks.get(kind, []):
+                hooks[kind] = [*hooks.get(kind, []), hook]
+        http.event_hooks = hooks
         return http
 
     def _timeouts(self) -> Any:
@@ -314,6 +322,12 @@ def _client_error(status: int, detail: str) -> BadRequestError:
         return PromptTooLongError(
             f"The prompt is too long for the model: {actual} tokens > {maximum} maximum.",
             actual=actual, maximum=maximum, status=status)
+    match = _TOO_LONG_WITH_OUTPUT.search(detail)
+    if match:
+        actual, output, maximum = (int(g) for g in match.groups())
+        return PromptTooLongError(
+            f"The prompt and max output tokens are too long for the model: {actual} + {output} "
+            f"tokens > {maximum} maximum.", actual=actual, maximum=maximum, status=status)
     return BadRequestError(f"The API rejected the request ({status}): {detail}", status=status)
 
 

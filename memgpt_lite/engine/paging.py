@@ -178,7 +178,7 @@ class Pager:
             if inputs.queue:
                 built = yield from self.flush(inputs, built)
                 continue
-            if not (yield from self._clip_step(inputs, over)):
+            if not (yield from self._clip_step(inputs, built, over)):
                 # Shortened, never erased: below the floor, halving saves next to nothing.
                 half = len(inputs.summary) // 2
                 shorter = half >= MIN_SUMMARY_CHARS and (yield from self._compact_summary(
@@ -353,11 +353,12 @@ class Pager:
             yield from self.flush(inputs, self._build(inputs), by="overflow")
 
     # ---------------------------------------------------------------- clip current turn
-    def _clip_step(self, inputs: ContextInputs, over: int) -> Generator[Event, None, bool]:
-        ratio = self.counter.chars_per_token
-        if self.counter.anchor_tokens:  # shrinking requests are estimated at the anchor ratio
-            ratio = max(ratio, self.counter.anchor_chars / self.counter.anchor_tokens)
-        event = clip_largest(inputs.current, int(over * ratio * 1.2) + CLIP_KEEP)
+    def _clip_step(self, inputs: ContextInputs, built: BuiltContext,
+                   over: int) -> Generator[Event, None, bool]:
+        # Cut what the estimate says is over, no more: the fit clips again while it is still
+        # over, and a cut made larger "to be safe" throws away room the text would have had.
+        cut = self.counter.chars_worth(request_chars(built.request), over) + CLIP_KEEP
+        event = clip_largest(inputs.current, cut)
         if event is None:
             return False
         yield event

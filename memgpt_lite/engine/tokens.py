@@ -98,6 +98,13 @@ class TokenCounter:
         # keeps the calibrated ratio instead of trusting the conservative one.
         return math.ceil(self.anchor_tokens * chars / max(1, self.anchor_chars))
 
+    def chars_worth(self, chars: int, tokens: int) -> int:
+        """About how many of a request's `chars` must go for its estimate to drop by `tokens`:
+        `estimate_request_chars` inverted near `chars` (at the anchor's ratio below it)."""
+        if self.anchor_tokens and chars <= self.anchor_chars:
+            return math.ceil(tokens * self.anchor_chars / self.anchor_tokens)
+        return math.ceil(tokens * self.chars_per_token / SAFETY_FACTOR)
+
     def observe(self, request: ModelRequest, true_tokens: int) -> None:
         """Calibrate from a response's usage (input + cache writes + cache reads)."""
         chars = request_chars(request)

@@ -146,7 +146,13 @@ def _open_agent(store: Any, name: str, flags: dict[str, tuple[Any, str]], client
     from memgpt_lite.engine.agent import Agent
 
     row = store.get_agent(name)
-    settings = chat_settings(store, name, flags=flags, count=client.count_tokens,
+    counted: list[tuple[Any, int]] = []  # what the check of the window had the API count
+
+    def count(request: Any) -> int:
+        counted.append((request, client.count_tokens(request)))
+        return counted[-1][1]
+
+    settings = chat_settings(store, name, flags=flags, count=count,
                              warn=lambda line: meta.print(render.shown(f"warning: {line}",
                                                                        "yellow")))
     if row is None and not _may_create(store, name, typed, meta, banner):
@@ -158,6 +164,10 @@ def _open_agent(store: Any, name: str, flags: dict[str, tuple[Any, str]], client
     agent = Agent.open(store, name, model_client=client, summary_client=client,
                        settings=settings, stored=stored, conversation=conversation,
                        new_conversation=new, project=project)
+    if counted and not agent.counter.anchor_tokens:
+        # A window near its minimum was counted exactly: the first request is sized by that
+        # count, not by the cautious guess, which sees it about a third over the budget.
+        agent.calibrate(*counted[-1])
     return agent
 
 

@@ -428,6 +428,19 @@ def test_a_huge_paste_is_clipped_with_a_marker_and_kept_whole(tmp_path):
     assert CLIP_NOTE in user.context_content[0]["text"]  # the queue keeps the clipped form
 
 
+def test_a_clipped_paste_keeps_the_room_there_is(tmp_path):
+    """The clip cuts what is over the budget, not more: a paste many times the budget keeps
+    the thousands of chars that fit (it used to keep 200 and leave half the budget empty)."""
+    agent, model, _ = make_agent(tmp_path)
+    step(agent, model, "hello")
+    events = step(agent, model, "PASTE " + words(20_000, "p"))
+    clip = of(events, ClipEvent)[-1]
+    estimate = chat_starts(events)[-1].estimated_tokens
+    assert 0.9 * agent.settings.budget < estimate <= agent.settings.budget
+    assert clip.kept_chars > 10_000
+    assert len(of(events, ClipEvent)) <= 3  # a cut that fell short is topped up, not repeated
+
+
 def test_a_huge_tool_result_is_clipped_and_the_chain_stays_intact(tmp_path):
     agent, model, _ = make_agent(tmp_path)
     events = step(agent, model, "fetch it all",

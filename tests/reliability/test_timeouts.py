@@ -21,7 +21,13 @@ from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import ConfigError
 from memgpt_lite.engine.model import AnthropicClient
 from memgpt_lite.engine.store.sqlite.store import SQLiteStore
-from memgpt_lite.lab.fake_server import FakeAnthropicServer, hang, trickle
+from memgpt_lite.lab.fake_server import (
+    FakeAnthropicServer,
+    hang,
+    overloaded,
+    rate_limited,
+    trickle,
+)
 
 
 def failed_turn(tmp_path, client) -> tuple[list, float, SQLiteStore, Agent]:
@@ -232,3 +238,26 @@ def test_a_call_given_up_on_stops_and_sends_no_retry(tmp_path, monkeypatch):
             worker.join(timeout=20)  # its socket was shut down: it ends at once
         assert not any(w.is_alive() for w in workers)
         assert server.requests == 1  # the pings kept the one attempt alive; none followed
+
+
+@pytest.mark.parametrize("fault, timeout, words", [
+    # The server asks for a wait longer than the call may take in all.
+    (lambda: rate_limited(retry_after=30), "10", ["Rate limited by the API (429)", "wait 30s"]),
+    # No retry-after: the SDK's own back-off (0.5 s, 1 s, 2 s, ...) soon outlasts the deadline.
+    (overloaded, "3", ["The API is overloaded (529) after"]),
+])
+def test_a_retry_that_cannot_start_in_time_is_not_waited_for(tmp_path, monkeypatch, fault,
+                                                             timeout, words):
+    """The server answered at once, so the sentence says what it answered, not that it timed
+    out; and the SDK does not sleep past the deadline for a retry that would never be sent."""
+    monkeypatch.setenv("MEMGPT_LITE_TIMEOUT", timeout)
+    with FakeAnthropicServer() as server:
+        server.enqueue(fault(), times=9)
+        client = AnthropicClient(base_url=server.base_url, api_key="test", max_retries=8)
+        events, _, store, agent = failed_turn(tmp_path, client)
+        message = the_error(events)
+        assert all(w in message for w in words) and "timed out" not in message, message
+        assert server.pending > 0  # the SDK stopped before its own retries ran out
+        if "wait 30s" in words[-1]:
+            assert len(server.requests) == 1
+    assert "the question" in recall_texts(store, agent.id)

@@ -228,3 +228,31 @@ def test_a_stored_window_that_no_longer_fits_warns_once_and_the_chat_goes_on(sto
     assert len(said) == 1 and "is too small" in said[0] and "The chat goes on" in said[0]
     with pytest.raises(ConfigError):  # given again as a flag, it is refused
         chat_settings(store, "grown", None, str(minimum), None, warn=said.append)
+
+
+@pytest.mark.slow
+def test_a_window_near_the_minimum_sizes_the_first_turn_by_the_start_count():
+    """A new agent at a window the start measured exactly: its first request is sized by that
+    count, not by the uncalibrated guess (which saw it about a third over the budget, clipped
+    the user's message and said the tools and system prompt alone were too big)."""
+    import os
+    import subprocess
+    import sys
+
+    from memgpt_lite.lab.fake_server import FakeAnthropicServer
+
+    with FakeAnthropicServer() as server, SQLiteStore(config.db_path()) as store:
+        window = minimums(store, server)[1] + 300  # accepted only by the exact count
+        server.context_window = window
+        said = "I play the cello on Sundays, " + "and in the park by the river " * 20 + "ok."
+        done = subprocess.run(
+            [sys.executable, "-m", "memgpt_lite", "chat", "--no-record",
+             "--context-window", str(window)], input=said + "\nand again\n",
+            capture_output=True, text=True, timeout=120,
+            env={**os.environ, "ANTHROPIC_BASE_URL": server.base_url,
+                 "ANTHROPIC_API_KEY": "test"})
+        first = server.requests[0]["messages"][-1]["content"][-1]["text"]
+    assert done.returncode == 0, done.stderr
+    assert "clipped" not in done.stderr and "over the budget" not in done.stderr, done.stderr
+    assert first.endswith(said)  # the model read the whole message
+    assert len(server.requests) == 2  # no request was refused for its length

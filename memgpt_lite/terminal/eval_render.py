@@ -88,8 +88,8 @@ def print_locomo(console: Console, result: dict[str, Any]) -> None:
                   title_justify="left")
     # Categories 1-4 are the usual LoCoMo score; the few adversarial questions that carry a
     # gold answer are in "overall" only.
-    rows = [*result["by_category"].items(), ("categories 1-4", result["categories 1-4"]),
-            ("overall", result["overall"])]
+    core = [("categories 1-4", result["categories 1-4"])] if "categories 1-4" in result else []
+    rows = [*result["by_category"].items(), *core, ("overall", result["overall"])]
     for name, stats in rows:
         table.add_row(shown(name), str(stats["n"]), *(_pct(stats.get(m)) for m in metrics))
     console.print(table)

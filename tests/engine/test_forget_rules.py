@@ -256,6 +256,7 @@ def test_every_command_that_takes_a_name_refuses_a_bad_new_name(name, capsys):
                  ["agents", "show", name], ["agents", "set", name, "model=haiku"],
                  ["agents", "delete", name, "--yes"], ["agents", "export", name, "out.json"],
                  ["agents", "rename", "default", name], ["sessions", "--agent", name],
+                 ["agents", "create", name], ["agents", "create", name, "--share", "human"],
                  ["chat", "--agent", name, "--no-record"]):
         assert cli.main(argv) == 2, argv
         captured = capsys.readouterr()

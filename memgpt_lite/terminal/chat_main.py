@@ -205,8 +205,9 @@ def _drop_if_empty(meta: Console, store: Any, agent: Any, session: ChatSession) 
             store.delete_agent(row.name)
         privacy.delete_agent_files(row, config.data_dir())
     with contextlib.suppress(BrokenPipeError, OSError):
-        meta.print(render.shown(f"· agent {row.name!r} was not kept: no turn of it finished",
-                                "dim"))
+        # The turn's error said the message is kept; with the agent it goes too.
+        meta.print(render.shown(f"· agent {row.name!r} was not kept: no turn of it finished "
+                                "(its unanswered message went with it)", "dim"))
 
 
 def _written_by_others(store: Any, agent_id: int) -> bool:

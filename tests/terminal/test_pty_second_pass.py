@@ -147,7 +147,8 @@ def test_piped_a_new_agent_is_announced_and_a_failed_first_turn_leaves_none(serv
     server.enqueue(overloaded(), times=5)
     failed = run(server, "chat", "--agent", "typo", "-p", "hello")  # recorded, and failing
     assert failed.returncode == 1
-    assert b"agent 'typo' was not kept: no turn of it finished" in failed.stderr
+    assert b"agent 'typo' was not kept: no turn of it finished (its unanswered message went " \
+        b"with it)" in failed.stderr
     with SQLiteStore(config.db_path()) as store:
         names = {a.name for a in store.list_agents()}
     assert names == {"travel", "trips"}

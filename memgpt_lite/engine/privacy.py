@@ -135,7 +135,8 @@ def plan_forget(store: Store, row: AgentRow, matcher: Matcher) -> ForgetPlan:
         scrubbed = scrub_recording(path, matcher, changed, apply=False)
         if scrubbed.changed or scrubbed.problem:
             plan.recordings.append(scrubbed)
-    plan.history = InputHistory(config.data_dir()).matching(matcher)
+    with contextlib.suppress(OSError):  # unreadable: the forget itself names it as a problem
+        plan.history = InputHistory(config.data_dir()).matching(matcher)
     return plan
 
 

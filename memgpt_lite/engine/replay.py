@@ -275,8 +275,10 @@ class ReplayClock:
         self.now = datetime(2000, 1, 1, tzinfo=timezone.utc)
 
     def begin(self, at: str, readings: list[str] | None = None) -> None:
-        self.pending = [parse_iso(r) for r in (readings or [at])]
-        self.now = self.pending[0]
+        # A user line's `at` may be null or absent (the format allows it): with no reading
+        # either, the clock stays where it was.
+        self.pending = [parse_iso(r) for r in (readings or ([at] if at else []))]
+        self.now = self.pending[0] if self.pending else self.now
 
     def __call__(self) -> datetime:
         if self.pending:

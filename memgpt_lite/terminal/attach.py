@@ -29,7 +29,7 @@ def chat_attachments(paths: list[str], prompt: str | None) -> list[Any]:
 
     out = [read_attachment(path) for path in paths]
     if prompt not in (None, "-") and stdin_is_data():
-        data = sys.stdin.buffer.read()
+        data = _bounded_read(sys.stdin.buffer, "stdin")
         if data.strip():
             try:
                 out.append(from_bytes("stdin", data))
@@ -50,9 +50,21 @@ def _read_file(path: str) -> bytes:
             raise UserError(f"{path} is {size:,} bytes; memgpt-lite attaches files of at most "
                             f"{MAX_FILE_BYTES:,} bytes.", EXIT_USAGE)
         with open(target, "rb") as fh:
-            return fh.read()
+            return _bounded_read(fh, path)
     except OSError as exc:
         raise UserError(f"Cannot read {path}: {exc.strerror or exc}.", EXIT_USAGE) from None
+
+
+def _bounded_read(fh: Any, name: str) -> bytes:
+    """At most MAX_FILE_BYTES of `fh`, else one sentence. A pipe, `<(cmd)` or a device
+    (/dev/zero) has no size to check first, and reading it whole could take all memory."""
+    from memgpt_lite.engine.attachments import MAX_FILE_BYTES
+
+    data = fh.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise UserError(f"{name} is more than {MAX_FILE_BYTES:,} bytes; memgpt-lite attaches "
+                        f"files of at most {MAX_FILE_BYTES:,} bytes.", EXIT_USAGE)
+    return data
 
 
 def stdin_is_data() -> bool:

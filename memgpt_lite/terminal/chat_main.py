@@ -330,6 +330,8 @@ def _converse(session: ChatSession, typed: bool, type_ahead: TypeAhead) -> int:
     reader = session.reader = LineReader(InputHistory(config.data_dir()),
                                          prompt_to_stderr=not sys.stdout.isatty(),
                                          type_ahead=type_ahead)
+    if reader.history_problem:
+        session.say(f"· {reader.history_problem}", "dim")
     install(reader, session)
     try:
         interactive_loop(session, reader.read)

@@ -8,6 +8,7 @@ command runs. Exit codes are listed in exit_codes.py.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 
@@ -114,6 +115,8 @@ def _user_facing_code(exc: Exception) -> int | None:
         return EXIT_ERROR
     if isinstance(exc, (NotADirectoryError, FileExistsError)) and _under_data_dir(exc):
         return EXIT_USAGE
+    if isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG:  # a path the user gave
+        return EXIT_USAGE
     return None
 
 
@@ -130,5 +133,13 @@ def _sentence(exc: Exception) -> str:
 
         return (f"The data dir {config.data_dir()} cannot be created: a part of that path is a "
                 f"file, not a folder; move it away or point MEMGPT_LITE_HOME elsewhere.")
+    if isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG:
+        if _under_data_dir(exc):
+            return ("The data dir cannot be used: a name in its path (MEMGPT_LITE_HOME) is too "
+                    "long for the file system; point MEMGPT_LITE_HOME elsewhere.")
+        from memgpt_lite.engine.text import shorten
+
+        where = shorten(str(exc.filename), 120) if exc.filename else "A path given"
+        return f"{where}: a name in this path is too long for the file system."
     text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
     return text.strip().splitlines()[0]

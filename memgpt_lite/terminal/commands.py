@@ -81,6 +81,7 @@ def cmd_agents_create(args: argparse.Namespace) -> int:
     from memgpt_lite.engine.config import resolve_settings, stored_form
     from memgpt_lite.engine.memory import default_blocks
 
+    _check_new_name(args.name)  # before the lock: it would make a file named after it
     labels = list(dict.fromkeys(args.share or []))
     bad = next((label for label in labels if not LABEL.fullmatch(label)), None)
     if bad is not None:

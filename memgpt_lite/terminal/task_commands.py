@@ -217,12 +217,16 @@ def slash_new(session: Any, rest: str) -> None:
 def slash_resume(session: Any, rest: str) -> None:
     from memgpt_lite.engine.store import StoreError
 
-    if not rest.strip().isdigit() or int(rest) < 1:
+    try:
+        number = int(rest)
+    except ValueError:  # "²" is a digit to str.isdigit, not to int()
+        number = 0
+    if number < 1:
         session.console.print("usage: /resume ID  (see /conversations)", markup=False)
         return
     session.end_recording()
     try:
-        c = session.agent.resume_conversation(int(rest))
+        c = session.agent.resume_conversation(number)
     except StoreError as exc:
         session.console.print(render.shown(str(exc), "red"))
         return

@@ -54,8 +54,23 @@ class LineReader:
         readline.set_history_length(2000)
         readline.set_auto_history(False)  # a message is added whole, redacted (_remember)
         readline.clear_history()
-        for line in history.lines() if history is not None else []:
+        self.history_problem: str | None = None  # why the file could not be read, if so
+        for line in self._saved_lines():
             readline.add_history(line)
+
+    def _saved_lines(self) -> list[str]:
+        """The history file's lines for the up-arrow. A file that cannot be read (a folder,
+        no permission) only starts the up-arrow empty: history never fails a chat. readline
+        cannot hold a NUL byte, which a damaged file may have."""
+        if self.history is None:
+            return []
+        try:
+            lines = self.history.lines()
+        except OSError as exc:
+            self.history_problem = (f"the input history {self.history.path} cannot be read "
+                                    f"({exc.strerror or exc}); the up-arrow starts empty")
+            return []
+        return [line.replace("\x00", "\ufffd") for line in lines]
 
     def read(self) -> str:
         lines = [self._input(PROMPT)]

@@ -201,6 +201,20 @@ def test_the_input_history_stays_scrubbed_while_another_agents_chat_is_open(back
     assert history.lines() == ["hello", "a new message on agent b"]
 
 
+def test_an_input_history_that_cannot_be_read_is_named_and_the_rest_is_forgotten(capsys):
+    (config.data_dir() / "chat_history").mkdir(parents=True)
+    with open_store() as store:
+        agent = scripted_agent(store, "a", [text_response("ok")])
+        list(agent.step("my locker code is zanzibar-7781"))
+        agent.close()
+    assert cli.main(["forget", "zanzibar-7781", "--agent", "a", "--yes"]) == 1
+    out = capsys.readouterr().out
+    assert "Not finished: cannot change the input history (Is a directory)" in out, out
+    with open_store() as store:
+        assert "zanzibar" not in json.dumps([m.content for m in store.all_messages(
+            store.get_agent("a").id)])
+
+
 def test_a_turn_left_open_by_a_dead_process_cannot_bring_the_text_back(backend):
     """Its journal holds the block as it was before the turn; forget undoes the turn first,
     as opening the agent would, then forgets."""
@@ -256,6 +270,7 @@ def test_every_command_that_takes_a_name_refuses_a_bad_new_name(name, capsys):
                  ["agents", "show", name], ["agents", "set", name, "model=haiku"],
                  ["agents", "delete", name, "--yes"], ["agents", "export", name, "out.json"],
                  ["agents", "rename", "default", name], ["sessions", "--agent", name],
+                 ["agents", "create", name], ["agents", "create", name, "--share", "human"],
                  ["chat", "--agent", name, "--no-record"]):
         assert cli.main(argv) == 2, argv
         captured = capsys.readouterr()

@@ -66,6 +66,21 @@ def test_every_type_mutation_is_refused_or_replayed_never_a_crash(session, tmp_p
     assert tried > 300
 
 
+@pytest.mark.parametrize("clock_lines", [True, False])
+def test_user_lines_without_a_time_replay(session, tmp_path, clock_lines):
+    """`at` may be null or absent; the clock lines hold the turn's readings, when kept."""
+    lines = [json.loads(x) for x in session.read_text("utf-8").splitlines()]
+    users = [line for line in lines if line["type"] == "user"]
+    users[0]["at"] = None
+    for line in users[1:]:
+        del line["at"]
+    kept = [line for line in lines if clock_lines or line["type"] != "clock"]
+    target = tmp_path / "no_times.jsonl"
+    target.write_text("".join(json.dumps(x) + "\n" for x in kept))
+    report = replay_mod.replay(target, strict=clock_lines)
+    assert report.ok if clock_lines else report.completed, report.divergences
+
+
 def test_a_last_line_cut_short_replays_up_to_there_with_a_warning(session, tmp_path):
     text = session.read_text("utf-8")
     cut = tmp_path / "cut.jsonl"

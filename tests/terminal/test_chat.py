@@ -203,6 +203,16 @@ def test_pop_says_what_was_removed_and_retry_resends(chat_factory):
     assert chat.run("/pop x") == "usage: /pop [N] with N ≥ 1"
 
 
+def test_resume_of_an_id_no_conversation_can_have_is_one_sentence(chat_factory):
+    chat = chat_factory([text_response("Still here.")])
+    for odd in ("²", "0", "-3", "x"):  # "²" passes str.isdigit, not int()
+        assert chat.run(f"/resume {odd}") == "usage: /resume ID  (see /conversations)", odd
+    for huge in ("9" * 30, str(2**63)):  # past any id a database holds
+        assert chat.run(f"/resume {huge}").startswith(f"There is no conversation {huge} of "
+                                                      "this agent"), huge
+    assert "Still here." in chat.run("hello")
+
+
 def test_retry_after_failed_turn_resends_without_popping(chat_factory):
     from memgpt_lite.engine.errors import OverloadedError
 

@@ -1,6 +1,6 @@
 """`memgpt-lite chat` on a real pseudo-terminal against the fake Anthropic server on
 127.0.0.1: streamed reply, /core, a pasted multi-line message, Ctrl-C during a hanging
-reply, Ctrl-D — then the store is checked for consistency."""
+reply, Ctrl-D — then the store is checked for consistency; a damaged input history."""
 
 from __future__ import annotations
 
@@ -143,3 +143,29 @@ def test_ctrl_c_twice_at_the_prompt_exits_and_backslash_continues(server):
     assert child.exitstatus == 0
     assert last_user_texts(server)[0].endswith("one \ntwo")
     assert not config.recordings_dir().exists() or not any(config.recordings_dir().rglob("*.jsonl"))
+
+
+@pytest.mark.parametrize("damage", ["nul", "folder"])
+def test_a_damaged_or_unreadable_input_history_does_not_stop_a_typed_chat(server, damage):
+    history = config.data_dir() / "chat_history"
+    history.parent.mkdir(parents=True, exist_ok=True)
+    if damage == "nul":  # readline refuses a NUL byte
+        history.write_bytes(b"an old line\nhalf\x00written\n")
+    else:
+        history.mkdir()
+    server.enqueue(text_response("Still chatting."))
+    child = spawn_chat(server, "--no-record")
+    try:
+        if damage == "folder":
+            assert "the input history" in child.before and "cannot be read" in child.before
+        child.sendline("hello")
+        child.expect_exact("Still chatting.")
+        child.expect_exact(PROMPT)
+        child.sendline("/exit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0, child.before
+    assert last_user_texts(server) == ["hello"]
+    if damage == "nul":  # kept as it was, the new message added
+        assert history.read_bytes() == b"an old line\nhalf\x00written\nhello\n/exit\n"

@@ -1,15 +1,17 @@
 """The second pass on a real terminal and in real processes: Tab completion on screen, a
 mistyped --agent asked about (and a piped one announced), a failed first turn leaving no
 agent, /memory in $EDITOR, the status line and a heading at 60 columns, /retry fixing the
-exit status, files attached from -a and a pipe, sessions' ids that replay takes, and shell
-completion of agent names and recordings."""
+exit status, files attached from -a and a pipe (and refused when too large), sessions' ids
+that replay takes, and shell completion of agent names and recordings."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -233,6 +235,31 @@ def test_files_from_a_pipe_and_from_attach_reach_the_model(server, tmp_path):
     assert missing.returncode == 2
     assert missing.stderr.decode().strip().startswith("memgpt-lite: Cannot read ")
     assert len(missing.stderr.decode().strip().splitlines()) == 1
+
+
+def test_a_pipe_larger_than_a_file_may_be_is_refused_before_it_is_read_whole(server, tmp_path):
+    from memgpt_lite.engine.attachments import MAX_FILE_BYTES
+
+    # A pipe has no size to check before reading (nor has /dev/zero, which never ends): `-a`
+    # of a FIFO, as `-a <(cmd)` gives, and stdin with -p.
+    too_much = b"y" * (MAX_FILE_BYTES + 1)
+    fifo = tmp_path / "notes"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=_write_fifo, args=(fifo, too_much), daemon=True)
+    writer.start()
+    for args, stdin in ((("-a", str(fifo)), None), ((), too_much)):
+        done = run(server, "chat", "--no-record", *args, "-p", "Summarise this", stdin=stdin)
+        assert done.returncode == 2, done.stderr[-300:]
+        message = done.stderr.decode().strip()
+        assert f"is more than {MAX_FILE_BYTES:,} bytes" in message, message
+        assert len(message.splitlines()) == 1, message
+    assert server.requests == []  # refused before any call
+    writer.join(timeout=30)
+
+
+def _write_fifo(path, data: bytes) -> None:
+    with contextlib.suppress(BrokenPipeError), open(path, "wb") as fh:
+        fh.write(data)
 
 
 def test_sessions_ids_are_whole_at_80_columns_and_replay_takes_them(server):

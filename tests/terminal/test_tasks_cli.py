@@ -85,7 +85,8 @@ def test_history_and_restore_of_a_block(db, capsys):
     assert "has no block 'nope'" in capsys.readouterr().err
 
 
-def test_conversations_core_and_show_name_them_and_the_project(db, capsys, tmp_path):
+def test_conversations_core_and_show_name_them_and_the_project(db, capsys, tmp_path,
+                                                               monkeypatch):
     blog = tmp_path / "blog"
     (blog / ".git").mkdir(parents=True)
     (blog / "posts").mkdir()
@@ -106,6 +107,11 @@ def test_conversations_core_and_show_name_them_and_the_project(db, capsys, tmp_p
     assert main(db, "agents", "show", "ada", "--project", str(blog)) == 0
     assert f"scope project {blog}" in capsys.readouterr().out
     assert main(db, "conversations", "--agent", "nobody") != 0
+    huge = "9" * 30  # past any id a database holds: no conversation, not a traceback
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")  # refused before any call is made
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
+    assert main(db, "chat", "--agent", "ada", "--resume", huge, "-p", "hi", "--no-record") == 1
+    assert f"There is no conversation {huge} of this agent" in capsys.readouterr().err
 
 
 def test_confirm_memory_is_a_setting(db, capsys):

@@ -529,6 +529,22 @@ def test_a_file_in_the_data_dirs_path_is_one_sentence(tmp_path):
     assert f"{blocker} is a file, not a folder" in doctor.stdout
 
 
+def test_a_path_with_a_name_too_long_for_the_file_system_is_one_sentence(tmp_path, capsys,
+                                                                          monkeypatch):
+    long = str(tmp_path / ("x" * 300))  # a file name may have 255 bytes
+    for env, argv in (({}, ["replay", long]), ({}, ["eval", long]),
+                      ({}, ["--db", long, "agents", "list"]),
+                      ({"MEMGPT_LITE_CONFIG": long}, ["config", "set", "model", "haiku"]),
+                      ({"MEMGPT_LITE_HOME": long}, ["core"])):
+        with monkeypatch.context() as m:
+            for key, value in env.items():
+                m.setenv(key, value)
+            assert cli.main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "is too long for the file system" in err, argv
+        os.environ.pop("MEMGPT_LITE_DATABASE_URL", None)  # --db set it (conftest restores all)
+
+
 # --------------------------------------------------------------------------- doctor
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from memgpt_lite.engine.records import Conversation, now_iso
 from memgpt_lite.engine.search import plain_text
+from memgpt_lite.engine.shapes import in_range
 from memgpt_lite.engine.store.base import StoreError
 from memgpt_lite.engine.store.core import StoreCore
 from memgpt_lite.engine.store.database import marks
@@ -87,6 +88,8 @@ class ConversationsMixin(StoreCore):
         """One conversation of the agent (None: the current one), with its turn count and
         first words; None when there is no such conversation."""
         cid = self.current_conversation(agent_id) if conversation_id is None else conversation_id
+        if not in_range(cid):  # beyond any id a row can hold, and a query would fail on it
+            return None
         rows = self.db.query(f"SELECT {_COLUMNS} FROM conversations WHERE agent_id = ? "
                              "AND id = ?", (agent_id, cid))
         if not rows:

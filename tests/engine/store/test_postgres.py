@@ -92,6 +92,18 @@ def test_a_server_that_cannot_be_reached_is_one_sentence_without_the_password():
     assert "hunter2" not in proc.stderr
 
 
+@pytest.mark.parametrize("url", ["postgres://ann:hunter2@[::1/mem",  # quoted back whole
+                                 "postgresql://ann:hunter2@127.0.0.1:99999/mem",
+                                 "postgresql://ann:hunter2@/mem?host=%zz"])
+def test_a_url_libpq_cannot_parse_is_one_sentence_without_the_password(url, capsys):
+    pytest.importorskip("psycopg")
+    with pytest.raises(StoreError, match="^Cannot connect to the database ") as caught:
+        open_store(url)
+    assert "hunter2" not in str(caught.value) and "ann@" in str(caught.value)
+    assert cli.main(["--db", url, "agents", "list"]) == 1
+    assert "hunter2" not in capsys.readouterr().err
+
+
 # --------------------------------------------------------------------------- its schema
 
 

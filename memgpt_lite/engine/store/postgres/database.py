@@ -31,16 +31,26 @@ def pg_text(text: str) -> str:
     return clean_text(text).replace("\x00", "\ufffd")
 
 
+_PASSWORD = re.compile(r"(://[^:/@]*):([^@]*)@")
+
+
 def display_url(url: str) -> str:
     """The URL without its password: postgresql://user@host:port/dbname."""
     try:
         parts = conninfo_to_dict(url)
     except psycopg.Error:
-        return re.sub(r"(://[^:/@]*):[^@]*@", r"\1@", url)
+        return _PASSWORD.sub(r"\1@", url)
     user = f"{parts['user']}@" if parts.get("user") else ""
     host = parts.get("host") or "localhost"
     port = f":{parts['port']}" if parts.get("port") else ""
     return f"postgresql://{user}{host}{port}/{parts.get('dbname') or ''}"
+
+
+def _without_password(message: str, url: str) -> str:
+    """`message` without the URL's password: libpq quotes a URL it cannot parse whole."""
+    message = message.replace(url, display_url(url))
+    found = _PASSWORD.search(url)
+    return message.replace(found.group(2), "***") if found and found.group(2) else message
 
 
 def pg_error(where: str, exc: BaseException) -> BaseException:
@@ -86,8 +96,8 @@ class PostgresDatabase(Transactions):
                                               application_name="memgpt-lite")
         except psycopg.Error as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else "no reason given"
-            raise StoreError(f"Cannot connect to the database {self.location}: {first}.") \
-                from None
+            raise StoreError(f"Cannot connect to the database {self.location}: "
+                             f"{_without_password(first, url)}.") from None
 
     def _run(self, sql: str, params: Params = ()) -> psycopg.Cursor:
         """A statement without parameters goes as it is (the simple protocol: a migration's

@@ -366,7 +366,7 @@ def print_forget_plan(console: Console, plan: ForgetPlan, *, full: bool = False)
     for label, others in plan.shared.items():
         if others:
             console.print(shown(f"  core memory {label!r} is shared with {', '.join(others)}: "
-                                "the line goes for them too (their own history and recordings "
+                                "the line goes for them too (their own messages and recordings "
                                 f"keep it until you forget it with --agent {others[0]})"))
 
 

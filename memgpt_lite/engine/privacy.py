@@ -54,7 +54,7 @@ class ForgetPlan:
     recordings: list[RecordingScrub] = field(default_factory=list)  # those that change
     history: list[str] = field(default_factory=list)  # input history lines that go
     # user-scope blocks that change → the other agents sharing them (the line goes for them
-    # too; their own history and recordings are theirs to forget)
+    # too, and from their writes in its history; their messages and recordings are theirs)
     shared: dict[str, list[str]] = field(default_factory=dict)
 
     @property

@@ -332,7 +332,8 @@ def print_cost(console: Console, tally: Tally) -> None:
 PREVIEW_PER_PLACE = 20  # units listed per place before "… and N more" (--dry-run: all)
 _UNITS = {"messages": "message", "passages": "passage", "core memory": "line",
           "summary": "sentence", "block history": "value", "base snapshots": "file",
-          "recordings": "file", "input history": "line"}
+          "recordings": "file", "input history": "line", "project memory": "line",
+          "conversation titles": "title"}
 
 
 def _count(n: int, noun: str) -> str:
@@ -365,7 +366,7 @@ def print_forget_plan(console: Console, plan: ForgetPlan, *, full: bool = False)
     for label, others in plan.shared.items():
         if others:
             console.print(shown(f"  core memory {label!r} is shared with {', '.join(others)}: "
-                                "the line goes for them too (their own history and recordings "
+                                "the line goes for them too (their own messages and recordings "
                                 f"keep it until you forget it with --agent {others[0]})"))
 
 
@@ -383,7 +384,9 @@ def _place_note(plan: ForgetPlan, place: str) -> str:
             "block history": "matching lines removed from old and new values",
             "base snapshots": "rewritten like the store",
             "recordings": "the matching text becomes [forgotten]",
-            "input history": "lines removed"}.get(place, "")
+            "input history": "lines removed",
+            "project memory": "lines removed from project blocks (every agent working there)",
+            "conversation titles": "titles cleared"}.get(place, "")
 
 
 def _plan_lines(plan: ForgetPlan) -> list[tuple[str, str]]:
@@ -397,6 +400,7 @@ def _plan_lines(plan: ForgetPlan) -> list[tuple[str, str]]:
             out.append((u.place, f"{u.place.rstrip('s')} #{u.key} · delete: {excerpt(u.text)}"))
         else:
             where = {"core memory": f"core memory {u.key!r}", "summary": "summary",
+                     "project memory": f"project memory {u.text}",
                      "block history": f"block history #{u.key} ({u.text!r})"}[u.place]
             out += [(u.place, f"{where} · remove line: {shorten(line, 110)}") for line in u.lines]
     out += [("base snapshots", f"base snapshot {path} · {_count(n, 'unit')}")

@@ -294,7 +294,7 @@ def retry(session: ChatSession, rest: str) -> None:
         session.say("nothing to retry yet")
         return
     store, agent_id = agent.store, agent.id
-    last = store.max_turn_id(agent_id)
+    last = store.max_turn_id(agent_id, in_conversation=True)  # the turn Agent.retry undoes
     if any(m.role == "assistant" for m in store.turn_messages(agent_id, last)):
         # Agent.retry undoes that turn (in the same recorded turn, so replay does too)
         session.say(f"retrying: turn {last} undone (its reply and memory edits); sending your "

@@ -18,7 +18,7 @@ from memgpt_lite.engine.records import Message
 from memgpt_lite.engine.shrink import CLIP_MARKER, FOLD_MARKER
 from memgpt_lite.engine.store import Store, checks, open_store
 from memgpt_lite.engine.store.scrub import redact_message
-from memgpt_lite.lab.scripted import ScriptedModel, text_response
+from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 from memgpt_lite.terminal import cli
 
 
@@ -384,6 +384,38 @@ def test_a_line_of_a_shared_block_goes_for_every_agent_sharing_it(backend, capsy
             block = store.get_block(store.get_agent(name).id, "human")
             assert block.value == "Name: Ada\n" and block.scope == "user"
         assert "Elm" not in json.dumps(store.block_history(store.get_agent("a").id))
+
+
+def test_no_version_of_a_block_seen_with_others_brings_a_forgotten_line_back(
+        backend, capsys, tmp_path):
+    """`core --history` of a shared or project block lists every agent's writes to it, and
+    `core --restore` puts one back: a forget in one agent left the others' writes there, so
+    restoring one brought the forgotten line back into the block they all see."""
+    with open_store() as store:
+        a = scripted_agent(store, "a", [])
+        store.share_block(a.id, "human")
+        a.close()
+        b = Agent.open(store, "b", project=str(tmp_path), model_client=ScriptedModel([
+            tool_response([("core_memory_append", {"label": "human", "content": "Kiwi allergy"}),
+                           ("core_memory_append", {"label": "project", "content": "Kiwi CI"})]),
+            text_response("Noted.")], validate=True))
+        store.share_block(b.id, "human")
+        assert list(b.step("remember both"))[-1].completed
+        b.close()
+    assert cli.main(["forget", "Kiwi", "--agent", "a", "--yes"]) == 0
+    capsys.readouterr()
+    for label in ("human", "project"):
+        assert cli.main(["core", "--agent", "a", "--project", str(tmp_path),
+                         "--history", label]) == 0
+        out = capsys.readouterr().out
+        assert "Kiwi" not in out
+        versions = sum(line[:1].isdigit() for line in out.splitlines())
+        for n in range(1, versions + 1):
+            assert cli.main(["core", "--agent", "a", "--project", str(tmp_path),
+                             "--restore", label, str(n)]) == 0
+    capsys.readouterr()
+    assert cli.main(["core", "--agent", "a", "--project", str(tmp_path)]) == 0
+    assert "Kiwi" not in capsys.readouterr().out
 
 
 def test_forgetting_one_fact_of_the_summary_keeps_the_others(backend):

@@ -203,6 +203,19 @@ def test_pop_says_what_was_removed_and_retry_resends(chat_factory):
     assert chat.run("/pop x") == "usage: /pop [N] with N ≥ 1"
 
 
+def test_retry_after_resume_names_the_turn_it_undoes(chat_factory):
+    """Turn ids are the agent's, across conversations: back in conversation 1, /retry
+    undid its turn 1 but said it undid turn 2, the other conversation's."""
+    chat = chat_factory([text_response("One."), text_response("Two."), text_response("One again.")])
+    chat.run("first task", "/new", "second task", "/resume 1")
+    out = chat.run("/retry")
+    assert out.startswith("retrying: turn 1 undone (its reply and memory edits); sending "
+                          "your last message again\nOne again."), out
+    texts = [[m.content[0]["text"] for m in chat.store.turn_messages(chat.agent.id, t)]
+             for t in (1, 2)]
+    assert texts == [["first task", "One again."], ["second task", "Two."]]
+
+
 def test_resume_of_an_id_no_conversation_can_have_is_one_sentence(chat_factory):
     chat = chat_factory([text_response("Still here.")])
     for odd in ("²", "0", "-3", "x"):  # "²" passes str.isdigit, not int()

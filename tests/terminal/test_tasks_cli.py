@@ -10,7 +10,7 @@ import pytest
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.memory import default_blocks
 from memgpt_lite.engine.store import open_store
-from memgpt_lite.lab.scripted import ScriptedModel, text_response
+from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 from memgpt_lite.terminal import cli
 
 
@@ -142,3 +142,26 @@ def test_sessions_and_replay_name_the_conversation(capsys, tmp_path):
     assert cli.main(["replay", recorder.path.as_posix(), "--strict"]) == 0
     out = capsys.readouterr().out
     assert "conversation 2" in out and f"project {tmp_path}" in out
+
+
+def test_forget_previews_and_reaches_the_project_block_and_titles(db, capsys, tmp_path):
+    blog = tmp_path / "blog"
+    blog.mkdir()
+    with open_store(db) as store:
+        agent = Agent.open(store, "ada", model_client=ScriptedModel([
+            tool_response([("core_memory_append", {"label": "project",
+                                                   "content": "Deploy Rex with hexo g."})]),
+            text_response("Noted.")]), lock_wait=None, project=str(blog))
+        assert list(agent.step("a rule for this blog"))[-1].completed
+        store.set_conversation_title(agent.id, 1, "Rex deploys")
+        agent.close()
+    capsys.readouterr()
+    assert main(db, "forget", "Rex", "--agent", "ada", "--dry-run") == 0  # was a KeyError
+    out = capsys.readouterr().out
+    assert f"project memory 'project' of {blog} · remove line: Deploy Rex with hexo g." in out
+    assert "conversation title #1 · delete: Rex deploys" in out
+    assert main(db, "forget", "Rex", "--agent", "ada", "--yes") == 0
+    assert "1 line removed from project memory" in capsys.readouterr().out
+    with open_store(db) as store:
+        assert "Rex" not in " ".join(b.value for b in store.project_blocks(str(blog)))
+        assert store.conversations(store.get_agent("ada").id)[0].title == ""

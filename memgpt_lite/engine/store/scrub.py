@@ -18,7 +18,9 @@ A **unit** is what a user sees in the preview and what changes, nothing more:
   working there sees it);
 * conversation titles: a title the user gave a conversation goes (its name is its first
   words again);
-* block history: the matching lines of an edit's old and new values are removed.
+* block history: the matching lines of an edit's old and new values are removed, the
+  agent's own edits and every agent's edits of a block it sees with them (a project block,
+  a user-scope block it shares), which its `core --history` lists and can restore.
 
 Each place is an entry of `PLACES`; a table holding more agent text joins the reach with
 one line, as `passage_history` does. A base snapshot written before a table existed simply
@@ -55,6 +57,7 @@ class Writer:
         self.db, self.agent_id, self.index = db, agent_id, index
         self.live = index is not None
         self._rev: int | None = None
+        self._revs: dict[int, int] = {}
 
     def rev(self) -> int:
         if self._rev is None:
@@ -63,6 +66,18 @@ class Writer:
             rows = self.db.query("SELECT rev FROM agents WHERE id = ?", (self.agent_id,))
             self._rev = rows[0][0] if rows else 0
         return self._rev
+
+    def rev_of(self, agent_id: int) -> int:
+        """The revision for a changed row of `agent_id`: another agent's row (its write to a
+        shared or project block) moves that agent's revision, so its own deltas carry it."""
+        if agent_id == self.agent_id:
+            return self.rev()
+        if agent_id not in self._revs:
+            if self.live:
+                self.db.execute("UPDATE agents SET rev = rev + 1 WHERE id = ?", (agent_id,))
+            rows = self.db.query("SELECT rev FROM agents WHERE id = ?", (agent_id,))
+            self._revs[agent_id] = rows[0][0] if rows else 0
+        return self._revs[agent_id]
 
     def delete(self, table: str, ids: list[int], fts_kind: str | None = None) -> None:
         if not ids:
@@ -437,25 +452,42 @@ class BlockHistoryPlace:
 
     def find(self, db: Database, agent_id: int, matcher: Matcher) -> list[Unit]:
         fn = probe(db, matcher)
+        reach, params = _history_reach(db, agent_id)
         units = []
-        for row_id, label, old, new in db.query(
-                "SELECT id, label, old_value, new_value FROM block_history WHERE agent_id = ? "
-                f"AND ({fn('old_value')} OR {fn('new_value')}) ORDER BY id", (agent_id,)):
+        for row_id, owner, label, old, new in db.query(
+                f"SELECT id, agent_id, label, old_value, new_value FROM block_history WHERE "
+                f"{reach} AND ({fn('old_value')} OR {fn('new_value')}) ORDER BY agent_id, id",
+                params):
             gone = matcher.drop_lines(old or "")[1] + matcher.drop_lines(new)[1]
             if gone:
-                units.append(Unit(self.name, row_id, LINES, label, lines=list(dict.fromkeys(gone))))
+                # Row ids are the agent's own on Postgres: another agent's row is named with it.
+                key = row_id if owner == agent_id else f"{owner}:{row_id}"
+                units.append(Unit(self.name, key, LINES, label, lines=list(dict.fromkeys(gone))))
         return units
 
     def apply(self, w: Writer, units: list[Unit], matcher: Matcher) -> None:
         for unit in units:
+            owner, row_id = (w.agent_id, unit.key) if isinstance(unit.key, int) else map(
+                int, str(unit.key).split(":"))
             rows = w.db.query("SELECT old_value, new_value FROM block_history WHERE id = ? "
-                              "AND agent_id = ?", (unit.key, w.agent_id))
+                              "AND agent_id = ?", (row_id, owner))
             for row in rows:
                 old = None if row[0] is None else matcher.drop_lines(row[0])[0]
                 w.db.execute("UPDATE block_history SET old_value = ?, new_value = ?, rev = ? "
                              "WHERE id = ? AND agent_id = ?",
-                             (old, matcher.drop_lines(row[1])[0], w.rev(), unit.key,
-                              w.agent_id))
+                             (old, matcher.drop_lines(row[1])[0], w.rev_of(owner), row_id,
+                              owner))
+
+
+def _history_reach(db: Database, agent_id: int) -> tuple[str, tuple[Any, ...]]:
+    """Which block_history rows the agent's forget reaches: its own, and every agent's writes
+    to a block it sees with them (a project block, a user-scope block it shares), since its
+    `core --history` lists those and `core --restore` would bring a forgotten line back."""
+    if "scope" not in db.columns("block_history") or "shared_id" not in db.columns("blocks"):
+        # a base snapshot from before scopes
+        return "agent_id = ?", (agent_id,)
+    return ("(agent_id = ? OR scope = 'project' OR (scope = 'user' AND label IN (SELECT label "
+            "FROM blocks WHERE agent_id = ? AND shared_id IS NOT NULL)))", (agent_id, agent_id))
 
 
 PLACES: list[Place] = [

@@ -197,3 +197,47 @@ def test_doctor_finds_an_agent_whose_next_request_the_api_refuses(capsys, monkey
     assert cli.main(["doctor", "--offline"]) == 1
     out = capsys.readouterr().out
     assert "FAIL  database: agent 'src':" in out and "cache_control" in out
+
+
+def _damaged(report: dict, how: str) -> dict | list | str:
+    """`report` (one run's JSON) damaged as a hand edit or a cut-off write leaves it."""
+    bad = json.loads(json.dumps(report))
+    if how == "runs not a list":
+        return {"runs": "x"}
+    if how == "checks null":
+        bad["checks"] = None
+    elif how == "a check is a number":
+        bad["checks"][0] = 7
+    elif how == "a check without a name":
+        bad["checks"][0]["name"] = None
+    elif how == "passed is a word":
+        bad["checks"][0]["passed"] = "yes"
+    elif how == "scenario is a list":
+        bad["scenario"] = ["x"]
+    elif how == "run count missing":
+        del bad["failed"]
+    elif how == "a total is a word":
+        bad["totals"]["input_tokens"] = "many"
+    elif how == "totals a list":
+        bad["totals"] = [1]
+    elif how == "nested too deeply":
+        return "[" * 100_000
+    return bad
+
+
+@pytest.mark.parametrize("how", ["runs not a list", "checks null", "a check is a number",
+                                 "a check without a name", "passed is a word",
+                                 "scenario is a list", "run count missing",
+                                 "a total is a word", "totals a list", "nested too deeply"])
+def test_eval_compare_of_a_damaged_report_is_one_sentence(tmp_path, capsys, how):
+    from memgpt_lite.lab import scenarios
+
+    scenario = next(s for s in scenarios.bundled() if s.name == "remember-across-restart")
+    report = scenarios.run_scenario(scenario, ScriptedModel([text_response("ok")] * 4))
+    good = write(tmp_path, "a.json", json.dumps(report))
+    damaged = _damaged(report, how)
+    bad = write(tmp_path, "b.json", damaged if isinstance(damaged, str) else json.dumps(damaged))
+    assert cli.main(["eval", "--compare", str(good), str(good)]) == 0
+    capsys.readouterr()
+    line = one_sentence(capsys, ["eval", "--compare", str(good), str(bad)], 2)
+    assert str(bad) in line and "eval report" in line

@@ -619,7 +619,15 @@ def list_recordings(agent: Any = None, directory: Path | None = None) -> list[Re
     if agent is not None:
         paths = [p for p in paths if belongs_to(p, agent)]
     out = [_info(path) for path in paths]
-    return sorted(out, key=lambda r: (r.started, str(r.path)))
+    return sorted(out, key=_oldest_first)
+
+
+def _oldest_first(info: RecordingInfo) -> tuple[str, str, str, int]:
+    # Recordings started in the same second are named STAMP, STAMP-2, STAMP-3 … in the
+    # order they began (`new_recording_path`); as text "-2.jsonl" sorts before ".jsonl"
+    # and "-10" before "-2", so the counter is compared as a number.
+    stamp, _, n = info.path.stem.partition("-")
+    return info.started, str(info.path.parent), stamp, int(n) if n.isdecimal() else 1
 
 
 def _info(path: Path) -> RecordingInfo:

@@ -8,6 +8,7 @@ files (`load_report`) as on fresh runs.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -92,13 +93,63 @@ def _sum_totals(report: dict[str, Any]) -> dict[str, float]:
 
 
 def load_report(path: str | Path) -> dict[str, Any]:
+    """A report file, checked: ScenarioError (one sentence) for one that is damaged or was
+    edited into a shape `compare` cannot read."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8", errors="replace"))
     except FileNotFoundError:
         raise ScenarioError(f"no report at {path}") from None
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         raise ScenarioError(f"{path} is not a JSON eval report") from None
+    except OSError as exc:
+        raise ScenarioError(f"cannot read {path}: {exc.strerror or exc}") from None
     if not isinstance(data, dict) or not ("checks" in data or "runs" in data):
         raise ScenarioError(f"{path} is not a memgpt-lite eval report (no checks)")
+    problem = _report_problem(data)
+    if problem:
+        raise ScenarioError(f"{path} is not a memgpt-lite eval report ({problem})")
     return data
 
+
+def _report_problem(data: dict[str, Any]) -> str | None:
+    """What in a report's shape compare cannot use (None: nothing). Files are hand-edited
+    and cut short, so every field compare reads is checked here rather than failing later."""
+    runs = data.get("runs", [data]) if "runs" in data else [data]
+    if not isinstance(runs, list):
+        return "'runs' is not a list"
+    for n, run in enumerate(runs, 1):
+        if not isinstance(run, dict):
+            return f"run {n} is not an object"
+        problem = _run_problem(run)
+        if problem:
+            return f"run {n}: {problem}"
+    return None
+
+
+def _run_problem(run: dict[str, Any]) -> str | None:
+    if not isinstance(run.get("scenario", ""), str):
+        return "'scenario' is not a text"
+    for key in ("passed", "failed"):
+        if not _is_count(run.get(key)):
+            return f"{key!r} is not a count"
+    checks = run.get("checks")
+    if not isinstance(checks, list):
+        return "'checks' is not a list"
+    for check in checks:
+        if not isinstance(check, dict) or not isinstance(check.get("name"), str):
+            return "a check has no name"
+        if check.get("passed") not in (True, False, None):
+            return f"check {check['name']!r}: 'passed' is not true, false or null"
+    totals = run.get("totals") or {}
+    if not isinstance(totals, dict):
+        return "'totals' is not an object"
+    for key in NUMERIC_TOTALS:
+        value = totals.get(key, 0) or 0
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not math.isfinite(value):
+            return f"total {key!r} is not a number"
+    return None
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

@@ -45,13 +45,35 @@ def load_locomo(path: str | Path) -> list[dict[str, Any]]:
         data = json.loads(Path(path).read_text(encoding="utf-8", errors="replace"))
     except FileNotFoundError:
         raise ScenarioError(f"no LoCoMo file at {path}") from None
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         raise ScenarioError(f"{path} is not JSON (expected the locomo10.json format)") from None
+    except OSError as exc:
+        raise ScenarioError(f"cannot read {path}: {exc.strerror or exc}") from None
     samples = data if isinstance(data, list) else [data]
     for i, s in enumerate(samples):
         if not isinstance(s, dict) or "conversation" not in s or "qa" not in s:
             raise ScenarioError(f"{path}: sample {i} has no 'conversation' and 'qa'")
+        problem = _sample_problem(s)
+        if problem:
+            raise ScenarioError(f"{path}: sample {i} {problem} (expected the locomo10.json "
+                                "format)")
     return samples
+
+
+def _sample_problem(sample: dict[str, Any]) -> str | None:
+    """What in a sample's shape the runners cannot read (None: nothing). Missing texts,
+    dates and ids have defaults; only containers of the wrong kind are refused here, as
+    they would otherwise stop a run midway."""
+    conversation, qa = sample["conversation"], sample["qa"]
+    if not isinstance(conversation, dict):
+        return "has a 'conversation' that is not an object"
+    if not isinstance(qa, list) or not all(isinstance(q, dict) for q in qa):
+        return "has a 'qa' that is not a list of questions"
+    for key, turns in conversation.items():
+        if re.fullmatch(r"session_\d+", key) and isinstance(turns, list) \
+                and not all(isinstance(t, dict) for t in turns):
+            return f"has a {key!r} whose utterances are not all objects"
+    return None
 
 
 def locomo_time(text: str | None) -> str | None:

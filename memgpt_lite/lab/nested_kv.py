@@ -44,10 +44,12 @@ def load_nested_kv(path: str | Path) -> list[KVExample]:
         raw = Path(path).read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         raise ScenarioError(f"no nested KV file at {path}") from None
+    except OSError as exc:
+        raise ScenarioError(f"cannot read {path}: {exc.strerror or exc}") from None
     try:
         items = json.loads(raw) if raw.lstrip().startswith("[") else \
             [json.loads(line) for line in raw.splitlines() if line.strip()]
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         raise ScenarioError(f"{path} is neither a JSON list nor JSONL of KV examples") from None
     return [_kv_example(item, i, path) for i, item in enumerate(items)]
 
@@ -55,16 +57,27 @@ def load_nested_kv(path: str | Path) -> list[KVExample]:
 def _kv_example(item: Any, i: int, path: str | Path) -> KVExample:
     if not isinstance(item, dict) or "ordered_kv_records" not in item or "key" not in item:
         raise ScenarioError(f"{path}: example {i} needs 'ordered_kv_records' and 'key'")
-    pairs = [(str(k), str(v)) for k, v in item["ordered_kv_records"]]
+    records, key = item["ordered_kv_records"], item["key"]
+    if not isinstance(records, list) or \
+            not all(isinstance(r, list) and len(r) == 2 for r in records):
+        raise ScenarioError(f"{path}: example {i}: 'ordered_kv_records' must be a list of "
+                            "[key, value] pairs")
+    if not isinstance(key, str):
+        raise ScenarioError(f"{path}: example {i}: 'key' must be a text")
+    pairs = [(str(k), str(v)) for k, v in records]
     table = dict(pairs)
-    chain, value = [item["key"]], table.get(item["key"])
+    chain, value = [key], table.get(key)
     if value is None:
-        raise ScenarioError(f"{path}: example {i}: key {item['key']} is not in its records")
+        raise ScenarioError(f"{path}: example {i}: key {key} is not in its records")
     while value in table and value not in chain:
         chain.append(value)
         value = table[value]
-    level = int(item.get("nesting_level", len(chain) - 1))
-    return KVExample(pairs, str(item["key"]), str(item.get("value", value)), level)
+    level = item.get("nesting_level", len(chain) - 1)
+    level = int(level) if isinstance(level, str) and level.isdecimal() else level
+    if isinstance(level, bool) or not isinstance(level, int) or level < 0:
+        raise ScenarioError(f"{path}: example {i}: 'nesting_level' must be a whole number "
+                            "of 0 or more")
+    return KVExample(pairs, key, str(item.get("value", value)), level)
 
 
 def run_nested_kv(path: str | Path, model_client: Any, *, settings: Settings | None = None,

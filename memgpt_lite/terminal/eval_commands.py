@@ -142,6 +142,7 @@ def _run_one(console: Console, scenario: scenarios.Scenario, args: argparse.Name
     model = getattr(args, "model", None)
     if replay_file:
         recorded = recording.Recording.load(replay_file)
+        _check_recorded_scenario(recorded, scenario, replay_file)
         client: Any = replay_mod.ReplayModelClient(recorded)
         source, recorder = "replay", None
         model = model or recorded.header.get("model")  # the requests must match the recording
@@ -164,6 +165,24 @@ def _run_one(console: Console, scenario: scenarios.Scenario, args: argparse.Name
     if recorder is not None:
         console.print(Text(f"recorded to {recorder.path} (re-score with --replay)", style="dim"))
     return report
+
+
+def _check_recorded_scenario(recorded: Any, scenario: scenarios.Scenario, file: str) -> None:
+    """A recording re-scored against another scenario (or a chat's) would serve replies to
+    other questions: every request diverges and the score means nothing, so it is refused
+    with the command that does fit. An eval recording names its scenario in its header."""
+    header = recorded.header
+    source = header.get("source")
+    if source != "eval":
+        kind = "a chat's recording" if source in ("live", None) else f"a {source} recording"
+        raise _UsageError(f"{file} is {kind}, not an eval's: replay it with "
+                          f"`memgpt-lite replay {file}`")
+    note = str(header.get("note") or "")
+    name = note.removeprefix("scenario ") if note.startswith("scenario ") else None
+    if name is not None and name != scenario.name:
+        raise _UsageError(f"{file} is a recording of scenario {name!r}, not "
+                          f"{scenario.name!r}: re-score it with `memgpt-lite eval {name} "
+                          f"--replay {file}`")
 
 
 def _folder_name(scenario: str) -> str:

@@ -121,6 +121,23 @@ def test_list_recordings_reports_agent_start_and_turns(tmp_path):
     assert recording.list_recordings(nobody) == []
 
 
+def test_recordings_begun_in_the_same_second_are_listed_in_the_order_they_began(tmp_path):
+    # A /model switch or /pop starts a new recording at once: several share a second, and
+    # are named STAMP, STAMP-2 … STAMP-11 (two digits, so text order would be wrong too).
+    agent = _agent(tmp_path, [text_response(f"reply {n}") for n in range(11)])
+    moment = datetime(2026, 1, 5, 10, 0, tzinfo=timezone.utc)
+    for n in range(11):
+        rec = recording.Recorder(recording.new_recording_path(agent.row.uid, now=moment))
+        recording.record_header(agent, rec, created_at="2026-01-05T10:00:00Z")
+        list(recording.recorded_step(agent, rec, f"message {n}"))
+        rec.close()
+    rows = recording.list_recordings(agent.row)
+    assert [recording.Recording.load(r.path).turns[0].text for r in rows] == [
+        f"message {n}" for n in range(11)]
+    assert recording.session_ids(rows)[:3] == [
+        "20260105T100000Z", "20260105T100000Z-2", "20260105T100000Z-3"]
+
+
 def test_unreadable_recordings_give_one_sentence(tmp_path):
     with pytest.raises(recording.RecordingError, match="no recording at"):
         recording.Recording.load(tmp_path / "missing.jsonl")

@@ -411,3 +411,23 @@ def test_a_scenario_name_is_shown_as_text_and_names_a_safe_folder(tmp_path, cons
 
     [folder] = [p for p in recordings_dir().iterdir()]
     assert folder.name.startswith("eval-evil") and "/" not in folder.name[5:]
+
+
+def test_eval_replay_of_another_scenarios_or_a_chats_recording_is_refused(tmp_path, capsys):
+    from memgpt_lite.terminal import cli
+
+    run = tmp_path / "run.jsonl"
+    scenarios.run_scenario(Scenario.load(BUNDLED), ScriptedModel(good_script()),
+                           recorder=recording.Recorder(run))
+    assert cli.main(["eval", "remember-across-restart", "--replay", str(run)]) == 0
+    capsys.readouterr()
+    # Another scenario's replies answer other questions: refused, not scored.
+    assert cli.main(["eval", "correct-core-fact", "--replay", str(run)]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert "is a recording of scenario 'remember-across-restart', not 'correct-core-fact'" in out
+    assert "score 0/" not in out and "check(s) failed" not in out and "Traceback" not in out
+    # A chat's recording (the bundled demo is one, hand-written) is for `replay`.
+    demo = Path(scenarios.__file__).parents[1] / "data" / "demo.jsonl"
+    assert cli.main(["eval", "remember-across-restart", "--replay", str(demo)]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert "not an eval's: replay it with `memgpt-lite replay" in out and "check(s)" not in out

@@ -1,6 +1,7 @@
 """Every bad input is one sentence and a non-zero exit, never a traceback: numbers no database
 column holds, nesting deeper than Python's stack, a base URL that is not one, prices that are
-not prices. Each command runs in-process through the real parser (cli.main)."""
+not prices, eval reports and dataset files of the wrong shape. Each command runs in-process
+through the real parser (cli.main)."""
 
 from __future__ import annotations
 
@@ -197,3 +198,92 @@ def test_doctor_finds_an_agent_whose_next_request_the_api_refuses(capsys, monkey
     assert cli.main(["doctor", "--offline"]) == 1
     out = capsys.readouterr().out
     assert "FAIL  database: agent 'src':" in out and "cache_control" in out
+
+
+def _damaged(report: dict, how: str) -> dict | list | str:
+    """`report` (one run's JSON) damaged as a hand edit or a cut-off write leaves it."""
+    bad = json.loads(json.dumps(report))
+    if how == "runs not a list":
+        return {"runs": "x"}
+    if how == "checks null":
+        bad["checks"] = None
+    elif how == "a check is a number":
+        bad["checks"][0] = 7
+    elif how == "a check without a name":
+        bad["checks"][0]["name"] = None
+    elif how == "passed is a word":
+        bad["checks"][0]["passed"] = "yes"
+    elif how == "scenario is a list":
+        bad["scenario"] = ["x"]
+    elif how == "run count missing":
+        del bad["failed"]
+    elif how == "a total is a word":
+        bad["totals"]["input_tokens"] = "many"
+    elif how == "totals a list":
+        bad["totals"] = [1]
+    elif how == "nested too deeply":
+        return "[" * 100_000
+    return bad
+
+
+@pytest.mark.parametrize("how", ["runs not a list", "checks null", "a check is a number",
+                                 "a check without a name", "passed is a word",
+                                 "scenario is a list", "run count missing",
+                                 "a total is a word", "totals a list", "nested too deeply"])
+def test_eval_compare_of_a_damaged_report_is_one_sentence(tmp_path, capsys, how):
+    from memgpt_lite.lab import scenarios
+
+    scenario = next(s for s in scenarios.bundled() if s.name == "remember-across-restart")
+    report = scenarios.run_scenario(scenario, ScriptedModel([text_response("ok")] * 4))
+    good = write(tmp_path, "a.json", json.dumps(report))
+    damaged = _damaged(report, how)
+    bad = write(tmp_path, "b.json", damaged if isinstance(damaged, str) else json.dumps(damaged))
+    assert cli.main(["eval", "--compare", str(good), str(good)]) == 0
+    capsys.readouterr()
+    line = one_sentence(capsys, ["eval", "--compare", str(good), str(bad)], 2)
+    assert str(bad) in line and "eval report" in line
+
+
+LOCOMO_SAMPLE = {"sample_id": "s1", "qa": [{"question": "Where did Ana go?", "answer": "Porto",
+                                             "evidence": ["D1:1"], "category": 4}],
+                 "conversation": {"speaker_a": "Ana", "speaker_b": "Ben",
+                                  "session_1_date_time": "1:56 pm on 8 May, 2023",
+                                  "session_1": [{"speaker": "Ana", "dia_id": "D1:1",
+                                                 "text": "I went to Porto."}]}}
+
+
+@pytest.mark.parametrize("damage", [{"conversation": None}, {"conversation": [1]},
+                                    {"qa": None}, {"qa": [5]}, {"qa": "abc"},
+                                    {"session_1": [5]}, "deep", "folder"])
+def test_eval_locomo_of_a_damaged_file_is_one_sentence(tmp_path, capsys, damage):
+    sample = json.loads(json.dumps(LOCOMO_SAMPLE))
+    if isinstance(damage, dict) and "session_1" in damage:
+        sample["conversation"].update(damage)
+    elif isinstance(damage, dict):
+        sample.update(damage)
+    path = write(tmp_path, "locomo.json", "[" * 100_000 if damage == "deep" else
+                 json.dumps([sample]))
+    path = tmp_path if damage == "folder" else path
+    assert cli.main(["eval", "locomo", str(write(tmp_path, "ok.json", json.dumps(
+        [LOCOMO_SAMPLE]))), "--retrieval-only"]) == 0
+    capsys.readouterr()
+    line = one_sentence(capsys, ["eval", "locomo", str(path), "--retrieval-only"], 2)
+    assert str(path) in line
+
+
+@pytest.mark.parametrize("example", [
+    {"ordered_kv_records": None, "key": "a"}, {"ordered_kv_records": "ab", "key": "a"},
+    {"ordered_kv_records": [["a", "b", "x"]], "key": "a"},
+    {"ordered_kv_records": [["a", "b"]], "key": ["a"]},
+    {"ordered_kv_records": [["a", "b"]], "key": "a", "nesting_level": "deep"},
+    {"ordered_kv_records": [["a", "b"]], "key": "a", "nesting_level": 1e400},
+    "deep", "folder"])
+def test_eval_nkv_of_a_damaged_file_is_one_sentence(tmp_path, capsys, monkeypatch, example):
+    # Loading comes before any model call, so no server is needed: the key only gets past
+    # the check that a live eval has somewhere to send its requests.
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
+    text = "[" * 100_000 if example == "deep" else json.dumps(example)
+    path = tmp_path if example == "folder" else write(tmp_path, "kv.jsonl", text)
+    line = one_sentence(capsys, ["eval", "nkv", str(path), "--model", "sonnet"], 2)
+    assert str(path) in line

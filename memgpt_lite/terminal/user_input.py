@@ -165,9 +165,14 @@ def edit_in_editor(text: str) -> str | None:
                               ) from None
         if result.returncode != 0:
             return None
-        return Path(name).read_text(encoding="utf-8", errors="replace")
+        try:
+            return Path(name).read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:  # the editor removed the file or put a folder in its place
+            raise EditorError(f"{editor!r} left no file to read back ({exc.strerror or exc}); "
+                              "nothing was changed") from None
     finally:
-        os.unlink(name)
+        with contextlib.suppress(OSError):  # already gone, or a folder the editor made
+            os.unlink(name)
 
 
 def ask(question: str) -> bool:

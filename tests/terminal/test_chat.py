@@ -296,6 +296,22 @@ def test_core_edit_with_a_missing_editor_says_so(chat_factory, monkeypatch):
         "set $VISUAL or $EDITOR")
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("does", ["rm -f \"$1\"", "rm -f \"$1\"; mkdir \"$1\""])
+def test_an_editor_that_leaves_no_file_is_one_sentence(chat_factory, monkeypatch, tmp_path, does):
+    editor = tmp_path / "editor.sh"  # was: a FileNotFoundError traceback that ended the chat
+    editor.write_text(f"#!/bin/sh\n{does}\n")
+    editor.chmod(0o755)
+    monkeypatch.setenv("VISUAL", str(editor))
+    chat = chat_factory([])  # the real edit_in_editor
+    said = f"not edited: {str(editor)!r} left no file to read back ("
+    for command in ("/core edit human", "/memory"):
+        out = chat.run(command).replace("\n", " ")  # wrapped at 100 columns
+        assert out.startswith(said) and out.endswith("); nothing was changed"), out
+    assert chat.store.get_block(chat.agent.id, "human").value == (
+        "Nothing is known about the user yet.")
+
+
 def test_forget_shows_every_unit_and_forgets_after_confirmation(chat_factory):
     answers = iter([False, True])
     chat = chat_factory([

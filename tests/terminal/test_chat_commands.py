@@ -99,6 +99,18 @@ def test_a_problem_is_one_sentence_and_loses_nothing(chats):
                                 "human: saved · 2/5,000 chars"]
 
 
+def test_the_same_document_saved_again_without_the_problem_line_gives_up(chats):
+    bad = "text before any heading\n"  # was: reopened on it for ever
+    chat = chats(edits=[bad, bad, "oops\n" + bad, lambda doc: doc])
+    out = chat.run("/memory")
+    assert out.splitlines()[-1] == "/memory starts again from your edited text."
+    assert len(chat.opened) == 2 and chat.session.memory_draft == bad
+    out = chat.run("/memory")  # the draft, then a changed bad document, then given up
+    assert out.splitlines()[0] == "/memory: starting from your edited text of last time"
+    assert out.splitlines()[-1] == "/memory starts again from your edited text."
+    assert chat.opened[2] == bad and chat.session.memory_draft == "oops\n" + bad
+
+
 def test_a_document_that_cannot_be_read_is_one_sentence(chats):
     for bad, words in (("text before any heading\n", "before the first block heading"),
                        ("=== human\nx\n", "is not a block heading"),

@@ -175,13 +175,30 @@ def edit_in_editor(text: str) -> str | None:
             os.unlink(name)
 
 
+def answer(question: str) -> str:
+    """The line typed in answer to `question`. With stdout redirected (`chat > transcript.md`)
+    input() would write the question into that file, leaving the user to wait for nothing:
+    it goes to stderr, the terminal, then."""
+    if sys.stdout.isatty():
+        return input(question)
+    sys.stderr.write(question)
+    sys.stderr.flush()
+    return input()
+
+
+def _end_line() -> None:
+    """After Ctrl-D or Ctrl-C at a question: what is printed next starts on a line of its own
+    (on the side the question went to)."""
+    print(file=sys.stdout if sys.stdout.isatty() else sys.stderr, flush=True)
+
+
 def ask(question: str) -> bool:
     """A y/N question on the terminal; Ctrl-D or Ctrl-C answers no (and ends the line, so
     what is printed next starts on a line of its own)."""
     try:
-        return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+        return answer(f"{question} [y/N] ").strip().lower() in ("y", "yes")
     except (EOFError, KeyboardInterrupt):
-        print(flush=True)
+        _end_line()
         return False
 
 
@@ -194,11 +211,11 @@ def confirmed(yes: bool, question: str) -> bool:
         raise UserError("Refusing to delete without confirmation on a non-interactive "
                         "terminal; add --yes.", EXIT_USAGE)
     try:
-        answer = input(f"{question} [y/N] ")
+        typed = answer(f"{question} [y/N] ")
     except EOFError:
-        print()
+        _end_line()
         return False
-    return answer.strip().lower() in ("y", "yes")
+    return typed.strip().lower() in ("y", "yes")
 
 
 class TypeAhead:

@@ -199,6 +199,18 @@ def test_add_sends_files_with_the_next_message(chats, tmp_path):
     assert not any(b.get("type") == "image" for b in chat.model.requests[1].messages[-1]["content"])
 
 
+def test_add_takes_a_path_quoted_as_a_dropped_file_arrives(chats, tmp_path):
+    (tmp_path / "my notes.md").write_text("Plant tomatoes in May.")
+    chat = chats()
+    said = "my notes.md (22 chars) will be sent with your next message\n"
+    for typed in (f"{tmp_path}/my notes.md", f"'{tmp_path}/my notes.md'",
+                  f"\"{tmp_path}/my notes.md\"", f"{tmp_path}/my\\ notes.md"):
+        assert chat.run(f"/add {typed}") == said, typed  # was: Cannot read '…': No such file
+    assert chat.run(f"/add '{tmp_path}/my notes") == (  # unbalanced: the sentence, as typed
+        f"Cannot read '{tmp_path}/my notes: No such file or directory.\n")
+    assert len(chat.session.pending) == 4
+
+
 def test_agents_name_shows_one_agent(chats):
     chat = chats()
     out = chat.run("/agents default")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import select
 import shlex
 import subprocess
@@ -221,7 +222,8 @@ def confirmed(yes: bool, question: str) -> bool:
 class TypeAhead:
     """Keys typed while the model answers: not echoed into the reply (an echo, or the ^C
     of Ctrl-C, would shift the live region and leave a copy of its first line on screen),
-    but kept and put on the next prompt as if typed there."""
+    but kept and put on the next prompt as if typed there (its text: arrows and other keys
+    that are not text are dropped)."""
 
     def __init__(self, stream: object = None):
         self.stream = stream
@@ -291,7 +293,13 @@ def _drain(fd: int, attrs: list, termios: object) -> str:
     with contextlib.suppress(OSError):
         while chunk := os.read(fd, 4096):
             chunks.append(chunk)
-    return b"".join(chunks).decode("utf-8", errors="replace").replace("\r", "\n")
+    typed = b"".join(chunks).decode("utf-8", errors="replace").replace("\r", "\n")
+    return _KEYS.sub("", typed)
+
+
+# Keys that are not text: an arrow, Home or F5 (escape sequences), Alt+key, other controls.
+# Put on the prompt they would be literal characters (`^[[A` after pressing Up), not keys.
+_KEYS = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|O[^\n]|[^\n])?|[\x00-\x08\x0b-\x1f\x7f]")
 
 
 typing_hidden = TypeAhead().hidden  # for callers that do not need what was typed

@@ -274,6 +274,34 @@ def test_ctrl_c_while_streaming_closes_the_generator(chat_factory):
     assert chat.store.context_messages(chat.agent.id) == []
 
 
+def test_a_second_ctrl_c_while_the_turn_is_undone_does_not_cut_it_short(chat_factory):
+    import signal
+
+    chat = chat_factory([text_response("A long answer that streams in pieces.")])
+    undone = []
+    real_step = chat.agent.step
+
+    def step(text):
+        gen = real_step(text)
+        try:
+            yield next(gen)
+            yield next(gen)
+        finally:  # closed by the first Ctrl-C; the user presses it again meanwhile
+            os.kill(os.getpid(), signal.SIGINT)
+            gen.close()
+            undone.append(True)
+
+    def render(event):
+        if event.kind == "user":
+            raise KeyboardInterrupt  # the first Ctrl-C, while the view draws
+    chat.agent.step = step
+    chat.session.view.handle = render
+    out = chat.run("go")  # was: KeyboardInterrupt out of the undo, no interrupted line
+    assert out.endswith("(/retry sends it again)") and undone == [True]
+    assert chat.store.context_messages(chat.agent.id) == []
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+
+
 def test_core_edit_checks_the_limit_and_records_history(chat_factory):
     edits = iter(["Name: Ada Lovelace.\n", "x" * 6000, "x" * 6000])
     chat = chat_factory([], edit=lambda text: next(edits))

@@ -73,7 +73,9 @@ class ChatSession:
     def run_command(self, text: str) -> bool:
         from memgpt_lite.terminal import slash
 
-        name, _, rest = text[1:].partition(" ")
+        # Any whitespace ends the name: a pasted command may have a newline or a tab there.
+        name, *more = text[1:].split(maxsplit=1) or [""]
+        rest = more[0] if more else ""
         command = slash.find(name.lower())
         if command is None:
             self.console.print(render.shown(f"unknown command /{name} — type /help"))

@@ -211,6 +211,15 @@ def test_add_takes_a_path_quoted_as_a_dropped_file_arrives(chats, tmp_path):
     assert len(chat.session.pending) == 4
 
 
+def test_a_pasted_command_split_by_a_newline_or_tab_still_runs(chats):
+    chat = chats([text_response("One."), text_response("Two.")])
+    chat.run("first", "second")
+    out = chat.run("/pop\n2")  # was: unknown command /pop, a line break, 2 — type /help
+    assert out.count("removed turn") == 2, out
+    assert chat.run("/core\tedit\tnope").startswith("no block 'nope'")
+    assert chat.run("/") == "unknown command / — type /help\n"
+
+
 def test_agents_name_shows_one_agent(chats):
     chat = chats()
     out = chat.run("/agents default")

@@ -11,6 +11,8 @@ place that talks to the terminal.
 from __future__ import annotations
 
 import contextlib
+import signal
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -71,7 +73,9 @@ class ChatSession:
     def run_command(self, text: str) -> bool:
         from memgpt_lite.terminal import slash
 
-        name, _, rest = text[1:].partition(" ")
+        # Any whitespace ends the name: a pasted command may have a newline or a tab there.
+        name, *more = text[1:].split(maxsplit=1) or [""]
+        rest = more[0] if more else ""
         command = slash.find(name.lower())
         if command is None:
             self.console.print(render.shown(f"unknown command /{name} — type /help"))
@@ -92,14 +96,16 @@ class ChatSession:
                     self._count(event, retry)
                     self.view.handle(event)
             except KeyboardInterrupt:
-                steps.close()  # the agent abandons the turn: nothing of it stays in the queue
-                self.interrupted_turns += 1
-                self.view.interrupted()
+                with ctrl_c_ignored():
+                    steps.close()  # the agent abandons the turn: nothing of it stays queued
+                    self.interrupted_turns += 1
+                    self.view.interrupted()
             finally:
                 # Also on any other way out (a closed stdout pipe): the turn ends now, while
                 # the store is open, not whenever the generator is collected.
-                steps.close()
-                self.view.stop()
+                with ctrl_c_ignored():
+                    steps.close()
+                    self.view.stop()
 
     def _count(self, event: Any, retry: bool) -> None:
         self.tally.add(event)
@@ -168,6 +174,22 @@ class ChatSession:
     def say(self, text: str, style: str = "") -> None:
         """One line of a command's answer: shown as text (never markup)."""
         self.console.print(render.shown(text, style), highlight=False)
+
+
+@contextlib.contextmanager
+def ctrl_c_ignored() -> Iterator[None]:
+    """Ctrl-C does nothing while a cancelled turn is undone and its live region stopped:
+    people press it twice, and the second press would cut the undo short (the interrupted
+    line never shown) or leave the spinner drawing over the prompt. Only the main thread
+    can change the handler."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 # --------------------------------------------------------------------------- input loops

@@ -84,7 +84,9 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
             context_of=lambda: _context_size(agent), retry_hint=prompt is None,
             transcript=typed and not sys.stdout.isatty())
         type_ahead = TypeAhead()
-        session = ChatSession(agent, meta if json_out else console, view,
+        # What commands show and ask is for the user at the terminal; with stdout redirected
+        # (a transcript), it goes to stderr with the prompt, not into the file.
+        session = ChatSession(agent, meta if json_out or typed else console, view,
                               recorder_factory=(lambda: open_recorder(agent)) if record else None,
                               confirm=ask if typed else None,
                               hide_typing=type_ahead.hidden if typed else None)

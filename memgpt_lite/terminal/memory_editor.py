@@ -162,7 +162,9 @@ def edit_memory(session: Any) -> None:
         except EditorError as exc:
             session.say(f"not edited: {exc}")
             return
-        if retrying and edited in (None, text):  # given up: the text waits for next time
+        # Given up: the text waits for next time. The NOT SAVED line is a comment, so saving
+        # the same document without it is saving it unchanged, not a new edit to try.
+        if retrying and (edited is None or _without_problem(edited) == _without_problem(text)):
             session.say("/memory starts again from your edited text.")
             return
         if edited is None or edited == text:

@@ -251,12 +251,27 @@ def add(session: ChatSession, rest: str) -> None:
         session.say(f"usage: /add FILE (sent with your next message; waiting: {waiting})")
         return
     try:
-        item = read_attachment(rest)
+        item = read_attachment(_dropped_path(rest))
     except UserError as exc:
         session.say(str(exc))
         return
     session.pending.append(item)
     session.say(f"{item.describe()} will be sent with your next message")
+
+
+def _dropped_path(text: str) -> str:
+    """The path as typed or, when no file has that name, as a shell reads it: a file dragged
+    onto a terminal arrives quoted ('/tmp/my notes.md') or with its spaces escaped."""
+    import os
+    import shlex
+
+    if os.path.lexists(os.path.expanduser(text)):
+        return text
+    try:
+        words = shlex.split(text)
+    except ValueError:  # an unbalanced quote: the path as typed, and its sentence
+        return text
+    return words[0] if len(words) == 1 else text
 
 
 # --------------------------------------------------------------------------- turns

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import select
 import shlex
 import subprocess
@@ -165,18 +166,40 @@ def edit_in_editor(text: str) -> str | None:
                               ) from None
         if result.returncode != 0:
             return None
-        return Path(name).read_text(encoding="utf-8", errors="replace")
+        try:
+            return Path(name).read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:  # the editor removed the file or put a folder in its place
+            raise EditorError(f"{editor!r} left no file to read back ({exc.strerror or exc}); "
+                              "nothing was changed") from None
     finally:
-        os.unlink(name)
+        with contextlib.suppress(OSError):  # already gone, or a folder the editor made
+            os.unlink(name)
+
+
+def answer(question: str) -> str:
+    """The line typed in answer to `question`. With stdout redirected (`chat > transcript.md`)
+    input() would write the question into that file, leaving the user to wait for nothing:
+    it goes to stderr, the terminal, then."""
+    if sys.stdout.isatty():
+        return input(question)
+    sys.stderr.write(question)
+    sys.stderr.flush()
+    return input()
+
+
+def _end_line() -> None:
+    """After Ctrl-D or Ctrl-C at a question: what is printed next starts on a line of its own
+    (on the side the question went to)."""
+    print(file=sys.stdout if sys.stdout.isatty() else sys.stderr, flush=True)
 
 
 def ask(question: str) -> bool:
     """A y/N question on the terminal; Ctrl-D or Ctrl-C answers no (and ends the line, so
     what is printed next starts on a line of its own)."""
     try:
-        return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+        return answer(f"{question} [y/N] ").strip().lower() in ("y", "yes")
     except (EOFError, KeyboardInterrupt):
-        print(flush=True)
+        _end_line()
         return False
 
 
@@ -189,17 +212,18 @@ def confirmed(yes: bool, question: str) -> bool:
         raise UserError("Refusing to delete without confirmation on a non-interactive "
                         "terminal; add --yes.", EXIT_USAGE)
     try:
-        answer = input(f"{question} [y/N] ")
+        typed = answer(f"{question} [y/N] ")
     except EOFError:
-        print()
+        _end_line()
         return False
-    return answer.strip().lower() in ("y", "yes")
+    return typed.strip().lower() in ("y", "yes")
 
 
 class TypeAhead:
     """Keys typed while the model answers: not echoed into the reply (an echo, or the ^C
     of Ctrl-C, would shift the live region and leave a copy of its first line on screen),
-    but kept and put on the next prompt as if typed there."""
+    but kept and put on the next prompt as if typed there (its text: arrows and other keys
+    that are not text are dropped)."""
 
     def __init__(self, stream: object = None):
         self.stream = stream
@@ -269,7 +293,13 @@ def _drain(fd: int, attrs: list, termios: object) -> str:
     with contextlib.suppress(OSError):
         while chunk := os.read(fd, 4096):
             chunks.append(chunk)
-    return b"".join(chunks).decode("utf-8", errors="replace").replace("\r", "\n")
+    typed = b"".join(chunks).decode("utf-8", errors="replace").replace("\r", "\n")
+    return _KEYS.sub("", typed)
+
+
+# Keys that are not text: an arrow, Home or F5 (escape sequences), Alt+key, other controls.
+# Put on the prompt they would be literal characters (`^[[A` after pressing Up), not keys.
+_KEYS = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|O[^\n]|[^\n])?|[\x00-\x08\x0b-\x1f\x7f]")
 
 
 typing_hidden = TypeAhead().hidden  # for callers that do not need what was typed

@@ -287,6 +287,34 @@ def test_ctrl_c_while_streaming_closes_the_generator(chat_factory):
     assert chat.store.context_messages(chat.agent.id) == []
 
 
+def test_a_second_ctrl_c_while_the_turn_is_undone_does_not_cut_it_short(chat_factory):
+    import signal
+
+    chat = chat_factory([text_response("A long answer that streams in pieces.")])
+    undone = []
+    real_step = chat.agent.step
+
+    def step(text):
+        gen = real_step(text)
+        try:
+            yield next(gen)
+            yield next(gen)
+        finally:  # closed by the first Ctrl-C; the user presses it again meanwhile
+            os.kill(os.getpid(), signal.SIGINT)
+            gen.close()
+            undone.append(True)
+
+    def render(event):
+        if event.kind == "user":
+            raise KeyboardInterrupt  # the first Ctrl-C, while the view draws
+    chat.agent.step = step
+    chat.session.view.handle = render
+    out = chat.run("go")  # was: KeyboardInterrupt out of the undo, no interrupted line
+    assert out.endswith("(/retry sends it again)") and undone == [True]
+    assert chat.store.context_messages(chat.agent.id) == []
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+
+
 def test_core_edit_checks_the_limit_and_records_history(chat_factory):
     edits = iter(["Name: Ada Lovelace.\n", "x" * 6000, "x" * 6000])
     chat = chat_factory([], edit=lambda text: next(edits))
@@ -307,6 +335,22 @@ def test_core_edit_with_a_missing_editor_says_so(chat_factory, monkeypatch):
     assert chat.run("/core edit human") == (  # was "human: unchanged"
         "not edited: cannot run 'no-editor -w' (No such file or directory); "
         "set $VISUAL or $EDITOR")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("does", ["rm -f \"$1\"", "rm -f \"$1\"; mkdir \"$1\""])
+def test_an_editor_that_leaves_no_file_is_one_sentence(chat_factory, monkeypatch, tmp_path, does):
+    editor = tmp_path / "editor.sh"  # was: a FileNotFoundError traceback that ended the chat
+    editor.write_text(f"#!/bin/sh\n{does}\n")
+    editor.chmod(0o755)
+    monkeypatch.setenv("VISUAL", str(editor))
+    chat = chat_factory([])  # the real edit_in_editor
+    said = f"not edited: {str(editor)!r} left no file to read back ("
+    for command in ("/core edit human", "/memory"):
+        out = chat.run(command).replace("\n", " ")  # wrapped at 100 columns
+        assert out.startswith(said) and out.endswith("); nothing was changed"), out
+    assert chat.store.get_block(chat.agent.id, "human").value == (
+        "Nothing is known about the user yet.")
 
 
 def test_forget_shows_every_unit_and_forgets_after_confirmation(chat_factory):

@@ -99,6 +99,18 @@ def test_a_problem_is_one_sentence_and_loses_nothing(chats):
                                 "human: saved · 2/5,000 chars"]
 
 
+def test_the_same_document_saved_again_without_the_problem_line_gives_up(chats):
+    bad = "text before any heading\n"  # was: reopened on it for ever
+    chat = chats(edits=[bad, bad, "oops\n" + bad, lambda doc: doc])
+    out = chat.run("/memory")
+    assert out.splitlines()[-1] == "/memory starts again from your edited text."
+    assert len(chat.opened) == 2 and chat.session.memory_draft == bad
+    out = chat.run("/memory")  # the draft, then a changed bad document, then given up
+    assert out.splitlines()[0] == "/memory: starting from your edited text of last time"
+    assert out.splitlines()[-1] == "/memory starts again from your edited text."
+    assert chat.opened[2] == bad and chat.session.memory_draft == "oops\n" + bad
+
+
 def test_a_document_that_cannot_be_read_is_one_sentence(chats):
     for bad, words in (("text before any heading\n", "before the first block heading"),
                        ("=== human\nx\n", "is not a block heading"),
@@ -185,6 +197,27 @@ def test_add_sends_files_with_the_next_message(chats, tmp_path):
     assert sent[-1]["text"] == "When do I plant?"
     chat.run("And now?")  # attached once, not again
     assert not any(b.get("type") == "image" for b in chat.model.requests[1].messages[-1]["content"])
+
+
+def test_add_takes_a_path_quoted_as_a_dropped_file_arrives(chats, tmp_path):
+    (tmp_path / "my notes.md").write_text("Plant tomatoes in May.")
+    chat = chats()
+    said = "my notes.md (22 chars) will be sent with your next message\n"
+    for typed in (f"{tmp_path}/my notes.md", f"'{tmp_path}/my notes.md'",
+                  f"\"{tmp_path}/my notes.md\"", f"{tmp_path}/my\\ notes.md"):
+        assert chat.run(f"/add {typed}") == said, typed  # was: Cannot read '…': No such file
+    assert chat.run(f"/add '{tmp_path}/my notes") == (  # unbalanced: the sentence, as typed
+        f"Cannot read '{tmp_path}/my notes: No such file or directory.\n")
+    assert len(chat.session.pending) == 4
+
+
+def test_a_pasted_command_split_by_a_newline_or_tab_still_runs(chats):
+    chat = chats([text_response("One."), text_response("Two.")])
+    chat.run("first", "second")
+    out = chat.run("/pop\n2")  # was: unknown command /pop, a line break, 2 — type /help
+    assert out.count("removed turn") == 2, out
+    assert chat.run("/core\tedit\tnope").startswith("no block 'nope'")
+    assert chat.run("/") == "unknown command / — type /help\n"
 
 
 def test_agents_name_shows_one_agent(chats):

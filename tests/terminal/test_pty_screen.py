@@ -150,6 +150,26 @@ def test_keys_typed_while_the_model_answers_wait_for_the_prompt(server):
     assert typed == [PROMPT + "typed ahead"], "\n".join(lines)  # on the prompt only
 
 
+def test_arrow_keys_pressed_while_the_model_answers_leave_no_escape_codes(server):
+    server.enqueue(hang(seconds=3))
+    term = Terminal(server)
+    try:
+        term.child.sendline("first question")
+        term.expect("thinking")
+        term.child.send("\x1b[A\x1b[Ato\x1b[D\x1bOP go")  # Up twice, Left, F1: keys, not text
+        term.expect("Fake reply to: first question")
+        term.expect(PROMPT)
+        term.pump(1.0)
+        lines = term.lines()
+        term.child.send("\r")
+        term.expect("Fake reply to: to go")  # was: to^[[D^[OP go, after ^[[A^[[A
+    finally:
+        term.close()
+    assert [line for line in lines if line.startswith(PROMPT)][-1] == PROMPT + "to go", lines
+    sent = server.requests[-1]["messages"][-1]["content"]
+    assert "\x1b" not in str(sent)
+
+
 def test_ctrl_c_at_the_forget_question_ends_its_line(server):
     server.enqueue(text_response("Noted the zebra."))
     term = Terminal(server)

@@ -308,6 +308,50 @@ def test_the_transcript_of_a_typed_chat_with_stdout_redirected(server, tmp_path)
     assert json.dumps(out.read_text())  # plain text, nothing else
 
 
+def test_with_stdout_redirected_commands_and_questions_reach_the_terminal(server, tmp_path):
+    server.enqueue(text_response("Noted."))
+    out = tmp_path / "t.md"
+    env = {**os.environ, "ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": "t",
+           "TERM": "xterm-256color"}
+    child = pexpect.spawn("bash", ["-c", f"{sys.executable} -m memgpt_lite chat --no-record "
+                                         f"> {out}"], env=env, encoding="utf-8", timeout=30)
+    try:  # was: the plan and its y/N question went into the file; the chat seemed to hang
+        child.expect_exact("you› ")
+        child.sendline("my code word is zebra")
+        child.expect_exact("you› ")
+        child.sendline("/forget zebra")
+        child.expect_exact("message #1 · turn 1 · user · redact: my code word is zebra")
+        child.expect_exact("Forget all of this? It cannot be undone. [y/N] ")
+        child.sendline("y")
+        child.expect_exact("1 message redacted in the queue")
+        child.expect_exact("you› ")
+        child.sendline("/core")
+        child.expect_exact("human  36/5,000 chars")
+        child.expect_exact("you› ")
+        child.sendeof()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert out.read_text() == "> you: my code word is zebra\n\nNoted.\n"  # the transcript only
+
+
+def test_a_delete_question_reaches_the_terminal_with_stdout_redirected(server, tmp_path):
+    make_agents("scratch")
+    env = {**os.environ, "ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": "t"}
+    child = pexpect.spawn("bash", ["-c", f"{sys.executable} -m memgpt_lite agents delete "
+                                         f"scratch > {tmp_path / 'log'}"], env=env,
+                          encoding="utf-8", timeout=30)
+    try:
+        child.expect_exact("[y/N] ")
+        child.sendline("n")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert "[y/N]" not in (tmp_path / "log").read_text()
+    with contextlib.closing(SQLiteStore(config.db_path())) as store:
+        assert store.get_agent("scratch") is not None  # answered no: kept
+
+
 def _bash_complete(script: str, *words: str) -> list[str]:
     """What bash offers for the last of `words`, with the completion script loaded and
     `memgpt-lite` on PATH (this interpreter's, on this test's data dir)."""

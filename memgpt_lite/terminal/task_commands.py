@@ -147,11 +147,13 @@ def share_keep(store: Any, row: Any, label: str, keep: str | None,
 
 def ask_keep(question: str) -> str | None:
     """shared, mine or both, asked on the terminal (None: no answer, e.g. Ctrl-D)."""
+    from memgpt_lite.terminal.user_input import answer as typed_answer, end_line
+
     while True:
         try:
-            answer = input(f"{question} [shared/mine/both] ").strip().lower()
+            answer = typed_answer(f"{question} [shared/mine/both] ").strip().lower()
         except (EOFError, KeyboardInterrupt):
-            print(flush=True)
+            end_line()
             return None
         if answer in ("shared", "mine", "both"):
             return answer

@@ -187,7 +187,7 @@ def answer(question: str) -> str:
     return input()
 
 
-def _end_line() -> None:
+def end_line() -> None:
     """After Ctrl-D or Ctrl-C at a question: what is printed next starts on a line of its own
     (on the side the question went to)."""
     print(file=sys.stdout if sys.stdout.isatty() else sys.stderr, flush=True)
@@ -199,7 +199,7 @@ def ask(question: str) -> bool:
     try:
         return answer(f"{question} [y/N] ").strip().lower() in ("y", "yes")
     except (EOFError, KeyboardInterrupt):
-        _end_line()
+        end_line()
         return False
 
 
@@ -214,7 +214,7 @@ def confirmed(yes: bool, question: str) -> bool:
     try:
         typed = answer(f"{question} [y/N] ")
     except EOFError:
-        _end_line()
+        end_line()
         return False
     return typed.strip().lower() in ("y", "yes")
 

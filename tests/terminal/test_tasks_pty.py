@@ -111,7 +111,9 @@ def test_piped_a_write_is_declined_with_one_notice_and_nothing_waits(server):
     assert any("no terminal to ask them" in str(b.get("content")) for b in result)
 
 
-def test_share_asks_on_a_terminal_which_value_to_keep():
+@pytest.mark.parametrize("redirected", [False, True], ids=["stdout-terminal", "stdout-file"])
+def test_share_asks_on_a_terminal_which_value_to_keep(redirected, tmp_path):
+    """With stdout in a file (`> log`) the question still reaches the terminal, not the file."""
     from memgpt_lite.engine.memory import default_blocks
 
     with SQLiteStore(config.db_path()) as store:
@@ -119,9 +121,10 @@ def test_share_asks_on_a_terminal_which_value_to_keep():
             row = store.create_agent(name, {}, default_blocks(5_000))
             store.set_block(row.id, "human", value, source="user")
         store.share_block(store.get_agent("home").id, "human")
-    child = pexpect.spawn(sys.executable, ["-m", "memgpt_lite", "agents", "share", "work",
-                                           "human"], env=dict(os.environ, TERM="dumb"),
-                          encoding="utf-8", timeout=30)
+    command = f"{sys.executable} -m memgpt_lite agents share work human"
+    log = tmp_path / "log"
+    child = pexpect.spawn("bash", ["-c", f"{command} > {log}" if redirected else command],
+                          env=dict(os.environ, TERM="dumb"), encoding="utf-8", timeout=30)
     try:
         child.expect_exact("shared: Answers in Chinese.")
         child.expect_exact("work: Name: Ada.")
@@ -131,5 +134,6 @@ def test_share_asks_on_a_terminal_which_value_to_keep():
     finally:
         child.close(force=True)
     assert child.exitstatus == 0
+    assert not redirected or "[shared/mine/both]" not in log.read_text()
     with SQLiteStore(config.db_path()) as store:
         assert store.shared_block("human").value == "Answers in Chinese.\nName: Ada."

@@ -151,7 +151,12 @@ def _open_agent(store: Any, name: str, flags: dict[str, tuple[Any, str]], client
     counted: list[tuple[Any, int]] = []  # what the check of the window had the API count
 
     def count(request: Any) -> int:
-        counted.append((request, client.count_tokens(request)))
+        # Before the prompt shows: on a terminal say what it waits for, or a slow server
+        # looks like a start that hangs.
+        waiting = meta.status("measuring the context window with the API (it is near its "
+                              "minimum)…") if meta.is_terminal else contextlib.nullcontext()
+        with waiting:
+            counted.append((request, client.count_tokens(request)))
         return counted[-1][1]
 
     settings = chat_settings(store, name, flags=flags, count=count,

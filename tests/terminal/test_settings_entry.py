@@ -256,3 +256,35 @@ def test_a_window_near_the_minimum_sizes_the_first_turn_by_the_start_count():
     assert "clipped" not in done.stderr and "over the budget" not in done.stderr, done.stderr
     assert first.endswith(said)  # the model read the whole message
     assert len(server.requests) == 2  # no request was refused for its length
+
+
+@pytest.mark.slow
+def test_a_slow_count_at_start_says_on_the_terminal_what_the_chat_waits_for(monkeypatch):
+    """Near its minimum the window is measured with the API before the prompt shows: on a
+    terminal a slow server shows why the start waits, and the prompt follows."""
+    import os
+    import sys
+    import time
+
+    pexpect = pytest.importorskip("pexpect")
+    from memgpt_lite.lab import fake_server
+
+    with fake_server.FakeAnthropicServer() as server, SQLiteStore(config.db_path()) as store:
+        window = minimums(store, server)[1] + 300  # near the minimum: counted at start
+        real = fake_server.count_tokens
+        monkeypatch.setattr(fake_server, "count_tokens",
+                            lambda body: (time.sleep(1.5), real(body))[1])
+        child = pexpect.spawn(sys.executable, ["-m", "memgpt_lite", "chat", "--no-record",
+                                               "--context-window", str(window)],
+                              env={**os.environ, "ANTHROPIC_BASE_URL": server.base_url,
+                                   "ANTHROPIC_API_KEY": "test", "TERM": "xterm-256color",
+                                   "COLUMNS": "120", "LINES": "30"},
+                              encoding="utf-8", timeout=60, dimensions=(30, 120))
+        try:
+            child.expect_exact("measuring the context window with the API")
+            child.expect_exact("you›")
+            child.sendline("/exit")
+            child.expect(pexpect.EOF)
+        finally:
+            child.close(force=True)
+        assert server.count_requests  # the wait shown was the API's count

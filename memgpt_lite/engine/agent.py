@@ -66,7 +66,7 @@ from memgpt_lite.engine.records import (
     utc_iso,
 )
 from memgpt_lite.engine.redact import redact_blocks, redact_message
-from memgpt_lite.engine.replies import stop_notices, valid_content
+from memgpt_lite.engine.replies import sendable, stop_notices, valid_content
 from memgpt_lite.engine.store.base import AgentLockLike, AgentRow, Store
 from memgpt_lite.engine.summariser import Summariser
 from memgpt_lite.engine.tally import Tally
@@ -417,7 +417,7 @@ class Agent(AgentTasks):
             yield from self._fail(exc.message, exc.kind, exc.retryable)
         if response is None:
             yield from self._fail("The model's stream ended without a response.", "stream", True)
-        response = replace(response, content=clean_value(response.content))
+        response = replace(response, content=sendable(response.content, request.messages))
         if self.redact_secrets:  # the model may echo a secret into text or a tool input
             response = replace(response, content=redact_blocks(response.content))
         yield ResponseEvent(response, "chat")

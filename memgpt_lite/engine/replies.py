@@ -3,11 +3,49 @@ reply ended (cut at max tokens, refused, paused, empty). Used by the agent loop 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from memgpt_lite.engine.config import setting_names
 from memgpt_lite.engine.events import Event, NoticeEvent
 from memgpt_lite.engine.records import ContentBlock, ModelResponse, canonical_json
+from memgpt_lite.engine.text import clean_value
+
+_NOT_IN_ID = re.compile(r"[^a-zA-Z0-9_-]")  # the API's patterns for tool_use ids and names
+MAX_NAME = 64
+
+
+def sendable(content: list[ContentBlock], sent: list[dict]) -> list[ContentBlock]:
+    """A response's content as the next request can carry it back after the messages
+    `sent`: texts cleaned (lone surrogates), and every tool_use with an id and a name the
+    API accepts. The API refuses a request whose tool_use ids repeat (in one reply, or one
+    already in the history) or break its pattern, and a tool name that breaks its pattern:
+    such a call gets a fresh id or a name of the allowed characters, and is answered under
+    it (an unknown name as any unknown tool), so the turn goes on."""
+    content = clean_value(content)
+    taken = {b.get("id") for m in sent if isinstance(m.get("content"), list)
+             for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_use"}
+    out = []
+    for block in content:
+        if block.get("type") == "tool_use":
+            block = _sendable_call(block, taken)
+            taken.add(block["id"])
+        out.append(block)
+    return out
+
+
+def _sendable_call(block: ContentBlock, taken: set) -> ContentBlock:
+    wanted, name = block.get("id"), block.get("name")
+    new_id = wanted if isinstance(wanted, str) and wanted else "toolu"
+    new_id = _NOT_IN_ID.sub("_", new_id)
+    base, n = new_id, 1
+    while new_id in taken:
+        n += 1
+        new_id = f"{base}_{n}"
+    new_name = _NOT_IN_ID.sub("_", name if isinstance(name, str) else "")[:MAX_NAME] or "tool"
+    if new_id == wanted and new_name == name:
+        return block
+    return {**block, "id": new_id, "name": new_name}
 
 
 def valid_content(content: list[ContentBlock], stop: str | None) -> list[ContentBlock]:

@@ -127,6 +127,41 @@ def test_a_newer_schema_or_another_programs_tables_are_refused_and_left_alone(pg
     assert tables == [("recipes",)]
 
 
+def test_a_role_that_may_not_create_tables_uses_a_migrated_schema(pg_url, capsys):
+    """An application role with rights on the rows but not to create tables (its schema
+    migrated by its owner) reads and writes; one that may only read lists its agents."""
+    import secrets
+
+    import psycopg
+    import pg_support
+
+    with open_store(pg_url) as store:
+        store.create_agent("ada", {}, {"human": ("Ann.", 500)})
+    app, reader = f"app_{secrets.token_hex(4)}", f"reader_{secrets.token_hex(4)}"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        for role in (app, reader):
+            conn.execute(f"CREATE ROLE {role} LOGIN")
+            conn.execute(f"GRANT USAGE ON SCHEMA memgpt_lite TO {role}")
+        conn.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "
+                     f"memgpt_lite TO {app}")
+        conn.execute(f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA memgpt_lite TO {app}")
+        conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA memgpt_lite TO {reader}")
+    as_role = {r: pg_support.with_database(pg_url.replace("memgpt@", f"{r}@"),
+                                           pg_url.rsplit("/", 1)[1]) for r in (app, reader)}
+    try:
+        with open_store(as_role[app]) as store:
+            store.create_agent("bo", {}, {"human": ("Bo.", 500)})
+            assert [a.name for a in store.list_agents()] == ["ada", "bo"]
+        assert cli.main(["--db", as_role[reader], "agents", "list"]) == 0
+        out = capsys.readouterr().out
+        assert "ada" in out and "bo" in out
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            for role in (app, reader):
+                conn.execute(f"DROP OWNED BY {role}")
+                conn.execute(f"DROP ROLE {role}")
+
+
 @pytest.mark.slow
 def test_processes_opening_a_new_database_at_once_migrate_it_once(pg_url):
     from memgpt_lite.engine.store.postgres.migrations import MIGRATIONS as PG_MIGRATIONS

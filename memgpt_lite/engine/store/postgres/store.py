@@ -80,10 +80,14 @@ class PostgresStore(SQLStore):
                              f"schema migration {unknown[0]!r}); upgrade memgpt-lite to use it.")
 
     def _migrate(self) -> None:
-        with self.transaction():
-            self.db.lock(_MIGRATION_LOCK)
-            self.db.execute("CREATE TABLE IF NOT EXISTS schema_migrations (position INTEGER "
-                            "PRIMARY KEY, name TEXT NOT NULL UNIQUE, applied_at TEXT NOT NULL)")
+        # CREATE ... IF NOT EXISTS still needs the right to create: skipped on a ledger that
+        # exists, so a role with rights on the rows only uses a schema its owner migrated.
+        if "schema_migrations" not in self.db.tables():
+            with self.transaction():
+                self.db.lock(_MIGRATION_LOCK)
+                self.db.execute("CREATE TABLE IF NOT EXISTS schema_migrations (position "
+                                "INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, "
+                                "applied_at TEXT NOT NULL)")
         for position, (name, sql) in enumerate(MIGRATIONS, 1):
             with self.transaction():  # a second process starting now waits, then skips
                 self.db.lock(_MIGRATION_LOCK)

@@ -32,6 +32,7 @@ from memgpt_lite.engine.records import (
     ModelResponse,
     Usage,
 )
+from memgpt_lite.engine.text import shorten
 
 StreamItem = TextDelta | ThinkingDelta | ModelResponse
 
@@ -263,6 +264,12 @@ class AnthropicClient:
             return self._gave_up()
         if isinstance(exc, (httpx2.TransportError, httpx2.StreamError)):
             return StreamError(f"The connection to {self.host} broke mid-reply.")
+        if isinstance(exc, ValueError) and str(exc).startswith(_UNREADABLE_TOOL_INPUT):
+            # The model writes a tool call's input as JSON text, and the SDK parses it as it
+            # streams: JSON it cannot read (a lone surrogate escape such as \ud800, which
+            # valid text never holds) fails the stream before the call can be answered.
+            return StreamError("The model wrote a tool call whose input is not readable JSON "
+                               f"({_parser_reason(exc)}).")
         if isinstance(exc, (ValueError, RuntimeError, IndexError, KeyError)):
             # json/pydantic decoding or event-order failures inside the SDK's stream parser
             return StreamError("The API sent a malformed response stream.")
@@ -278,6 +285,18 @@ class AnthropicClient:
         request = getattr(exc, "request", None)
         count = request.headers.get("x-stainless-retry-count") if request is not None else None
         return _retries(int(count) if count and count.isdigit() else self.max_retries)
+
+
+_UNREADABLE_TOOL_INPUT = "Unable to parse tool parameter JSON"  # the SDK's words
+
+
+def _parser_reason(exc: Exception) -> str:
+    """The JSON parser's own reason from the SDK's message (which goes on to quote the whole
+    input), e.g. "lone leading surrogate in hex escape at line 1 column 20"."""
+    text = str(exc)
+    start = text.find("Error: ")
+    reason = text[start + 7:].split(". JSON:", 1)[0] if start >= 0 else ""
+    return shorten(reason, 120) or "the SDK could not parse it"
 
 
 def _retries(tries: int) -> str:

@@ -304,6 +304,17 @@ def test_malformed_json_in_a_data_line_is_a_stream_error():
     assert isinstance(err, errors.StreamError) and "malformed" in err.message
 
 
+def test_a_tool_input_the_sdk_cannot_parse_is_named_as_the_model_s_tool_call():
+    # The model writes a tool call's input as JSON; a lone surrogate escape in it (\ud800)
+    # makes the SDK's parser fail the stream. The error says so instead of blaming the API.
+    content = [{"type": "tool_use", "id": "toolu_a", "name": "archival_search",
+                "input": {"query": "lone \ud800 surrogate"}}]
+    err = fail(client_for(Recorder(stream_response(message(content, "tool_use")))))
+    assert isinstance(err, errors.StreamError) and err.retryable
+    assert err.message.startswith("The model wrote a tool call whose input is not readable")
+    assert "hex escape" in err.message and "JSON:" not in err.message  # the reason, not the input
+
+
 def test_prompt_too_long_carries_the_numbers():
     rec = Recorder(error_response(400, "invalid_request_error",
                                   "prompt is too long: 210345 tokens > 200000 maximum"))

@@ -540,10 +540,11 @@ class Agent(AgentTasks):
                               self.settings.budget)
 
     def pop_turns(self, n: int = 1) -> PoppedTurns:
-        """Undo the last n turns of the queue, in one transaction: they leave the queue and
+        """Undo the last n turns (evicted or not: the queue's last n would skip a turn the
+        model evicted and delete an older one), in one transaction: they leave the queue and
         recall, and their memory edits are reverted where nothing changed them since (see
         `Store.pop_turns`). Returns what was undone (falsy when there was nothing)."""
-        ids = sorted({m.turn_id for m in self.store.context_messages(self.id)})[-n:] if n > 0 else []
+        ids = self.store.last_turn_ids(self.id, n) if n > 0 else []
         return self._pop(ids)
 
     def _pop(self, ids: list[int]) -> PoppedTurns:

@@ -77,6 +77,7 @@ from memgpt_lite.engine.window import tool_schemas, window_for
 
 BLOCK_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,49}")
 REPEAT_LIMIT = 3  # identical tool calls in a row before the chain is stopped
+NOTHING_TO_COMPACT = "There is nothing to compact: the context queue is empty."
 
 
 def utc_now() -> datetime:
@@ -234,23 +235,18 @@ class Agent(AgentTasks):
         """/compact: make room now. One turn in which the model gets the memory-pressure
         alert whatever the pressure (the paging controller's alert, on demand) and chooses
         what to save and evict; when it evicts nothing, the oldest turns are flushed and
-        summarised. The turn itself stays in recall but leaves the queue once committed.
-        LookupError when the queue is empty (there is nothing to make room from)."""
+        summarised. The turn itself stays in recall but leaves the queue once committed, and
+        `retry` sends it again as a /compact. LookupError when the queue is empty."""
         with self._turn_time() as clock:
             self._recover()
             if not self.store.context_messages(self.id):
-                raise LookupError("There is nothing to compact: the context queue is empty.")
+                raise LookupError(NOTHING_TO_COMPACT)
             asked = clean_text(instructions).strip()
-            text = prompts.render("compact.md", instructions=(
-                f"\n\nWhat the user wants kept: {asked}" if asked else ""))
+            text = prompts.compact_request(asked)
             turn_id = self.store.max_turn_id(self.id) + 1
             user = Message("user", [{"type": "text", "text": text}], turn_id,
                            created_at=utc_iso(self.now()), in_context=False)
-            self.pager.on_demand = True
-            try:
-                yield from self._turn(user, clock.start, compact=asked)
-            finally:
-                self.pager.on_demand = False
+            yield from self._turn(user, clock.start, compact=asked)
 
     def _attached(self, block: ContentBlock) -> ContentBlock:
         """An attachment's block as stored: cleaned, its secrets redacted like the user's own
@@ -278,7 +274,10 @@ class Agent(AgentTasks):
                 replacing = [last]
                 user = Message("user", user.content, last, created_at=utc_iso(self.now()),
                                in_context=False)
-            yield from self._turn(user, clock.start, replacing, retry=True)
+            asked = prompts.compact_asked(_text_of(user))  # a /compact is sent again as one
+            if asked is not None and not self.store.context_messages(self.id):
+                raise LookupError(NOTHING_TO_COMPACT)
+            yield from self._turn(user, clock.start, replacing, retry=True, compact=asked)
 
     def _recover(self) -> None:
         """Undo a turn this store left open (its undo could not be written, e.g. disk full)."""
@@ -296,6 +295,7 @@ class Agent(AgentTasks):
         run = _TurnRun(user.turn_id, [user])
         alerts = self.pager.state()
         try:
+            self.pager.on_demand = compact is not None  # its alert, whatever the pressure
             files = [b for b in user.content if is_attachment(b)]
             said = _text_of(user) if compact is None else compact
             yield UserEvent(said, utc_iso(at), user.turn_id, retry, files, compact is not None)
@@ -314,6 +314,7 @@ class Agent(AgentTasks):
         except TurnFailed:
             pass
         finally:
+            self.pager.on_demand = False
             if not run.completed:
                 self.store.undo_turn(self.id, run.turn_id)
                 self.pager.restore(alerts)
@@ -539,10 +540,11 @@ class Agent(AgentTasks):
                               self.settings.budget)
 
     def pop_turns(self, n: int = 1) -> PoppedTurns:
-        """Undo the last n turns of the queue, in one transaction: they leave the queue and
+        """Undo the last n turns (evicted or not: the queue's last n would skip a turn the
+        model evicted and delete an older one), in one transaction: they leave the queue and
         recall, and their memory edits are reverted where nothing changed them since (see
         `Store.pop_turns`). Returns what was undone (falsy when there was nothing)."""
-        ids = sorted({m.turn_id for m in self.store.context_messages(self.id)})[-n:] if n > 0 else []
+        ids = self.store.last_turn_ids(self.id, n) if n > 0 else []
         return self._pop(ids)
 
     def _pop(self, ids: list[int]) -> PoppedTurns:
@@ -596,5 +598,3 @@ def _text_of(message: Message) -> str:
     """The user's own words in a message (not the files attached to them)."""
     return "".join(b.get("text", "") for b in message.content
                    if b.get("type") == "text" and not is_attachment(b))
-
-

@@ -70,3 +70,21 @@ def names() -> list[str]:
 def digests() -> dict[str, str]:
     """sha256 (short) of every prompt file, for recording headers."""
     return {n: hashlib.sha256(load(n).encode()).hexdigest()[:16] for n in names()}
+
+
+_KEPT = "\n\nWhat the user wants kept: "
+
+
+def compact_request(asked: str) -> str:
+    """The user message of a /compact turn, `asked` being what the user wants kept."""
+    return render("compact.md", instructions=f"{_KEPT}{asked}" if asked else "")
+
+
+def compact_asked(text: str) -> str | None:
+    """What the user wanted kept when `text` is the message of a /compact turn (so that
+    /retry sends it again as one), else None."""
+    plain = compact_request("")
+    if text == plain:
+        return ""
+    head = plain + _KEPT
+    return text[len(head):] if text.startswith(head) else None

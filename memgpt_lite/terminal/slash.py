@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from memgpt_lite.engine import privacy
+from memgpt_lite.engine import privacy, prompts
 from memgpt_lite.engine.store.base import BlockChanged
 from memgpt_lite.engine.text import shorten
 from memgpt_lite.terminal import render
@@ -307,6 +307,9 @@ def retry(session: ChatSession, rest: str) -> None:
     text = agent.last_user_text()
     if not text:
         session.say("nothing to retry yet")
+        return
+    if prompts.compact_asked(text) is not None and not agent.context_report().turns:
+        session.say("nothing to compact: the context queue is empty")  # /retry compacts again
         return
     store, agent_id = agent.store, agent.id
     last = store.max_turn_id(agent_id, in_conversation=True)  # the turn Agent.retry undoes

@@ -5,6 +5,7 @@ behind; a recorded compaction replays exactly."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 
 import pytest
@@ -13,7 +14,9 @@ from memgpt_lite.engine import recording
 from memgpt_lite.engine import replay as replay_mod
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.errors import OverloadedError
+from memgpt_lite.engine.model import AnthropicClient
 from memgpt_lite.engine.store.sqlite.store import SQLiteStore
+from memgpt_lite.lab.fake_server import FakeAnthropicServer, server_error
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 FIXED = datetime(2026, 11, 29, 13, 45, tzinfo=timezone.utc)
@@ -92,6 +95,41 @@ def test_a_recorded_compaction_replays_exactly(store, tmp_path):
     recording.record_header(agent, recorder)
     list(recording.recorded_step(agent, recorder, "keep names", compact=True))
     list(recording.recorded_step(agent, recorder, "And now?"))
+    recorder.close()
+    report = replay_mod.replay(tmp_path / "rec.jsonl", strict=True)
+    assert report.ok and not report.divergences, report.divergences
+    assert report.tally.forced_flushes == 1
+
+
+def test_a_retried_compaction_is_a_compaction_again(tmp_path):
+    """/compact fails (a 500), the error says /retry sends it again: it goes as a /compact,
+    with the alert listing the turns and the flush when the model evicts nothing, and it
+    leaves the queue; it is not the instructions sent as an ordinary message."""
+    with FakeAnthropicServer() as server, SQLiteStore(tmp_path / "r.db") as store:
+        client = AnthropicClient(base_url=server.base_url, api_key="test", max_retries=0)
+        agent = Agent.open(store, "a", model_client=client, summary_client=client,
+                           clock=lambda: FIXED)
+        for text in ["my locker code is 4471", "the basil needs repotting"]:
+            assert list(agent.step(text))[-1].completed
+        server.enqueue(server_error(500))
+        assert not list(agent.compact("keep the code"))[-1].completed
+        events = list(agent.retry())
+        user = next(e for e in events if e.kind == "user")
+        assert user.retry and user.compact and user.text == "keep the code"
+        sent = json.dumps(server.requests[-2]["messages"][-1])  # the chat call, then the summary
+        assert "Memory pressure:" in sent and "What the user wants kept: keep the code" in sent
+        assert [e.by for e in events if e.kind == "eviction"] == ["compact"]
+        assert events[-1].completed and 3 not in queued(store, agent)
+        assert len(store.turn_messages(agent.id, 3)) == 2  # the exchange stays in recall, once
+
+
+def test_a_recorded_retry_of_a_compaction_replays_exactly(store, tmp_path):
+    agent, model = agent_with_turns(store, [OverloadedError("busy"), text_response("Nothing."),
+                                            text_response("Summary.")])
+    recorder = recording.Recorder(tmp_path / "rec.jsonl")
+    recording.record_header(agent, recorder)
+    list(recording.recorded_step(agent, recorder, "keep names", compact=True))
+    list(recording.recorded_step(agent, recorder, "", retry=True))
     recorder.close()
     report = replay_mod.replay(tmp_path / "rec.jsonl", strict=True)
     assert report.ok and not report.divergences, report.divergences

@@ -242,6 +242,22 @@ def test_evict_tool_rejects_a_non_object(tmp_path):
     assert "Turns you can evict: 1." in outcome.text and events == []
 
 
+def test_pop_after_the_model_evicted_the_last_turn_undoes_the_last_turns(tmp_path):
+    """/pop 2 is the last two turns: with turn 2 evicted, the queue's last two (1 and 3)
+    would delete the first turn from recall and keep the second."""
+    agent, model, _ = make_agent(tmp_path)
+    step(agent, model, "my locker code is 4471")
+    step(agent, model, "the basil needs repotting")
+    step(agent, model, "drop the basil talk",
+         tool_response([("evict_turns", {"turn_ids": [2], "summary": "basil"})]),
+         text_response("ok"))
+    assert queue_ids(agent) == [1, 3]
+    assert agent.pop_turns(2).turn_ids == [2, 3]
+    assert queue_ids(agent) == [1]
+    assert sorted({m.turn_id for m in agent.store.all_messages(agent.id)}) == [1]
+    assert agent.store.search_messages(agent.id, "locker 4471").hits
+
+
 def test_evict_turns_without_summary_keeps_a_deterministic_one(tmp_path):
     agent, model, _ = make_agent(tmp_path)
     step(agent, model, "my cat is called Miso")

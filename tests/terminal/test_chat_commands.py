@@ -142,6 +142,20 @@ def test_compact_shows_what_went_and_the_new_summary(chats):
     assert out[-1] == "summary: Turns 1–2: Ada asked about her garden."
 
 
+def test_retry_after_compact_compacts_again_or_says_there_is_nothing(chats):
+    chat = chats([text_response("One."), text_response("Two."), OverloadedError("busy"),
+                  tool_response([("evict_turns", {"turn_ids": [1], "summary": "Ada's garden."})]),
+                  text_response("Kept the garden."), text_response("Nothing to evict."),
+                  text_response("Summary.")])
+    chat.run("first", "second")
+    assert "error" in chat.run("/compact keep the garden")
+    out = chat.run("/retry")
+    assert "· evicted turn 1 · " in out and "Kept the garden." in out
+    assert chat.agent.context_report().turns[-1].id == 2  # the compaction left the queue
+    assert "the queue holds 0 of 1 turns" in chat.run("/compact")  # the oldest went
+    assert chat.run("/retry") == "nothing to compact: the context queue is empty\n"
+
+
 def test_model_shows_switches_and_saves(chats):
     chat = chats([text_response("ok", usage=Usage(10, 1, 0, 0))])
     assert chat.run("/model") == ("model claude-sonnet-5-5 (default); summariser "

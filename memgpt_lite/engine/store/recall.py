@@ -226,6 +226,14 @@ class RecallMixin(ConversationsMixin):
         return self.db.query("SELECT coalesce(max(turn_id), 0) FROM messages WHERE agent_id = ?",
                              (agent_id,))[0][0]
 
+    def last_turn_ids(self, agent_id: int, n: int) -> list[int]:
+        """The current conversation's newest `n` finished turns, oldest first, whether in the
+        queue or evicted from it (a failed turn's message is not a finished turn)."""
+        rows = self.db.query("SELECT DISTINCT turn_id FROM messages WHERE agent_id = ? AND "
+                             "conversation_id = ? AND status = '' ORDER BY turn_id DESC LIMIT ?",
+                             (agent_id, self.current_conversation(agent_id), n))
+        return sorted(r[0] for r in rows)
+
     # ---------------------------------------------------------------- search
 
     def search_messages(self, agent_id: int, query: str, page: int = 1, per_page: int = 5,

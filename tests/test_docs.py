@@ -1,6 +1,7 @@
 """The docs are checked against the code: every `memgpt-lite` command line shown in the README,
 CONTRIBUTING.md and docs/*.md parses with the real parser, links between the pages resolve,
-and CI runs the test command CONTRIBUTING.md shows.
+CI runs the test command CONTRIBUTING.md shows, every environment variable a page names is
+read by the code, and the chat page's table of slash commands is the one `/help` prints.
 
 Command lines come from fenced code blocks (a line ending in `\\` continues on the next) and
 inline code spans. A `memgpt-lite` counts where a shell would run it: first in a command
@@ -392,6 +393,46 @@ def test_the_docs_index_lists_every_page():
         if page.name != "index.md":
             assert f"]({page.name})" in index, f"docs/index.md does not link {page.name}"
             assert f"](docs/{page.name})" in readme, f"the README does not link {page.name}"
+
+
+VARIABLE = re.compile(r"\b(?:MEMGPT_LITE|ANTHROPIC)_[A-Z_]*[A-Z]")
+
+
+def test_every_environment_variable_a_page_names_is_read_and_the_registry_is_documented():
+    from memgpt_lite.engine.registry import environment_rows
+
+    source = "\n".join(p.read_text("utf-8") for p in (REPO / "memgpt_lite").rglob("*.py"))
+    tests = "\n".join(p.read_text("utf-8") for p in (REPO / "tests").glob("*.py"))
+    for page in PAGES:
+        for name in set(VARIABLE.findall(page.read_text("utf-8"))):
+            assert f'"{name}"' in source or f'"{name}"' in tests, \
+                f"{page.name} names {name}, which nothing reads"
+    configuration = (REPO / "docs" / "configuration.md").read_text("utf-8")
+    for names, _ in environment_rows():
+        for name in names.split(", "):
+            assert f"`{name}`" in configuration, f"docs/configuration.md leaves out {name}"
+
+
+def _slash_table() -> list[list[str]]:
+    """The cells of each row of docs/chat.md's table of slash commands."""
+    chat = (REPO / "docs" / "chat.md").read_text("utf-8")
+    table = chat.split("## Slash commands", 1)[1].split("\n\n", 2)[1]
+    return [[cell.replace("\\|", "|") for cell in re.split(r"(?<!\\)\|", row)[1:-1]]
+            for row in table.splitlines()[2:]]
+
+
+def test_every_slash_command_of_help_is_in_the_chat_page_and_no_other():
+    from memgpt_lite.terminal import slash
+
+    rows = _slash_table()
+    shown = {span for row in rows for span in re.findall(r"`([^`]+)`", row[0])}
+    for command in slash.COMMANDS:
+        for synopsis, _ in command.usages:
+            assert synopsis in shown, f"docs/chat.md's table leaves out {synopsis}"
+    for span in shown:
+        assert slash.find(span.split()[0][1:]), f"docs/chat.md shows {span}: no such command"
+    for alias in (a for command in slash.COMMANDS for a in command.aliases):
+        assert f"/{alias}" in " ".join(cell for row in rows for cell in row), alias
 
 
 # --------------------------------------------------------------------------- the checker

@@ -1,7 +1,8 @@
 """The docs are checked against the code: every `memgpt-lite` command line shown in the README,
 CONTRIBUTING.md and docs/*.md parses with the real parser, links between the pages resolve,
 CI runs the test command CONTRIBUTING.md shows, every environment variable a page names is
-read by the code, and the chat page's table of slash commands is the one `/help` prints.
+read by the code, the chat page's table of slash commands is the one `/help` prints, and the
+memory and MCP pages name every input of the memory tools.
 
 Command lines come from fenced code blocks (a line ending in `\\` continues on the next) and
 inline code spans. A `memgpt-lite` counts where a shell would run it: first in a command
@@ -411,6 +412,18 @@ def test_every_environment_variable_a_page_names_is_read_and_the_registry_is_doc
     for names, _ in environment_rows():
         for name in names.split(", "):
             assert f"`{name}`" in configuration, f"docs/configuration.md leaves out {name}"
+
+
+def test_the_memory_and_mcp_pages_name_every_input_of_every_memory_tool():
+    from memgpt_lite.engine.tool_schemas import memory_tool_schemas
+
+    memory = " ".join((REPO / "docs" / "memory.md").read_text("utf-8").split())
+    mcp = (REPO / "docs" / "mcp.md").read_text("utf-8")
+    for tool in memory_tool_schemas():
+        inputs = list(tool["input_schema"]["properties"])
+        assert f"`{tool['name']}({', '.join(inputs)})`" in memory, tool["name"]
+        [row] = [r for r in mcp.splitlines() if r.startswith(f"| `{tool['name']}` |")]
+        assert row.split(" | ")[1] == ", ".join(f"`{i}`" for i in inputs), row
 
 
 def _slash_table() -> list[list[str]]:

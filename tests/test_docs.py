@@ -458,7 +458,7 @@ def _why(markdown: str) -> list[str]:
 @pytest.mark.parametrize("line, why", [
     ("memgpt-lite chat --no-such-flag", "unrecognized arguments: --no-such-flag"),
     ("memgpt-lite frobnicate", "invalid choice: 'frobnicate'"),
-    ("memgpt-lite demo --speed fast", "invalid float value: 'fast'"),
+    ("memgpt-lite demo --speed fast", "must be a number of 0 or more (0: as fast as possible)"),
     ("memgpt-lite forget --any --regex Rex", "not allowed with argument"),
     ("memgpt-lite completion tcsh", "invalid choice: 'tcsh'"),
     ("memgpt-lite --db postgresql://me@db/x chatt", "invalid choice: 'chatt'"),

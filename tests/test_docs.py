@@ -1,6 +1,8 @@
 """The docs are checked against the code: every `memgpt-lite` command line shown in the README,
 CONTRIBUTING.md and docs/*.md parses with the real parser, links between the pages resolve,
-and CI runs the test command CONTRIBUTING.md shows.
+CI runs the test command CONTRIBUTING.md shows, every environment variable a page names is
+read by the code, the chat page's table of slash commands is the one `/help` prints, and the
+memory and MCP pages name every input of the memory tools.
 
 Command lines come from fenced code blocks (a line ending in `\\` continues on the next) and
 inline code spans. A `memgpt-lite` counts where a shell would run it: first in a command
@@ -394,6 +396,58 @@ def test_the_docs_index_lists_every_page():
             assert f"](docs/{page.name})" in readme, f"the README does not link {page.name}"
 
 
+VARIABLE = re.compile(r"\b(?:MEMGPT_LITE|ANTHROPIC)_[A-Z_]*[A-Z]")
+
+
+def test_every_environment_variable_a_page_names_is_read_and_the_registry_is_documented():
+    from memgpt_lite.engine.registry import environment_rows
+
+    source = "\n".join(p.read_text("utf-8") for p in (REPO / "memgpt_lite").rglob("*.py"))
+    tests = "\n".join(p.read_text("utf-8") for p in (REPO / "tests").glob("*.py"))
+    for page in PAGES:
+        for name in set(VARIABLE.findall(page.read_text("utf-8"))):
+            assert f'"{name}"' in source or f'"{name}"' in tests, \
+                f"{page.name} names {name}, which nothing reads"
+    configuration = (REPO / "docs" / "configuration.md").read_text("utf-8")
+    for names, _ in environment_rows():
+        for name in names.split(", "):
+            assert f"`{name}`" in configuration, f"docs/configuration.md leaves out {name}"
+
+
+def test_the_memory_and_mcp_pages_name_every_input_of_every_memory_tool():
+    from memgpt_lite.engine.tool_schemas import memory_tool_schemas
+
+    memory = " ".join((REPO / "docs" / "memory.md").read_text("utf-8").split())
+    mcp = (REPO / "docs" / "mcp.md").read_text("utf-8")
+    for tool in memory_tool_schemas():
+        inputs = list(tool["input_schema"]["properties"])
+        assert f"`{tool['name']}({', '.join(inputs)})`" in memory, tool["name"]
+        [row] = [r for r in mcp.splitlines() if r.startswith(f"| `{tool['name']}` |")]
+        assert row.split(" | ")[1] == ", ".join(f"`{i}`" for i in inputs), row
+
+
+def _slash_table() -> list[list[str]]:
+    """The cells of each row of docs/chat.md's table of slash commands."""
+    chat = (REPO / "docs" / "chat.md").read_text("utf-8")
+    table = chat.split("## Slash commands", 1)[1].split("\n\n", 2)[1]
+    return [[cell.replace("\\|", "|") for cell in re.split(r"(?<!\\)\|", row)[1:-1]]
+            for row in table.splitlines()[2:]]
+
+
+def test_every_slash_command_of_help_is_in_the_chat_page_and_no_other():
+    from memgpt_lite.terminal import slash
+
+    rows = _slash_table()
+    shown = {span for row in rows for span in re.findall(r"`([^`]+)`", row[0])}
+    for command in slash.COMMANDS:
+        for synopsis, _ in command.usages:
+            assert synopsis in shown, f"docs/chat.md's table leaves out {synopsis}"
+    for span in shown:
+        assert slash.find(span.split()[0][1:]), f"docs/chat.md shows {span}: no such command"
+    for alias in (a for command in slash.COMMANDS for a in command.aliases):
+        assert f"/{alias}" in " ".join(cell for row in rows for cell in row), alias
+
+
 # --------------------------------------------------------------------------- the checker
 
 
@@ -404,7 +458,7 @@ def _why(markdown: str) -> list[str]:
 @pytest.mark.parametrize("line, why", [
     ("memgpt-lite chat --no-such-flag", "unrecognized arguments: --no-such-flag"),
     ("memgpt-lite frobnicate", "invalid choice: 'frobnicate'"),
-    ("memgpt-lite demo --speed fast", "invalid float value: 'fast'"),
+    ("memgpt-lite demo --speed fast", "must be a number of 0 or more (0: as fast as possible)"),
     ("memgpt-lite forget --any --regex Rex", "not allowed with argument"),
     ("memgpt-lite completion tcsh", "invalid choice: 'tcsh'"),
     ("memgpt-lite --db postgresql://me@db/x chatt", "invalid choice: 'chatt'"),

@@ -9,6 +9,7 @@ the error edge; completion.py makes shell completion scripts from it.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from typing import Any
 
@@ -238,14 +239,27 @@ def _add_recording_parsers(sub: Any) -> None:
     p.add_argument("file", metavar="FILE", help="a JSONL recording, or the id of one that "
                                                 "`memgpt-lite sessions` shows")
     p.add_argument("--strict", action="store_true", help="exit non-zero on any divergence")
-    p.add_argument("--speed", type=float, default=0.0, metavar="X",
+    p.add_argument("--speed", type=_speed, default=0.0, metavar="X",
                    help="playback speed factor (0 = as fast as possible)")
     p.set_defaults(func=lambda a: _commands().cmd_replay(a))
     p = _parser(sub, "demo", "offline: replay a bundled session through the real engine",
                 "memgpt-lite demo", "memgpt-lite demo --speed 0")
-    p.add_argument("--speed", type=float, default=1.0, metavar="X",
+    p.add_argument("--speed", type=_speed, default=1.0, metavar="X",
                    help="playback speed factor (0 = as fast as possible)")
     p.set_defaults(func=lambda a: _commands().cmd_demo(a))
+
+
+def _speed(text: str) -> float:
+    """A playback speed factor: 0 (as fast as possible) or more. A negative or NaN factor
+    would otherwise be taken as 0 without a word."""
+    try:
+        speed = float(text)
+    except ValueError:
+        speed = math.nan
+    if not (math.isfinite(speed) and speed >= 0):
+        raise argparse.ArgumentTypeError(f"must be a number of 0 or more (0: as fast "
+                                         f"as possible), got {text!r}")
+    return speed
 
 
 def _add_eval_parser(sub: Any) -> None:

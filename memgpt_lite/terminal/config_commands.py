@@ -29,10 +29,14 @@ def cmd_config_show(args: argparse.Namespace) -> int:
                                      "creates it)"
     console.print(render.shown(f"config file {loaded.path}{state}"))
     render.print_settings(console, setting_rows(loaded.values))
+    from memgpt_lite.engine.registry import AGENT_KEYS
+
+    # Named from the registry, so a new per-agent setting is never left out of this note.
+    keys = ", ".join(AGENT_KEYS[:-1]) + f" and {AGENT_KEYS[-1]}"
     console.print(render.shown(
-        "An agent's own stored value (agents set, chat --save) comes before the config file for "
-        "model, summary_model, context_window, max_output_tokens and thinking: `memgpt-lite "
-        "agents show NAME` shows what applies to it."), soft_wrap=False)
+        f"An agent's own stored value (agents set, chat --save) comes before the config file "
+        f"for {keys}: `memgpt-lite agents show NAME` shows what applies to it."),
+        soft_wrap=False)
     warn_unknown(loaded)
     return EXIT_OK
 

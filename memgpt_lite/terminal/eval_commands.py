@@ -158,6 +158,12 @@ def _run_one(console: Console, scenario: scenarios.Scenario, args: argparse.Name
         report = scenarios.run_scenario(scenario, client, model=model,
                                         recorder=recorder, judge=judge, progress=progress,
                                         source=source)
+    except replay_mod.Divergence as exc:
+        # A recording of this name whose scenario has changed since (an edited file, or a
+        # file named like a bundled scenario): its replies answer other questions.
+        raise _UsageError(f"{replay_file} does not fit scenario {scenario.name!r} as it is "
+                          f"now ({exc}); the scenario changed since that run: run it live "
+                          f"again to score it") from None
     finally:
         if recorder is not None:
             recorder.close()

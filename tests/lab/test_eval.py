@@ -431,3 +431,22 @@ def test_eval_replay_of_another_scenarios_or_a_chats_recording_is_refused(tmp_pa
     assert cli.main(["eval", "remember-across-restart", "--replay", str(demo)]) == 2
     out = " ".join(capsys.readouterr().out.split())
     assert "not an eval's: replay it with `memgpt-lite replay" in out and "check(s)" not in out
+
+
+def test_eval_replay_of_a_changed_scenario_of_that_name_is_one_sentence(tmp_path, capsys):
+    """The docs' example scenario is named like a bundled one: its recording, re-scored by
+    that name, runs out of replies on the bundled scenario's extra turns."""
+    from memgpt_lite.terminal import cli
+
+    mine = tmp_path / "s.toml"
+    mine.write_text('name = "remember-across-restart"\n[[session]]\ninputs = ["Hi, I\'m Jonas."]\n'
+                    '[[check]]\ntype = "no_overflow"\n')
+    run = tmp_path / "run.jsonl"
+    scenarios.run_scenario(Scenario.load(mine), ScriptedModel([text_response("Hi Jonas.")]),
+                           recorder=recording.Recorder(run))
+    capsys.readouterr()
+    assert cli.main(["eval", "remember-across-restart", "--replay", str(run)]) == 2
+    captured = capsys.readouterr()
+    out = " ".join(captured.out.split())
+    assert f"{run} does not fit scenario 'remember-across-restart' as it is now" in out
+    assert "Traceback" not in captured.err + captured.out and "check(s)" not in out

@@ -129,6 +129,14 @@ def test_config_show_names_every_setting_and_its_source(monkeypatch, capsys):
     assert all(key in rows for key in file_keys)
 
 
+def test_config_show_names_every_setting_an_agent_stores_before_the_file(capsys):
+    """The closing note lists the settings whose stored value beats the file: all of them."""
+    assert cli.main(["config", "show"]) == 0
+    note = " ".join(capsys.readouterr().out.split("comes before the config file")[1].split())
+    named = re.findall(r"[a-z_]+", note.split(":")[0])
+    assert set(named) - {"for", "and"} == {s.key for s in SETTINGS if s.agent}
+
+
 def test_config_show_names_the_project_and_folders_that_apply(monkeypatch, capsys, tmp_path):
     """Unset, the project is still the working directory's root (its git top level), shown
     whole however long its path."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from memgpt_lite.engine import attachments
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.memory import default_blocks
 from memgpt_lite.engine.store import open_store
@@ -112,6 +113,21 @@ def test_conversations_core_and_show_name_them_and_the_project(db, capsys, tmp_p
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
     assert main(db, "chat", "--agent", "ada", "--resume", huge, "-p", "hi", "--no-record") == 1
     assert f"There is no conversation {huge} of this agent" in capsys.readouterr().err
+
+
+def test_a_conversation_with_a_file_first_is_named_by_your_words(db, capsys):
+    """`cat notes.md | chat -p "Summarise this"`: the title is "Summarise this", not the
+    attached file's tag."""
+    with open_store(db) as store:
+        agent = Agent.open(store, "ada", model_client=ScriptedModel([
+            text_response("A.")]), lock_wait=None)
+        notes = attachments.from_bytes("notes.md", b"# notes\nbuy milk\n").block()
+        assert list(agent.step("Summarise this", attachments=[notes]))[-1].completed
+        agent.close()
+    capsys.readouterr()
+    assert main(db, "conversations", "--agent", "ada") == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[1].endswith("  Summarise this")
 
 
 def test_confirm_memory_is_a_setting(db, capsys):

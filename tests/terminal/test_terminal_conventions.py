@@ -617,3 +617,14 @@ def test_doctor_never_writes_to_a_damaged_file():
     assert run_cli("doctor", "--offline").returncode == 1
     assert run_cli("doctor", "--repair", "--offline").returncode == 1
     assert config.db_path().read_bytes() == before
+
+
+@pytest.mark.parametrize("speed", ["-1", "nan", "inf"])
+def test_a_playback_speed_below_zero_or_not_finite_is_refused(speed, capsys):
+    """`--speed X` paces a replay: 0 means as fast as possible, a negative or NaN speed means
+    nothing and was taken as 0 without a word."""
+    for command in (["demo"], ["replay", "nothing.jsonl"]):
+        assert cli.main([*command, "--speed", speed]) == 2
+        err = capsys.readouterr().err
+        assert "argument --speed: must be a number of 0 or more (0: as fast as possible), " \
+               f"got '{speed}'" in err and "Traceback" not in err

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from memgpt_lite.engine.attachments import is_attachment
 from memgpt_lite.engine.records import Conversation, now_iso
 from memgpt_lite.engine.search import plain_text
 from memgpt_lite.engine.shapes import in_range
@@ -123,7 +124,7 @@ class ConversationsMixin(StoreCore):
         if not first:
             return {}
         message_ids = list(first.values())
-        texts = {r[0]: plain_text("user", json.loads(r[1])) for r in self.db.query(
+        texts = {r[0]: _opening(json.loads(r[1])) for r in self.db.query(
             f"SELECT id, content FROM messages WHERE {self._keyed(message_ids)}",
             (agent_id, *message_ids))}
         return {cid: shorten(" ".join(texts.get(mid, "").split()), TITLE_CHARS)
@@ -201,3 +202,13 @@ class ConversationsMixin(StoreCore):
 def _conversation(row: tuple, turns: int, first_words: str) -> Conversation:
     return Conversation(row[0], row[1], row[2], row[3], row[4], json.loads(row[5] or "{}"),
                         turns, first_words)
+
+
+def _opening(content: list[dict] | str) -> str:
+    """What the user wrote in a message, without the files attached to it (stored before
+    the text, their tags would otherwise name the conversation)."""
+    if isinstance(content, list):
+        words = [b for b in content if isinstance(b, dict) and not is_attachment(b)]
+        if plain_text("user", words).strip():
+            return plain_text("user", words)
+    return plain_text("user", content)

@@ -361,12 +361,18 @@ class _Replayer:
             args = line.get("args") or {}
             if line.get("name") == "edit_block":
                 self.agent.edit_block(args["label"], args["value"])
-            elif line.get("name") == "pop_turns":
-                self.agent.pop_turns(int(args.get("n", 1)))
+            elif line.get("name") == "pop_turns":  # only in recordings of older versions
+                self._pop_queue_tail(int(args.get("n", 1)))
             elif line.get("name") == "shared_block":
                 self.store.apply_outside_edit(self.agent.id, args["label"], args["value"])
             else:
                 raise RecordingError(f"unknown command {line.get('name')!r} in recording")
+
+    def _pop_queue_tail(self, n: int) -> None:
+        """/pop as the versions that recorded it did: the last n turns of the queue (a /pop
+        now ends the recording, and takes the last n turns, evicted or not)."""
+        queue = sorted({m.turn_id for m in self.store.context_messages(self.agent.id)})
+        self.agent._pop(queue[-n:] if n > 0 else [])
 
     def _restore_blocks(self, agent: Any, blocks: dict[str, str]) -> None:
         current = core_memory(agent)

@@ -276,3 +276,26 @@ def test_provider_prompt_too_long_is_recorded_and_replays_strictly(tmp_path):
     assert (refusal["actual"], refusal["maximum"]) == (9000, 8000)
     report = replay_mod.replay(path, strict=True)
     assert report.divergences == [] and report.completed, report.divergences
+
+
+def test_a_recorded_pop_of_an_older_version_replays_as_it_popped_then(tmp_path):
+    # Versions that recorded /pop as a command popped the queue's last n turns; /pop now
+    # takes the last n turns, evicted or not. A recording made then must replay as it ran.
+    store = SQLiteStore(tmp_path / "live.db")
+    model = ScriptedModel([
+        text_response("one"), text_response("two"),
+        tool_response([("evict_turns", {"turn_ids": [2], "summary": "The user said two."})]),
+        text_response("evicted"), text_response("four")])
+    agent = Agent.open(store, "ada", model_client=model, clock=Clock())
+    path = tmp_path / "old.jsonl"
+    with recording.Recorder(path) as rec:
+        recording.record_header(agent, rec)
+        for text in ("my locker code is 4471", "say two", "evict turn 2"):
+            list(recording.recorded_step(agent, rec, text))
+        queue = sorted({m.turn_id for m in store.context_messages(agent.id)})
+        assert queue == [1, 3]
+        rec.command("pop_turns", n=2)
+        agent._pop(queue[-2:])  # what /pop did when it was recorded
+        list(recording.recorded_step(agent, rec, "what is left?"))
+    report = replay_mod.replay(path, strict=True)
+    assert report.divergences == [], report.divergences

@@ -14,7 +14,6 @@ messages keep their full text in the store (only `context_content` changes).
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import field
 from typing import Any
 
 from memgpt_lite.engine import prompts
@@ -35,11 +34,7 @@ from memgpt_lite.engine.events import (
 )
 from memgpt_lite.engine.memory import ToolOutcome
 from memgpt_lite.engine.tool_schemas import MAX_TEXT, preview
-from memgpt_lite.engine.records import (
-    ModelRequest,
-    Turn,
-    Usage,
-)
+from memgpt_lite.engine.records import ModelRequest, Turn
 from memgpt_lite.engine.shrink import CLIP_KEEP, clip_largest, fold_content, tool_names
 from memgpt_lite.engine.store import Store
 from memgpt_lite.engine.summariser import Summariser, deterministic_summary, merge_summary
@@ -81,28 +76,6 @@ FOLD_SHARE = 0.10  # a tool result above this share of the budget is bulky, what
 MIN_FOLD_CHARS = 600  # below this a stub would save next to nothing
 FIT_ROUNDS = 16
 MIN_SUMMARY_CHARS = 200  # the fit never halves a summary below this
-
-
-
-
-class SummaryResult:
-    text: str
-    method: str  # "summariser" | "chunked" | "deterministic"
-    usage: Usage = field(default_factory=Usage)
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 # --------------------------------------------------------------------------- pager

@@ -181,7 +181,11 @@ def cmd_agents_set(args: argparse.Namespace) -> int:
         agent_checks.check_window(settings, store.get_blocks(row.id), row.state.get("counter"),
                                   {k: k for k in changes})
         store.update_settings(row.id, stored_form(own))
-    shown = ", ".join(f"{k}={v}" for k, v in changes.items())
+    from memgpt_lite.engine.registry import BY_KEY, shown_value
+
+    # as `agents show` prints them (on/off, not True/False)
+    shown = ", ".join(f"{k}={shown_value(BY_KEY[k], v) if k in BY_KEY else v}"
+                      for k, v in changes.items())
     print(render.visible(f"Agent {args.name!r}: {shown}."))
     _warn_unknown_models(changes)
     return EXIT_OK

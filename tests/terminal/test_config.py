@@ -208,3 +208,14 @@ def test_a_one_shot_flag_changes_one_run_unless_saved(tmp_path):
         server.enqueue(text_response("hi"))
         assert chat("-p", "hello").returncode == 0
         assert server.requests[-1]["model"] == "claude-haiku-5-5"
+
+
+def test_agents_set_says_what_it_set_as_agents_show_does(capsys):
+    with SQLiteStore(config.db_path()) as store:
+        Agent.open(store, "a", model_client=ScriptedModel([]),
+                   stored=config.stored_form({})).close()
+    capsys.readouterr()
+    assert cli.main(["agents", "set", "a", "confirm_memory=on", "thinking=off",
+                     "context_window=18000"]) == 0
+    assert capsys.readouterr().out.strip() == (
+        "Agent 'a': confirm_memory=on, thinking=off, context_window=18,000.")

@@ -20,7 +20,7 @@ from rich.console import Console
 
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.terminal import render
-from memgpt_lite.terminal.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE, UserError
+from memgpt_lite.terminal.exit_codes import EXIT_INTERRUPTED
 from memgpt_lite.terminal.user_input import LineReader, edit_in_editor
 from memgpt_lite.terminal.view import ChatView, JsonView
 
@@ -236,8 +236,6 @@ def piped_loop(session: ChatSession, lines: Iterator[str]) -> int:
 def one_shot(session: ChatSession, text: str) -> int:
     """`chat -p TEXT`: one message, its reply, and the exit status of that turn (130 when
     Ctrl-C cancelled it, as for any command interrupted)."""
-    if not text.strip():
-        raise UserError("-p needs a message (or - to read it from stdin).", EXIT_USAGE)
     session.run_turn(text)
     if session.interrupted_turns:
         return EXIT_INTERRUPTED

@@ -63,6 +63,8 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
     attachments = chat_attachments(attach or [], prompt)
     if prompt == "-":
         prompt = sys.stdin.read().strip()
+    if prompt is not None and not prompt.strip():  # before an agent is created for it
+        raise UserError("-p needs a message (or - to read it from stdin).", EXIT_USAGE)
     flags = _flags(meta, model, context_window, max_tokens, thinking, confirm_memory)
     root = str(project_root(project))  # a bad --project is one sentence before anything opens
     conversation = config.parse_positive_int(resume, "--resume") if resume else None

@@ -287,3 +287,13 @@ def test_eval_nkv_of_a_damaged_file_is_one_sentence(tmp_path, capsys, monkeypatc
     path = tmp_path if example == "folder" else write(tmp_path, "kv.jsonl", text)
     line = one_sentence(capsys, ["eval", "nkv", str(path), "--model", "sonnet"], 2)
     assert str(path) in line
+
+
+@pytest.mark.parametrize("text", ["", "   ", "-"])
+def test_an_empty_one_shot_message_is_one_sentence_and_creates_nothing(capsys, monkeypatch,
+                                                                       text):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+    monkeypatch.setattr(sys, "stdin", open("/dev/null"))  # noqa: SIM115 - closed by pytest
+    line = one_sentence(capsys, ["chat", "--no-record", "-p", text], 2)
+    assert line == "memgpt-lite: -p needs a message (or - to read it from stdin)."
+    assert not config.db_path().exists()  # no agent was created and dropped for it

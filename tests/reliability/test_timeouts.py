@@ -103,10 +103,14 @@ def test_a_piped_chat_gives_up_in_one_line_and_goes_on(how):
     assert all(f"127.0.0.1:{server.port}" in line for line in gave_up)
     # The deadline ends a turn before the SDK's last retry when the back-off leaves it no
     # room, so the three hangs take one turn or more; each failed turn says so in one line,
-    # and the chat goes on: the last message is answered.
+    # and the chat goes on: the last message is answered. (On a loaded machine a retry's
+    # reply can start streaming and still miss the deadline: its words are shown, and the
+    # turn fails all the same.)
     replies = [t for t in ("hello", "second", "third", "last")
                if f"Fake reply to: {t}" in done.stdout]
-    assert 1 <= len(gave_up) <= 3 and len(gave_up) + len(replies) == 4, done.stderr
+    failed = re.search(r"(\d+) failed\)", done.stderr)
+    assert 1 <= len(gave_up) <= 3 and failed and int(failed.group(1)) == len(gave_up)
+    assert len(replies) >= 4 - len(gave_up), done.stderr
     assert "last" in replies
     assert took < 45
 

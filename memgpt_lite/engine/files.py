@@ -17,11 +17,12 @@ def replace_file(path: Path, data: bytes) -> None:
     A symlink's target is replaced (the link stays). A device or a pipe (`-o /dev/stdout`,
     `-o >(gzip > x.gz)`) is written to: renaming over it would put a regular file in place
     of /dev/null for every program, and there is no old content it could truncate."""
-    path = Path(os.path.realpath(path))
-    if path.exists() and not path.is_file() and not path.is_dir():
+    path = Path(path)
+    if path.exists() and not path.is_file() and not path.is_dir():  # links followed
         with open(path, "wb") as fh:
             fh.write(data)
         return
+    path = Path(os.path.realpath(path))  # after: /dev/stdout resolves to no usable path
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:

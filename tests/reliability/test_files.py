@@ -3,6 +3,7 @@ error and no partial turn."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -292,3 +293,20 @@ def test_an_export_through_a_symlink_replaces_its_target_and_keeps_the_link(tmp_
     assert link.is_symlink() and link.resolve() == target
     assert json.loads(target.read_text())["agent"]["name"] == "default"
     assert sorted(p.name for p in target.parent.iterdir()) == ["default.json"]
+
+
+def test_an_export_to_dev_stdout_as_a_pipe_is_written_into_the_pipe(tmp_path):
+    """/dev/stdout is a link to /proc/self/fd/1, which names no file when it is a pipe."""
+    from memgpt_lite.terminal import cli
+
+    _an_agent()
+    read_end, write_end = os.pipe()
+    try:
+        assert cli.main(["agents", "export", "default", "-o",
+                         f"/proc/self/fd/{write_end}"]) == 0
+        os.close(write_end)
+        with os.fdopen(read_end, "rb") as pipe:
+            assert json.loads(pipe.read())["agent"]["name"] == "default"
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(write_end)

@@ -310,3 +310,19 @@ def test_an_export_to_dev_stdout_as_a_pipe_is_written_into_the_pipe(tmp_path):
     finally:
         with contextlib.suppress(OSError):
             os.close(write_end)
+
+
+@pytest.mark.slow
+def test_export_to_dev_stdout_piped_into_import_moves_the_agent(tmp_path):
+    """`agents export NAME -o /dev/stdout | agents import -`: stdout holds the JSON alone."""
+    _an_agent()
+    exported = subprocess.run([sys.executable, "-m", "memgpt_lite", "agents", "export",
+                               "default", "-o", "/dev/stdout"], capture_output=True,
+                              timeout=60, env=child_env())
+    assert exported.returncode == 0, exported.stderr
+    assert json.loads(exported.stdout)["agent"]["name"] == "default"
+    assert b"Exported agent 'default' to /dev/stdout." in exported.stderr
+    imported = subprocess.run([sys.executable, "-m", "memgpt_lite", "agents", "import", "-",
+                               "--name", "moved"], input=exported.stdout, capture_output=True,
+                              timeout=60, env=child_env())
+    assert imported.returncode == 0, imported.stderr

@@ -12,7 +12,17 @@ from pathlib import Path
 def replace_file(path: Path, data: bytes) -> None:
     """Write `data` to a temporary file beside `path` (0600: it may hold memory or a key),
     synced, then renamed over `path`: a failure (a full disk, a kill) never leaves a
-    truncated file, only the old one. OSError when it cannot be written."""
+    truncated file, only the old one. OSError when it cannot be written.
+
+    A symlink's target is replaced (the link stays). A device or a pipe (`-o /dev/stdout`,
+    `-o >(gzip > x.gz)`) is written to: renaming over it would put a regular file in place
+    of /dev/null for every program, and there is no old content it could truncate."""
+    path = Path(path)
+    if path.exists() and not path.is_file() and not path.is_dir():  # links followed
+        with open(path, "wb") as fh:
+            fh.write(data)
+        return
+    path = Path(os.path.realpath(path))  # after: /dev/stdout resolves to no usable path
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:

@@ -245,7 +245,9 @@ def cmd_agents_export(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         return EXIT_OK
     write_private(target, text)
-    print(render.visible(f"Exported agent {args.name!r} to {target}."))
+    # A pipe or device (`-o /dev/stdout`) may be stdout itself: the JSON must stay alone there.
+    print(render.visible(f"Exported agent {args.name!r} to {target}."),
+          file=sys.stdout if target.is_file() else sys.stderr)
     return EXIT_OK
 
 

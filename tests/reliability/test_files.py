@@ -3,6 +3,8 @@ error and no partial turn."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import sqlite3
 import stat
@@ -253,3 +255,74 @@ def test_a_read_only_data_dir_can_still_be_listed_shown_and_exported(tiny_fs):
     refused = run("agents", "set", "ro", "model=haiku")
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1 and "Read-only" in refused.stderr
+
+
+def _an_agent() -> None:
+    with SQLiteStore(config.db_path()) as s:
+        Agent.open(s, model_client=ScriptedModel([])).close()
+
+
+def test_an_export_to_a_pipe_is_written_into_it_not_renamed_over_it(tmp_path):
+    """`-o >(gzip > x.gz)` or `-o /dev/stdout`: a pipe or a device stays one (renamed over,
+    /dev/null would become a regular file for every program)."""
+    from memgpt_lite.terminal import cli
+
+    _an_agent()
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    reader = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)  # the other end, as gzip would hold it
+    try:
+        assert cli.main(["agents", "export", "default", "-o", str(pipe)]) == 0
+        data = os.read(reader, 1 << 20)
+    finally:
+        os.close(reader)
+    assert stat.S_ISFIFO(os.stat(pipe).st_mode)
+    assert json.loads(data)["agent"]["name"] == "default"
+
+
+def test_an_export_through_a_symlink_replaces_its_target_and_keeps_the_link(tmp_path):
+    from memgpt_lite.terminal import cli
+
+    _an_agent()
+    (tmp_path / "backups").mkdir()
+    target = tmp_path / "backups" / "default.json"
+    target.write_text("the previous export\n")
+    link = tmp_path / "default.json"
+    link.symlink_to(target)
+    assert cli.main(["agents", "export", "default", str(link)]) == 0
+    assert link.is_symlink() and link.resolve() == target
+    assert json.loads(target.read_text())["agent"]["name"] == "default"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["default.json"]
+
+
+def test_an_export_to_dev_stdout_as_a_pipe_is_written_into_the_pipe(tmp_path):
+    """/dev/stdout is a link to /proc/self/fd/1, which names no file when it is a pipe."""
+    from memgpt_lite.terminal import cli
+
+    _an_agent()
+    read_end, write_end = os.pipe()
+    try:
+        assert cli.main(["agents", "export", "default", "-o",
+                         f"/proc/self/fd/{write_end}"]) == 0
+        os.close(write_end)
+        with os.fdopen(read_end, "rb") as pipe:
+            assert json.loads(pipe.read())["agent"]["name"] == "default"
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(write_end)
+
+
+@pytest.mark.slow
+def test_export_to_dev_stdout_piped_into_import_moves_the_agent(tmp_path):
+    """`agents export NAME -o /dev/stdout | agents import -`: stdout holds the JSON alone."""
+    _an_agent()
+    exported = subprocess.run([sys.executable, "-m", "memgpt_lite", "agents", "export",
+                               "default", "-o", "/dev/stdout"], capture_output=True,
+                              timeout=60, env=child_env())
+    assert exported.returncode == 0, exported.stderr
+    assert json.loads(exported.stdout)["agent"]["name"] == "default"
+    assert b"Exported agent 'default' to /dev/stdout." in exported.stderr
+    imported = subprocess.run([sys.executable, "-m", "memgpt_lite", "agents", "import", "-",
+                               "--name", "moved"], input=exported.stdout, capture_output=True,
+                              timeout=60, env=child_env())
+    assert imported.returncode == 0, imported.stderr

@@ -23,6 +23,14 @@ EXPORT_VERSION = 1
 
 
 def export_agent(store: Store, name: str) -> dict:
+    # One read snapshot: a chat or an MCP server writing meanwhile (a new conversation, a
+    # turn, a deleted passage) is wholly in the export or not at all, never half (messages
+    # naming a conversation the export lacks, passages zipped with another's turn).
+    with store.read_snapshot():
+        return _export(store, name)
+
+
+def _export(store: Store, name: str) -> dict:
     agent = store.get_agent(name)
     if agent is None:
         raise StoreError(f"There is no agent named {name!r}.")

@@ -96,3 +96,33 @@ def test_bench_rows_mark_pass_and_miss():
     assert row.ok is True
     row.figures[0].value = 5.0
     assert row.ok is False and row.to_dict()["target"]["text"] == "< 5 ms (p50)"
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--queries", "0"], "argument --queries: must be at least 1, got 0"),
+    (["--runs", "0"], "argument --runs: must be at least 1, got 0"),
+    (["--turns", "-1"], "argument --turns: must be at least 1, got -1"),
+    (["--engine-turns", "many"], "argument --engine-turns: must be a whole number, got 'many'"),
+    (["--embedder", "bogus"], "--embedder: MEMGPT_LITE_EMBEDDER must be onnx:FOLDER, http or "
+                              "none, got 'bogus'."),
+    (["store", "--queries", "0"], "argument --queries: must be at least 1, got 0"),
+])
+def test_bench_refuses_a_bad_value_in_one_sentence_before_it_runs(argv, said, capsys):
+    """No queries or runs left a section nothing to take a median of (a traceback after
+    minutes of the run); a bad embedder was a traceback too."""
+    from memgpt_lite.terminal import cli
+
+    assert cli.main(["bench", "--quick", *argv] if argv[0] != "store" else ["bench", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1].endswith(f"error: {said}")
+    assert "Traceback" not in err
+
+
+def test_bench_refuses_a_json_report_in_a_missing_folder_before_it_runs(tmp_path, capsys):
+    from memgpt_lite.terminal import cli
+
+    target = tmp_path / "no-such-folder" / "report.json"
+    assert cli.main(["bench", "--quick", "--json", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1].endswith(f"--json: {target.parent} is not a folder")
+    assert "store ·" not in err and not target.parent.exists()  # nothing was measured

@@ -91,6 +91,22 @@ def test_every_check_type_and_a_deliberate_failure(tmp_path):
     assert report["failed"] == 1 and report["skipped"] == 1
 
 
+def test_archival_contains_with_a_query_reads_what_archival_search_returns():
+    """The docs give both archival checks a `query`; archival_contains refused it."""
+    scenario = Scenario.from_dict({
+        "name": "search-finds", "session": [{"inputs": ["Store this: the vault code is 4471"]}],
+        "check": [{"type": "archival_contains", "text": "4471", "query": "vault code",
+                   "name": "found"},
+                  {"type": "archival_contains", "text": "4471", "query": "weather forecast",
+                   "name": "not found"}]})
+    model = ScriptedModel([tool_response([("archival_insert", {"content": "vault code 4471"})]),
+                           text_response("Stored the code 4471.")])
+    checks = {c["name"]: c for c in scenarios.run_scenario(scenario, model)["checks"]}
+    assert checks["found"]["passed"] is True
+    assert checks["not found"]["passed"] is False
+    assert "archival_search 'weather forecast'" in checks["not found"]["detail"]
+
+
 def test_judge_check_uses_the_judge_client():
     scenario = Scenario.from_dict({"session": [{"inputs": ["hi"]}],
                                    "check": [{"type": "judge", "criterion": "greets back"}]})

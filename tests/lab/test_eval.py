@@ -347,6 +347,21 @@ def test_dataset_files_are_checked(tmp_path):
     assert locomo.locomo_time("12:05 am on 1 Jan, 2024") == "2024-01-01T00:05:00Z"
 
 
+@pytest.mark.parametrize("dataset", ["locomo", "nkv"])
+@pytest.mark.parametrize("text", ["[]", "", "\n\n"])
+def test_an_empty_dataset_file_is_one_sentence_not_an_empty_table(dataset, text, tmp_path,
+                                                                   console, monkeypatch):
+    """An empty file scored as a run of nothing: a table of n = 0, exit 0."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+    empty = tmp_path / "empty.json"
+    empty.write_text(text)
+    args = SimpleNamespace(scenario=dataset, file=str(empty), retrieval_only=True, json=None)
+    assert eval_commands.cmd_eval(args) == 2
+    printed = "".join(console.getvalue().strip().splitlines())  # the console wraps it
+    assert printed.startswith("memgpt-lite: ") and "┃" not in printed
+    assert f"{empty} holds no" in printed or f"{empty} is not JSON" in printed
+
+
 def test_no_overflow_fails_on_a_refused_request_the_agent_recovered_from():
     """With nothing to evict the agent just clips and retries: no eviction, no error event."""
     from memgpt_lite.engine.errors import PromptTooLongError

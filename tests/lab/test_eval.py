@@ -481,3 +481,23 @@ def test_eval_replay_of_a_changed_scenario_of_that_name_is_one_sentence(tmp_path
     out = " ".join(captured.out.split())
     assert f"{run} does not fit scenario 'remember-across-restart' as it is now" in out
     assert "Traceback" not in captured.err + captured.out and "check(s)" not in out
+
+
+def test_eval_replay_of_a_run_cut_short_says_so_not_that_the_scenario_changed(tmp_path, capsys):
+    """A live eval stopped by Ctrl-C or a kill inside a turn: re-scoring its recording said
+    the scenario had changed since."""
+    from memgpt_lite.terminal import cli
+
+    run = tmp_path / "run.jsonl"
+    scenarios.run_scenario(Scenario.load(BUNDLED), ScriptedModel(good_script()),
+                           recorder=recording.Recorder(run))
+    lines = run.read_text(encoding="utf-8").splitlines(keepends=True)
+    second = [i for i, line in enumerate(lines) if '"type":"user"' in line][1]
+    run.write_text("".join(lines[:second + 2]), encoding="utf-8")  # killed after its request
+    assert cli.main(["eval", "remember-across-restart", "--replay", str(run)]) == 2
+    captured = capsys.readouterr()
+    out = " ".join(captured.out.split())
+    assert (f"{run} holds 1 of the 4 turns of scenario 'remember-across-restart': that run "
+            f"was cut short (interrupted or killed), so it cannot be scored; run it live "
+            f"again") in out
+    assert "Traceback" not in captured.err + captured.out and "check(s)" not in out

@@ -50,6 +50,9 @@ def load_locomo(path: str | Path) -> list[dict[str, Any]]:
     except OSError as exc:
         raise ScenarioError(f"cannot read {path}: {exc.strerror or exc}") from None
     samples = data if isinstance(data, list) else [data]
+    if not samples:  # scored, it would be a table of nothing that looks like a run
+        raise ScenarioError(f"{path} holds no LoCoMo samples (expected the locomo10.json "
+                            "format)")
     for i, s in enumerate(samples):
         if not isinstance(s, dict) or "conversation" not in s or "qa" not in s:
             raise ScenarioError(f"{path}: sample {i} has no 'conversation' and 'qa'")

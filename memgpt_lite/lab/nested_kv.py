@@ -51,6 +51,8 @@ def load_nested_kv(path: str | Path) -> list[KVExample]:
             [json.loads(line) for line in raw.splitlines() if line.strip()]
     except (json.JSONDecodeError, RecursionError):
         raise ScenarioError(f"{path} is neither a JSON list nor JSONL of KV examples") from None
+    if not isinstance(items, list) or not items:  # scored, it would be a table of nothing
+        raise ScenarioError(f"{path} holds no KV examples (a JSON list or JSONL of them)")
     return [_kv_example(item, i, path) for i, item in enumerate(items)]
 
 

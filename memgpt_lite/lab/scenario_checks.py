@@ -44,7 +44,8 @@ PARAMS = {"text": TEXT, "pattern": TEXT, "label": TEXT, "criterion": TEXT, "quer
 CHOICES = {"per": ("turn", "request"), "subject": ("reply", "summary")}
 COMMON = ("type", "name", "agent", "turn", "case_sensitive")
 OPTIONAL = {"tool_called": ("min",), "max_input_tokens_per_turn": ("per",),
-            "max_cost_per_turn": ("per",), "archival_not_contains": ("query",),
+            "max_cost_per_turn": ("per",), "archival_contains": ("query",),
+            "archival_not_contains": ("query",),
             "judge": ("subject", "model")}
 # Checks that read every turn unless told otherwise (the others read the last one).
 _ALL_TURNS = ("reply_not_contains", "tool_called", "tool_not_called", "no_overflow",
@@ -283,11 +284,17 @@ def _core_value(check: Check, state: RunState) -> str | tuple[bool, str]:
 
 
 def _archival_contains(check: Check, state: RunState, _judge: Any) -> tuple[bool, str]:
+    """With `query`: what archival_search returns for it; else every current passage."""
     agent = state.agent(check)
-    passages = [] if agent is None else agent.passages
+    query = check.params.get("query")
+    passages = [] if agent is None else (agent.searches.get(str(query), []) if query
+                                         else agent.passages)
     hits = [p for p in passages if _has(p, check)]
     if hits:
         return True, f"passage {shorten(hits[0], 70)!r}"
+    if query:
+        return False, (f"none of the {len(passages)} passages archival_search {query!r} "
+                       f"returns contains {check.params['text']!r}")
     return False, f"none of {len(passages)} passages contains {check.params['text']!r}"
 
 

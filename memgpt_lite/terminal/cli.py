@@ -40,7 +40,10 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str]) -> int:
     argv = _take_db(argv)
     if argv[:1] == ["bench"]:
-        return _commands().cmd_bench(argv[1:])
+        try:
+            return _commands().cmd_bench(argv[1:])
+        except KeyboardInterrupt:  # the bench's temporary files and servers are gone by now
+            return _interrupted()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -56,8 +59,7 @@ def _main(argv: list[str]) -> int:
             _forgetting().finish_pending_forgets()  # a forget cut off is finished first
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
-        print("\ninterrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _interrupted()
     except BrokenPipeError:
         raise
     except Exception as exc:  # only errors that speak to the user; bugs re-raise
@@ -68,6 +70,11 @@ def _main(argv: list[str]) -> int:
 
         print(f"memgpt-lite: {visible(_sentence(exc))}", file=sys.stderr)
         return code
+
+
+def _interrupted() -> int:
+    print("\ninterrupted", file=sys.stderr)
+    return EXIT_INTERRUPTED
 
 
 def _take_db(argv: list[str]) -> list[str]:

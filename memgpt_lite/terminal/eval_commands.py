@@ -189,6 +189,13 @@ def _check_recorded_scenario(recorded: Any, scenario: scenarios.Scenario, file: 
         raise _UsageError(f"{file} is a recording of scenario {name!r}, not "
                           f"{scenario.name!r}: re-score it with `memgpt-lite eval {name} "
                           f"--replay {file}`")
+    # A run cut short (Ctrl-C, a kill) diverges where it ends, which would otherwise be
+    # told as a changed scenario; its last turn says so (a changed scenario's may be whole).
+    turns = recorded.turns
+    if turns and turns[-1].ends_early and len(turns) <= len(scenario.inputs):
+        raise _UsageError(f"{file} holds {len(turns) - 1} of the {len(scenario.inputs)} "
+                          f"turns of scenario {scenario.name!r}: that run was cut short "
+                          f"(interrupted or killed), so it cannot be scored; run it live again")
 
 
 def _folder_name(scenario: str) -> str:

@@ -4,6 +4,8 @@ import pytest
 
 import importlib.util
 import json
+import os
+from pathlib import Path
 
 from memgpt_lite.lab import bench, retrieval_eval
 from memgpt_lite.lab.bench import corpus, store
@@ -96,3 +98,88 @@ def test_bench_rows_mark_pass_and_miss():
     assert row.ok is True
     row.figures[0].value = 5.0
     assert row.ok is False and row.to_dict()["target"]["text"] == "< 5 ms (p50)"
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--queries", "0"], "argument --queries: must be at least 1, got 0"),
+    (["--runs", "0"], "argument --runs: must be at least 1, got 0"),
+    (["--turns", "-1"], "argument --turns: must be at least 1, got -1"),
+    (["--engine-turns", "many"], "argument --engine-turns: must be a whole number, got 'many'"),
+    (["--embedder", "bogus"], "--embedder: MEMGPT_LITE_EMBEDDER must be onnx:FOLDER, http or "
+                              "none, got 'bogus'."),
+    (["store", "--queries", "0"], "argument --queries: must be at least 1, got 0"),
+])
+def test_bench_refuses_a_bad_value_in_one_sentence_before_it_runs(argv, said, capsys):
+    """No queries or runs left a section nothing to take a median of (a traceback after
+    minutes of the run); a bad embedder was a traceback too."""
+    from memgpt_lite.terminal import cli
+
+    assert cli.main(["bench", "--quick", *argv] if argv[0] != "store" else ["bench", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1].endswith(f"error: {said}")
+    assert "Traceback" not in err
+
+
+def test_bench_refuses_a_json_report_in_a_missing_folder_before_it_runs(tmp_path, capsys):
+    from memgpt_lite.terminal import cli
+
+    target = tmp_path / "no-such-folder" / "report.json"
+    assert cli.main(["bench", "--quick", "--json", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1].endswith(f"--json: {target.parent} is not a folder")
+    assert "store ·" not in err and not target.parent.exists()  # nothing was measured
+
+
+@pytest.mark.parametrize("timed", ["time_first_prompt", "time_first_reply"])
+def test_a_chat_on_a_pseudo_terminal_is_stopped_when_the_bench_is_interrupted(
+        timed, tmp_path, monkeypatch):
+    """Ctrl-C reaches the bench's process group, not the chat in its own session: the
+    chat outlived the bench and wrote into its removed temporary directory."""
+    from memgpt_lite.lab.bench import startup
+
+    spawned = []
+    real_spawn = startup._spawn_chat
+
+    def spawn(*args):
+        master, proc, t = real_spawn(*args)
+        spawned.append(proc)
+        return master, proc, t
+
+    def interrupted(*_args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(startup, "_spawn_chat", spawn)
+    monkeypatch.setattr(startup, "_read_until", interrupted)
+    env = startup.chat_env(tmp_path / "home", "http://127.0.0.1:9")
+    with pytest.raises(KeyboardInterrupt):
+        getattr(startup, timed)(startup.cli_command(), env)
+    assert len(spawned) == 1 and spawned[0].returncode is not None  # stopped and reaped
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_bench_with_one_line_and_leaves_nothing_behind(tmp_path):
+    """Ctrl-C while the start-up section has a chat on a pseudo-terminal: exit 130 with
+    `interrupted` (it was a traceback), and the temporary directory is gone for good."""
+    import signal
+    import subprocess
+    import sys
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = dict(os.environ, TMPDIR=str(scratch), MEMGPT_LITE_HOME=str(tmp_path / "home"),
+               PYTHONPATH=os.pathsep.join([str(Path(__file__).parents[2]),
+                                           os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memgpt_lite", "bench", "--sizes", "400", "--queries", "5",
+         "--engine-turns", "2", "--turns", "6", "--runs", "1", "--recording-sizes", "50,200"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert proc.stderr is not None
+    for line in proc.stderr:  # "start-up: --help median …; timing chat": a chat is on a pty
+        if "timing chat" in line:
+            break
+    proc.send_signal(signal.SIGINT)
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 130, err
+    assert err.strip().splitlines()[-1] == "interrupted" and "Traceback" not in err
+    assert list(scratch.iterdir()) == []

@@ -91,6 +91,22 @@ def test_every_check_type_and_a_deliberate_failure(tmp_path):
     assert report["failed"] == 1 and report["skipped"] == 1
 
 
+def test_archival_contains_with_a_query_reads_what_archival_search_returns():
+    """The docs give both archival checks a `query`; archival_contains refused it."""
+    scenario = Scenario.from_dict({
+        "name": "search-finds", "session": [{"inputs": ["Store this: the vault code is 4471"]}],
+        "check": [{"type": "archival_contains", "text": "4471", "query": "vault code",
+                   "name": "found"},
+                  {"type": "archival_contains", "text": "4471", "query": "weather forecast",
+                   "name": "not found"}]})
+    model = ScriptedModel([tool_response([("archival_insert", {"content": "vault code 4471"})]),
+                           text_response("Stored the code 4471.")])
+    checks = {c["name"]: c for c in scenarios.run_scenario(scenario, model)["checks"]}
+    assert checks["found"]["passed"] is True
+    assert checks["not found"]["passed"] is False
+    assert "archival_search 'weather forecast'" in checks["not found"]["detail"]
+
+
 def test_judge_check_uses_the_judge_client():
     scenario = Scenario.from_dict({"session": [{"inputs": ["hi"]}],
                                    "check": [{"type": "judge", "criterion": "greets back"}]})
@@ -331,6 +347,21 @@ def test_dataset_files_are_checked(tmp_path):
     assert locomo.locomo_time("12:05 am on 1 Jan, 2024") == "2024-01-01T00:05:00Z"
 
 
+@pytest.mark.parametrize("dataset", ["locomo", "nkv"])
+@pytest.mark.parametrize("text", ["[]", "", "\n\n"])
+def test_an_empty_dataset_file_is_one_sentence_not_an_empty_table(dataset, text, tmp_path,
+                                                                   console, monkeypatch):
+    """An empty file scored as a run of nothing: a table of n = 0, exit 0."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+    empty = tmp_path / "empty.json"
+    empty.write_text(text)
+    args = SimpleNamespace(scenario=dataset, file=str(empty), retrieval_only=True, json=None)
+    assert eval_commands.cmd_eval(args) == 2
+    printed = "".join(console.getvalue().strip().splitlines())  # the console wraps it
+    assert printed.startswith("memgpt-lite: ") and "┃" not in printed
+    assert f"{empty} holds no" in printed or f"{empty} is not JSON" in printed
+
+
 def test_no_overflow_fails_on_a_refused_request_the_agent_recovered_from():
     """With nothing to evict the agent just clips and retries: no eviction, no error event."""
     from memgpt_lite.engine.errors import PromptTooLongError
@@ -449,4 +480,24 @@ def test_eval_replay_of_a_changed_scenario_of_that_name_is_one_sentence(tmp_path
     captured = capsys.readouterr()
     out = " ".join(captured.out.split())
     assert f"{run} does not fit scenario 'remember-across-restart' as it is now" in out
+    assert "Traceback" not in captured.err + captured.out and "check(s)" not in out
+
+
+def test_eval_replay_of_a_run_cut_short_says_so_not_that_the_scenario_changed(tmp_path, capsys):
+    """A live eval stopped by Ctrl-C or a kill inside a turn: re-scoring its recording said
+    the scenario had changed since."""
+    from memgpt_lite.terminal import cli
+
+    run = tmp_path / "run.jsonl"
+    scenarios.run_scenario(Scenario.load(BUNDLED), ScriptedModel(good_script()),
+                           recorder=recording.Recorder(run))
+    lines = run.read_text(encoding="utf-8").splitlines(keepends=True)
+    second = [i for i, line in enumerate(lines) if '"type":"user"' in line][1]
+    run.write_text("".join(lines[:second + 2]), encoding="utf-8")  # killed after its request
+    assert cli.main(["eval", "remember-across-restart", "--replay", str(run)]) == 2
+    captured = capsys.readouterr()
+    out = " ".join(captured.out.split())
+    assert (f"{run} holds 1 of the 4 turns of scenario 'remember-across-restart': that run "
+            f"was cut short (interrupted or killed), so it cannot be scored; run it live "
+            f"again") in out
     assert "Traceback" not in captured.err + captured.out and "check(s)" not in out

@@ -59,7 +59,7 @@ def time_first_prompt(cmd: list[str], env: dict[str, str],
             raise _stopped(proc, "showed no prompt", timeout, out)
         return elapsed, _exit_chat(master, proc, timeout)
     finally:
-        os.close(master)
+        _hang_up(master, proc)
 
 
 REPLY = "Fake reply to: hello there".encode()
@@ -82,7 +82,7 @@ def time_first_reply(cmd: list[str], env: dict[str, str],
         _exit_chat(master, proc, timeout)
         return prompt, reply
     finally:
-        os.close(master)
+        _hang_up(master, proc)
 
 
 def _spawn_chat(cmd: list[str], args: list[str],
@@ -95,6 +95,16 @@ def _spawn_chat(cmd: list[str], args: list[str],
                             env=env, start_new_session=True)
     os.close(slave)
     return master, proc, t
+
+
+def _hang_up(master: int, proc: subprocess.Popen) -> None:
+    """Close the chat's terminal; a chat still running (the bench was interrupted or failed
+    before /exit) is killed and reaped: in its own session, Ctrl-C never reaches it, and it
+    must not outlive the bench or write into the data dir after it is removed."""
+    os.close(master)
+    if proc.returncode is None and proc.poll() is None:
+        proc.kill()
+        proc.wait()
 
 
 def _exit_chat(master: int, proc: subprocess.Popen, timeout: float) -> float:

@@ -16,6 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from memgpt_lite.engine.embeddings import EmbeddingError
 from memgpt_lite.lab.bench.engine_overhead import run_engine
 from memgpt_lite.lab.bench.long_session import run_tokens
 from memgpt_lite.lab.bench.mcp_startup import run_mcp_startup
@@ -107,6 +108,18 @@ def _sizes(text: str) -> tuple[int, ...]:
     return tuple(sorted(sizes))
 
 
+def _count(text: str) -> int:
+    """A positive whole number: no queries, turns or runs leave a section nothing to take
+    a percentile or a median of, and it would fail after the minutes spent before it."""
+    try:
+        value = int(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def suite_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="memgpt-lite bench",
@@ -121,11 +134,11 @@ def suite_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="OUT", help="also write the full report as JSON to OUT")
     g = p.add_argument_group("size overrides (for trying things out; defaults follow --quick)")
     g.add_argument("--sizes", type=_sizes, metavar="N,N", help="store sizes in rows")
-    g.add_argument("--queries", type=int, metavar="N", help="search queries per size")
-    g.add_argument("--engine-turns", type=int, metavar="N",
+    g.add_argument("--queries", type=_count, metavar="N", help="search queries per size")
+    g.add_argument("--engine-turns", type=_count, metavar="N",
                    help="turns timed in the engine section")
-    g.add_argument("--turns", type=int, metavar="N", help="turns of the scripted long session")
-    g.add_argument("--runs", type=int, metavar="N", help="subprocess runs per start-up measure")
+    g.add_argument("--turns", type=_count, metavar="N", help="turns of the scripted long session")
+    g.add_argument("--runs", type=_count, metavar="N", help="subprocess runs per start-up measure")
     g.add_argument("--recording-sizes", type=_sizes, metavar="N,N",
                    help="messages of the agent in the recording-cost section")
     p.add_argument("--embedder", action="append", metavar="SPEC",
@@ -149,13 +162,21 @@ def plan_from(args: argparse.Namespace) -> Plan:
 
 def suite_main(argv: list[str], progress: Any = None) -> int:
     """`progress`: the steps' display (default: one line per step on stderr)."""
-    args = suite_parser().parse_args(argv)
+    parser = suite_parser()
+    args = parser.parse_args(argv)
     plan = plan_from(args)
+    # Both are checked before the long run, so a mistake costs a sentence, not the run.
+    try:
+        embedders = _embedders(args.embedder)
+    except EmbeddingError as exc:
+        parser.error(f"--embedder: {exc}")
+    if args.json and not Path(args.json).absolute().parent.is_dir():
+        parser.error(f"--json: {Path(args.json).absolute().parent} is not a folder")
     command = " ".join(["memgpt-lite bench", *argv])
     progress = progress or StderrProgress()
     progress(f"memgpt-lite bench: {'quick' if args.quick else 'full'} run on "
              f"{machine_line(machine_info())}")
-    report = run_suite(plan, progress, _embedders(args.embedder))
+    report = run_suite(plan, progress, embedders)
     report["command"] = command
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n",
@@ -209,7 +230,7 @@ def store_parser() -> argparse.ArgumentParser:
     parser.add_argument("--sizes", type=_sizes, metavar="N,N",
                         help="store sizes in messages (default 10000,100000; with --db "
                              "10000,100000,1000000)")
-    parser.add_argument("--queries", type=int, default=None,
+    parser.add_argument("--queries", type=_count, default=None,
                         help="search queries per size (default 300; with --db 200)")
     parser.add_argument("--db", metavar="URL", default=os.environ.get("MEMGPT_LITE_DATABASE_URL"),
                         help="a postgresql:// server to measure beside SQLite")

@@ -49,6 +49,7 @@ class Server:
         self.folder: Path | None = None
         self.bin: Path | None = None
         self.uid: int | None = None
+        self.options = ""
 
     def start(self) -> str:
         self.bin = _binaries()
@@ -61,12 +62,34 @@ class Server:
         port = _free_port()
         self._run("initdb", "-D", str(self.folder / "data"), "-U", "memgpt", "--auth=trust",
                   "-E", "UTF8", "--no-locale")
-        self._run("pg_ctl", "-D", str(self.folder / "data"), "-l", str(self.folder / "log"),
-                  "-w", "-t", "60", "-o", f"-p {port} -k {self.folder} "
-                  "-c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off "
-                  "-c full_page_writes=off -c max_connections=200", "start")
+        self.options = (f"-p {port} -k {self.folder} -c listen_addresses=127.0.0.1 "
+                        "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+                        "-c max_connections=200")
+        self._ctl("start")
         self.url = f"postgresql://memgpt@127.0.0.1:{port}/postgres"
         return self.url
+
+    def _ctl(self, action: str, *args: str) -> None:
+        # The log file keeps the server's output off our pipes (a restarted server that
+        # inherited them would hold them open, and the call would never return).
+        assert self.folder is not None
+        try:
+            self._run("pg_ctl", "-D", str(self.folder / "data"), "-l", str(self.folder / "log"),
+                      "-w", "-t", "60", "-o", self.options, *args, action)
+        except RuntimeError as exc:
+            log = (self.folder / "log").read_text(errors="replace")[-800:]
+            raise RuntimeError(f"{exc}; the server's log ends: {log}") from None
+
+    def restart(self) -> None:
+        """What a maintenance window does: every session is ended, the server comes back."""
+        self._ctl("restart", "-m", "fast")
+
+    def pause(self) -> None:
+        """Stop the server (sessions ended, connections refused) until `resume()`."""
+        self._ctl("stop", "-m", "fast")
+
+    def resume(self) -> None:
+        self._ctl("start")
 
     def _run(self, tool: str, *args: str) -> None:
         def drop_root() -> None:

@@ -10,12 +10,14 @@ runs with a progress bar; until then keyword search still finds them.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from memgpt_lite.engine.dense import DenseRecall
 from memgpt_lite.engine.embeddings import Embedder, EmbeddingError
+from memgpt_lite.engine.store.base import ConnectionLost, StoreError
 from memgpt_lite.engine.store.vectors import KINDS
 
 BATCH = 32  # rows per embedding call: a turn's messages in one or two calls
@@ -69,11 +71,28 @@ class BackgroundIndexer:
                 self._wake.wait()
                 self._wake.clear()
                 if not self._stop.is_set():
-                    self._drain(store)
+                    store = self._drained(store)
                 if not self._wake.is_set():
                     self._idle.set()
         finally:
-            store.close()
+            if store is not None:
+                store.close()
+
+    def _drained(self, store: Any, again: bool = True) -> Any:
+        """Drain on `store` and return the store to use next: after its connection was lost
+        (the database restarted) a new one is opened and the drain tried once more; while
+        the server is still away, the rows wait for a later wake."""
+        try:
+            store = store if store is not None else self._open_store()
+        except StoreError:  # the server is still away
+            return None
+        try:
+            self._drain(store)
+        except ConnectionLost:
+            with contextlib.suppress(Exception):
+                store.close()
+            return self._drained(None, again=False) if again else None
+        return store
 
     def _drain(self, store: Any) -> None:
         """Embed what is new; rows left over (a failure, a rest) wait for the next wake."""

@@ -100,6 +100,10 @@ class AgentLock:
                 del _held[self.path]
                 os.close(entry.fd)  # closing the descriptor drops the flock
 
+    def renew(self, wait: float = DEFAULT_WAIT) -> None:
+        """Nothing to do: a file lock lives with this process's descriptor, not with a
+        database connection (the Postgres lock is renewed after a server restart)."""
+
     def holder_pid(self) -> int | None:
         try:
             text = self.path.read_text(encoding="ascii").strip()

@@ -18,6 +18,9 @@ from typing import Any
 
 from rich.console import Console
 
+from memgpt_lite.engine.locking import AgentBusyError
+from memgpt_lite.engine.reconnect import connection_lost, reconnect
+from memgpt_lite.engine.store.base import StoreError
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.terminal import render
 from memgpt_lite.terminal.exit_codes import EXIT_INTERRUPTED
@@ -57,6 +60,7 @@ class ChatSession:
         self.memory_draft: str | None = None  # a /memory document not saved yet
         self.model_source: str | None = None  # /model changed the model: how
         self.changed = False  # a command changed the agent (it is kept even without turns)
+        self.message_stored = False  # the turn running has stored its message (in recall)
 
     # ---------------------------------------------------------------- input
 
@@ -80,7 +84,17 @@ class ChatSession:
         if command is None:
             self.console.print(render.shown(f"unknown command /{name} — type /help"))
             return True
-        return command.run(self, rest.strip()) is not False
+        try:
+            return command.run(self, rest.strip()) is not False
+        except StoreError as exc:
+            if not connection_lost(exc):
+                raise
+            # Not run again: it may have asked something, or been applied just before the
+            # connection went (a /pop twice would pop two turns).
+            if self._reconnected(f"/{name.lower()} may not have finished"):
+                self._tell(f"· the database connection was lost and is open again: "
+                           f"/{name.lower()} may not have finished; type it again", "dim")
+            return True
 
     def run_turn(self, text: str, *, retry: bool = False, compact: bool = False) -> None:
         """One turn: a message (with the files /add attached), a /retry, or a /compact
@@ -88,6 +102,76 @@ class ChatSession:
         attachments = [] if compact else [item.block() for item in self.pending]
         if not compact:
             self.pending = []
+        self.message_stored = False
+        try:
+            self._run_turn(text, retry, attachments, compact)
+        except StoreError as exc:
+            if not connection_lost(exc):
+                raise
+            self._turn_again(text, retry, attachments, compact)
+
+    def _turn_again(self, text: str, retry: bool, attachments: list[Any],
+                    compact: bool) -> None:
+        """The database went away during the turn (a server restart): one new connection,
+        and the message sent once more. A message the cut-off turn had stored is sent again
+        as a retry (the new connection first undoes that turn), so it is stored once."""
+        stored = self.message_stored
+        if not self._reconnected(self._kept(stored), turn=True):
+            return
+        if stored and compact:  # its request is not a message to send again
+            self._tell("· the database connection was lost and is open again: the /compact "
+                       "did not finish; type it again", "dim")
+            return
+        self._tell("· the database connection was lost and is open again; sending your "
+                   "message again", "dim")
+        self.message_stored = False
+        if not retry:  # a retry of this message fixes no earlier failed turn
+            self.unresolved = False
+        try:
+            self._run_turn(text, retry or stored, [] if stored else attachments, compact)
+        except StoreError as again:
+            if not connection_lost(again):
+                raise
+            self._unreachable(again, self._kept(stored or self.message_stored), turn=True)
+
+    def _kept(self, stored: bool) -> str:
+        """Where the message of a turn the database's absence cut off is (never lost)."""
+        if stored:  # in recall, marked interrupted once the database is back
+            return ("your message is kept: /retry sends it" if self.reader is not None
+                    else "your message is kept in recall, unanswered")
+        return ("your message was not sent: ↑ brings it back" if self.reader is not None
+                else "your message was not sent")
+
+    def _reconnected(self, kept: str, *, turn: bool = False) -> bool:
+        """A new connection for the agent (AgentBusyError when another process took it
+        meanwhile: the chat ends as a second chat on it would); False, said in one line,
+        while the server cannot be reached: the next input tries again."""
+        try:
+            reconnect(self.agent)
+        except AgentBusyError:
+            raise
+        except StoreError as still:
+            self._unreachable(still, kept, turn=turn)
+            return False
+        return True
+
+    def _unreachable(self, exc: StoreError, kept: str, *, turn: bool) -> None:
+        if turn:  # the exit status says a message went unanswered
+            self.failed_turns += 1
+            self.unresolved = True
+        self._tell(f"error: {exc} {kept[0].upper()}{kept[1:]}; the chat tries the database "
+                   "again at your next input.", "bold red")
+
+    def _tell(self, line: str, style: str) -> None:
+        """A line about the chat itself, where the turn's notices and errors go (stderr when
+        stdout is not the terminal; an info object with --json)."""
+        console = getattr(self.view, "meta_console", None)
+        if console is None:
+            self.view.meta(line.removeprefix("· "), style)
+        else:
+            console.print(render.shown(line, style), highlight=False)
+
+    def _run_turn(self, text: str, retry: bool, attachments: list[Any], compact: bool) -> None:
         with self.hide_typing():
             self.view.start_turn()
             steps = self._steps(text, retry, attachments, compact)
@@ -104,11 +188,15 @@ class ChatSession:
                 # Also on any other way out (a closed stdout pipe): the turn ends now, while
                 # the store is open, not whenever the generator is collected.
                 with ctrl_c_ignored():
-                    steps.close()
-                    self.view.stop()
+                    try:
+                        steps.close()
+                    finally:  # its undo may fail too (the database went away)
+                        self.view.stop()
 
     def _count(self, event: Any, retry: bool) -> None:
         self.tally.add(event)
+        if event.kind == "user":
+            self.message_stored = True
         if event.kind == "turn_end":
             failed = not event.completed
             self.failed_turns += failed

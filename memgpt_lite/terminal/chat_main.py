@@ -114,8 +114,12 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
                 indexer.close()
             agent.close()  # releases the agent's process lock
             _goodbye(meta, session, quiet=prompt is not None or json_out)
-            if not save:  # flags stored on purpose keep the agent
-                _drop_if_empty(meta, store, agent, session)
+            try:
+                if not save:  # flags stored on purpose keep the agent
+                    _drop_if_empty(meta, agent.store, agent, session)
+            finally:
+                if agent.store is not store:  # a new connection after the database restarted
+                    agent.store.close()
 
 
 def _flags(meta: Console, model: str | None, context_window: str | None,
@@ -203,8 +207,12 @@ def _drop_if_empty(meta: Console, store: Any, agent: Any, session: ChatSession) 
     if not agent.created or session.tally.completed_turns or session.changed:
         return
     from memgpt_lite.engine import privacy
+    from memgpt_lite.engine.store.base import ConnectionLost
 
-    row = store.get_agent_by_id(agent.id)
+    try:
+        row = store.get_agent_by_id(agent.id)
+    except ConnectionLost:  # the database went away: nothing can be deleted now
+        return
     if row is None:
         return
     with store.agent_lock(row.name):

@@ -35,6 +35,12 @@ class StoreError(Exception):
     """The data file cannot be used; the message is one clear sentence for the user."""
 
 
+class ConnectionLost(StoreError):
+    """The database server went away under the store (a restart, a network cut): its
+    connection is gone, not its data. `reopen()` may connect again once the server is back;
+    the store itself answers nothing more."""
+
+
 class AgentExists(StoreError):
     """`create_agent`: the name is taken, perhaps by another process a moment ago (a chat
     and an MCP server starting at once on a new name): whoever meant "open it, creating it
@@ -119,6 +125,7 @@ class AgentLockLike(Protocol):
 
     def acquire(self, wait: float = ...) -> Any: ...
     def release(self) -> None: ...
+    def renew(self, wait: float = ...) -> None: ...
     def __enter__(self) -> Any: ...
     def __exit__(self, *exc: object) -> None: ...
 

@@ -18,7 +18,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
 
-from memgpt_lite.engine.store.base import IntegrityProblem, StoreError
+from memgpt_lite.engine.store.base import ConnectionLost, IntegrityProblem, StoreError
 from memgpt_lite.engine.store.database import Params, Row, Transactions
 from memgpt_lite.engine.text import clean_text
 
@@ -99,6 +99,15 @@ class PostgresDatabase(Transactions):
             raise StoreError(f"Cannot connect to the database {self.location}: "
                              f"{_without_password(first, url)}.") from None
 
+    def _failed(self, exc: psycopg.Error) -> BaseException:
+        """What a failed statement raises: ConnectionLost when it closed the connection (the
+        server restarted or went away; a new connection may work), else `pg_error`'s."""
+        if self.connection.closed:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else "it closed"
+            return ConnectionLost(f"The database {self.location} cannot be used: the "
+                                  f"connection was lost ({first}).")
+        return pg_error(self.location, exc)
+
     def _run(self, sql: str, params: Params = ()) -> psycopg.Cursor:
         """A statement without parameters goes as it is (the simple protocol: a migration's
         script of several statements, VACUUM)."""
@@ -107,7 +116,7 @@ class PostgresDatabase(Transactions):
                 return self.connection.execute(sql)
             return self.connection.execute(translate(sql), tuple(params))
         except psycopg.Error as exc:
-            raise pg_error(self.location, exc) from None
+            raise self._failed(exc) from None
 
     # ---------------------------------------------------------------- statements
 
@@ -124,7 +133,7 @@ class PostgresDatabase(Transactions):
             with self.connection.cursor() as cur:
                 cur.executemany(translate(sql), [tuple(r) for r in rows])
         except psycopg.Error as exc:
-            raise pg_error(self.location, exc) from None
+            raise self._failed(exc) from None
 
     def insert(self, sql: str, params: Params = ()) -> int:
         return self._run(sql + " RETURNING id", params).fetchone()[0]  # type: ignore[index]
@@ -145,7 +154,7 @@ class PostgresDatabase(Transactions):
                 while rows := cur.fetchmany(size):
                     yield rows
             except psycopg.Error as exc:
-                raise pg_error(self.location, exc) from None
+                raise self._failed(exc) from None
             finally:
                 cur.close()
 
@@ -158,7 +167,7 @@ class PostgresDatabase(Transactions):
             with self.connection.transaction():
                 yield
         except psycopg.Error as exc:
-            raise pg_error(self.location, exc) from None
+            raise self._failed(exc) from None
 
     @contextmanager
     def read_snapshot(self) -> Iterator[None]:

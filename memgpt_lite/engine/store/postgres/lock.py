@@ -57,6 +57,15 @@ class _Session:
         self.held: dict[int, int] = {}  # key → holders in this process
 
 
+def _answers(session: _Session) -> bool:
+    """Whether the lock session is alive (so still holds its locks)."""
+    try:
+        session.conn.execute("SELECT 1")
+        return True
+    except psycopg.Error:
+        return False
+
+
 _sessions: dict[str, _Session] = {}
 _guard = threading.RLock()
 
@@ -104,12 +113,38 @@ class PostgresAgentLock:
                     pass  # the session is gone, and the server dropped the lock with it
             self._drop_if_idle(session)
 
-    def _take(self, session: _Session, wait: float) -> None:
+    def renew(self, wait: float = DEFAULT_WAIT) -> None:
+        """Hold the lock again after the server may have dropped it with its session (a
+        restart ends every session): a session that still answers still holds it; a dead
+        one is replaced, and what it held is taken again on the new one. StoreError when
+        the server cannot be reached; AgentBusyError when another process took the agent
+        meanwhile (this lock is then not held)."""
+        with _guard:
+            session = _sessions.get(self.url)
+            if not self.held or (session is not None and _answers(session)):
+                return
+            held = dict(session.held) if session is not None else {self.key: 1}
+            if session is not None:
+                del _sessions[self.url]
+                session.conn.close()
+            fresh = _Session(self.url, self.where)
+            try:
+                for key in held:
+                    self._take(fresh, wait, key)
+            except BaseException:
+                self.held = False  # nothing of the old session is held any more
+                fresh.conn.close()
+                raise
+            fresh.held = held
+            _sessions[self.url] = fresh
+
+    def _take(self, session: _Session, wait: float, key: int | None = None) -> None:
+        key = self.key if key is None else key
         deadline = time.monotonic() + max(0.0, wait)
         while True:
             try:
                 got = session.conn.execute("SELECT pg_try_advisory_lock(%s)",
-                                           (self.key,)).fetchone()[0]  # type: ignore[index]
+                                           (key,)).fetchone()[0]  # type: ignore[index]
             except psycopg.Error as exc:
                 raise StoreError(f"Cannot lock the agent in the database {self.where}: "
                                  f"{str(exc).strip().splitlines()[0]}.") from None

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import socket
 import threading
 from dataclasses import dataclass
@@ -131,6 +132,11 @@ class HttpEmbedder:
             raise EmbeddingError(f"The embeddings endpoint {self.url} returned vectors of "
                                  f"{seen} dimensions where {self.dim or 'one size'} was "
                                  "expected.")
+        if not all(math.isfinite(x) for row in rows for x in row):
+            # NaN or infinity cannot be stored or ranked; it is the endpoint's fault, not
+            # the database's
+            raise EmbeddingError(f"The embeddings endpoint {self.url} returned vectors "
+                                 "holding NaN or infinite values.")
         self.dim = dims.pop()
         return rows
 
@@ -343,6 +349,8 @@ def _number(env: dict[str, str], name: str, default: float) -> float:
         value = float(text)
     except ValueError:
         raise EmbeddingError(f"{name} must be a number, got {text!r}.") from None
+    if not math.isfinite(value):  # a socket timeout or thread count must be a real number
+        raise EmbeddingError(f"{name} must be a finite number, got {text!r}.")
     if value <= 0:
         raise EmbeddingError(f"{name} must be positive, got {text!r}.")
     return value

@@ -65,7 +65,7 @@ class FakeEmbeddingsServer:
     """An OpenAI-compatible embeddings endpoint on 127.0.0.1 (a free port by default).
     `requests` holds every request body received; `faults` is consumed one per request:
     "timeout", an HTTP status (400, 500, ...), "dims" (vectors one longer), "count" (one
-    vector short) or "garbage" (not JSON)."""
+    vector short), "nan" (vectors of NaN) or "garbage" (not JSON)."""
 
     def __init__(self, port: int = 0, embedder: ConceptEmbedder | None = None,
                  delay: float = 5.0):
@@ -111,6 +111,8 @@ class _Handler(BaseHTTPRequestHandler):
             rows = [r + [0.5] for r in rows]
         if fault == "count":
             rows = rows[:-1]
+        if fault == "nan":
+            rows = [[float("nan")] * len(r) for r in rows]
         data = [{"object": "embedding", "index": i, "embedding": r} for i, r in enumerate(rows)]
         self._send(200, {"object": "list", "data": data, "model": body.get("model")})
 

@@ -50,6 +50,7 @@ def test_http_embedder_tells_query_from_document_when_asked(server):
     (500, "answered 500"),
     ("count", "returned 1 vectors for 2 texts"),
     ("garbage", "did not answer JSON"),
+    ("nan", "NaN or infinite values"),
 ])
 def test_every_http_fault_is_one_sentence(server, fault, words):
     server.faults.append(fault)
@@ -85,7 +86,12 @@ def test_configuration_comes_from_the_environment(tmp_path):
                        ({"MEMGPT_LITE_EMBEDDER": "http"}, "needs MEMGPT_LITE_EMBEDDINGS_URL"),
                        ({"MEMGPT_LITE_EMBEDDER": "onnx:"}, "needs the model's folder"),
                        ({"MEMGPT_LITE_EMBEDDER": f"onnx:{tmp_path}"}, "holds no tokenizer.json"),
-                       ({"MEMGPT_LITE_EMBED_THREADS": "-2"}, "must be positive")]:
+                       ({"MEMGPT_LITE_EMBED_THREADS": "-2"}, "must be positive"),
+                       ({"MEMGPT_LITE_EMBED_THREADS": "inf"}, "must be a finite number"),
+                       ({"MEMGPT_LITE_EMBEDDER": "http", "MEMGPT_LITE_EMBEDDINGS_TIMEOUT": "nan"},
+                        "must be a finite number"),
+                       ({"MEMGPT_LITE_EMBEDDER": "http", "MEMGPT_LITE_EMBEDDINGS_TIMEOUT": "1e400"},
+                        "must be a finite number")]:
         with pytest.raises(EmbeddingError, match=words):
             EmbeddingConfig.from_env(env).build()
 

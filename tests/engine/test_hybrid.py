@@ -247,6 +247,41 @@ def test_a_failing_endpoint_degrades_to_keywords_with_one_notice(store, agent_id
     assert len(server.requests) == 1 + 1  # the backfill, then the first query only
 
 
+def test_an_endpoint_serving_another_model_under_the_same_name_is_reindexed(store, agent_id):
+    with FakeEmbeddingsServer() as server:
+        index_agent(store, agent_id, HttpEmbedder(server.url, "m"))
+        server.embedder = ConceptEmbedder(dim=32)  # another model loaded, same name asked
+        emb = HttpEmbedder(server.url, "m", timeout=2)  # a new session
+        agent = open_agent(store, [text_response("Noted.")] + search_then_answer("Kyoto"))
+        indexer = attach_embedder(agent, emb)
+        try:
+            list(agent.step("My neighbour has a greyhound."))
+            assert indexer.wait_idle(10)
+            events = list(agent.step("find Kyoto"))
+        finally:
+            indexer.close()
+            agent.close()
+        sizes = store.db.query("SELECT DISTINCT length(vec) FROM vectors")
+        assert sizes == [(64,)]  # the new model's vectors were refused, not mixed in
+        result = next(e for e in events if e.kind == "tool_result")
+        assert not result.result.is_error and "flights to Kyoto" in result.result.content
+        notices = [e.message for e in events if e.kind == "notice"]
+        assert len(notices) == 1 and "run `memgpt-lite index`" in notices[0]
+        assert index_agent(store, agent_id, emb) == 10  # every row again, in the new size
+        assert store.db.query("SELECT DISTINCT length(vec) FROM vectors") == [(32,)]
+        query = emb.embed(["trip"], query=True)[0]
+    assert store.dense_scores(agent_id, "messages", "http:m", query)
+
+
+def test_search_reads_only_the_vectors_of_the_query_size(store, agent_id):
+    index_agent(store, agent_id, ConceptEmbedder(name="same"))
+    ids = say(store, agent_id, 4, ("user", "A trip to Japan."))
+    store.put_vectors(agent_id, "messages", "same", ids, ConceptEmbedder(dim=32).embed(["x"]))
+    query = ConceptEmbedder().embed(["trip"], query=True)[0]
+    scores = store.dense_scores(agent_id, "messages", "same", query)
+    assert scores and ids[0] not in scores
+
+
 # --------------------------------------------------------------------------- replay
 
 

@@ -64,7 +64,7 @@ def _table(kind: str) -> str:
 class VectorsMixin(StoreCore):
     """Embeddings of messages and passages: written by the indexer, scanned by search."""
 
-    def _vector_cache(self) -> dict[tuple[int, str, str], Loaded]:
+    def _vector_cache(self) -> dict[tuple[int, str, str, int], Loaded]:
         return self.__dict__.setdefault("_vectors_loaded", {})
 
     # ---------------------------------------------------------------- writing
@@ -114,11 +114,16 @@ class VectorsMixin(StoreCore):
                  for i, j in keep])
         return len(keep)
 
-    def delete_vectors(self, agent_id: int, *, except_model: str | None = None) -> int:
-        """Delete the agent's vectors (those not of `except_model`); returns how many."""
+    def delete_vectors(self, agent_id: int, *, except_model: str | None = None,
+                       except_dim: int | None = None) -> int:
+        """Delete the agent's vectors (those not of `except_model`, and with `except_dim`
+        those of another dimension too); returns how many."""
+        sql, params = "DELETE FROM vectors WHERE agent_id = ? AND (model != ?", [agent_id,
+                                                                              except_model or ""]
+        if except_dim is not None:
+            sql, params = sql + " OR length(vec) != ?", params + [except_dim]
         with self.transaction():
-            return self.db.execute("DELETE FROM vectors WHERE agent_id = ? AND model != ?",
-                                   (agent_id, except_model or ""))
+            return self.db.execute(sql + ")", tuple(params))
 
     # ---------------------------------------------------------------- reading
 
@@ -156,7 +161,7 @@ class VectorsMixin(StoreCore):
         the agent's rows of `kind` having a vector of `model` (dates YYYY-MM-DD, inclusive)."""
         import numpy as np
 
-        loaded = self._index(agent_id, kind, model)
+        loaded = self._index(agent_id, kind, model, len(query))
         if not len(loaded.ids):
             return {}
         mask = None
@@ -169,19 +174,21 @@ class VectorsMixin(StoreCore):
         top = search.dense_top(loaded.matrix, loaded.scales, query, limit, mask)
         return {int(loaded.ids[i]): score for i, score in top}
 
-    def _index(self, agent_id: int, kind: str, model: str) -> Loaded:
-        """The in-memory copy of the agent's vectors, brought up to date."""
-        key = (agent_id, kind, model)
+    def _index(self, agent_id: int, kind: str, model: str, dim: int) -> Loaded:
+        """The in-memory copy of the agent's vectors of `dim` dimensions, brought up to date.
+        Only those: an endpoint serves whatever model it has loaded under the name it is
+        given, so one name may hold vectors of two sizes until `memgpt-lite index` runs."""
+        key = (agent_id, kind, model, dim)
         cache = self._vector_cache()
         deletions = self.db.query("SELECT coalesce(max(n), 0) FROM vector_deletions WHERE id = ?",
                                   (agent_id,))[0][0]
         old = cache.get(key)
         if old is not None and old.deletions != deletions:
             old = None
-        cache[key] = loaded = self._load(agent_id, kind, model, old, deletions)
+        cache[key] = loaded = self._load(agent_id, kind, model, dim, old, deletions)
         return loaded
 
-    def _load(self, agent_id: int, kind: str, model: str, old: Loaded | None,
+    def _load(self, agent_id: int, kind: str, model: str, dim: int, old: Loaded | None,
               deletions: int) -> Loaded:
         """`old` plus the vectors added since it was loaded, read in chunks."""
         import numpy as np
@@ -193,8 +200,8 @@ class VectorsMixin(StoreCore):
                 f"SELECT v.id, v.row_id, v.vec, v.scale, m.created_at FROM vectors v "
                 f"JOIN {_table(kind)} m ON m.agent_id = v.agent_id AND m.id = v.row_id "
                 "WHERE v.agent_id = ? AND v.kind = ? AND v.model = ? AND v.id > ? "
-                "ORDER BY v.id", (agent_id, kind, model, after), LOAD_CHUNK):
-            dim = len(rows[0][2])
+                "AND length(v.vec) = ? ORDER BY v.id", (agent_id, kind, model, after, dim),
+                LOAD_CHUNK):
             parts.append(Loaded(
                 np.array([r[1] for r in rows], dtype=np.int64),
                 np.frombuffer(b"".join(r[2] for r in rows),

@@ -22,6 +22,7 @@ import json
 import math
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -96,9 +97,10 @@ class HttpEmbedder:
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         request = urllib.request.Request(self.url, body, headers, method="POST")
+        deadline = time.monotonic() + self.timeout
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                answer = json.loads(response.read().decode("utf-8"))
+                answer = json.loads(_read_by(response, deadline).decode("utf-8"))
         except urllib.error.HTTPError as exc:
             raise EmbeddingError(f"The embeddings endpoint {self.url} answered {exc.code} "
                                  f"({_error_text(exc)}).") from None
@@ -139,6 +141,17 @@ class HttpEmbedder:
                                  "holding NaN or infinite values.")
         self.dim = dims.pop()
         return rows
+
+
+def _read_by(response: Any, deadline: float) -> bytes:
+    """The whole body, or TimeoutError once `deadline` has passed: the socket's timeout
+    bounds each read only, so an endpoint trickling its answer would reset it forever."""
+    parts = []
+    while chunk := response.read1(1 << 16):
+        parts.append(chunk)
+        if time.monotonic() > deadline:
+            raise TimeoutError
+    return b"".join(parts)
 
 
 def _error_text(exc: Any) -> str:

@@ -61,6 +61,13 @@ def test_every_http_fault_is_one_sentence(server, fault, words):
     assert str(err.value).count(". ") == 0 and str(err.value).endswith(".")
 
 
+def test_an_endpoint_trickling_its_answer_is_given_up_on_at_the_timeout(server):
+    server.faults.append("trickle")  # a byte every 0.1 s: no single read times out
+    emb = HttpEmbedder(server.url, "m", timeout=0.5)
+    with pytest.raises(EmbeddingError, match="did not answer within 0.5 s"):
+        emb.embed(["one", "two"])
+
+
 def test_a_change_of_dimensions_is_refused(server):
     emb = HttpEmbedder(server.url, "m")
     emb.embed(["first"])

@@ -86,14 +86,15 @@ class BackgroundIndexer:
                                             after_id=self.floor[kind])
                 if not rows:
                     break
+                texts = [text for _, text in rows]
                 try:
-                    vectors = embedder.embed([text for _, text in rows])
+                    vectors = embedder.embed(texts)
                     _check_size(store, self.agent_id, embedder.name, vectors)
                 except EmbeddingError as exc:
                     self.dense.failed(str(exc))
                     return
                 self.embedded += store.put_vectors(self.agent_id, kind, embedder.name,
-                                                   [i for i, _ in rows], vectors)
+                                                   [i for i, _ in rows], vectors, texts)
                 self.floor[kind] = rows[-1][0]
 
 
@@ -141,9 +142,9 @@ def index_agent(store: Any, agent_id: int, embedder: Embedder, *,
         after = 0
         while rows := store.texts_to_embed(agent_id, kind, embedder.name, limit=batch,
                                            after_id=after):
-            vectors = embedder.embed([text for _, text in rows])
+            texts = [text for _, text in rows]
             done += store.put_vectors(agent_id, kind, embedder.name, [i for i, _ in rows],
-                                      vectors)
+                                      embedder.embed(texts), texts)
             after = rows[-1][0]
             if progress:
                 progress(done, total)

@@ -223,6 +223,33 @@ def test_new_turns_are_embedded_in_the_background_without_holding_the_reply(stor
         agent.close()
 
 
+def test_a_forget_while_the_turn_is_being_embedded_leaves_no_vector_of_what_it_removed(
+        store, agent_id, tmp_path):
+    from memgpt_lite.engine.matching import Matcher
+
+    emb = ConceptEmbedder()
+    emb.gate = threading.Event()  # the indexer has read the turn's texts and is embedding
+    agent = open_agent(store, [text_response("Noted.")])
+    indexer = attach_embedder(agent, emb)
+    try:
+        list(agent.step("My locker code is zebra, near the Kyoto poster."))
+        with SQLiteStore(tmp_path / "db.sqlite") as other:  # `forget` in another terminal
+            row = other.get_agent_by_id(agent_id)
+            privacy.forget(other, privacy.plan_forget(other, row, Matcher.build("zebra")))
+        emb.gate.set()
+        assert indexer.wait_idle(10)
+    finally:
+        indexer.close()
+        agent.close()
+    texts = dict(store.texts_to_embed(agent_id, "messages", "another model", limit=99))
+    vectors = store.db.query("SELECT row_id, vec, scale FROM vectors")
+    assert "Noted." in [texts[row_id] for row_id, _, _ in vectors]
+    for row_id, vec, scale in vectors:
+        assert "zebra" not in texts[row_id]  # redacted in the queue: "[forgotten]"
+        stored = np.frombuffer(vec, dtype=np.int8).astype(np.float32) * scale
+        assert float(stored @ emb.embed([texts[row_id]])[0]) > 0.99, texts[row_id]
+
+
 def test_a_failing_endpoint_degrades_to_keywords_with_one_notice(store, agent_id):
     with FakeEmbeddingsServer() as server:
         emb = HttpEmbedder(server.url, "m", timeout=2)

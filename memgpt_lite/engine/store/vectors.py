@@ -55,6 +55,16 @@ class Loaded:
                       max_id, deletions)
 
 
+_TEXT = {"messages": "m.role, m.content", "passages": "'', m.text"}  # what is embedded
+
+
+def _texts(kind: str, rows: list[Any]) -> list[tuple[int, str]]:
+    """(id, the text to embed) of rows selected as `m.id, _TEXT[kind]`."""
+    if kind == "passages":
+        return [(r[0], r[2]) for r in rows]
+    return [(r[0], plain_text(r[1], json.loads(r[2]))) for r in rows]
+
+
 def _table(kind: str) -> str:
     if kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r}")
@@ -72,15 +82,12 @@ class VectorsMixin(StoreCore):
     def texts_to_embed(self, agent_id: int, kind: str, model: str, *, limit: int = 256,
                        after_id: int = 0) -> list[tuple[int, str]]:
         """(id, text) of rows with text but no vector of `model`, oldest first, id > after_id."""
-        text = "m.role, m.content" if kind == "messages" else "'', m.text"
-        rows = self.db.query(f"SELECT m.id, {text} FROM {_table(kind)} m LEFT JOIN vectors v ON "
-                             "v.agent_id = m.agent_id AND v.kind = ? AND v.row_id = m.id AND "
-                             "v.model = ? WHERE m.agent_id = ? AND m.index_text != '' AND "
-                             "v.id IS NULL AND m.id > ? ORDER BY m.id LIMIT ?",
-                             (kind, model, agent_id, after_id, limit))
-        if kind == "passages":
-            return [(r[0], r[2]) for r in rows]
-        return [(r[0], plain_text(r[1], json.loads(r[2]))) for r in rows]
+        rows = self.db.query(f"SELECT m.id, {_TEXT[kind]} FROM {_table(kind)} m LEFT JOIN "
+                             "vectors v ON v.agent_id = m.agent_id AND v.kind = ? AND "
+                             "v.row_id = m.id AND v.model = ? WHERE m.agent_id = ? AND "
+                             "m.index_text != '' AND v.id IS NULL AND m.id > ? ORDER BY m.id "
+                             "LIMIT ?", (kind, model, agent_id, after_id, limit))
+        return _texts(kind, rows)
 
     def last_row_id(self, agent_id: int, kind: str) -> int:
         """The highest id of the agent's rows of `kind` (0: none); the background indexer
@@ -89,9 +96,12 @@ class VectorsMixin(StoreCore):
                              "WHERE agent_id = ?", (agent_id,))[0][0]
 
     def put_vectors(self, agent_id: int, kind: str, model: str, ids: list[int],
-                    rows: Any) -> int:
+                    rows: Any, texts: list[str] | None = None) -> int:
         """Store unit vectors for rows (replacing any of another model); rows deleted
-        meanwhile are skipped. Returns how many were stored."""
+        meanwhile are skipped, and with `texts` (what was embedded, as `texts_to_embed` gave
+        it) so are rows whose text changed meanwhile: a forget that redacts a message in
+        the queue must not get back a vector of what it removed. Returns how many were
+        stored."""
         matrix, scales = search.quantize(rows)
         with self.transaction():
             # Two writers may embed the same new rows (a chat's indexer and `memgpt-lite
@@ -100,10 +110,11 @@ class VectorsMixin(StoreCore):
             # agent's row lock makes them take turns (SQLite's write lock already does).
             self.db.query(f"SELECT id FROM agents WHERE id = ?{self.db.for_update()}",
                           (agent_id,))
-            live = {r[0] for r in self.db.query(
-                f"SELECT id FROM {_table(kind)} WHERE {self._keyed(ids)}",
-                (agent_id, *ids))}
-            keep = [(i, j) for j, i in enumerate(ids) if i in live]
+            live = dict(_texts(kind, self.db.query(
+                f"SELECT m.id, {_TEXT[kind]} FROM {_table(kind)} m WHERE "
+                f"{self._keyed(ids, 'm.')}", (agent_id, *ids))))
+            keep = [(i, j) for j, i in enumerate(ids)
+                    if i in live and (texts is None or live[i] == texts[j])]
             gone = [i for i, _ in keep]
             self.db.execute(f"DELETE FROM vectors WHERE kind = ? AND "
                             f"{self._keyed(gone, column='row_id')}", (kind, agent_id, *gone))

@@ -248,6 +248,9 @@ class OnnxEmbedder:
 
 
 def _onnx_file(folder: Path) -> Path:
+    if not folder.is_dir():  # a typo in the path: "holds no tokenizer.json" would mislead
+        raise EmbeddingError(f"There is no folder {folder}; give the folder of an ONNX "
+                             "sentence-embedding model (see docs/search.md).")
     if not (folder / "tokenizer.json").is_file():
         raise EmbeddingError(f"{folder} holds no tokenizer.json; give the folder of an ONNX "
                              "sentence-embedding model (see docs/search.md).")

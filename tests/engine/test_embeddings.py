@@ -93,6 +93,7 @@ def test_configuration_comes_from_the_environment(tmp_path):
                        ({"MEMGPT_LITE_EMBEDDER": "http"}, "needs MEMGPT_LITE_EMBEDDINGS_URL"),
                        ({"MEMGPT_LITE_EMBEDDER": "onnx:"}, "needs the model's folder"),
                        ({"MEMGPT_LITE_EMBEDDER": f"onnx:{tmp_path}"}, "holds no tokenizer.json"),
+                       ({"MEMGPT_LITE_EMBEDDER": f"onnx:{tmp_path}/typo"}, "There is no folder"),
                        ({"MEMGPT_LITE_EMBED_THREADS": "-2"}, "must be positive"),
                        ({"MEMGPT_LITE_EMBED_THREADS": "inf"}, "must be a finite number"),
                        ({"MEMGPT_LITE_EMBEDDER": "http", "MEMGPT_LITE_EMBEDDINGS_TIMEOUT": "nan"},

@@ -65,7 +65,7 @@ class DenseRecall:
         if len(vector) != 1 or (stored is not None and vector.shape[1] != stored):
             raise EmbeddingError(f"The embedder {self.embedder.name} returned a query vector of "
                                  f"{vector.shape[-1]} dimensions where the stored vectors have "
-                                 f"{stored}.")
+                                 f"{stored}; run `memgpt-lite index` to embed them again.")
         return self.store.dense_scores(self.agent_id, kind, self.embedder.name, vector[0],
                                        limit=self.limit, start_date=start_date,
                                        end_date=end_date)

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -95,9 +97,10 @@ class HttpEmbedder:
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         request = urllib.request.Request(self.url, body, headers, method="POST")
+        deadline = time.monotonic() + self.timeout
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                answer = json.loads(response.read().decode("utf-8"))
+                answer = json.loads(_read_by(response, deadline).decode("utf-8"))
         except urllib.error.HTTPError as exc:
             raise EmbeddingError(f"The embeddings endpoint {self.url} answered {exc.code} "
                                  f"({_error_text(exc)}).") from None
@@ -131,8 +134,24 @@ class HttpEmbedder:
             raise EmbeddingError(f"The embeddings endpoint {self.url} returned vectors of "
                                  f"{seen} dimensions where {self.dim or 'one size'} was "
                                  "expected.")
+        if not all(math.isfinite(x) for row in rows for x in row):
+            # NaN or infinity cannot be stored or ranked; it is the endpoint's fault, not
+            # the database's
+            raise EmbeddingError(f"The embeddings endpoint {self.url} returned vectors "
+                                 "holding NaN or infinite values.")
         self.dim = dims.pop()
         return rows
+
+
+def _read_by(response: Any, deadline: float) -> bytes:
+    """The whole body, or TimeoutError once `deadline` has passed: the socket's timeout
+    bounds each read only, so an endpoint trickling its answer would reset it forever."""
+    parts = []
+    while chunk := response.read1(1 << 16):
+        parts.append(chunk)
+        if time.monotonic() > deadline:
+            raise TimeoutError
+    return b"".join(parts)
 
 
 def _error_text(exc: Any) -> str:
@@ -229,6 +248,9 @@ class OnnxEmbedder:
 
 
 def _onnx_file(folder: Path) -> Path:
+    if not folder.is_dir():  # a typo in the path: "holds no tokenizer.json" would mislead
+        raise EmbeddingError(f"There is no folder {folder}; give the folder of an ONNX "
+                             "sentence-embedding model (see docs/search.md).")
     if not (folder / "tokenizer.json").is_file():
         raise EmbeddingError(f"{folder} holds no tokenizer.json; give the folder of an ONNX "
                              "sentence-embedding model (see docs/search.md).")
@@ -343,6 +365,8 @@ def _number(env: dict[str, str], name: str, default: float) -> float:
         value = float(text)
     except ValueError:
         raise EmbeddingError(f"{name} must be a number, got {text!r}.") from None
+    if not math.isfinite(value):  # a socket timeout or thread count must be a real number
+        raise EmbeddingError(f"{name} must be a finite number, got {text!r}.")
     if value <= 0:
         raise EmbeddingError(f"{name} must be positive, got {text!r}.")
     return value

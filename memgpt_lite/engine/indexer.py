@@ -105,14 +105,27 @@ class BackgroundIndexer:
                                             after_id=self.floor[kind])
                 if not rows:
                     break
+                texts = [text for _, text in rows]
                 try:
-                    vectors = embedder.embed([text for _, text in rows])
+                    vectors = embedder.embed(texts)
+                    _check_size(store, self.agent_id, embedder.name, vectors)
                 except EmbeddingError as exc:
                     self.dense.failed(str(exc))
                     return
                 self.embedded += store.put_vectors(self.agent_id, kind, embedder.name,
-                                                   [i for i, _ in rows], vectors)
+                                                   [i for i, _ in rows], vectors, texts)
                 self.floor[kind] = rows[-1][0]
+
+
+def _check_size(store: Any, agent_id: int, model: str, vectors: Any) -> None:
+    """Refuse vectors of another size than the agent's stored ones of `model`: an endpoint
+    serves whatever model it has loaded under the name it is given, and vectors of two
+    models cannot be ranked together (`index_agent` re-embeds the old ones instead)."""
+    stored = store.vector_dim(agent_id, model)
+    if stored is not None and vectors.shape[1] != stored:
+        raise EmbeddingError(f"The embedder {model} returned vectors of {vectors.shape[1]} "
+                             f"dimensions where the stored vectors have {stored}; run "
+                             "`memgpt-lite index` to embed them again.")
 
 
 def attach_embedder(agent: Any, embedder: Embedder, *,
@@ -132,8 +145,13 @@ def index_agent(store: Any, agent_id: int, embedder: Embedder, *,
                 batch: int = BATCH) -> int:
     """Embed every row of the agent lacking a vector of the embedder's model (vectors of
     other models are dropped first: a switch of model re-indexes). Returns how many rows
-    were embedded; raises EmbeddingError when the embedder fails (what is done stays)."""
-    store.delete_vectors(agent_id, except_model=embedder.name)
+    were embedded; raises EmbeddingError when the embedder fails (what is done stays).
+    Vectors of the model's name but another size are dropped too: an endpoint that loaded
+    another model answers under the same name, and that is a switch of model as well."""
+    dim = None
+    if store.vector_dim(agent_id, embedder.name) is not None:
+        dim = embedder.embed(["dimension check"]).shape[1]
+    store.delete_vectors(agent_id, except_model=embedder.name, except_dim=dim)
     counts = store.vector_counts(agent_id, embedder.name)
     total = sum(c["missing"] for c in counts.values())
     done = 0
@@ -143,9 +161,9 @@ def index_agent(store: Any, agent_id: int, embedder: Embedder, *,
         after = 0
         while rows := store.texts_to_embed(agent_id, kind, embedder.name, limit=batch,
                                            after_id=after):
-            vectors = embedder.embed([text for _, text in rows])
+            texts = [text for _, text in rows]
             done += store.put_vectors(agent_id, kind, embedder.name, [i for i, _ in rows],
-                                      vectors)
+                                      embedder.embed(texts), texts)
             after = rows[-1][0]
             if progress:
                 progress(done, total)

@@ -47,14 +47,21 @@ def install(model: KnownModel, progress: Progress = lambda name, done, total: No
         _write_manifest(partial, model, digests, commit)
         shutil.rmtree(partial / ".cache", ignore_errors=True)
         _swap(partial, target)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(partial, ignore_errors=True)
+        if isinstance(exc, OSError):  # a full disk, a file in the way: the user's to fix
+            raise EmbeddingError(f"{model.name} cannot be written into {models_dir()} "
+                                 f"({_reason(exc)}); nothing was installed.") from None
         raise
     return target
 
 
 def make_default(name: str) -> None:
-    (models_dir() / "DEFAULT").write_text(name + "\n", "utf-8")
+    try:
+        (models_dir() / "DEFAULT").write_text(name + "\n", "utf-8")
+    except OSError as exc:
+        raise EmbeddingError(f"{name} is installed but cannot be made the default embedder "
+                             f"({_reason(exc)}).") from None
 
 
 def _hub() -> Any:

@@ -65,7 +65,8 @@ class FakeEmbeddingsServer:
     """An OpenAI-compatible embeddings endpoint on 127.0.0.1 (a free port by default).
     `requests` holds every request body received; `faults` is consumed one per request:
     "timeout", an HTTP status (400, 500, ...), "dims" (vectors one longer), "count" (one
-    vector short) or "garbage" (not JSON)."""
+    vector short), "nan" (vectors of NaN), "trickle" (the answer a byte at a time, each
+    `delay / 20` seconds after the last) or "garbage" (not JSON)."""
 
     def __init__(self, port: int = 0, embedder: ConceptEmbedder | None = None,
                  delay: float = 5.0):
@@ -111,17 +112,26 @@ class _Handler(BaseHTTPRequestHandler):
             rows = [r + [0.5] for r in rows]
         if fault == "count":
             rows = rows[:-1]
+        if fault == "nan":
+            rows = [[float("nan")] * len(r) for r in rows]
         data = [{"object": "embedding", "index": i, "embedding": r} for i, r in enumerate(rows)]
-        self._send(200, {"object": "list", "data": data, "model": body.get("model")})
+        answer = {"object": "list", "data": data, "model": body.get("model")}
+        self._send(200, answer, trickle=fault == "trickle")
 
-    def _send(self, status: int, obj: Any, raw: bytes | None = None) -> None:
+    def _send(self, status: int, obj: Any, raw: bytes | None = None,
+              trickle: bool = False) -> None:
         payload = raw if raw is not None else json.dumps(obj).encode("utf-8")
         try:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
-            self.wfile.write(payload)
+            step = 1 if trickle else max(len(payload), 1)
+            for start in range(0, len(payload), step):
+                self.wfile.write(payload[start:start + step])
+                if trickle:  # a byte at a time, each well within the client's timeout
+                    self.wfile.flush()
+                    time.sleep(self.owner.delay / 20)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (a timeout fault)
 

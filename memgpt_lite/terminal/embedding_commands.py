@@ -90,9 +90,9 @@ def cmd_embeddings_install(args: argparse.Namespace) -> int:
     console = Console(highlight=False)
     try:
         folder = _installing(console, model, install)
+        make_default(name)
     except EmbeddingError as exc:
         raise UserError(str(exc)) from None
-    make_default(name)
     console.print(f"{name} installed in {folder} and made the default embedder", markup=False)
     if args.no_index:
         return EXIT_OK

@@ -50,6 +50,7 @@ def test_http_embedder_tells_query_from_document_when_asked(server):
     (500, "answered 500"),
     ("count", "returned 1 vectors for 2 texts"),
     ("garbage", "did not answer JSON"),
+    ("nan", "NaN or infinite values"),
 ])
 def test_every_http_fault_is_one_sentence(server, fault, words):
     server.faults.append(fault)
@@ -58,6 +59,13 @@ def test_every_http_fault_is_one_sentence(server, fault, words):
         emb.embed(["one", "two"])
     assert words in str(err.value)
     assert str(err.value).count(". ") == 0 and str(err.value).endswith(".")
+
+
+def test_an_endpoint_trickling_its_answer_is_given_up_on_at_the_timeout(server):
+    server.faults.append("trickle")  # a byte every 0.1 s: no single read times out
+    emb = HttpEmbedder(server.url, "m", timeout=0.5)
+    with pytest.raises(EmbeddingError, match="did not answer within 0.5 s"):
+        emb.embed(["one", "two"])
 
 
 def test_a_change_of_dimensions_is_refused(server):
@@ -85,7 +93,13 @@ def test_configuration_comes_from_the_environment(tmp_path):
                        ({"MEMGPT_LITE_EMBEDDER": "http"}, "needs MEMGPT_LITE_EMBEDDINGS_URL"),
                        ({"MEMGPT_LITE_EMBEDDER": "onnx:"}, "needs the model's folder"),
                        ({"MEMGPT_LITE_EMBEDDER": f"onnx:{tmp_path}"}, "holds no tokenizer.json"),
-                       ({"MEMGPT_LITE_EMBED_THREADS": "-2"}, "must be positive")]:
+                       ({"MEMGPT_LITE_EMBEDDER": f"onnx:{tmp_path}/typo"}, "There is no folder"),
+                       ({"MEMGPT_LITE_EMBED_THREADS": "-2"}, "must be positive"),
+                       ({"MEMGPT_LITE_EMBED_THREADS": "inf"}, "must be a finite number"),
+                       ({"MEMGPT_LITE_EMBEDDER": "http", "MEMGPT_LITE_EMBEDDINGS_TIMEOUT": "nan"},
+                        "must be a finite number"),
+                       ({"MEMGPT_LITE_EMBEDDER": "http", "MEMGPT_LITE_EMBEDDINGS_TIMEOUT": "1e400"},
+                        "must be a finite number")]:
         with pytest.raises(EmbeddingError, match=words):
             EmbeddingConfig.from_env(env).build()
 

@@ -223,6 +223,33 @@ def test_new_turns_are_embedded_in_the_background_without_holding_the_reply(stor
         agent.close()
 
 
+def test_a_forget_while_the_turn_is_being_embedded_leaves_no_vector_of_what_it_removed(
+        store, agent_id, tmp_path):
+    from memgpt_lite.engine.matching import Matcher
+
+    emb = ConceptEmbedder()
+    emb.gate = threading.Event()  # the indexer has read the turn's texts and is embedding
+    agent = open_agent(store, [text_response("Noted.")])
+    indexer = attach_embedder(agent, emb)
+    try:
+        list(agent.step("My locker code is zebra, near the Kyoto poster."))
+        with SQLiteStore(tmp_path / "db.sqlite") as other:  # `forget` in another terminal
+            row = other.get_agent_by_id(agent_id)
+            privacy.forget(other, privacy.plan_forget(other, row, Matcher.build("zebra")))
+        emb.gate.set()
+        assert indexer.wait_idle(10)
+    finally:
+        indexer.close()
+        agent.close()
+    texts = dict(store.texts_to_embed(agent_id, "messages", "another model", limit=99))
+    vectors = store.db.query("SELECT row_id, vec, scale FROM vectors")
+    assert "Noted." in [texts[row_id] for row_id, _, _ in vectors]
+    for row_id, vec, scale in vectors:
+        assert "zebra" not in texts[row_id]  # redacted in the queue: "[forgotten]"
+        stored = np.frombuffer(vec, dtype=np.int8).astype(np.float32) * scale
+        assert float(stored @ emb.embed([texts[row_id]])[0]) > 0.99, texts[row_id]
+
+
 def test_a_failing_endpoint_degrades_to_keywords_with_one_notice(store, agent_id):
     with FakeEmbeddingsServer() as server:
         emb = HttpEmbedder(server.url, "m", timeout=2)
@@ -245,6 +272,41 @@ def test_a_failing_endpoint_degrades_to_keywords_with_one_notice(store, agent_id
     errors = [e.error for e in first + second if e.kind == "dense_search"]
     assert errors[0] and errors[1]  # the second search rests instead of calling again
     assert len(server.requests) == 1 + 1  # the backfill, then the first query only
+
+
+def test_an_endpoint_serving_another_model_under_the_same_name_is_reindexed(store, agent_id):
+    with FakeEmbeddingsServer() as server:
+        index_agent(store, agent_id, HttpEmbedder(server.url, "m"))
+        server.embedder = ConceptEmbedder(dim=32)  # another model loaded, same name asked
+        emb = HttpEmbedder(server.url, "m", timeout=2)  # a new session
+        agent = open_agent(store, [text_response("Noted.")] + search_then_answer("Kyoto"))
+        indexer = attach_embedder(agent, emb)
+        try:
+            list(agent.step("My neighbour has a greyhound."))
+            assert indexer.wait_idle(10)
+            events = list(agent.step("find Kyoto"))
+        finally:
+            indexer.close()
+            agent.close()
+        sizes = store.db.query("SELECT DISTINCT length(vec) FROM vectors")
+        assert sizes == [(64,)]  # the new model's vectors were refused, not mixed in
+        result = next(e for e in events if e.kind == "tool_result")
+        assert not result.result.is_error and "flights to Kyoto" in result.result.content
+        notices = [e.message for e in events if e.kind == "notice"]
+        assert len(notices) == 1 and "run `memgpt-lite index`" in notices[0]
+        assert index_agent(store, agent_id, emb) == 10  # every row again, in the new size
+        assert store.db.query("SELECT DISTINCT length(vec) FROM vectors") == [(32,)]
+        query = emb.embed(["trip"], query=True)[0]
+    assert store.dense_scores(agent_id, "messages", "http:m", query)
+
+
+def test_search_reads_only_the_vectors_of_the_query_size(store, agent_id):
+    index_agent(store, agent_id, ConceptEmbedder(name="same"))
+    ids = say(store, agent_id, 4, ("user", "A trip to Japan."))
+    store.put_vectors(agent_id, "messages", "same", ids, ConceptEmbedder(dim=32).embed(["x"]))
+    query = ConceptEmbedder().embed(["trip"], query=True)[0]
+    scores = store.dense_scores(agent_id, "messages", "same", query)
+    assert scores and ids[0] not in scores
 
 
 # --------------------------------------------------------------------------- replay

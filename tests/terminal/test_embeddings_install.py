@@ -157,3 +157,29 @@ def test_an_install_as_the_first_command_keeps_the_data_dir_private(tiny, umask_
         assert cli.main(["embeddings", "install", "tiny", "--no-index"]) == 0
     for folder in (home, model_catalog.models_dir(), model_catalog.models_dir() / "tiny"):
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+
+
+def test_a_file_in_the_way_of_the_models_folder_is_one_sentence_and_keeps_the_model(
+        tiny, monkeypatch, capsys):
+    # Stands in for a full disk: writing the model's folder fails with an OSError.
+    with FakeHub(tiny) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        assert cli.main(["embeddings", "install", "tiny", "--no-index"]) == 0
+        (model_catalog.models_dir() / "tiny.old").write_text("in the way")
+        assert cli.main(["embeddings", "install", "tiny", "--no-index"]) == 1
+    err = capsys.readouterr().err
+    assert "tiny cannot be written into" in err and "nothing was installed" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert (model_catalog.models_dir() / "tiny" / "model.onnx").is_file()  # still in place
+    assert model_catalog.default_model() is not None
+
+
+def test_a_default_that_cannot_be_written_is_one_sentence(tiny, monkeypatch, capsys):
+    (model_catalog.models_dir() / "DEFAULT").mkdir(parents=True)  # a folder in the way
+    with FakeHub(tiny) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        assert cli.main(["embeddings", "install", "tiny", "--no-index"]) == 1
+    err = capsys.readouterr().err
+    assert "tiny is installed but cannot be made the default embedder" in err
+    assert "Traceback" not in err
+    assert (model_catalog.models_dir() / "tiny" / "model.onnx").is_file()

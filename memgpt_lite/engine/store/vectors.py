@@ -55,6 +55,16 @@ class Loaded:
                       max_id, deletions)
 
 
+_TEXT = {"messages": "m.role, m.content", "passages": "'', m.text"}  # what is embedded
+
+
+def _texts(kind: str, rows: list[Any]) -> list[tuple[int, str]]:
+    """(id, the text to embed) of rows selected as `m.id, _TEXT[kind]`."""
+    if kind == "passages":
+        return [(r[0], r[2]) for r in rows]
+    return [(r[0], plain_text(r[1], json.loads(r[2]))) for r in rows]
+
+
 def _table(kind: str) -> str:
     if kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r}")
@@ -64,7 +74,7 @@ def _table(kind: str) -> str:
 class VectorsMixin(StoreCore):
     """Embeddings of messages and passages: written by the indexer, scanned by search."""
 
-    def _vector_cache(self) -> dict[tuple[int, str, str], Loaded]:
+    def _vector_cache(self) -> dict[tuple[int, str, str, int], Loaded]:
         return self.__dict__.setdefault("_vectors_loaded", {})
 
     # ---------------------------------------------------------------- writing
@@ -72,15 +82,12 @@ class VectorsMixin(StoreCore):
     def texts_to_embed(self, agent_id: int, kind: str, model: str, *, limit: int = 256,
                        after_id: int = 0) -> list[tuple[int, str]]:
         """(id, text) of rows with text but no vector of `model`, oldest first, id > after_id."""
-        text = "m.role, m.content" if kind == "messages" else "'', m.text"
-        rows = self.db.query(f"SELECT m.id, {text} FROM {_table(kind)} m LEFT JOIN vectors v ON "
-                             "v.agent_id = m.agent_id AND v.kind = ? AND v.row_id = m.id AND "
-                             "v.model = ? WHERE m.agent_id = ? AND m.index_text != '' AND "
-                             "v.id IS NULL AND m.id > ? ORDER BY m.id LIMIT ?",
-                             (kind, model, agent_id, after_id, limit))
-        if kind == "passages":
-            return [(r[0], r[2]) for r in rows]
-        return [(r[0], plain_text(r[1], json.loads(r[2]))) for r in rows]
+        rows = self.db.query(f"SELECT m.id, {_TEXT[kind]} FROM {_table(kind)} m LEFT JOIN "
+                             "vectors v ON v.agent_id = m.agent_id AND v.kind = ? AND "
+                             "v.row_id = m.id AND v.model = ? WHERE m.agent_id = ? AND "
+                             "m.index_text != '' AND v.id IS NULL AND m.id > ? ORDER BY m.id "
+                             "LIMIT ?", (kind, model, agent_id, after_id, limit))
+        return _texts(kind, rows)
 
     def last_row_id(self, agent_id: int, kind: str) -> int:
         """The highest id of the agent's rows of `kind` (0: none); the background indexer
@@ -89,9 +96,12 @@ class VectorsMixin(StoreCore):
                              "WHERE agent_id = ?", (agent_id,))[0][0]
 
     def put_vectors(self, agent_id: int, kind: str, model: str, ids: list[int],
-                    rows: Any) -> int:
+                    rows: Any, texts: list[str] | None = None) -> int:
         """Store unit vectors for rows (replacing any of another model); rows deleted
-        meanwhile are skipped. Returns how many were stored."""
+        meanwhile are skipped, and with `texts` (what was embedded, as `texts_to_embed` gave
+        it) so are rows whose text changed meanwhile: a forget that redacts a message in
+        the queue must not get back a vector of what it removed. Returns how many were
+        stored."""
         matrix, scales = search.quantize(rows)
         with self.transaction():
             # Two writers may embed the same new rows (a chat's indexer and `memgpt-lite
@@ -100,10 +110,11 @@ class VectorsMixin(StoreCore):
             # agent's row lock makes them take turns (SQLite's write lock already does).
             self.db.query(f"SELECT id FROM agents WHERE id = ?{self.db.for_update()}",
                           (agent_id,))
-            live = {r[0] for r in self.db.query(
-                f"SELECT id FROM {_table(kind)} WHERE {self._keyed(ids)}",
-                (agent_id, *ids))}
-            keep = [(i, j) for j, i in enumerate(ids) if i in live]
+            live = dict(_texts(kind, self.db.query(
+                f"SELECT m.id, {_TEXT[kind]} FROM {_table(kind)} m WHERE "
+                f"{self._keyed(ids, 'm.')}", (agent_id, *ids))))
+            keep = [(i, j) for j, i in enumerate(ids)
+                    if i in live and (texts is None or live[i] == texts[j])]
             gone = [i for i, _ in keep]
             self.db.execute(f"DELETE FROM vectors WHERE kind = ? AND "
                             f"{self._keyed(gone, column='row_id')}", (kind, agent_id, *gone))
@@ -114,11 +125,16 @@ class VectorsMixin(StoreCore):
                  for i, j in keep])
         return len(keep)
 
-    def delete_vectors(self, agent_id: int, *, except_model: str | None = None) -> int:
-        """Delete the agent's vectors (those not of `except_model`); returns how many."""
+    def delete_vectors(self, agent_id: int, *, except_model: str | None = None,
+                       except_dim: int | None = None) -> int:
+        """Delete the agent's vectors (those not of `except_model`, and with `except_dim`
+        those of another dimension too); returns how many."""
+        sql, params = "DELETE FROM vectors WHERE agent_id = ? AND (model != ?", [agent_id,
+                                                                              except_model or ""]
+        if except_dim is not None:
+            sql, params = sql + " OR length(vec) != ?", params + [except_dim]
         with self.transaction():
-            return self.db.execute("DELETE FROM vectors WHERE agent_id = ? AND model != ?",
-                                   (agent_id, except_model or ""))
+            return self.db.execute(sql + ")", tuple(params))
 
     # ---------------------------------------------------------------- reading
 
@@ -156,7 +172,7 @@ class VectorsMixin(StoreCore):
         the agent's rows of `kind` having a vector of `model` (dates YYYY-MM-DD, inclusive)."""
         import numpy as np
 
-        loaded = self._index(agent_id, kind, model)
+        loaded = self._index(agent_id, kind, model, len(query))
         if not len(loaded.ids):
             return {}
         mask = None
@@ -169,19 +185,21 @@ class VectorsMixin(StoreCore):
         top = search.dense_top(loaded.matrix, loaded.scales, query, limit, mask)
         return {int(loaded.ids[i]): score for i, score in top}
 
-    def _index(self, agent_id: int, kind: str, model: str) -> Loaded:
-        """The in-memory copy of the agent's vectors, brought up to date."""
-        key = (agent_id, kind, model)
+    def _index(self, agent_id: int, kind: str, model: str, dim: int) -> Loaded:
+        """The in-memory copy of the agent's vectors of `dim` dimensions, brought up to date.
+        Only those: an endpoint serves whatever model it has loaded under the name it is
+        given, so one name may hold vectors of two sizes until `memgpt-lite index` runs."""
+        key = (agent_id, kind, model, dim)
         cache = self._vector_cache()
         deletions = self.db.query("SELECT coalesce(max(n), 0) FROM vector_deletions WHERE id = ?",
                                   (agent_id,))[0][0]
         old = cache.get(key)
         if old is not None and old.deletions != deletions:
             old = None
-        cache[key] = loaded = self._load(agent_id, kind, model, old, deletions)
+        cache[key] = loaded = self._load(agent_id, kind, model, dim, old, deletions)
         return loaded
 
-    def _load(self, agent_id: int, kind: str, model: str, old: Loaded | None,
+    def _load(self, agent_id: int, kind: str, model: str, dim: int, old: Loaded | None,
               deletions: int) -> Loaded:
         """`old` plus the vectors added since it was loaded, read in chunks."""
         import numpy as np
@@ -193,8 +211,8 @@ class VectorsMixin(StoreCore):
                 f"SELECT v.id, v.row_id, v.vec, v.scale, m.created_at FROM vectors v "
                 f"JOIN {_table(kind)} m ON m.agent_id = v.agent_id AND m.id = v.row_id "
                 "WHERE v.agent_id = ? AND v.kind = ? AND v.model = ? AND v.id > ? "
-                "ORDER BY v.id", (agent_id, kind, model, after), LOAD_CHUNK):
-            dim = len(rows[0][2])
+                "AND length(v.vec) = ? ORDER BY v.id", (agent_id, kind, model, after, dim),
+                LOAD_CHUNK):
             parts.append(Loaded(
                 np.array([r[1] for r in rows], dtype=np.int64),
                 np.frombuffer(b"".join(r[2] for r in rows),

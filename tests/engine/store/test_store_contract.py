@@ -469,12 +469,18 @@ def test_vectors_are_stored_scanned_and_dropped_with_their_rows(store, agent):
     assert store.put_vectors(agent.id, "messages", "m", [1, 2], vectors) == 2
     assert store.put_vectors(agent.id, "passages", "m", [pid], np.eye(4, dtype=np.float32)[3:])
     assert store.put_vectors(agent.id, "messages", "m", [99], vectors[:1]) == 0  # gone rows
+    assert store.put_vectors(agent.id, "messages", "m", [1], vectors[:1], ["a cat"]) == 0
     assert store.vector_dim(agent.id, "m") == 4 and store.vector_models(agent.id) == {"m": 3}
     scores = store.dense_scores(agent.id, "messages", "m", np.array([1, 0, 0, 0], np.float32))
     assert max(scores, key=scores.get) == 1 and scores[1] == pytest.approx(1.0, abs=0.01)
     assert store.texts_to_embed(agent.id, "messages", "m") == []
     counts = store.vector_counts(agent.id, "m")
     assert counts["messages"] == {"rows": 2, "current": 2, "other": 0, "missing": 0}
+    wide = store.add_passage(agent.id, "a bird")  # embedded by a model of another size
+    assert store.put_vectors(agent.id, "passages", "m", [wide], np.ones((1, 8), np.float32))
+    fish = np.eye(4, dtype=np.float32)[3]
+    assert list(store.dense_scores(agent.id, "passages", "m", fish)) == [pid]
+    assert store.delete_vectors(agent.id, except_model="m", except_dim=4) == 1  # the 8 wide
     store.delete_turns(agent.id, [1])  # a deleted row takes its vector with it
     assert store.dense_scores(agent.id, "messages", "m", np.ones(4, np.float32) / 2) == {}
     assert store.delete_vectors(agent.id, except_model="other") == 1

@@ -3,7 +3,8 @@
 It validates every request at least as strictly as the real API (tool_use/tool_result pairing,
 tools defined when the history holds tool blocks, cache breakpoints, block shapes, thinking
 and its sampling limits), counts tokens its own way (~3.5 chars per token, so a client
-that assumes 4 under-counts, as against the real API), simulates prompt caching on
+that assumes 4 under-counts, as against the real API; or pessimistically, fewer chars per
+token or per UTF-8 byte as a byte-level tokenizer counts CJK, emoji and base64), simulates prompt caching on
 `cache_control` prefixes, enforces a configurable context window, and serves scripted
 responses or faults in order (streaming SSE or plain JSON).
 
@@ -14,7 +15,7 @@ responses or faults in order (streaming SSE or plain JSON).
 
 Run by hand:  python -m memgpt_lite.lab.fake_server --port 8765 [--script replies.jsonl]
 
-About 620 lines in one module on purpose: token counting, the cache rule, the faults and the
+About 650 lines in one module on purpose: token counting, the cache rule, the faults and the
 SSE framing are each small and exist only for this one server; tests and the long-session
 benchmark import them from one place.
 """
@@ -63,14 +64,33 @@ def genuine_thinking(text: str, signature: str) -> bool:
 # --------------------------------------------------------------------------- tokens and caching
 
 
-def _part(block: dict, overhead: int = 0, role: str | None = None) -> tuple[int, Any, bool]:
+@dataclass(frozen=True)
+class Counting:
+    """How this server counts text: characters (or, `per_byte`, UTF-8 bytes, as a byte-level
+    tokenizer counts CJK, emoji and base64) at `chars_per_token` (None: CHARS_PER_TOKEN as
+    it is when counted, which tests may change). A server that counts more than the client
+    estimates is how the budget promise is tested."""
+
+    chars_per_token: float | None = None
+    per_byte: bool = False
+
+    def tokens(self, text: str) -> int:
+        size = len(text.encode("utf-8", "surrogatepass")) if self.per_byte else len(text)
+        return math.ceil(size / (self.chars_per_token or CHARS_PER_TOKEN))
+
+
+AS_DEFAULT = Counting()
+
+
+def _part(block: dict, overhead: int = 0, role: str | None = None,
+          counting: Counting = AS_DEFAULT) -> tuple[int, Any, bool]:
     """(tokens, value as hashed, is a breakpoint) of one block; the marker itself is neither
     counted nor hashed, so moving a breakpoint keeps the prefix's hash."""
     clean = {k: v for k, v in block.items() if k != "cache_control"}
     if clean.get("type") == "image":  # priced by its pixels, as the API does, not its bytes
         tokens = overhead + image_tokens(clean)
     else:
-        tokens = overhead + math.ceil(len(canonical_json(clean)) / CHARS_PER_TOKEN)
+        tokens = overhead + counting.tokens(canonical_json(clean))
     return tokens, clean if role is None else [role, clean], bool(block.get("cache_control"))
 
 
@@ -81,38 +101,39 @@ class _Segment:
     breakpoint: bool
 
 
-def _parts(body: dict) -> list[tuple[int, Any, bool]]:
+def _parts(body: dict, counting: Counting) -> list[tuple[int, Any, bool]]:
     """`_part` of the tools, then the system blocks, then each message block."""
-    parts = [_part(tool, TOOLS_OVERHEAD if i == 0 else 0)
+    parts = [_part(tool, TOOLS_OVERHEAD if i == 0 else 0, counting=counting)
              for i, tool in enumerate(body.get("tools") or [])]
     system = body.get("system")
-    parts += [_part(block) for block in
+    parts += [_part(block, counting=counting) for block in
               ([{"type": "text", "text": system}] if isinstance(system, str) else system or [])]
     for message in body.get("messages") or []:
         content = message["content"]
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-        parts += [_part(block, MESSAGE_OVERHEAD if j == 0 else 0, message["role"])
+        parts += [_part(block, MESSAGE_OVERHEAD if j == 0 else 0, message["role"], counting)
                   for j, block in enumerate(blocks)]
     if body.get("cache_control") and parts:  # automatic caching: a breakpoint on the last block
         parts[-1] = (parts[-1][0], parts[-1][1], True)
     return parts
 
 
-def _segments(body: dict) -> list[_Segment]:
+def _segments(body: dict, counting: Counting = AS_DEFAULT) -> list[_Segment]:
     """The prompt as the cache sees it, each segment with the cumulative hash of everything up
     to it, as prefix caching does."""
     running = hashlib.sha256(str(body.get("model")).encode())
     segments = []
-    for n, (tokens, value, bp) in enumerate(_parts(body)):
+    for n, (tokens, value, bp) in enumerate(_parts(body, counting)):
         running.update(canonical_json(value).encode())
         segments.append(_Segment(tokens + (REQUEST_OVERHEAD if n == 0 else 0),
                                  running.copy().hexdigest(), bp))
     return segments
 
 
-def count_tokens(body: dict) -> int:
-    """This server's token count for a request (its own heuristic, ~3.5 chars per token)."""
-    return max(1, sum(s.tokens for s in _segments(body)))
+def count_tokens(body: dict, counting: Counting = AS_DEFAULT) -> int:
+    """This server's token count for a request (its own heuristic, ~3.5 chars per token
+    unless `counting` says otherwise)."""
+    return max(1, sum(s.tokens for s in _segments(body, counting)))
 
 
 def prefix_cache(written: set[Any], digests: Sequence[Any], cumulative: Sequence[int],
@@ -136,13 +157,13 @@ def prefix_cache(written: set[Any], digests: Sequence[Any], cumulative: Sequence
 class PromptCache:
     """Prefix cache keyed by the hash of everything up to a breakpoint (5-minute TTL ignored)."""
 
-    def __init__(self, min_tokens: int = 1024):
-        self.min_tokens = min_tokens
+    def __init__(self, min_tokens: int = 1024, counting: Counting = AS_DEFAULT):
+        self.min_tokens, self.counting = min_tokens, counting
         self._entries: set[str] = set()
         self._lock = threading.Lock()
 
     def usage(self, body: dict) -> Usage:
-        segments = _segments(body)
+        segments = _segments(body, self.counting)
         cumulative = list(itertools.accumulate(s.tokens for s in segments))
         total = cumulative[-1] if cumulative else 1
         points = [i for i, s in enumerate(segments) if s.breakpoint]
@@ -328,16 +349,18 @@ class FakeAnthropicServer:
     `enqueue(reply, times=1)` queues a ModelResponse, a callable(body) -> ModelResponse or a
     Fault; each request to /v1/messages takes the next one, and gets `default_reply` (an echo)
     when the queue is empty. Invalid requests get 400 without consuming the queue. Usage is
-    always this server's own count. `requests` holds every parsed /v1/messages body,
+    always this server's own count (`counting`: how it counts). `requests` holds every parsed /v1/messages body,
     `count_requests` every /v1/messages/count_tokens body, `log` one entry per HTTP exchange.
     """
 
     def __init__(self, *, port: int = 0, context_window: int = 200_000,
                  min_cache_tokens: int = 1024, api_key: str | None = None,
                  default_reply: Callable[[dict], ModelResponse] | None = None,
-                 chunk: int = 16, check_signatures: bool = True):
+                 chunk: int = 16, check_signatures: bool = True,
+                 counting: Counting = AS_DEFAULT):
         self.context_window = context_window
-        self.cache = PromptCache(min_cache_tokens)
+        self.counting = counting
+        self.cache = PromptCache(min_cache_tokens, counting)
         self.api_key = api_key
         self.default_reply = default_reply or _echo_reply
         self.chunk = chunk
@@ -411,7 +434,7 @@ class FakeAnthropicServer:
         check = genuine_thinking if self.check_signatures else None
         problem = validate_request(body, count_only=count_only, check_signature=check)
         if problem is None and not count_only:
-            total = count_tokens(body)
+            total = count_tokens(body, self.counting)
             if total > self.context_window:
                 problem = f"prompt is too long: {total} tokens > {self.context_window} maximum"
         return problem
@@ -466,7 +489,7 @@ class _Handler(BaseHTTPRequestHandler):
         if problem:
             self._send_error(400, "invalid_request_error", problem)
         elif count_only:
-            self._send_json(200, {"input_tokens": count_tokens(body)})
+            self._send_json(200, {"input_tokens": count_tokens(body, self.owner.counting)})
         else:
             self._answer(body, self.owner._next_reply())
 
@@ -504,7 +527,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _message(self, body: dict, response: ModelResponse) -> dict:
         content = _served_content(response)
         usage = self.owner.cache.usage(body)
-        usage.output_tokens = max(1, math.ceil(len(canonical_json(content)) / CHARS_PER_TOKEN))
+        usage.output_tokens = max(1, self.owner.counting.tokens(canonical_json(content)))
         return _message_json(response.id or self.owner._new_id("msg"),
                              response.model or body["model"], content, response.stop_reason,
                              usage)
@@ -609,13 +632,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-cache-tokens", type=int, default=1024, metavar="TOKENS",
                         help="the smallest prefix the simulated prompt cache stores "
                              "(default: %(default)s)")
+    parser.add_argument("--chars-per-token", type=float, default=CHARS_PER_TOKEN,
+                        metavar="RATIO", help="count one token per this many characters (below "
+                        "about 2.3 this server counts more than memgpt-lite first estimates; "
+                        "default: %(default)s)")
+    parser.add_argument("--per-byte", action="store_true",
+                        help="count UTF-8 bytes instead of characters (CJK counts 3, an emoji 4)")
     parser.add_argument("--script", metavar="FILE",
                         help="JSONL of replies served in order, one per request: ModelResponse "
                              'dicts or faults such as {"fault": "rate_limited"}; echo replies '
                              "after the last")
     args = parser.parse_args(argv)
+    if not 0.1 <= args.chars_per_token <= 100:
+        parser.error("--chars-per-token must be between 0.1 and 100")
     server = FakeAnthropicServer(port=args.port, context_window=args.context_window,
-                                 min_cache_tokens=args.min_cache_tokens)
+                                 min_cache_tokens=args.min_cache_tokens,
+                                 counting=Counting(args.chars_per_token, args.per_byte))
     if args.script:
         _load_script(server, args.script)
     sys.stderr.write(f"Fake Anthropic API on {server.base_url} "

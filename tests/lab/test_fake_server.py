@@ -17,6 +17,7 @@ from memgpt_lite.engine.events import TextDelta
 from memgpt_lite.engine.model import AnthropicClient
 from memgpt_lite.engine.records import ModelRequest, ModelResponse, Usage
 from memgpt_lite.lab.fake_server import (
+    Counting,
     FakeAnthropicServer,
     connection_reset,
     count_tokens,
@@ -257,6 +258,21 @@ def test_the_server_counts_tokens_its_own_way():
     b = body([user("word " * 700)])
     assert count_tokens(b) > len(json.dumps(b["messages"])) / 4  # more than a chars/4 guess
     assert count_tokens(body([user("word " * 800)])) > count_tokens(b)
+
+
+def test_the_server_can_count_pessimistically_by_chars_or_utf8_bytes():
+    english, cjk = body([user("word " * 700)]), body([user("記憶" * 700)])
+    double = Counting(chars_per_token=1.75)
+    assert count_tokens(english, double) > 1.9 * count_tokens(english)  # overheads stay
+    # per byte: a CJK character is three UTF-8 bytes, so it costs three times its characters
+    assert count_tokens(cjk, Counting(per_byte=True)) > 2.5 * count_tokens(cjk)
+    with FakeAnthropicServer(context_window=1_000, counting=double) as s:
+        req = request([user("word " * 400)])  # fits by the default count, not by this one
+        with pytest.raises(errors.PromptTooLongError) as info:
+            list(client(s).stream(req))
+        assert info.value.actual == count_tokens(s.requests[-1], double) > 1_000
+        assert count_tokens(s.requests[-1]) < 1_000
+        assert client(s).count_tokens(req) == info.value.actual
 
 
 def test_prompt_cache_writes_then_reads_a_stable_prefix(server):

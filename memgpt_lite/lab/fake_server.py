@@ -4,9 +4,9 @@ It validates every request at least as strictly as the real API (tool_use/tool_r
 tools defined when the history holds tool blocks, cache breakpoints, block shapes, thinking
 and its sampling limits), counts tokens its own way (~3.5 chars per token, so a client
 that assumes 4 under-counts, as against the real API; or pessimistically, fewer chars per
-token or per UTF-8 byte as a byte-level tokenizer counts CJK, emoji and base64), simulates prompt caching on
-`cache_control` prefixes, enforces a configurable context window, and serves scripted
-responses or faults in order (streaming SSE or plain JSON).
+token or per UTF-8 byte as a byte-level tokenizer counts CJK, emoji and base64), simulates
+prompt caching on `cache_control` prefixes, enforces a configurable context window, and
+serves scripted responses or faults in order (streaming SSE or plain JSON).
 
     with FakeAnthropicServer(context_window=20_000) as server:
         server.enqueue(tool_response([("archival_search", {"query": "x"})]))
@@ -349,8 +349,9 @@ class FakeAnthropicServer:
     `enqueue(reply, times=1)` queues a ModelResponse, a callable(body) -> ModelResponse or a
     Fault; each request to /v1/messages takes the next one, and gets `default_reply` (an echo)
     when the queue is empty. Invalid requests get 400 without consuming the queue. Usage is
-    always this server's own count (`counting`: how it counts). `requests` holds every parsed /v1/messages body,
-    `count_requests` every /v1/messages/count_tokens body, `log` one entry per HTTP exchange.
+    always this server's own count (`counting`: how it counts). `requests` holds every
+    parsed /v1/messages body, `count_requests` every /v1/messages/count_tokens body, `log`
+    one entry per HTTP exchange.
     """
 
     def __init__(self, *, port: int = 0, context_window: int = 200_000,

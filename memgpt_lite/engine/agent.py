@@ -356,17 +356,17 @@ class Agent(AgentTasks):
             self.store.touch(self.id)
 
     def _run(self, run: _TurnRun) -> Iterator[Event]:
-        retried_overflow = False
+        retried = 0  # the call retried after an overflow: each call once (a tool's result is new)
         while True:
             run.calls += 1
             inputs = self._inputs(run)
             built = yield from self.pager.prepare(inputs, run.turn_id)
             response = yield from self._call(run, built)
             if response is None:  # provider overflow: make room once, then try again
-                if retried_overflow:
+                if retried == run.calls:
                     yield from self._fail("The conversation does not fit the model's context "
                                           "even after evicting old turns.", "overflow", False)
-                retried_overflow = True
+                retried = run.calls
                 yield from self._learn_window(run.provider_max)
                 yield from self.pager.on_overflow(inputs, built.request, run.overflow)
                 run.calls -= 1

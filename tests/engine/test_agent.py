@@ -21,9 +21,11 @@ from memgpt_lite.engine.events import (
     ToolResultEvent,
     TurnEndEvent,
 )
+from memgpt_lite.engine.model import AnthropicClient
 from memgpt_lite.engine.records import ModelResponse, Usage
 from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.engine.tally import Tally
+from memgpt_lite.lab.fake_server import FakeAnthropicServer, http_error
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 
@@ -306,3 +308,31 @@ def test_pause_turn_at_the_call_limit_ends_with_a_notice(store):
     assert len(model.requests) == 2 and events[-1].completed
     notices = [e.message for e in events if isinstance(e, NoticeEvent)]
     assert any("paused its turn" in n for n in notices)  # else the reply just stops mid-way
+
+
+def test_each_call_of_a_turn_is_retried_once_after_the_provider_says_too_long(tmp_path):
+    """A server that counts more than the estimate may refuse a turn's first call (a paste)
+    and, once a tool ran, a later one (its result is what is new): each call is learned from
+    and retried once, through the real SDK; only the same call refused twice fails the turn."""
+    window = 20_000
+    too_long = http_error(400, "invalid_request_error",
+                          f"prompt is too long: {window + 900} tokens > {window} maximum")
+    with FakeAnthropicServer(context_window=window) as server:
+        client = AnthropicClient(base_url=server.base_url, api_key="test", max_retries=0)
+        store = SQLiteStore(tmp_path / "agent.db")
+        agent = Agent.open(store, "a", model_client=client,
+                           summary_client=ScriptedModel([text_response("- sum")] * 20),
+                           settings=Settings(context_window=window))
+        for i in range(3):
+            list(agent.step(f"note {i} " + "about the garden and the bees " * 60))
+        for reply in (too_long, tool_response([("archival_search", {"query": "bees"})]),
+                      too_long, text_response("found them")):
+            server.enqueue(reply)
+        events = list(agent.step("what did I say about the bees?"))
+    end = events[-1]
+    assert isinstance(end, TurnEndEvent) and end.completed, [
+        e.message for e in events if isinstance(e, ErrorEvent)]
+    assert end.text == "found them"
+    assert [e.kind for e in events].count("prompt_too_long") == 2
+    assert agent.last_user_text() == "what did I say about the bees?"
+    assert store.turn_messages(agent.id, end.turn_id)[-1].role == "assistant"  # committed

@@ -273,7 +273,7 @@ def test_a_slow_count_at_start_says_on_the_terminal_what_the_chat_waits_for(monk
         window = minimums(store, server)[1] + 300  # near the minimum: counted at start
         real = fake_server.count_tokens
         monkeypatch.setattr(fake_server, "count_tokens",
-                            lambda body: (time.sleep(1.5), real(body))[1])
+                            lambda *args: (time.sleep(1.5), real(*args))[1])
         child = pexpect.spawn(sys.executable, ["-m", "memgpt_lite", "chat", "--no-record",
                                                "--context-window", str(window)],
                               env={**os.environ, "ANTHROPIC_BASE_URL": server.base_url,

@@ -12,14 +12,22 @@ from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.context import ContextBuilder, ContextInputs
 from memgpt_lite.engine.errors import ModelError
 from memgpt_lite.engine.memory import render_core_memory
-from memgpt_lite.engine.paging import EVICT_TURNS_SCHEMA
+from memgpt_lite.engine.paging import EVICT_TURNS_SCHEMA, MIN_SUMMARY_CHARS
 from memgpt_lite.engine.prompts import CONTRACT
 from memgpt_lite.engine.recall_page import LAYOUT
 from memgpt_lite.engine.records import Block, Message, ModelRequest
+from memgpt_lite.engine.shrink import CLIP_KEEP, CLIP_MARKER
 from memgpt_lite.engine.tokens import TokenCounter
 from memgpt_lite.engine.tool_schemas import memory_tool_schemas
 
 ONE_TURN_TOKENS = 500  # the least room a turn needs on top of the fixed part of a request
+# What the fit never takes away, in the floor's request: a summary it no longer halves (under
+# twice MIN_SUMMARY_CHARS) and a message clipped as far as it goes, marker included. Counted
+# as characters of the request, they cost what the server's count says (a server counting a
+# token per 1.2 characters made them outgrow ONE_TURN_TOKENS: every long turn over budget).
+LEAST_SUMMARY = ("- turn 1: the user said what matters; " * 60)[:2 * MIN_SUMMARY_CHARS - 1]
+LEAST_MESSAGE = ("a message clipped to fit the context " * 20)[:CLIP_KEEP] + CLIP_MARKER.format(
+    cut=99_999, total=99_999 + CLIP_KEEP, how="search it with conversation_search.")
 
 
 def tool_schemas(layout: int = LAYOUT, contract: int = CONTRACT) -> list[dict]:
@@ -30,13 +38,13 @@ def tool_schemas(layout: int = LAYOUT, contract: int = CONTRACT) -> list[dict]:
 
 def request_floor(settings: Settings, blocks: list[Block], counter_state: object = None,
                   count: Callable[[ModelRequest], int] | None = None) -> int:
-    """The tokens a turn needs at the least: the real request built with an empty queue and
-    no summary (tools, system prompt, these core memory blocks) plus one short turn, as
-    the agent's counter (from its stored state; else the cautious default) estimates it,
-    or as `count` (the API's count_tokens) counts it exactly."""
+    """The tokens a turn needs at the least: the real request built with an empty queue
+    (tools, system prompt, these core memory blocks, the least summary and message the fit
+    leaves) plus one short turn, as the agent's counter (from its stored state; else the
+    cautious default) estimates it, or as `count` (the API's count_tokens) counts it exactly."""
     counter = TokenCounter.from_state(counter_state)
-    current = [Message("user", [{"type": "text", "text": "Hello."}], 1)]
-    inputs = ContextInputs("", [], current, render_core_memory(blocks))
+    current = [Message("user", [{"type": "text", "text": LEAST_MESSAGE}], 1)]
+    inputs = ContextInputs(LEAST_SUMMARY, [], current, render_core_memory(blocks))
     built = ContextBuilder(settings, tool_schemas(), counter).build(inputs)
     measured = built.estimated_tokens if count is None else count(built.request)
     return measured + ONE_TURN_TOKENS

@@ -144,10 +144,9 @@ class ContextBuilder:
     def _ledger(self, inputs: ContextInputs, system: list[ContentBlock], queue: list[Message],
                 current: list[Message], total: int) -> dict[str, int]:
         """Tokens per section: sizes by characters, scaled so the sections add up to the
-        request's (usage-anchored) estimate."""
+        request's (usage-anchored) estimate, exactly (/context prints both)."""
         raw = self._section_sizes(inputs, system, queue, current)
-        scale = total / max(1, sum(raw.values()))
-        return {k: round(v * scale) for k, v in raw.items()}
+        return dict(zip(raw, shares(total, list(raw.values()))))
 
     def _section_sizes(self, inputs: ContextInputs, system: list[ContentBlock],
                        queue: list[Message], current: list[Message]) -> dict[str, int]:
@@ -170,6 +169,21 @@ def _mark_cacheable(message: dict[str, Any]) -> None:
         if block.get("type") in CACHEABLE and (block.get("type") != "text" or block.get("text")):
             blocks[i] = {**block, "cache_control": dict(EPHEMERAL)}  # a copy: blocks are shared
             return
+
+
+def shares(total: int, raw: list[int]) -> list[int]:
+    """`total` split in proportion to `raw`, in whole numbers that add up to it: each part
+    rounded down, the rest given one by one to the largest remainders (each part rounded
+    on its own would miss the total by a token or two; a part of nothing gets nothing)."""
+    whole = sum(raw)
+    if not whole:
+        return raw
+    exact = [total * part / whole for part in raw]
+    out = [int(x) for x in exact]
+    by_remainder = sorted(range(len(raw)), key=lambda i: out[i] - exact[i])
+    for i in by_remainder[:total - sum(out)]:
+        out[i] += 1
+    return out
 
 
 def message_tokens(counter: TokenCounter, messages: list[Message]) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from memgpt_lite.engine.context import BuiltContext, ContextInputs, message_tokens
+from memgpt_lite.engine.context import BuiltContext, ContextInputs, message_tokens, shares
 from memgpt_lite.engine.tokens import TokenCounter
 from memgpt_lite.engine.turns import first_words, group_turns
 
@@ -36,16 +36,3 @@ def context_report(built: BuiltContext, inputs: ContextInputs, counter: TokenCou
     sizes = shares(ledger.get("queue", 0), [message_tokens(counter, t.messages) for t in turns])
     infos = [TurnInfo(t.id, t.created_at, size, first_words(t)) for t, size in zip(turns, sizes)]
     return ContextReport(ledger, built.estimated_tokens, budget, infos, inputs.summary)
-
-
-def shares(total: int, raw: list[int]) -> list[int]:
-    """`total` split in proportion to `raw`, in whole numbers that add up to it."""
-    whole = sum(raw)
-    if not whole:
-        return raw
-    out, given = [], 0
-    for i, part in enumerate(raw):
-        share = total - given if i == len(raw) - 1 else round(total * part / whole)
-        out.append(share)
-        given += share
-    return out

@@ -363,9 +363,8 @@ class Agent(AgentTasks):
             built = yield from self.pager.prepare(inputs, run.turn_id)
             response = yield from self._call(run, built)
             if response is None:  # provider overflow: make room once, then try again
-                if retried == run.calls:
-                    yield from self._fail("The conversation does not fit the model's context "
-                                          "even after evicting old turns.", "overflow", False)
+                if retried == run.calls:  # the pager says what does not fit
+                    yield from self._fail(self.pager.no_room(inputs), "overflow", False)
                 retried = run.calls
                 yield from self._learn_window(run.provider_max)
                 yield from self.pager.on_overflow(inputs, built.request, run.overflow)

@@ -17,6 +17,7 @@ from collections.abc import Generator
 from typing import Any
 
 from memgpt_lite.engine import prompts
+from memgpt_lite.engine.attachments import image_tokens
 from memgpt_lite.engine.config import Settings, setting_names
 from memgpt_lite.engine.context import (
     BuiltContext,
@@ -162,21 +163,45 @@ class Pager:
         # Said once while it lasts: every call of every turn would repeat it.
         over = built.estimated_tokens > self.budget
         if over and not self._said_over_budget:
-            yield NoticeEvent(self._over_budget(built.estimated_tokens), "warning")
+            yield NoticeEvent(self._over_budget(built.estimated_tokens, inputs), "warning")
         self._said_over_budget = over
         return built
 
-    def _over_budget(self, tokens: int) -> str:
-        """Name the setting to change: the window, or max output tokens when they take the
-        larger share of it (the budget is the window minus both)."""
+    def _over_budget(self, tokens: int, inputs: ContextInputs) -> str:
+        """Name what does not fit (the message's images, which cannot be clipped) and the
+        setting to change: the window, or max output tokens when they take the larger share
+        of it (the budget is the window minus both)."""
         s = self.settings
         fix = f"raise the context window ({setting_names('context_window')})"
+        images = self._images_over(inputs, tokens)
+        if images:
+            return f"The request is about {tokens:,} tokens, over the budget of " \
+                   f"{self.budget:,}: {images}"
         if s.max_output_tokens > s.context_window // 2:
             fix = (f"lower max output tokens ({setting_names('max_output_tokens')}, now "
                    f"{s.max_output_tokens:,}) or {fix}")
         return (f"The request is about {tokens:,} tokens, over the budget of {self.budget:,}, "
                 "even with nothing left to evict or clip: the tools, system prompt and core "
                 f"memory alone are too big; {fix}.")
+
+    def no_room(self, inputs: ContextInputs) -> str:
+        """Why a call the provider refused twice is not sent again: the message's images,
+        when they are what is over (a /retry would fail the same way), else the queue."""
+        images = self._images_over(inputs, self._build(inputs).estimated_tokens)
+        return images[0].upper() + images[1:] if images else (
+            "The conversation does not fit the model's context even after evicting old turns.")
+
+    def _images_over(self, inputs: ContextInputs, tokens: int) -> str | None:
+        """The sentence for the current turn's images when they alone are more than the
+        request is over the budget: nothing else left to clip, and they cannot be."""
+        costs = [image_tokens(b) for m in inputs.current for b in m.api_content()
+                 if b.get("type") == "image"]
+        if not costs or sum(costs) < tokens - self.budget:
+            return None
+        return (f"the {len(costs)} image{'s' if len(costs) > 1 else ''} of this message take "
+                f"about {sum(costs):,} tokens and cannot be clipped, more than the context has "
+                f"room for besides the tools, system prompt and core memory; send fewer at "
+                f"once or raise the context window ({setting_names('context_window')}).")
 
     # ---------------------------------------------------------------- alert
     def _alert(self, inputs: ContextInputs, turn_id: int,

@@ -498,3 +498,41 @@ def test_a_summary_that_cannot_shrink_is_not_compacted_again_and_again(tmp_path)
     assert agent.store.get_agent_by_id(agent.id).summary == "- short note"
     assert events[-1].completed and "over the budget" in " ".join(
         e.message for e in events if e.kind == "notice")
+
+
+def test_images_too_big_for_the_window_are_named_as_what_does_not_fit(tmp_path):
+    """Images cannot be clipped: when a message's images alone are over what the context
+    holds, the notice and the turn's error say so (they blamed the tools, system prompt and
+    core memory, and /retry could only fail the same way), and the message is kept."""
+    import struct
+    import zlib
+
+    from memgpt_lite.engine.attachments import from_bytes
+    from memgpt_lite.engine.model import AnthropicClient
+    from memgpt_lite.engine.store.sqlite.store import SQLiteStore as Store
+    from memgpt_lite.lab.fake_server import FakeAnthropicServer
+
+    def png(shade: int, side: int = 1_568) -> bytes:  # priced at 1,600 tokens by its pixels
+        def chunk(kind: bytes, data: bytes) -> bytes:
+            return (struct.pack(">I", len(data)) + kind + data
+                    + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+        raw = b"".join(b"\0" + bytes([shade, 0, 0]) * side for _ in range(side))
+        return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, 8, 2,
+                                                                   0, 0, 0))
+                + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+    window = 12_000
+    with FakeAnthropicServer(context_window=window) as server:
+        client = AnthropicClient(base_url=server.base_url, api_key="test", max_retries=0)
+        agent = Agent.open(Store(tmp_path / "images.db"), "a", model_client=client,
+                           summary_client=ScriptedModel([text_response("- s")] * 5),
+                           settings=Settings(context_window=window), clock=clock())
+        list(agent.step("hello"))
+        images = [from_bytes(f"{k}.png", png(k)).block() for k in range(6)]
+        events = list(agent.step("what do these show?", attachments=images))
+    assert not events[-1].completed
+    said = " ".join(e.message for e in events if e.kind in ("notice", "error"))
+    assert "The 6 images of this message take about 9,600 tokens" in said, said
+    assert "send fewer at once" in said
+    assert "core memory alone" not in said, said
+    assert agent.last_user_text() == "what do these show?"

@@ -368,6 +368,7 @@ class Agent(AgentTasks):
                 retried = run.calls
                 yield from self._learn_window(run.provider_max)
                 yield from self.pager.on_overflow(inputs, built.request, run.overflow)
+                self._save_state()  # what it learned, kept should the process die in the retry
                 run.calls -= 1
                 continue
             if not (yield from self._handle(run, response)):

@@ -336,3 +336,51 @@ def test_each_call_of_a_turn_is_retried_once_after_the_provider_says_too_long(tm
     assert [e.kind for e in events].count("prompt_too_long") == 2
     assert agent.last_user_text() == "what did I say about the bees?"
     assert store.turn_messages(agent.id, end.turn_id)[-1].role == "assistant"  # committed
+
+
+KILLED_MID_RETRY = textwrap.dedent("""
+    import sys
+    from memgpt_lite.engine.agent import Agent
+    from memgpt_lite.engine.config import Settings
+    from memgpt_lite.engine.model import AnthropicClient
+    from memgpt_lite.engine.store.sqlite.store import SQLiteStore
+    client = AnthropicClient(base_url=sys.argv[2], api_key="test", max_retries=0)
+    agent = Agent.open(SQLiteStore(sys.argv[1]), "k", model_client=client,
+                       settings=Settings(context_window=32_000))
+    for event in agent.step("a long paste " * 2_500):
+        print(event.kind, flush=True)
+""")
+
+
+@pytest.mark.slow
+def test_a_window_the_provider_taught_survives_a_kill_during_the_retried_call(tmp_path):
+    """The provider refused the first call, the window shrank to its maximum, and the
+    process was killed (-9) while the retried call ran: the next start works within the
+    learned window, instead of overflowing again to learn it anew."""
+    import time
+
+    from memgpt_lite.lab.fake_server import hang
+
+    db = str(tmp_path / "k.db")
+    with FakeAnthropicServer(context_window=10_000) as server:
+        server.enqueue(hang(60))  # the retried call: the process dies while it waits
+        child = subprocess.Popen([sys.executable, "-c", KILLED_MID_RETRY, db, server.base_url],
+                                 stdout=subprocess.PIPE, text=True)
+        try:
+            for kind in ("prompt_too_long", "model_call"):  # refused, then the retry begins
+                while (line := child.stdout.readline().strip()) != kind:
+                    assert line, "the turn ended before the retried call"
+            deadline = time.monotonic() + 30
+            while len(server.requests) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)  # the retried request reached the server: it is hanging
+            assert len(server.requests) == 2
+        finally:
+            child.kill()
+            child.wait()
+        with SQLiteStore(db) as store:
+            again = Agent.open(store, "k", model_client=AnthropicClient(
+                base_url=server.base_url, api_key="test", max_retries=0),
+                settings=Settings(context_window=32_000))
+            assert again.settings.context_window == 10_000
+            assert again.last_user_text().startswith("a long paste")  # kept for /retry
+            again.close()

@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 
 from memgpt_lite.engine import locking, prompts
 from memgpt_lite.engine.attachments import context_content, is_attachment
-from memgpt_lite.engine.config import Settings, setting_names
+from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.context import BuiltContext, ContextBuilder, ContextInputs
 from memgpt_lite.engine.context_report import ContextReport, context_report
 from memgpt_lite.engine.errors import ModelError, PromptTooLongError
@@ -73,7 +73,7 @@ from memgpt_lite.engine.tally import Tally
 from memgpt_lite.engine.text import clean_text, clean_value
 from memgpt_lite.engine.tokens import TokenCounter, cost_usd
 from memgpt_lite.engine.turn_clock import ClockObserver, TurnClock
-from memgpt_lite.engine.window import tool_schemas, window_for
+from memgpt_lite.engine.window import learn_window, tool_schemas, window_for
 
 BLOCK_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,49}")
 REPEAT_LIMIT = 3  # identical tool calls in a row before the chain is stopped
@@ -99,9 +99,8 @@ class Agent(AgentTasks):
         self.store, self.row = store, row
         self.contract = contract  # what the model is shown (an older one in a replay)
         self.settings = settings = replace(settings)  # its own copy: a learned window changes it
-        self.provider_window = window_for(row.state.get("provider_window"), settings.model)
-        if self.provider_window is not None:
-            settings.context_window = min(settings.context_window, self.provider_window)
+        self.configured_window = settings.context_window  # before any provider's lesson
+        self.use_model(settings.model)
         self.id, self.name, self.created = row.id, row.name, created
         self.model_client = model_client
         self.clock = clock
@@ -439,19 +438,20 @@ class Agent(AgentTasks):
 
     def _learn_window(self, maximum: int | None) -> Iterator[Event]:
         """The provider refused a prompt for being over `maximum` tokens, less than our
-        context window: the window shrinks to it (the budget with it), for this agent and
-        model, kept across restarts. Never below what leaves a budget at all."""
-        s = self.settings
-        if not maximum or maximum >= s.context_window:
-            return
-        before = s.context_window
-        s.context_window = max(maximum, s.max_output_tokens + s.safety_margin + 1)
-        self.provider_window = s.context_window
-        yield NoticeEvent(
-            f"The provider takes at most {maximum:,} tokens per request, less than the context "
-            f"window of {before:,} ({setting_names('context_window')}): this agent now works "
-            f"within {s.context_window:,} on {s.model}, a budget of {s.budget:,} tokens.",
-            "warning")
+        context window: the window shrinks to it for this model (window.learn_window)."""
+        notice = learn_window(self.settings, maximum)
+        if notice is not None:
+            self.provider_window = self.settings.context_window
+            yield notice
+
+    def use_model(self, model: str) -> None:
+        """Work on `model` (/model switches for the rest of a session): a window a provider
+        taught is the model's it was taught on, so the configured window comes back, within
+        the one the provider taught `model` if that is the one stored."""
+        self.settings.model, self.settings.context_window = model, self.configured_window
+        self.provider_window = window_for(self.row.state.get("provider_window"), model)
+        if self.provider_window is not None:
+            self.settings.context_window = min(self.configured_window, self.provider_window)
 
     def _fail(self, message: str, kind: str, retryable: bool) -> Iterator[Event]:
         # One sentence of what broke; whoever shows it says what the user can do (the chat:

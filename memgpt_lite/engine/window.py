@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from memgpt_lite.engine.config import Settings
+from memgpt_lite.engine.config import Settings, setting_names
 from memgpt_lite.engine.context import ContextBuilder, ContextInputs
 from memgpt_lite.engine.errors import ModelError
+from memgpt_lite.engine.events import NoticeEvent
 from memgpt_lite.engine.memory import render_core_memory
 from memgpt_lite.engine.paging import EVICT_TURNS_SCHEMA, MIN_SUMMARY_CHARS
 from memgpt_lite.engine.prompts import CONTRACT
@@ -80,3 +81,19 @@ def window_for(state: object, model: str) -> int | None:
         if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0:
             return tokens
     return None
+
+
+def learn_window(settings: Settings, maximum: int | None) -> NoticeEvent | None:
+    """The provider refused a prompt for being over `maximum` tokens, less than the context
+    window: the window shrinks to it (the budget with it), in `settings`, never below what
+    leaves a budget at all. The notice to give, or None when the window already fits."""
+    s = settings
+    if not maximum or maximum >= s.context_window:
+        return None
+    before = s.context_window
+    s.context_window = max(maximum, s.max_output_tokens + s.safety_margin + 1)
+    return NoticeEvent(
+        f"The provider takes at most {maximum:,} tokens per request, less than the context "
+        f"window of {before:,} ({setting_names('context_window')}): this agent now works "
+        f"within {s.context_window:,} on {s.model}, a budget of {s.budget:,} tokens.",
+        "warning")

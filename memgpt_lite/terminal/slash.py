@@ -188,7 +188,7 @@ def model(session: ChatSession, rest: str) -> None:
     name = _checked_model(session, words[0])
     if name is None:
         return
-    agent.settings.model = name
+    agent.use_model(name)  # a window the provider taught the old model stays that model's
     session.end_recording()  # a recording's header names the model its requests use
     session.flags.pop("model", None)
     session.model_source = "set by /model"

@@ -308,3 +308,30 @@ def test_the_memory_document_names_each_blocks_scope():
     assert "=== human · limit 100 · 4 chars · scope user, shared by ada, bo ===" in doc
     assert "=== project · limit 200 · 19 chars · scope project /src/blog ===" in doc
     assert "=== persona · limit 300 · 8 chars · scope agent ===" in doc
+
+
+def test_a_window_the_provider_taught_one_model_stays_that_models(chats):
+    """/model NAME: a smaller window the provider taught sonnet is sonnet's. It used to go
+    on holding for haiku, and was stored as haiku's, so sonnet overflowed again after a
+    restart while haiku worked in a window it was never refused."""
+    from memgpt_lite.engine.config import Settings
+    from memgpt_lite.engine.errors import PromptTooLongError
+
+    chat = chats([PromptTooLongError("too long", actual=11_000, maximum=10_000),
+                  text_response("ok"), text_response("ok too")])
+    chat.run("hello")
+    assert chat.agent.settings.context_window == 10_000  # learned, for sonnet
+    chat.run("/model haiku")
+    assert chat.agent.settings.context_window == 32_000  # the configured window, for haiku
+    chat.run("again")
+    assert chat.model.requests[-1].model == "claude-haiku-5-5"
+    chat.run("/model sonnet")
+    assert chat.agent.settings.context_window == 10_000
+    chat.run("/model haiku")
+    chat.agent.close()
+    state = chat.store.get_agent("default").state["provider_window"]
+    assert state == {"model": "claude-sonnet-5-5", "tokens": 10_000}
+    for model, window in (("claude-sonnet-5-5", 10_000), ("claude-haiku-5-5", 32_000)):
+        again = Agent.open(chat.store, model_client=chat.model, settings=Settings(model=model))
+        assert again.settings.context_window == window, model
+        again.close()

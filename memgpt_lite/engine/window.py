@@ -1,7 +1,8 @@
 """The room a request needs: the tools every request defines, and the least context window
 an agent can work in (the fixed part of a request plus one short turn), by one rule wherever a
 window enters: a chat's flags, the environment, the stored value, `agents set`, an import.
-The window a provider taught the agent is read here too (see Agent._learn_window).
+The window a provider teaches (its "prompt is too long" maximum) is learned and read here too
+(see Agent._learn_window and Agent.use_model).
 """
 
 from __future__ import annotations

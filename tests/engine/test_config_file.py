@@ -1,0 +1,86 @@
+"""The config file as users keep it: two `config set` at once both land; a file from a
+Windows editor (a byte order mark, CRLF) reads and keeps its line ends; bytes that are not
+UTF-8 are never written back as U+FFFD; a folder in the file's place is named, also by unset;
+a key written 'quoted' is the key it names."""
+
+from __future__ import annotations
+
+import threading
+import tomllib
+
+import pytest
+
+from memgpt_lite.engine import config_file
+from memgpt_lite.engine.setting_rules import ConfigError
+
+
+def path():
+    return config_file.config_path()
+
+
+def test_two_writers_at_once_both_land(monkeypatch):
+    """The first writer is held after it read the file: the second must wait for it, else
+    each writes back what it read and one key is lost."""
+    real_replace, reached, go = config_file._replace, threading.Event(), threading.Event()
+    held = []
+
+    def slow_replace(target, text):
+        if not held:  # only the first writer is held
+            held.append(1)
+            reached.set()
+            assert go.wait(10)
+        real_replace(target, text)
+
+    monkeypatch.setattr(config_file, "_replace", slow_replace)
+    first = threading.Thread(target=config_file.set_value, args=("model", "haiku"))
+    first.start()
+    assert reached.wait(10)
+    second = threading.Thread(target=config_file.set_value, args=("context_window", "16000"))
+    second.start()
+    second.join(0.5)  # without the lock it writes now, from the file as it was
+    go.set()
+    first.join(10)
+    second.join(10)
+    data = tomllib.loads(path().read_text())
+    assert (data.get("model"), data.get("context_window")) == ("claude-haiku-5-5", 16000)
+
+
+def test_a_file_from_a_windows_editor_reads_and_keeps_its_line_ends():
+    path().parent.mkdir(parents=True)
+    path().write_bytes(b'\xef\xbb\xbf# mine\r\nmodel = "haiku"\r\n')
+    assert config_file.load().values == {"model": "claude-haiku-5-5"}
+    config_file.set_value("context_window", "16000")
+    assert config_file.unset("model")
+    assert path().read_bytes() == b"# mine\r\ncontext_window = 16000\r\n"
+
+
+def test_bytes_that_are_not_utf8_are_read_but_never_rewritten():
+    path().parent.mkdir(parents=True)
+    original = b'model = "haiku"\n# caf\xe9 au lait\n'
+    path().write_bytes(original)
+    assert config_file.load().values == {"model": "claude-haiku-5-5"}  # read as U+FFFD
+    for change in (lambda: config_file.set_value("context_window", "16000"),
+                   lambda: config_file.unset("model")):
+        with pytest.raises(ConfigError, match=r"holds bytes that are not UTF-8 \(line 2\); "
+                                              "fix them by hand, nothing was changed"):
+            change()
+    assert path().read_bytes() == original
+
+
+def test_a_folder_in_place_of_the_file_is_named_by_set_and_unset():
+    path().mkdir(parents=True)
+    for change in (lambda: config_file.set_value("model", "haiku"),
+                   lambda: config_file.unset("model")):  # not "model is not set"
+        with pytest.raises(ConfigError, match="is a folder; point MEMGPT_LITE_CONFIG"):
+            change()
+
+
+def test_a_quoted_key_is_the_key_it_names():
+    path().parent.mkdir(parents=True)
+    path().write_text("'model' = \"opus\"\n\"context_window\" = 9000\n")
+    config_file.set_value("model", "haiku")
+    config_file.set_value("context_window", "16000")
+    assert tomllib.loads(path().read_text()) == {"model": "claude-haiku-5-5",
+                                                  "context_window": 16000}
+    assert config_file.unset("model")
+    assert tomllib.loads(path().read_text()) == {"context_window": 16000}

@@ -129,6 +129,15 @@ def env_value(var: str) -> str | None:
     return value or None
 
 
+def named(var: str, value: str) -> str:
+    """A process-wide setting's `value` as a sentence names it: `VAR=value` when the
+    environment sets it, else `key = value in FILE` (the user never typed the variable)."""
+    key = next((s.key for s in BY_KEY.values() if s.env == var), None)
+    if os.environ.get(var, "").strip() or key not in load().values:
+        return f"{var}={value}"
+    return f"{key} = {value} in {load().path}"
+
+
 # --------------------------------------------------------------------------- writing
 
 

@@ -84,3 +84,17 @@ def test_a_quoted_key_is_the_key_it_names():
                                                   "context_window": 16000}
     assert config_file.unset("model")
     assert tomllib.loads(path().read_text()) == {"context_window": 16000}
+
+
+def test_a_bad_price_table_from_the_file_is_named_as_the_file_has_it(monkeypatch, tmp_path):
+    """The user never typed MEMGPT_LITE_PRICES: the sentence names the file's key."""
+    from memgpt_lite.engine import tokens
+
+    missing = tmp_path / "missing.json"
+    config_file.set_value("prices", str(missing))
+    with pytest.raises(ConfigError) as caught:
+        tokens.price_table()
+    assert str(caught.value).startswith(f"prices = {missing} in {path()} is not a readable")
+    monkeypatch.setenv("MEMGPT_LITE_PRICES", str(missing))  # the environment comes first
+    with pytest.raises(ConfigError, match=f"^MEMGPT_LITE_PRICES={missing} is not a readable"):
+        tokens.price_table()

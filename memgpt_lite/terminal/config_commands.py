@@ -45,12 +45,15 @@ def setting_rows(file_values: dict[str, Any]) -> list[tuple[str, str, str]]:
     """(key, value as shown, where it came from) of every setting the file may hold: the
     environment, the config file, or the default."""
     from memgpt_lite.engine.registry import SETTINGS, parse_text, shown_value
+    from memgpt_lite.engine.text import path_text
 
     rows = []
     for setting in SETTINGS:
         env = os.environ.get(setting.env or "", "").strip()
         if env:
-            value: Any = parse_text(setting, env, setting.env) if setting.kind != "text" else env
+            # Paths as given (a data dir whose name is not UTF-8 works: shown with \xNN).
+            value: Any = (env if setting.kind == "text" else path_text(env)
+                          if setting.kind == "path" else parse_text(setting, env, setting.env))
             source = f"env {setting.env}"
         elif setting.key in file_values:
             value, source = file_values[setting.key], "config file"

@@ -159,6 +159,15 @@ def test_config_show_names_the_project_and_folders_that_apply(monkeypatch, capsy
     assert "env MEMGPT_LITE_PROJECT" in rows["project"]
 
 
+def test_config_show_takes_a_data_dir_whose_name_is_not_utf8(monkeypatch, capsys, tmp_path):
+    """Every other command works with such a data dir; config show refused it as 'not
+    printable text'. It is shown with the bytes as \\xNN."""
+    monkeypatch.setenv("MEMGPT_LITE_HOME", os.fsdecode(os.fsencode(tmp_path) + b"/h\xff"))
+    assert cli.main(["config", "show"]) == 0
+    flat = "".join(capsys.readouterr().out.split())  # a long path wraps in its column
+    assert f"home{tmp_path}/h\\xff" in flat.replace("envMEMGPT_LITE_HOME", "")
+
+
 def test_process_wide_settings_in_the_file_reach_their_readers(monkeypatch):
     assert cli.main(["config", "set", "timeout", "45"]) == 0
     assert config.timeout_setting() == 45.0

@@ -108,12 +108,24 @@ def cmd_config_unset(args: argparse.Namespace) -> int:
 
 
 def warn_unknown(loaded: Any) -> None:
-    """One line on stderr for keys of the file that are not settings (they are ignored)."""
-    if loaded.unknown:
-        keys = ", ".join(repr(k) for k in loaded.unknown)
+    """One line on stderr for keys of the file that are not settings (they are ignored), and
+    one for settings only a variable sets (`home`: `config show` lists them, so a user puts
+    them in the file and would otherwise be told they are not settings)."""
+    from memgpt_lite.engine.registry import BY_KEY
+
+    env_only = [k for k in loaded.unknown if k in BY_KEY and BY_KEY[k].env]
+    unknown = [k for k in loaded.unknown if k not in env_only]
+    if unknown:
+        keys = ", ".join(repr(k) for k in unknown)
         print(render.visible(f"memgpt-lite: warning: the config file {loaded.path} holds "
                              f"{keys}, not a setting (ignored; `memgpt-lite config show` lists "
                              "the settings)."), file=sys.stderr)
+    if env_only:
+        keys = ", ".join(repr(k) for k in env_only)
+        variables = ", ".join(str(BY_KEY[k].env) for k in env_only)
+        print(render.visible(f"memgpt-lite: warning: the config file {loaded.path} holds "
+                             f"{keys}, which the config file cannot set (ignored; set "
+                             f"{variables} instead)."), file=sys.stderr)
 
 
 # --------------------------------------------------------------------------- agents show|set

@@ -72,6 +72,17 @@ def test_a_bad_file_is_one_sentence_naming_it(capsys):
     assert "holds 'modle', not a setting (ignored" in err  # a typo is not silently dropped
 
 
+def test_a_setting_only_a_variable_sets_is_not_called_no_setting(capsys):
+    """`config show` lists `home`; in the file it was warned about as 'not a setting'."""
+    path().parent.mkdir(parents=True)
+    path().write_text('home = "/elsewhere"\nmodle = "haiku"\n')
+    assert cli.main(["agents", "list"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and "holds 'modle', not a setting (ignored" in err[0]
+    assert err[1].endswith("holds 'home', which the config file cannot set (ignored; set "
+                           "MEMGPT_LITE_HOME instead).")
+
+
 def test_the_order_flag_env_stored_file_default(monkeypatch, capsys):
     assert cli.main(["config", "set", "model", "opus"]) == 0
     assert cli.main(["config", "set", "context_window", "20000"]) == 0

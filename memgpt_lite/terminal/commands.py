@@ -358,7 +358,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     if name is not None and agent is None:
         if agent_name_problem(name):
             raise UserError(agent_name_problem(name), EXIT_USAGE)  # type: ignore[arg-type]
-        render.print_error(console, f"there is no agent named {name!r}")
+        render.print_error(console, f"there is no agent named {name!r}{_renamed(name, names)}")
         return EXIT_USAGE
     rows = recording.list_recordings(agent)
     if getattr(args, "paths", False) or getattr(args, "ids", False):  # one a line, whole
@@ -368,6 +368,18 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         return EXIT_OK
     render.print_sessions(console, rows, name, names)
     return EXIT_OK
+
+
+def _renamed(old: str, names: dict[str, str]) -> str:
+    """Where the sessions recorded under the name `old` are listed now, if its agent was
+    renamed (recordings keep the name they were made under; `names`: uid → name now)."""
+    from memgpt_lite.engine import recording
+
+    now = sorted({names[r.agent_uid] for r in recording.list_recordings()
+                  if r.agent == old and r.agent_uid in names})
+    if not now:
+        return ""
+    return f" (renamed to {now[0]!r}: memgpt-lite sessions --agent {now[0]})"
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

@@ -195,7 +195,11 @@ def _rewrite(path: Path, key: str, line: str | None) -> None:
     old = _read(path, strict=True) if path.exists() else HEADER
     lines = _edited(old.splitlines(), key, line)
     text = "\n".join(lines).rstrip("\n") + "\n"
-    _parse(path, text)  # never write a file that would not load
+    try:
+        _parse(path, text)  # never write a file that would not load
+    except ConfigError:
+        _parse(path, old)  # when the file itself does not, name its line, not the edit's
+        raise
     # A file written on Windows keeps its line ends.
     _replace(path, text.replace("\n", "\r\n") if "\r\n" in old else text)
     _cache.pop(path, None)

@@ -98,3 +98,17 @@ def test_a_bad_price_table_from_the_file_is_named_as_the_file_has_it(monkeypatch
     monkeypatch.setenv("MEMGPT_LITE_PRICES", str(missing))  # the environment comes first
     with pytest.raises(ConfigError, match=f"^MEMGPT_LITE_PRICES={missing} is not a readable"):
         tokens.price_table()
+
+
+def test_a_file_that_does_not_parse_is_named_by_set_with_its_own_line():
+    """Not the line of the file as the edit would have left it, which the user never saw."""
+    path().parent.mkdir(parents=True)
+    path().write_text("# mine\nfoo = [\n")
+    with pytest.raises(ConfigError) as loading:
+        config_file.load()
+    with pytest.raises(ConfigError) as setting:
+        config_file.set_value("context_window", "16000")
+    assert str(setting.value) == str(loading.value)
+    path().write_text("# mine\nmodel = [\n")  # the broken line is the one set replaces
+    config_file.set_value("model", "haiku")
+    assert config_file.load().values == {"model": "claude-haiku-5-5"}

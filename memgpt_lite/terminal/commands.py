@@ -137,8 +137,8 @@ def cmd_agents_share(args: argparse.Namespace) -> int:
     if keep == "both":
         print(render.visible(f"The shared {args.label!r} now holds both values."))
     elif keep == "mine" and others:
-        print(render.visible(f"The shared {args.label!r} now holds {row.name!r}'s value; the "
-                             f"one it held before stays in {history}."))
+        print(render.visible(f"The shared {args.label!r} now holds the value of {row.name!r}; "
+                             f"the one it held before stays in {history}."))
     elif changed:
         print(render.visible(f"{row.name!r} now sees the shared value; its own stays in "
                              f"{history}."))

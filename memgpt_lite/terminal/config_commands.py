@@ -186,13 +186,17 @@ def cmd_agents_set(args: argparse.Namespace) -> int:
             changes = _assignments(args.assignments)
             own.update(changes)
         try:
-            settings, _ = resolve_settings(stored_form(own))
+            settings, sources = resolve_settings(stored_form(own))
             Settings.from_dict(settings.to_dict(), where="setting")
         except ConfigError as exc:
             raise UserError(str(exc), EXIT_USAGE) from None
         if settings.thinking and settings.max_output_tokens <= settings.thinking_budget:
-            raise UserError(f"thinking=on needs max_output_tokens above "
-                            f"{settings.thinking_budget:,}.", EXIT_USAGE)
+            # Either may come from elsewhere (the config file, the environment), unchanged here.
+            where = {k: "given here" if k in changes else _from(v) for k, v in sources.items()}
+            raise UserError(f"thinking=on ({where['thinking']}) needs max_output_tokens above "
+                            f"{settings.thinking_budget:,}; it is "
+                            f"{settings.max_output_tokens:,} ({where['max_output_tokens']}).",
+                            EXIT_USAGE)
         agent_checks.check_window(settings, store.get_blocks(row.id), row.state.get("counter"),
                                   {k: k for k in changes})
         store.update_settings(row.id, stored_form(own))
@@ -204,6 +208,11 @@ def cmd_agents_set(args: argparse.Namespace) -> int:
     print(render.visible(f"Agent {args.name!r}: {shown}."))
     _warn_unknown_models(changes)
     return EXIT_OK
+
+
+def _from(source: str) -> str:
+    """Where a value came from, as a sentence says it (resolve_settings' sources)."""
+    return {"stored": "the agent's own value", "default": "the default"}.get(source, source)
 
 
 def _warn_unknown_models(changes: dict[str, Any]) -> None:

@@ -239,3 +239,19 @@ def test_agents_set_says_what_it_set_as_agents_show_does(capsys):
                      "context_window=18000"]) == 0
     assert capsys.readouterr().out.strip() == (
         "Agent 'a': confirm_memory=on, thinking=off, context_window=18,000.")
+
+
+def test_agents_set_names_where_a_setting_it_did_not_touch_came_from(capsys):
+    """A config file with thinking on and 1,000 max output tokens: `agents set a model=haiku`
+    is refused, and the sentence says the two values are the file's, not the command's."""
+    with SQLiteStore(config.db_path()) as store:
+        Agent.open(store, "a", model_client=ScriptedModel([]),
+                   stored=config.stored_form({})).close()
+    path().parent.mkdir(parents=True)
+    path().write_text("thinking = true\nmax_output_tokens = 1000\n")
+    assert cli.main(["agents", "set", "a", "model=haiku"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "memgpt-lite: thinking=on (config file) needs max_output_tokens above 1,024; it is "
+        "1,000 (config file).")
+    assert cli.main(["agents", "set", "a", "max_output_tokens=900"]) == 2
+    assert "it is 900 (given here)." in capsys.readouterr().err

@@ -197,8 +197,10 @@ def cmd_agents_set(args: argparse.Namespace) -> int:
                             f"{settings.thinking_budget:,}; it is "
                             f"{settings.max_output_tokens:,} ({where['max_output_tokens']}).",
                             EXIT_USAGE)
+        # Named as the user gave each (the config file's, a variable), those set here by key.
+        named = {**agent_checks.named_settings(sources), **{k: k for k in changes}}
         agent_checks.check_window(settings, store.get_blocks(row.id), row.state.get("counter"),
-                                  {k: k for k in changes})
+                                  named)
         store.update_settings(row.id, stored_form(own))
     from memgpt_lite.engine.registry import BY_KEY, shown_value
 

@@ -255,3 +255,15 @@ def test_agents_set_names_where_a_setting_it_did_not_touch_came_from(capsys):
         "1,000 (config file).")
     assert cli.main(["agents", "set", "a", "max_output_tokens=900"]) == 2
     assert "it is 900 (given here)." in capsys.readouterr().err
+
+
+def test_agents_set_names_a_window_from_the_config_file_as_the_files(capsys):
+    """It said "the agent's stored context window (set it with --context-window) 5,000"."""
+    with SQLiteStore(config.db_path()) as store:
+        Agent.open(store, "a", model_client=ScriptedModel([]),
+                   stored=config.stored_form({})).close()
+    path().parent.mkdir(parents=True)
+    path().write_text("context_window = 5000\n")
+    assert cli.main(["agents", "set", "a", "model=haiku"]) == 2
+    assert capsys.readouterr().err.startswith(
+        "memgpt-lite: context_window in the config file 5,000 is too small")

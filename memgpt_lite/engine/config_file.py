@@ -150,6 +150,7 @@ def set_value(key: str, text: str, path: Path | None = None) -> Any:
     setting = _file_setting(key)
     value = parse_text(setting, text, key)
     path = path or config_path()
+    _check_replaceable(path)
     with _locked(path):
         _rewrite(path, key, f"{key} = {toml_value(value)}")
     return value
@@ -159,11 +160,24 @@ def unset(key: str, path: Path | None = None) -> bool:
     """Remove `key` from the file; False when it was not there."""
     _file_setting(key)
     path = path or config_path()
+    _check_replaceable(path)
     with _locked(path):
         if not path.exists() or key not in _parse(path, _read(path)):
             return False  # (a folder is named by _read)
         _rewrite(path, key, None)
     return True
+
+
+def _check_replaceable(path: Path) -> None:
+    """ConfigError, before any file is made beside it, when `path` is not a file set and
+    unset can replace: a folder, or a device or pipe (MEMGPT_LITE_CONFIG=/dev/null, or
+    <(...), is read as a file, but a change written there would be lost)."""
+    if path.is_dir():
+        _read(path)  # the folder's sentence
+    if path.exists() and not path.is_file():
+        raise ConfigError(f"The config file {path} is not a regular file, so a change cannot "
+                          "be kept there; point MEMGPT_LITE_CONFIG at a file. Nothing was "
+                          "changed.")
 
 
 @contextlib.contextmanager

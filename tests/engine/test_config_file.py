@@ -112,3 +112,31 @@ def test_a_file_that_does_not_parse_is_named_by_set_with_its_own_line():
     path().write_text("# mine\nmodel = [\n")  # the broken line is the one set replaces
     config_file.set_value("model", "haiku")
     assert config_file.load().values == {"model": "claude-haiku-5-5"}
+
+
+def test_a_pipe_in_place_of_the_file_is_read_but_never_written(tmp_path, monkeypatch):
+    """MEMGPT_LITE_CONFIG=<(...) or /dev/null is read as a file; set and unset refuse it at
+    once (they read it first, which waited for a writer, and a change would be lost)."""
+    import os
+
+    fifo = tmp_path / "pipe.toml"
+    os.mkfifo(fifo)
+    monkeypatch.setenv("MEMGPT_LITE_CONFIG", str(fifo))
+    errors = []
+
+    def change():
+        for call in (lambda: config_file.set_value("model", "haiku"),
+                     lambda: config_file.unset("model")):
+            try:
+                call()
+            except ConfigError as exc:
+                errors.append(str(exc))
+
+    worker = threading.Thread(target=change, daemon=True)
+    worker.start()
+    worker.join(10)
+    if worker.is_alive():  # blocked reading the pipe: let it go, then fail
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        worker.join(10)
+    assert len(errors) == 2 and all("is not a regular file" in e for e in errors), errors
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe.toml"]  # no lock file beside

@@ -418,3 +418,27 @@ def test_a_bad_price_file_is_reported_before_any_model_call(tmp_path):
     assert done.returncode == 2
     assert done.stderr.startswith("memgpt-lite: MEMGPT_LITE_PRICES=")
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_delete_cut_off_leaves_no_recording_behind_under_a_name_a_new_agent_takes():
+    """^C (or kill -9) after the agent's row went but before its files: its recordings
+    stayed, listed under its name, and no command found them again."""
+    from memgpt_lite.engine import recording
+
+    with SQLiteStore(config.db_path()) as store:
+        agent = Agent.open(store, "ada", model_client=ScriptedModel([text_response("Hi.")]))
+        with recording.Recorder.for_agent(agent) as recorder:
+            recording.record_header(agent, recorder)
+            list(recording.recorded_step(agent, recorder, "hello"))
+        agent.close()
+    assert len(recording.list_recordings()) == 1
+
+    def cut_off(self):
+        raise KeyboardInterrupt
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(SQLiteStore, "wipe_freed", cut_off)
+        assert cli.main(["agents", "delete", "ada", "--yes"]) == 130
+    cli.main(["agents", "delete", "ada", "--yes"])  # the same command again, if it is needed
+    assert cli.main(["agents", "create", "ada"]) == 0
+    assert recording.list_recordings() == []

@@ -94,6 +94,7 @@ def cmd_config_set(args: argparse.Namespace) -> int:
     if env and os.environ.get(env, "").strip():
         print(render.visible(f"note: {env} is set in this environment and comes first."),
               file=sys.stderr)
+    _warn_unknown_models({args.key: value})  # a typo here reaches every agent
     return EXIT_OK
 
 

@@ -267,3 +267,11 @@ def test_agents_set_names_a_window_from_the_config_file_as_the_files(capsys):
     assert cli.main(["agents", "set", "a", "model=haiku"]) == 2
     assert capsys.readouterr().err.startswith(
         "memgpt-lite: context_window in the config file 5,000 is too small")
+
+
+def test_config_set_warns_of_a_model_it_does_not_know_as_agents_set_does(capsys):
+    assert cli.main(["config", "set", "model", "sonet"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: 'sonet' is not a model memgpt-lite knows" in err
+    assert cli.main(["config", "set", "summary_model", "haiku"]) == 0
+    assert capsys.readouterr().err == ""

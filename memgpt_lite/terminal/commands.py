@@ -289,7 +289,8 @@ def cmd_agents_import(args: argparse.Namespace) -> int:
             raise UserError(str(exc) + hint, EXIT_USAGE) from None
     agent_checks.check_imported_window(doc)
     with _open_store() as store:
-        if name and store.get_agent(name) is not None:
+        # A name that is not text is the import's to refuse (it names the damaged field).
+        if isinstance(name, str) and name and store.get_agent(name) is not None:
             raise UserError(f"An agent named {name!r} already exists; "
                             f"import with --name NEW or delete it first.")
         row = transfer.import_agent(store, doc, name=args.name)

@@ -442,3 +442,19 @@ def test_a_delete_cut_off_leaves_no_recording_behind_under_a_name_a_new_agent_ta
     cli.main(["agents", "delete", "ada", "--yes"])  # the same command again, if it is needed
     assert cli.main(["agents", "create", "ada"]) == 0
     assert recording.list_recordings() == []
+
+
+def test_an_export_whose_agent_name_is_not_text_is_one_sentence(tmp_path, capsys):
+    """It was a traceback (AttributeError) before the import's own check could name it."""
+    with SQLiteStore(config.db_path()) as store:
+        Agent.open(store, "ada", model_client=ScriptedModel([])).close()
+    assert cli.main(["agents", "export", "ada", "-o", str(tmp_path / "ada.json")]) == 0
+    doc = json.loads((tmp_path / "ada.json").read_text())
+    for bad in (123, ["ada"], {"n": 1}):
+        doc["agent"]["name"] = bad
+        (tmp_path / "bad.json").write_text(json.dumps(doc))
+        capsys.readouterr()
+        assert cli.main(["agents", "import", str(tmp_path / "bad.json")]) == 1
+        err = capsys.readouterr().err
+        assert err == ("memgpt-lite: The agent export is damaged: agent.name is not text; "
+                       "nothing was imported.\n")

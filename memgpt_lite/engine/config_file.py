@@ -161,6 +161,8 @@ def unset(key: str, path: Path | None = None) -> bool:
     _file_setting(key)
     path = path or config_path()
     _check_replaceable(path)
+    if not path.exists():
+        return False  # (no folder or lock file made for nothing)
     with _locked(path):
         if not path.exists() or key not in _parse(path, _read(path)):
             return False  # (a folder is named by _read)

@@ -140,3 +140,8 @@ def test_a_pipe_in_place_of_the_file_is_read_but_never_written(tmp_path, monkeyp
         worker.join(10)
     assert len(errors) == 2 and all("is not a regular file" in e for e in errors), errors
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe.toml"]  # no lock file beside
+
+
+def test_unset_with_no_file_makes_nothing():
+    assert config_file.unset("model") is False
+    assert not path().parent.exists()  # no config folder, no lock file, for nothing

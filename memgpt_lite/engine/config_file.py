@@ -142,6 +142,8 @@ def named(var: str, value: str) -> str:
 
 
 _KEY_LINE = re.compile(r"^\s*([A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')\s*=")  # bare or quoted
+# `[name]` or `[[name]]`, not a line of a value (`  [1, 2],` inside an array spread over lines)
+_TABLE_LINE = re.compile(r"^\s*\[\[?\s*[A-Za-z0-9_.\"' -]+\]\]?\s*(#.*)?$")
 
 
 def set_value(key: str, text: str, path: Path | None = None) -> Any:
@@ -215,7 +217,9 @@ def _rewrite(path: Path, key: str, line: str | None) -> None:
         _parse(path, text)  # never write a file that would not load
     except ConfigError:
         _parse(path, old)  # when the file itself does not, name its line, not the edit's
-        raise
+        what = f"add the line {line}" if line else f"remove the line of {key}"
+        raise ConfigError(f"The config file {path} is laid out in a way `config set` cannot "
+                          f"change line by line; {what} by hand (nothing was changed).") from None
     # A file written on Windows keeps its line ends.
     _replace(path, text.replace("\n", "\r\n") if "\r\n" in old else text)
     _cache.pop(path, None)
@@ -226,7 +230,7 @@ def _edited(lines: list[str], key: str, line: str | None) -> list[str]:
     placed = line is None
     in_table = False
     for current in lines:
-        if current.lstrip().startswith("["):  # a table: our keys all live above it
+        if _TABLE_LINE.match(current):  # a table: our keys all live above it
             if not placed:
                 out.append(line)  # type: ignore[arg-type]
                 placed = True

@@ -145,3 +145,22 @@ def test_a_pipe_in_place_of_the_file_is_read_but_never_written(tmp_path, monkeyp
 def test_unset_with_no_file_makes_nothing():
     assert config_file.unset("model") is False
     assert not path().parent.exists()  # no config folder, no lock file, for nothing
+
+
+def test_an_array_over_several_lines_is_not_taken_for_a_table():
+    """`  [1, 2],` inside an array: set put its line there, and refused as 'not valid TOML'
+    a file that is valid."""
+    path().parent.mkdir(parents=True)
+    path().write_text('foo = [\n  [1, 2],\n]\n[tbl]\nx = 1\n')
+    config_file.set_value("model", "haiku")
+    assert tomllib.loads(path().read_text()) == {
+        "foo": [[1, 2]], "model": "claude-haiku-5-5", "tbl": {"x": 1}}
+
+
+def test_a_layout_set_cannot_change_line_by_line_says_what_to_add_by_hand():
+    path().parent.mkdir(parents=True)
+    path().write_text("model.x = 1\n")  # valid TOML: a table named model
+    with pytest.raises(ConfigError, match=r"is laid out in a way `config set` cannot change "
+                                          r'line by line; add the line model = "claude-haiku'):
+        config_file.set_value("model", "haiku")
+    assert path().read_text() == "model.x = 1\n"

@@ -90,12 +90,20 @@ def cmd_config_set(args: argparse.Namespace) -> int:
     value = set_value(args.key, args.value)
     print(render.visible(f"{args.key} = {shown_value(BY_KEY[args.key], value)} in "
                          f"{config_path()}."))
-    env = BY_KEY[args.key].env
-    if env and os.environ.get(env, "").strip():
-        print(render.visible(f"note: {env} is set in this environment and comes first."),
-              file=sys.stderr)
+    _note_environment([args.key])
     _warn_unknown_models({args.key: value})  # a typo here reaches every agent
     return EXIT_OK
+
+
+def _note_environment(keys: Any) -> None:
+    """A line on stderr for each setting just written that the environment overrides."""
+    from memgpt_lite.engine.registry import BY_KEY
+
+    for key in keys:
+        env = BY_KEY[key].env if key in BY_KEY else None
+        if env and os.environ.get(env, "").strip():
+            print(render.visible(f"note: {env} is set in this environment and comes first."),
+                  file=sys.stderr)
 
 
 def cmd_config_unset(args: argparse.Namespace) -> int:
@@ -209,6 +217,7 @@ def cmd_agents_set(args: argparse.Namespace) -> int:
     shown = ", ".join(f"{k}={shown_value(BY_KEY[k], v) if k in BY_KEY else v}"
                       for k, v in changes.items())
     print(render.visible(f"Agent {args.name!r}: {shown}."))
+    _note_environment(changes)
     _warn_unknown_models(changes)
     return EXIT_OK
 

@@ -275,3 +275,13 @@ def test_config_set_warns_of_a_model_it_does_not_know_as_agents_set_does(capsys)
     assert "warning: 'sonet' is not a model memgpt-lite knows" in err
     assert cli.main(["config", "set", "summary_model", "haiku"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_agents_set_notes_a_variable_that_comes_first_as_config_set_does(monkeypatch, capsys):
+    with SQLiteStore(config.db_path()) as store:
+        Agent.open(store, "a", model_client=ScriptedModel([]),
+                   stored=config.stored_form({})).close()
+    monkeypatch.setenv("MEMGPT_LITE_MODEL", "opus")
+    assert cli.main(["agents", "set", "a", "model=haiku", "thinking=off"]) == 0
+    assert capsys.readouterr().err == (
+        "note: MEMGPT_LITE_MODEL is set in this environment and comes first.\n")

@@ -70,9 +70,9 @@ class AgentTasks:
 
     def use_project(self, project: str | None) -> None:
         """See the blocks of `project` (a root directory; None: none) from now on."""
-        self.project = project
         self.store.use_project(self.id, project, (project_placeholder(),
                                                   self.settings.block_limit))
+        self.project = self.store.project_of(self.id)  # as the store names it (path_text)
 
     @property
     def confirm(self) -> Confirm | None:

@@ -12,18 +12,21 @@ after the real environment.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memgpt_lite.engine.files import replace_file
+from memgpt_lite.engine.files import LockBusy, held_lock, replace_file
 from memgpt_lite.engine.registry import BY_KEY, as_text, check_value, parse_text
 from memgpt_lite.engine.setting_rules import ConfigError
 
 FILE_NAME = "config.toml"
+LOCK_WAIT = 10.0  # seconds; a writer holds the lock for one small file write
 HEADER = ("# memgpt-lite settings: `memgpt-lite config show` lists every key and where each "
           "value comes from.\n")
 
@@ -49,7 +52,7 @@ class ConfigFile:
     exists: bool = False
 
 
-_cache: dict[Path, tuple[tuple[int, int], ConfigFile]] = {}
+_cache: dict[Path, tuple[tuple[int, int, int], ConfigFile]] = {}
 
 
 def load(path: Path | None = None) -> ConfigFile:
@@ -62,7 +65,7 @@ def load(path: Path | None = None) -> ConfigFile:
         return ConfigFile(path)
     except OSError as exc:
         raise ConfigError(f"Cannot read the config file {path}: {exc.strerror or exc}.") from None
-    key = (stat.st_mtime_ns, stat.st_size)
+    key = (stat.st_mtime_ns, stat.st_size, stat.st_ino)  # a rename gives a new inode
     cached = _cache.get(path)
     if cached is None or cached[0] != key:
         cached = (key, _checked(path, _parse(path, _read(path))))
@@ -70,9 +73,18 @@ def load(path: Path | None = None) -> ConfigFile:
     return cached[1]
 
 
-def _read(path: Path) -> str:
+def _read(path: Path, *, strict: bool = False) -> str:
+    """The file's text. A byte order mark (Windows editors write one) is not TOML and is
+    dropped. Bytes that are not UTF-8 become U+FFFD for reading; `strict` (before a rewrite)
+    refuses them instead, since writing the text back would replace the user's bytes."""
     try:
-        return path.read_bytes().decode("utf-8", errors="replace")
+        data = path.read_bytes()
+        text = data.decode("utf-8", errors="strict" if strict else "replace")
+        return text.removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise ConfigError(f"The config file {path} holds bytes that are not UTF-8 (line "
+                          f"{line}); fix them by hand, nothing was changed.") from None
     except IsADirectoryError:
         raise ConfigError(f"The config file {path} is a folder; point MEMGPT_LITE_CONFIG at a "
                           "file.") from None
@@ -117,10 +129,21 @@ def env_value(var: str) -> str | None:
     return value or None
 
 
+def named(var: str, value: str) -> str:
+    """A process-wide setting's `value` as a sentence names it: `VAR=value` when the
+    environment sets it, else `key = value in FILE` (the user never typed the variable)."""
+    key = next((s.key for s in BY_KEY.values() if s.env == var), None)
+    if os.environ.get(var, "").strip() or key not in load().values:
+        return f"{var}={value}"
+    return f"{key} = {value} in {load().path}"
+
+
 # --------------------------------------------------------------------------- writing
 
 
-_KEY_LINE = re.compile(r"^\s*([A-Za-z0-9_-]+|\"[^\"]*\")\s*=")
+_KEY_LINE = re.compile(r"^\s*([A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')\s*=")  # bare or quoted
+# `[name]` or `[[name]]`, not a line of a value (`  [1, 2],` inside an array spread over lines)
+_TABLE_LINE = re.compile(r"^\s*\[\[?\s*[A-Za-z0-9_.\"' -]+\]\]?\s*(#.*)?$")
 
 
 def set_value(key: str, text: str, path: Path | None = None) -> Any:
@@ -128,7 +151,10 @@ def set_value(key: str, text: str, path: Path | None = None) -> Any:
     returns the value as written. ConfigError for an unknown key or a bad value."""
     setting = _file_setting(key)
     value = parse_text(setting, text, key)
-    _rewrite(path or config_path(), key, f"{key} = {toml_value(value)}")
+    path = path or config_path()
+    _check_replaceable(path)
+    with _locked(path):
+        _rewrite(path, key, f"{key} = {toml_value(value)}")
     return value
 
 
@@ -136,10 +162,41 @@ def unset(key: str, path: Path | None = None) -> bool:
     """Remove `key` from the file; False when it was not there."""
     _file_setting(key)
     path = path or config_path()
-    if not path.is_file() or key not in _parse(path, _read(path)):
-        return False
-    _rewrite(path, key, None)
+    _check_replaceable(path)
+    if not path.exists():
+        return False  # (no folder or lock file made for nothing)
+    with _locked(path):
+        if not path.exists() or key not in _parse(path, _read(path)):
+            return False  # (a folder is named by _read)
+        _rewrite(path, key, None)
     return True
+
+
+def _check_replaceable(path: Path) -> None:
+    """ConfigError, before any file is made beside it, when `path` is not a file set and
+    unset can replace: a folder, or a device or pipe (MEMGPT_LITE_CONFIG=/dev/null, or
+    <(...), is read as a file, but a change written there would be lost)."""
+    if path.is_dir():
+        _read(path)  # the folder's sentence
+    if path.exists() and not path.is_file():
+        raise ConfigError(f"The config file {path} is not a regular file, so a change cannot "
+                          "be kept there; point MEMGPT_LITE_CONFIG at a file. Nothing was "
+                          "changed.")
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """The file's write lock (a file beside it: the config file itself is replaced, so a
+    lock on it would be on the old file), so that two `config set` at once both land."""
+    try:
+        with held_lock(path.parent / f".{path.name}.lock", LOCK_WAIT):
+            yield
+    except LockBusy:
+        raise ConfigError(f"The config file {path} stayed locked by another memgpt-lite "
+                          f"for {LOCK_WAIT:.0f} s; nothing was changed.") from None
+    except OSError as exc:
+        raise ConfigError(f"Cannot write the config file {path}: {exc.strerror or exc}; "
+                          "nothing was changed.") from None
 
 
 def _file_setting(key: str) -> Any:
@@ -153,11 +210,18 @@ def _file_setting(key: str) -> Any:
 def _rewrite(path: Path, key: str, line: str | None) -> None:
     """Replace (or add, or with None remove) the top-level line of `key`, keeping every
     other line; the result must still parse, else nothing is written."""
-    old = _read(path) if path.is_file() else HEADER
+    old = _read(path, strict=True) if path.exists() else HEADER
     lines = _edited(old.splitlines(), key, line)
     text = "\n".join(lines).rstrip("\n") + "\n"
-    _parse(path, text)  # never write a file that would not load
-    _replace(path, text)
+    try:
+        _parse(path, text)  # never write a file that would not load
+    except ConfigError:
+        _parse(path, old)  # when the file itself does not, name its line, not the edit's
+        what = f"add the line {line}" if line else f"remove the line of {key}"
+        raise ConfigError(f"The config file {path} is laid out in a way `config set` cannot "
+                          f"change line by line; {what} by hand (nothing was changed).") from None
+    # A file written on Windows keeps its line ends.
+    _replace(path, text.replace("\n", "\r\n") if "\r\n" in old else text)
     _cache.pop(path, None)
 
 
@@ -166,13 +230,13 @@ def _edited(lines: list[str], key: str, line: str | None) -> list[str]:
     placed = line is None
     in_table = False
     for current in lines:
-        if current.lstrip().startswith("["):  # a table: our keys all live above it
+        if _TABLE_LINE.match(current):  # a table: our keys all live above it
             if not placed:
                 out.append(line)  # type: ignore[arg-type]
                 placed = True
             in_table = True
         found = _KEY_LINE.match(current)
-        if found and not in_table and found.group(1).strip('"') == key:
+        if found and not in_table and found.group(1).strip("\"'") == key:
             if not placed:
                 out.append(line)  # type: ignore[arg-type]
                 placed = True

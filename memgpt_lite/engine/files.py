@@ -4,8 +4,11 @@ config file, the input history, a scrubbed recording); folders created private."
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -46,3 +49,30 @@ def private_dirs(folder: Path) -> None:
     for path in reversed(missing):
         path.mkdir(exist_ok=True)
         os.chmod(path, 0o700)
+
+
+class LockBusy(TimeoutError):
+    """Another process held a lock of `held_lock` for longer than the wait."""
+
+
+@contextlib.contextmanager
+def held_lock(lock_path: Path, wait: float) -> Iterator[None]:
+    """An exclusive flock on `lock_path` (made 0600, its folder 0700) around a short
+    read-change-write of a file other processes change too: replacing the file whole keeps a
+    reader from seeing half of it, but two writers would each write back what they read and
+    one change would be lost. LockBusy when another process holds it for `wait` s."""
+    lock_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise LockBusy(f"{lock_path} stayed locked for {wait:.0f} s") from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)  # drops the lock

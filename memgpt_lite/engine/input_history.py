@@ -11,13 +11,10 @@ chat never writes back what it read at start. Secrets are redacted before a line
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from memgpt_lite.engine.files import replace_file
+from memgpt_lite.engine.files import LockBusy, held_lock, replace_file
 from memgpt_lite.engine.matching import Matcher
 
 HISTORY_FILE = "chat_history"  # in the data dir
@@ -64,22 +61,12 @@ class InputHistory:
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
-        self.lock_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            deadline = time.monotonic() + LOCK_WAIT
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise HistoryBusy(f"the input history {self.path} stayed locked for "
-                                          f"{LOCK_WAIT:.0f} s") from None
-                    time.sleep(0.05)
-            yield
-        finally:
-            os.close(fd)  # drops the lock
+            with held_lock(self.lock_path, LOCK_WAIT):
+                yield
+        except LockBusy:
+            raise HistoryBusy(f"the input history {self.path} stayed locked for "
+                              f"{LOCK_WAIT:.0f} s") from None
 
     def _write(self, lines: list[str]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -43,7 +43,13 @@ from memgpt_lite.engine.memory import (
 from memgpt_lite.engine.records import Block, utc_iso
 from memgpt_lite.engine.redact import redact_value
 from memgpt_lite.engine.store.base import AgentRow, Store, StoreError
-from memgpt_lite.engine.text import clean_text, clean_value, neutralise_tags, shorten
+from memgpt_lite.engine.text import (
+    clean_text,
+    clean_value,
+    neutralise_tags,
+    path_text,
+    shorten,
+)
 
 VIEW = "core_memory_view"
 TOOL_NAMES = (VIEW, *MEMORY_TOOL_NAMES)
@@ -114,7 +120,8 @@ class MemoryService:
     process works in (see project.py). Every method reads the store when called."""
 
     def __init__(self, store: Store, row: AgentRow, project: Path):
-        self.store, self.row, self.project = store, row, project
+        self.store, self.row = store, row
+        self.project = Path(path_text(str(project)))  # named as the store keys it, as text
         self.tools = MemoryTools(store, row.id, clock=lambda: utc_iso(datetime.now(timezone.utc)))
         self._use_project()
 

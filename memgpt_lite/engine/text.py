@@ -3,6 +3,7 @@ stored text made inert inside the prompt's tagged sections."""
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -23,6 +24,17 @@ def clean_text(text: str) -> str:
     except UnicodeEncodeError:
         return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     return text
+
+
+def path_text(path: str) -> str:
+    """A file system path as text every database and file takes, told apart from every
+    other path: bytes that are not UTF-8 (a surrogate in `path`, as Python decodes them)
+    become `\\xNN` escapes. `clean_text` would make two such folders one (both U+FFFD)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(path).decode("utf-8", "backslashreplace")
+    return path
 
 
 def clean_value(value: Any) -> Any:

@@ -163,25 +163,28 @@ def known_model(model: str) -> bool:
 
 
 def price_table() -> dict[str, tuple[float, float]]:
-    from memgpt_lite.engine.config_file import env_value
+    from memgpt_lite.engine.config_file import env_value, named
 
     path = env_value("MEMGPT_LITE_PRICES")
-    return {**PRICES, **_price_file(path)} if path else dict(PRICES)
+    if not path:
+        return dict(PRICES)
+    return {**PRICES, **_price_file(path, named("MEMGPT_LITE_PRICES", path))}
 
 
 @functools.lru_cache(maxsize=4)
-def _price_file(path: str) -> dict[str, tuple[float, float]]:
-    """Read once per path: costs are computed after every model call."""
+def _price_file(path: str, where: str) -> dict[str, tuple[float, float]]:
+    """Read once per path: costs are computed after every model call. `where` names the
+    setting as the user gave it (the variable, or the config file's key)."""
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             table = {k: (float(v[0]), float(v[1])) for k, v in json.load(fh).items()}
     except (OSError, ValueError, TypeError, IndexError, AttributeError, KeyError,
             RecursionError) as exc:
-        raise ConfigError(f"MEMGPT_LITE_PRICES={path} is not a readable JSON price table "
+        raise ConfigError(f"{where} is not a readable JSON price table "
                           f"({_price_file_problem(exc)}).") from None
     for model, prices in table.items():
         if not all(math.isfinite(p) and 0 <= p <= MAX_PRICE for p in prices):
-            raise ConfigError(f"MEMGPT_LITE_PRICES={path}: the prices of {model!r:.60} must be "
+            raise ConfigError(f"{where}: the prices of {model!r:.60} must be "
                               f"two numbers of dollars per million tokens between 0 and "
                               f"{MAX_PRICE:,}, got {list(prices)}.")
     return table

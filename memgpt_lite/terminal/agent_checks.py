@@ -25,6 +25,16 @@ def check_window(settings: Any, blocks: list[Any], counter_state: Any,
         raise UserError(str(exc), EXIT_USAGE) from None
 
 
+def named_settings(sources: dict[str, str]) -> dict[str, str]:
+    """Setting → how the user gave it, for check_room's sentences (resolve_settings'
+    sources): its flag or variable, or `KEY in the config file`. A stored or default value
+    is not named (check_room says "the agent's stored ...")."""
+    named = {k: s.split(" ", 1)[1] for k, s in sources.items() if s.startswith(("env", "flag"))}
+    named.update({k: f"{k} in the config file" for k, s in sources.items()
+                  if s == "config file"})
+    return named
+
+
 def _token_count() -> Any:
     """The API's count_tokens when a key or a server is set (else None: the estimate)."""
     from memgpt_lite.engine.config import ConfigError

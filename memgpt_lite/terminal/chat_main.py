@@ -20,7 +20,7 @@ from rich.console import Console
 from memgpt_lite.engine import config
 from memgpt_lite.engine.input_history import InputHistory
 from memgpt_lite.engine.records import Block
-from memgpt_lite.terminal import render
+from memgpt_lite.terminal import agent_checks, render
 from memgpt_lite.terminal.attach import chat_attachments
 from memgpt_lite.terminal.chat import ChatSession, interactive_loop, one_shot, piped_loop
 from memgpt_lite.terminal.exit_codes import EXIT_ERROR, EXIT_USAGE, UserError
@@ -257,9 +257,7 @@ def chat_settings(store: Any, name: str, model: str | None = None,
                        max_tokens, thinking)
     row = store.get_agent(name)
     settings, sources = config.resolve_settings(row.settings if row else None, flags)
-    named = {k: s.split(" ", 1)[1] for k, s in sources.items() if s.startswith(("env", "flag"))}
-    named.update({k: f"{k} in the config file" for k, s in sources.items()
-                  if s == "config file"})
+    named = agent_checks.named_settings(sources)
     if settings.thinking and settings.max_output_tokens <= settings.thinking_budget:
         raise config.ConfigError(
             f"Extended thinking needs more than {settings.thinking_budget:,} max output tokens "

@@ -137,8 +137,8 @@ def cmd_agents_share(args: argparse.Namespace) -> int:
     if keep == "both":
         print(render.visible(f"The shared {args.label!r} now holds both values."))
     elif keep == "mine" and others:
-        print(render.visible(f"The shared {args.label!r} now holds {row.name!r}'s value; the "
-                             f"one it held before stays in {history}."))
+        print(render.visible(f"The shared {args.label!r} now holds the value of {row.name!r}; "
+                             f"the one it held before stays in {history}."))
     elif changed:
         print(render.visible(f"{row.name!r} now sees the shared value; its own stays in "
                              f"{history}."))
@@ -170,9 +170,12 @@ def cmd_agents_delete(args: argparse.Namespace) -> int:
         if not confirmed(args.yes, render.visible(f"Delete {what}?")):
             print("Nothing deleted.", file=sys.stderr)
             return EXIT_ERROR
+        # Its files first: cut off after them (^C, kill -9), the agent is still there and the
+        # same command finishes; after the row, nothing would find its recordings again (they
+        # would be listed under its name, which a new agent may take).
+        removed = privacy.delete_agent_files(row, config.data_dir())
         store.delete_agent(row.name)
         store.wipe_freed()  # its rows are zeroed as they go; the WAL must let go of them too
-        removed = privacy.delete_agent_files(row, config.data_dir())
     print(render.visible(f"Deleted {what}; removed {_files_removed(removed)}."))
     return EXIT_OK
 
@@ -286,7 +289,8 @@ def cmd_agents_import(args: argparse.Namespace) -> int:
             raise UserError(str(exc) + hint, EXIT_USAGE) from None
     agent_checks.check_imported_window(doc)
     with _open_store() as store:
-        if name and store.get_agent(name) is not None:
+        # A name that is not text is the import's to refuse (it names the damaged field).
+        if isinstance(name, str) and name and store.get_agent(name) is not None:
             raise UserError(f"An agent named {name!r} already exists; "
                             f"import with --name NEW or delete it first.")
         row = transfer.import_agent(store, doc, name=args.name)
@@ -358,7 +362,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     if name is not None and agent is None:
         if agent_name_problem(name):
             raise UserError(agent_name_problem(name), EXIT_USAGE)  # type: ignore[arg-type]
-        render.print_error(console, f"there is no agent named {name!r}")
+        render.print_error(console, f"there is no agent named {name!r}{_renamed(name, names)}")
         return EXIT_USAGE
     rows = recording.list_recordings(agent)
     if getattr(args, "paths", False) or getattr(args, "ids", False):  # one a line, whole
@@ -368,6 +372,18 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         return EXIT_OK
     render.print_sessions(console, rows, name, names)
     return EXIT_OK
+
+
+def _renamed(old: str, names: dict[str, str]) -> str:
+    """Where the sessions recorded under the name `old` are listed now, if its agent was
+    renamed (recordings keep the name they were made under; `names`: uid → name now)."""
+    from memgpt_lite.engine import recording
+
+    now = sorted({names[r.agent_uid] for r in recording.list_recordings()
+                  if r.agent == old and r.agent_uid in names})
+    if not now:
+        return ""
+    return f" (renamed to {now[0]!r}: memgpt-lite sessions --agent {now[0]})"
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

@@ -45,12 +45,15 @@ def setting_rows(file_values: dict[str, Any]) -> list[tuple[str, str, str]]:
     """(key, value as shown, where it came from) of every setting the file may hold: the
     environment, the config file, or the default."""
     from memgpt_lite.engine.registry import SETTINGS, parse_text, shown_value
+    from memgpt_lite.engine.text import path_text
 
     rows = []
     for setting in SETTINGS:
         env = os.environ.get(setting.env or "", "").strip()
         if env:
-            value: Any = parse_text(setting, env, setting.env) if setting.kind != "text" else env
+            # Paths as given (a data dir whose name is not UTF-8 works: shown with \xNN).
+            value: Any = (env if setting.kind == "text" else path_text(env)
+                          if setting.kind == "path" else parse_text(setting, env, setting.env))
             source = f"env {setting.env}"
         elif setting.key in file_values:
             value, source = file_values[setting.key], "config file"
@@ -87,11 +90,20 @@ def cmd_config_set(args: argparse.Namespace) -> int:
     value = set_value(args.key, args.value)
     print(render.visible(f"{args.key} = {shown_value(BY_KEY[args.key], value)} in "
                          f"{config_path()}."))
-    env = BY_KEY[args.key].env
-    if env and os.environ.get(env, "").strip():
-        print(render.visible(f"note: {env} is set in this environment and comes first."),
-              file=sys.stderr)
+    _note_environment([args.key])
+    _warn_unknown_models({args.key: value})  # a typo here reaches every agent
     return EXIT_OK
+
+
+def _note_environment(keys: Any) -> None:
+    """A line on stderr for each setting just written that the environment overrides."""
+    from memgpt_lite.engine.registry import BY_KEY
+
+    for key in keys:
+        env = BY_KEY[key].env if key in BY_KEY else None
+        if env and os.environ.get(env, "").strip():
+            print(render.visible(f"note: {env} is set in this environment and comes first."),
+                  file=sys.stderr)
 
 
 def cmd_config_unset(args: argparse.Namespace) -> int:
@@ -105,12 +117,24 @@ def cmd_config_unset(args: argparse.Namespace) -> int:
 
 
 def warn_unknown(loaded: Any) -> None:
-    """One line on stderr for keys of the file that are not settings (they are ignored)."""
-    if loaded.unknown:
-        keys = ", ".join(repr(k) for k in loaded.unknown)
+    """One line on stderr for keys of the file that are not settings (they are ignored), and
+    one for settings only a variable sets (`home`: `config show` lists them, so a user puts
+    them in the file and would otherwise be told they are not settings)."""
+    from memgpt_lite.engine.registry import BY_KEY
+
+    env_only = [k for k in loaded.unknown if k in BY_KEY and BY_KEY[k].env]
+    unknown = [k for k in loaded.unknown if k not in env_only]
+    if unknown:
+        keys = ", ".join(repr(k) for k in unknown)
         print(render.visible(f"memgpt-lite: warning: the config file {loaded.path} holds "
                              f"{keys}, not a setting (ignored; `memgpt-lite config show` lists "
                              "the settings)."), file=sys.stderr)
+    if env_only:
+        keys = ", ".join(repr(k) for k in env_only)
+        variables = ", ".join(str(BY_KEY[k].env) for k in env_only)
+        print(render.visible(f"memgpt-lite: warning: the config file {loaded.path} holds "
+                             f"{keys}, which the config file cannot set (ignored; set "
+                             f"{variables} instead)."), file=sys.stderr)
 
 
 # --------------------------------------------------------------------------- agents show|set
@@ -171,15 +195,21 @@ def cmd_agents_set(args: argparse.Namespace) -> int:
             changes = _assignments(args.assignments)
             own.update(changes)
         try:
-            settings, _ = resolve_settings(stored_form(own))
+            settings, sources = resolve_settings(stored_form(own))
             Settings.from_dict(settings.to_dict(), where="setting")
         except ConfigError as exc:
             raise UserError(str(exc), EXIT_USAGE) from None
         if settings.thinking and settings.max_output_tokens <= settings.thinking_budget:
-            raise UserError(f"thinking=on needs max_output_tokens above "
-                            f"{settings.thinking_budget:,}.", EXIT_USAGE)
+            # Either may come from elsewhere (the config file, the environment), unchanged here.
+            where = {k: "given here" if k in changes else _from(v) for k, v in sources.items()}
+            raise UserError(f"thinking=on ({where['thinking']}) needs max_output_tokens above "
+                            f"{settings.thinking_budget:,}; it is "
+                            f"{settings.max_output_tokens:,} ({where['max_output_tokens']}).",
+                            EXIT_USAGE)
+        # Named as the user gave each (the config file's, a variable), those set here by key.
+        named = {**agent_checks.named_settings(sources), **{k: k for k in changes}}
         agent_checks.check_window(settings, store.get_blocks(row.id), row.state.get("counter"),
-                                  {k: k for k in changes})
+                                  named)
         store.update_settings(row.id, stored_form(own))
     from memgpt_lite.engine.registry import BY_KEY, shown_value
 
@@ -187,8 +217,14 @@ def cmd_agents_set(args: argparse.Namespace) -> int:
     shown = ", ".join(f"{k}={shown_value(BY_KEY[k], v) if k in BY_KEY else v}"
                       for k, v in changes.items())
     print(render.visible(f"Agent {args.name!r}: {shown}."))
+    _note_environment(changes)
     _warn_unknown_models(changes)
     return EXIT_OK
+
+
+def _from(source: str) -> str:
+    """Where a value came from, as a sentence says it (resolve_settings' sources)."""
+    return {"stored": "the agent's own value", "default": "the default"}.get(source, source)
 
 
 def _warn_unknown_models(changes: dict[str, Any]) -> None:

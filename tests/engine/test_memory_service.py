@@ -7,6 +7,7 @@ history; arguments redacted; forget reaches what it wrote. On SQLite and on Post
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -395,3 +396,19 @@ def test_a_client_sees_and_edits_the_project_block_of_its_root(stores, tmp_path)
         "Deploy with hexo d.\nNever force-push.")
     elsewhere = MemoryService.open(mcp_store, "work", shop)
     assert "hexo" not in elsewhere.call("core_memory_view", {}).text
+
+
+def test_a_root_whose_name_is_not_utf8_is_served_as_text(stores, tmp_path):
+    """A folder named in bytes that are not UTF-8 (as Python decodes them: surrogates) is
+    named in text every client takes, and is the project a chat in that folder works in."""
+    chat_store, mcp_store = stores
+    root = Path(os.fsdecode(os.fsencode(tmp_path) + b"/pr\xff"))
+    service = MemoryService.open(mcp_store, "work", root)
+    assert not service.call("core_memory_append",
+                            {"label": "project", "content": "Tabs."}).is_error
+    view = service.call("core_memory_view", {}).text
+    assert view.encode("utf-8") and f"{tmp_path}/pr\\xff" in view
+    assert all(r.description.encode("utf-8") for r in service.resources())
+    chat = Agent.open(chat_store, "work", model_client=ScriptedModel([]), lock_wait=None,
+                      project=str(root))
+    assert next(b for b in chat.blocks() if b.label == "project").value == "Tabs."

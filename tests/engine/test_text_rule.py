@@ -66,3 +66,33 @@ def test_an_import_with_lone_surrogates_is_stored_with_the_rule(tmp_path):
     assert store.get_blocks(copy.id)[0].value == "val \ufffd ue"
     assert store.all_messages(copy.id)[0].content[0]["text"] == "hel \ufffd lo"
     json.dumps(transfer.export_agent(store, "b"), ensure_ascii=False).encode("utf-8")
+
+
+def test_a_project_folder_whose_name_is_not_utf8_is_a_project_of_its_own(tmp_path):
+    """A chat in such a folder crashed with UnicodeEncodeError when the model wrote the
+    project block; and U+FFFD would have made every such folder the same project."""
+    import os
+
+    from memgpt_lite.engine.project import project_root
+
+    roots = []
+    for raw in (b"pr\xff", b"pr\xfe"):
+        folder = os.fsencode(tmp_path) + b"/" + raw
+        os.mkdir(folder)
+        roots.append(str(project_root(os.fsdecode(folder))))
+    store = SQLiteStore(tmp_path / "a.db")
+    model = ScriptedModel([
+        tool_response([("core_memory_append", {"label": "project", "content": "Tabs."})]),
+        text_response("Noted.")], validate=True)
+    agent = Agent.open(store, "a", model_client=model, project=roots[0])
+    path = tmp_path / "session.jsonl"
+    with recording.Recorder(path) as recorder:
+        recording.record_header(agent, recorder)
+        assert list(recording.recorded_step(agent, recorder, "we use tabs"))[-1].completed
+    assert agent.project == f"{tmp_path}/pr\\xff"
+    assert "Tabs." in next(b.value for b in agent.blocks() if b.label == "project")
+    agent.use_project(roots[1])  # the other folder sees its own project block
+    assert "Tabs." not in next(b.value for b in agent.blocks() if b.label == "project")
+    agent.use_project(roots[0])
+    assert "Tabs." in next(b.value for b in agent.blocks() if b.label == "project")
+    assert replay_mod.replay(path, strict=True).ok

@@ -418,3 +418,43 @@ def test_a_bad_price_file_is_reported_before_any_model_call(tmp_path):
     assert done.returncode == 2
     assert done.stderr.startswith("memgpt-lite: MEMGPT_LITE_PRICES=")
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_delete_cut_off_leaves_no_recording_behind_under_a_name_a_new_agent_takes():
+    """^C (or kill -9) after the agent's row went but before its files: its recordings
+    stayed, listed under its name, and no command found them again."""
+    from memgpt_lite.engine import recording
+
+    with SQLiteStore(config.db_path()) as store:
+        agent = Agent.open(store, "ada", model_client=ScriptedModel([text_response("Hi.")]))
+        with recording.Recorder.for_agent(agent) as recorder:
+            recording.record_header(agent, recorder)
+            list(recording.recorded_step(agent, recorder, "hello"))
+        agent.close()
+    assert len(recording.list_recordings()) == 1
+
+    def cut_off(self):
+        raise KeyboardInterrupt
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(SQLiteStore, "wipe_freed", cut_off)
+        assert cli.main(["agents", "delete", "ada", "--yes"]) == 130
+    cli.main(["agents", "delete", "ada", "--yes"])  # the same command again, if it is needed
+    assert cli.main(["agents", "create", "ada"]) == 0
+    assert recording.list_recordings() == []
+
+
+def test_an_export_whose_agent_name_is_not_text_is_one_sentence(tmp_path, capsys):
+    """It was a traceback (AttributeError) before the import's own check could name it."""
+    with SQLiteStore(config.db_path()) as store:
+        Agent.open(store, "ada", model_client=ScriptedModel([])).close()
+    assert cli.main(["agents", "export", "ada", "-o", str(tmp_path / "ada.json")]) == 0
+    doc = json.loads((tmp_path / "ada.json").read_text())
+    for bad in (123, ["ada"], {"n": 1}):
+        doc["agent"]["name"] = bad
+        (tmp_path / "bad.json").write_text(json.dumps(doc))
+        capsys.readouterr()
+        assert cli.main(["agents", "import", str(tmp_path / "bad.json")]) == 1
+        err = capsys.readouterr().err
+        assert err == ("memgpt-lite: The agent export is damaged: agent.name is not text; "
+                       "nothing was imported.\n")

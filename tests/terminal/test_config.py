@@ -72,6 +72,17 @@ def test_a_bad_file_is_one_sentence_naming_it(capsys):
     assert "holds 'modle', not a setting (ignored" in err  # a typo is not silently dropped
 
 
+def test_a_setting_only_a_variable_sets_is_not_called_no_setting(capsys):
+    """`config show` lists `home`; in the file it was warned about as 'not a setting'."""
+    path().parent.mkdir(parents=True)
+    path().write_text('home = "/elsewhere"\nmodle = "haiku"\n')
+    assert cli.main(["agents", "list"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and "holds 'modle', not a setting (ignored" in err[0]
+    assert err[1].endswith("holds 'home', which the config file cannot set (ignored; set "
+                           "MEMGPT_LITE_HOME instead).")
+
+
 def test_the_order_flag_env_stored_file_default(monkeypatch, capsys):
     assert cli.main(["config", "set", "model", "opus"]) == 0
     assert cli.main(["config", "set", "context_window", "20000"]) == 0
@@ -159,6 +170,15 @@ def test_config_show_names_the_project_and_folders_that_apply(monkeypatch, capsy
     assert "env MEMGPT_LITE_PROJECT" in rows["project"]
 
 
+def test_config_show_takes_a_data_dir_whose_name_is_not_utf8(monkeypatch, capsys, tmp_path):
+    """Every other command works with such a data dir; config show refused it as 'not
+    printable text'. It is shown with the bytes as \\xNN."""
+    monkeypatch.setenv("MEMGPT_LITE_HOME", os.fsdecode(os.fsencode(tmp_path) + b"/h\xff"))
+    assert cli.main(["config", "show"]) == 0
+    flat = "".join(capsys.readouterr().out.split())  # a long path wraps in its column
+    assert f"home{tmp_path}/h\\xff" in flat.replace("envMEMGPT_LITE_HOME", "")
+
+
 def test_process_wide_settings_in_the_file_reach_their_readers(monkeypatch):
     assert cli.main(["config", "set", "timeout", "45"]) == 0
     assert config.timeout_setting() == 45.0
@@ -219,3 +239,49 @@ def test_agents_set_says_what_it_set_as_agents_show_does(capsys):
                      "context_window=18000"]) == 0
     assert capsys.readouterr().out.strip() == (
         "Agent 'a': confirm_memory=on, thinking=off, context_window=18,000.")
+
+
+def test_agents_set_names_where_a_setting_it_did_not_touch_came_from(capsys):
+    """A config file with thinking on and 1,000 max output tokens: `agents set a model=haiku`
+    is refused, and the sentence says the two values are the file's, not the command's."""
+    with SQLiteStore(config.db_path()) as store:
+        Agent.open(store, "a", model_client=ScriptedModel([]),
+                   stored=config.stored_form({})).close()
+    path().parent.mkdir(parents=True)
+    path().write_text("thinking = true\nmax_output_tokens = 1000\n")
+    assert cli.main(["agents", "set", "a", "model=haiku"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "memgpt-lite: thinking=on (config file) needs max_output_tokens above 1,024; it is "
+        "1,000 (config file).")
+    assert cli.main(["agents", "set", "a", "max_output_tokens=900"]) == 2
+    assert "it is 900 (given here)." in capsys.readouterr().err
+
+
+def test_agents_set_names_a_window_from_the_config_file_as_the_files(capsys):
+    """It said "the agent's stored context window (set it with --context-window) 5,000"."""
+    with SQLiteStore(config.db_path()) as store:
+        Agent.open(store, "a", model_client=ScriptedModel([]),
+                   stored=config.stored_form({})).close()
+    path().parent.mkdir(parents=True)
+    path().write_text("context_window = 5000\n")
+    assert cli.main(["agents", "set", "a", "model=haiku"]) == 2
+    assert capsys.readouterr().err.startswith(
+        "memgpt-lite: context_window in the config file 5,000 is too small")
+
+
+def test_config_set_warns_of_a_model_it_does_not_know_as_agents_set_does(capsys):
+    assert cli.main(["config", "set", "model", "sonet"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: 'sonet' is not a model memgpt-lite knows" in err
+    assert cli.main(["config", "set", "summary_model", "haiku"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_agents_set_notes_a_variable_that_comes_first_as_config_set_does(monkeypatch, capsys):
+    with SQLiteStore(config.db_path()) as store:
+        Agent.open(store, "a", model_client=ScriptedModel([]),
+                   stored=config.stored_form({})).close()
+    monkeypatch.setenv("MEMGPT_LITE_MODEL", "opus")
+    assert cli.main(["agents", "set", "a", "model=haiku", "thinking=off"]) == 0
+    assert capsys.readouterr().err == (
+        "note: MEMGPT_LITE_MODEL is set in this environment and comes first.\n")

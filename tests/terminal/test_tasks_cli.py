@@ -62,6 +62,23 @@ def test_sharing_never_loses_a_value(db, capsys):
     assert "Dan's own facts." not in shared_value(db)
 
 
+def test_a_shared_block_follows_a_rename(db, capsys):
+    assert main(db, "agents", "create", "bob", "--share", "human") == 0
+    agent_with(db, "ada", "Name: Ada.")
+    capsys.readouterr()
+    assert main(db, "agents", "share", "ada", "human", "--keep", "mine") == 0
+    out = capsys.readouterr().out
+    assert "The shared 'human' now holds the value of 'ada'; the one it held before" in out
+    assert main(db, "agents", "rename", "ada", "eve") == 0
+    capsys.readouterr()
+    assert main(db, "core", "--agent", "eve") == 0
+    out = capsys.readouterr().out
+    assert "scope user, shared by bob, eve" in out and "Name: Ada." in out
+    assert main(db, "core", "--agent", "bob", "--history", "human") == 0
+    out = capsys.readouterr().out
+    assert "eve · " in out and "ada · " not in out  # every version names the agent as it is
+
+
 def test_history_and_restore_of_a_block(db, capsys):
     agent_with(db, "ada", "v2 text")
     with open_store(db) as store:

@@ -367,6 +367,22 @@ def test_sessions_for_an_unknown_agent_says_so(capsys):
     assert "there is no agent named 'NOSUCH'" in capsys.readouterr().out
 
 
+def test_sessions_under_a_name_an_agent_had_says_what_it_is_called_now(store, capsys):
+    agent = Agent.open(store, "ada", model_client=ScriptedModel([text_response("A.")]))
+    recorder = recording.Recorder.for_agent(agent)
+    recording.record_header(agent, recorder)
+    list(recording.recorded_step(agent, recorder, "one"))
+    recorder.close()
+    agent.close()
+    assert cli.main(["agents", "rename", "ada", "bob"]) == 0
+    capsys.readouterr()
+    assert cli.main(["sessions", "--agent", "ada"]) == 2
+    assert ("there is no agent named 'ada' (renamed to 'bob': memgpt-lite sessions --agent "
+            "bob)") in capsys.readouterr().out
+    assert cli.main(["sessions", "--agent", "bob"]) == 0
+    assert "bob (was ada)" in capsys.readouterr().out
+
+
 def test_replay_of_a_recording_cut_short_shows_the_warning(store, capsys):
     agent = Agent.open(store, model_client=ScriptedModel([text_response("A."),
                                                           text_response("B.")]))

@@ -136,7 +136,10 @@ class AgentsMixin(BlocksMixin, ConversationsMixin):
             agent = self._require_agent(old)
             if self.get_agent(new) is not None:
                 raise StoreError(f"An agent named {new!r} already exists.")
-            self._update_agent(agent.id, "name", self.db.text(new))
+            try:
+                self._update_agent(agent.id, "name", self.db.text(new))
+            except IntegrityProblem:  # another process took the name a moment ago (Postgres)
+                raise AgentExists(f"An agent named {new!r} already exists.") from None
 
     def delete_agent(self, name: str) -> None:
         """Delete the agent and everything of it; a user-scope block goes only when no other

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from memgpt_lite.engine.records import Block, now_iso
 from memgpt_lite.engine.store.core import StoreCore
+from memgpt_lite.engine.text import path_text
 
 PROJECT = "project"  # the scope
 PROJECT_LABEL = "project"  # the block every agent working in a project sees
@@ -30,7 +31,10 @@ class ProjectBlocksMixin(StoreCore):
     def use_project(self, agent_id: int, project: str | None,
                     default: tuple[str, int] = ("", PROJECT_LIMIT)) -> None:
         """From now on the agent sees the blocks of `project` (a root directory; None: no
-        project), its `project` block holding `default` (value, limit) until written."""
+        project), its `project` block holding `default` (value, limit) until written. The
+        root is kept as `path_text` has it: a folder whose name is not UTF-8 is a project too,
+        its own."""
+        project = path_text(project) if project else None
         if project:
             self._projects[agent_id] = (project, *default)
         else:

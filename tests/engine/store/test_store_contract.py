@@ -93,6 +93,31 @@ def test_agent_crud(store, agent):
     assert store.get_agent("alpha").uid == agent.uid  # stable across renames
 
 
+def test_two_renames_to_one_name_at_once_say_it_exists(store_target, store, agent):
+    """The second waits for the first's transaction; on Postgres its re-check cannot see
+    the first's name yet, and it met the unique index: 'The database … refused the write'."""
+    import threading
+
+    store.create_agent("other", {}, {})
+    outcome = []
+    with open_store(store_target) as second:
+        def rename_other():
+            try:
+                second.rename_agent("other", "taken")
+                outcome.append("renamed")
+            except StoreError as exc:
+                outcome.append(str(exc))
+
+        with store.transaction():
+            store.rename_agent("default", "taken")
+            worker = threading.Thread(target=rename_other)
+            worker.start()
+            worker.join(1)  # it waits for this transaction to end
+        worker.join(30)
+    assert outcome == ["An agent named 'taken' already exists."]
+    assert store.get_agent("other") is not None
+
+
 def test_delete_agent_removes_all_its_memory(store, agent):
     other = store.create_agent("other", {}, {"human": ("kept", 100)})
     store.add_message(agent.id, text_msg("user", "hello there", 1))

@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from memgpt_lite.engine.files import replace_file
+from memgpt_lite.engine.files import private_dirs, replace_file
 from memgpt_lite.engine.matching import Matcher
 
 HISTORY_FILE = "chat_history"  # in the data dir
@@ -64,7 +64,9 @@ class InputHistory:
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
-        self.lock_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # The first write of a chat on Postgres may be what creates the data dir itself
+        # (no database file there to do it first): 0700 for every folder made, not the leaf.
+        private_dirs(self.lock_path.parent)
         fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             deadline = time.monotonic() + LOCK_WAIT
@@ -82,7 +84,7 @@ class InputHistory:
             os.close(fd)  # drops the lock
 
     def _write(self, lines: list[str]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_dirs(self.path.parent)
         replace_file(self.path, "".join(line + "\n" for line in lines).encode(
             "utf-8", errors="replace"))
 

@@ -199,11 +199,12 @@ class ChatSession:
             self.message_stored = True
         if event.kind == "turn_end":
             failed = not event.completed
-            self.failed_turns += failed
-            # A turn that failed and was then sent again with /retry and answered is fixed:
+            # A /retry of a failed turn sends the same message again: its outcome replaces
+            # that failure (answered: fixed; failed again: still one failure, not two), so
             # the chat's exit status counts only what is still failed at the end.
-            if retry and not failed and self.unresolved:
+            if retry and self.unresolved:
                 self.failed_turns -= 1
+            self.failed_turns += failed
             self.unresolved = failed
 
     def _steps(self, text: str, retry: bool = False, attachments: list[Any] | None = None,

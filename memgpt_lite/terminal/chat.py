@@ -315,10 +315,14 @@ def interactive_loop(session: ChatSession, read: Callable[[], str]) -> int:
 
 def piped_loop(session: ChatSession, lines: Iterator[str]) -> int:
     """Every input line is one message (slash commands still work); at end of input, 0 when
-    every turn succeeded, 1 when any failed."""
+    every turn succeeded, 1 when any failed. Ctrl-C cancels the turn running and ends the
+    chat (130): with input from a file or a pipe there is no prompt to come back to, and
+    it means stop, as for any command; the lines left are where they came from."""
     for line in lines:
         if not session.handle_line(line.rstrip("\n")):
             break
+        if session.interrupted_turns:
+            return EXIT_INTERRUPTED
     return 1 if session.failed_turns else 0
 
 

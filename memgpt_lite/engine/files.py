@@ -61,7 +61,9 @@ def held_lock(lock_path: Path, wait: float) -> Iterator[None]:
     read-change-write of a file other processes change too: replacing the file whole keeps a
     reader from seeing half of it, but two writers would each write back what they read and
     one change would be lost. LockBusy when another process holds it for `wait` s."""
-    lock_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    # The first write of a chat on Postgres may be what creates the data dir itself (no
+    # database file there to do it first): 0700 for every folder made, not only the leaf.
+    private_dirs(lock_path.parent)
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         deadline = time.monotonic() + wait

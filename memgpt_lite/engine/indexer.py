@@ -34,6 +34,7 @@ class BackgroundIndexer:
         self._open_store = open_store
         self._wake, self._stop = threading.Event(), threading.Event()
         self._idle, self._closing = threading.Event(), threading.Event()
+        self._idle.set()  # nothing woken for yet
         self.floor: dict[str, int] = {}
         self.embedded = 0
         self.thread = threading.Thread(target=self._run, name="memgpt-lite-indexer", daemon=True)
@@ -55,7 +56,7 @@ class BackgroundIndexer:
 
     def close(self, timeout: float = 10.0) -> None:
         """Embed what the session added (for up to `timeout` seconds), then stop; what is
-        left waits for `memgpt-lite index`."""
+        left waits for `memgpt-lite index`. `close(0)` stops without waiting for that."""
         self._closing.set()
         self._wake.set()
         if self.thread.is_alive():

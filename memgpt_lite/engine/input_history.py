@@ -14,7 +14,7 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from memgpt_lite.engine.files import LockBusy, held_lock, replace_file
+from memgpt_lite.engine.files import LockBusy, held_lock, private_dirs, replace_file
 from memgpt_lite.engine.matching import Matcher
 
 HISTORY_FILE = "chat_history"  # in the data dir
@@ -69,7 +69,7 @@ class InputHistory:
                               f"{LOCK_WAIT:.0f} s") from None
 
     def _write(self, lines: list[str]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_dirs(self.path.parent)
         replace_file(self.path, "".join(line + "\n" for line in lines).encode(
             "utf-8", errors="replace"))
 

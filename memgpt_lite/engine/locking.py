@@ -26,6 +26,7 @@ import threading
 import time
 from pathlib import Path
 
+from memgpt_lite.engine.files import private_dirs
 from memgpt_lite.engine.store.base import StoreError
 
 DEFAULT_WAIT = 3.0  # seconds a second process waits before it refuses
@@ -174,9 +175,7 @@ def _names(path: Path, fd: int) -> bool:
 
 def _open_lock_file(path: Path) -> int:
     try:
-        if not path.parent.exists():
-            path.parent.mkdir(parents=True, mode=0o700, exist_ok=True)
-            os.chmod(path.parent, 0o700)
+        private_dirs(path.parent)  # the data dir too, when this makes it: 0700 throughout
         fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
     except OSError as exc:
         raise StoreError(f"Cannot create the lock file {path} ({exc.strerror}).") from None

@@ -86,14 +86,17 @@ class AnthropicClient:
     local compatible server works; with neither, construction raises `AuthError`.
 
     `timeout` is the most seconds one call may take in all, retries included (None:
-    `MEMGPT_LITE_TIMEOUT`, else 120); giving up is one APIConnectionError naming the host
-    and the wait.
+    `MEMGPT_LITE_TIMEOUT`, else 120); giving up is one APIConnectionError naming the host,
+    the wait, and `timeout_source`: what set that deadline, in the user's words (a check
+    with a deadline of its own must not send the user to a setting that did not apply).
     """
 
     def __init__(self, *, api_key: str | None = None, base_url: str | None = None,
-                 http_client: Any = None, max_retries: int = 2, timeout: float | None = None):
+                 http_client: Any = None, max_retries: int = 2, timeout: float | None = None,
+                 timeout_source: str = "set by MEMGPT_LITE_TIMEOUT or --timeout"):
         self.max_retries = max_retries
         self.timeout = timeout if timeout is not None else timeout_setting()
+        self.timeout_source = timeout_source
         self._args = {"api_key": api_key, "http_client": http_client,
                       "max_retries": max_retries,
                       "base_url": base_url or os.environ.get("ANTHROPIC_BASE_URL") or None}
@@ -279,7 +282,7 @@ class AnthropicClient:
         waited = time.monotonic() - getattr(self, "_started", time.monotonic())
         return APIConnectionError(
             f"Gave up waiting for {self.host}: it timed out ({waited:.1f} s{retried}; a call "
-            f"may take {self.timeout:g} s, set by MEMGPT_LITE_TIMEOUT or --timeout).")
+            f"may take {self.timeout:g} s, {self.timeout_source}).")
 
     def _retried(self, exc: Any) -> str:
         request = getattr(exc, "request", None)

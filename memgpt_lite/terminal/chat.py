@@ -199,11 +199,12 @@ class ChatSession:
             self.message_stored = True
         if event.kind == "turn_end":
             failed = not event.completed
-            self.failed_turns += failed
-            # A turn that failed and was then sent again with /retry and answered is fixed:
+            # A /retry of a failed turn sends the same message again: its outcome replaces
+            # that failure (answered: fixed; failed again: still one failure, not two), so
             # the chat's exit status counts only what is still failed at the end.
-            if retry and not failed and self.unresolved:
+            if retry and self.unresolved:
                 self.failed_turns -= 1
+            self.failed_turns += failed
             self.unresolved = failed
 
     def _steps(self, text: str, retry: bool = False, attachments: list[Any] | None = None,
@@ -314,10 +315,14 @@ def interactive_loop(session: ChatSession, read: Callable[[], str]) -> int:
 
 def piped_loop(session: ChatSession, lines: Iterator[str]) -> int:
     """Every input line is one message (slash commands still work); at end of input, 0 when
-    every turn succeeded, 1 when any failed."""
+    every turn succeeded, 1 when any failed. Ctrl-C cancels the turn running and ends the
+    chat (130): with input from a file or a pipe there is no prompt to come back to, and
+    it means stop, as for any command; the lines left are where they came from."""
     for line in lines:
         if not session.handle_line(line.rstrip("\n")):
             break
+        if session.interrupted_turns:
+            return EXIT_INTERRUPTED
     return 1 if session.failed_turns else 0
 
 

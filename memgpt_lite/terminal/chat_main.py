@@ -22,7 +22,13 @@ from memgpt_lite.engine.input_history import InputHistory
 from memgpt_lite.engine.records import Block
 from memgpt_lite.terminal import agent_checks, render
 from memgpt_lite.terminal.attach import chat_attachments
-from memgpt_lite.terminal.chat import ChatSession, interactive_loop, one_shot, piped_loop
+from memgpt_lite.terminal.chat import (
+    ChatSession,
+    ctrl_c_ignored,
+    interactive_loop,
+    one_shot,
+    piped_loop,
+)
 from memgpt_lite.terminal.exit_codes import EXIT_ERROR, EXIT_USAGE, UserError
 from memgpt_lite.terminal.user_input import LineReader, TypeAhead, ask
 from memgpt_lite.terminal.view import ChatView, JsonView
@@ -111,7 +117,7 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
         finally:
             session.close()
             if indexer is not None:
-                indexer.close()
+                _finish_index(meta, indexer)
             agent.close()  # releases the agent's process lock
             _goodbye(meta, session, quiet=prompt is not None or json_out)
             try:
@@ -328,6 +334,23 @@ def _checked_model(console: Console, model: str | None) -> str | None:
                                    f"(known: {names}; `memgpt-lite models`); its cost is "
                                    f"estimated at Sonnet prices", "yellow"))
     return model
+
+
+def _finish_index(meta: Console, indexer: Any) -> None:
+    """The session's rows are embedded before the chat ends, for up to the indexer's 10 s.
+    A slow or stalled embeddings endpoint makes that a wait after /exit: one line says what
+    it is waiting for, and Ctrl-C leaves those rows to `memgpt-lite index` while the chat
+    still ends as it should (its lock released, an empty new agent dropped, the goodbye)."""
+    try:  # the notice inside: Ctrl-C may come the moment it is shown
+        if not indexer.wait_idle(0.5):
+            with contextlib.suppress(BrokenPipeError, OSError):
+                meta.print(render.shown("· embedding this session's messages for search "
+                                        "before leaving (Ctrl-C leaves them to `memgpt-lite "
+                                        "index`)", "dim"))
+        indexer.close()
+    except KeyboardInterrupt:
+        with ctrl_c_ignored():  # a second press must not cut the rest of the ending short
+            indexer.close(timeout=0)
 
 
 def _goodbye(console: Console, session: ChatSession, *, quiet: bool) -> None:

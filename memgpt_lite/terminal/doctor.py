@@ -299,8 +299,9 @@ def _doctor_connection(report: _Report) -> None:
     model = config.Settings().with_env().model
     request = ModelRequest(model=model, max_tokens=1, system=[], messages=[
         {"role": "user", "content": [{"type": "text", "text": "ping"}]}])
+    timeout, source = _check_deadline(report)
     try:
-        client = AnthropicClient(max_retries=0, timeout=15.0)
+        client = AnthropicClient(max_retries=0, timeout=timeout, timeout_source=source)
         client.count_tokens(request)
     except AuthError as exc:
         report.bad(f"the key: {exc.message}")
@@ -311,3 +312,21 @@ def _doctor_connection(report: _Report) -> None:
     else:
         report.ok(f"reached {client.host} and the key works (a count_tokens call, which costs "
                   f"nothing)")
+
+
+CHECK_WAIT = 15.0  # seconds the connection check waits at most: doctor runs when things are wrong
+
+
+def _check_deadline(report: _Report) -> tuple[float, str]:
+    """How long the connection check waits, and what set that: the chat's own deadline
+    (MEMGPT_LITE_TIMEOUT) when it is shorter, else doctor's limit. A setting the chat would
+    refuse is a problem of its own; the check then waits doctor's limit."""
+    try:
+        chat = config.timeout_setting()
+    except config.ConfigError as exc:
+        report.bad(str(exc))
+        chat = config.DEFAULT_TIMEOUT
+    if chat <= CHECK_WAIT:
+        return chat, "set by MEMGPT_LITE_TIMEOUT"
+    return CHECK_WAIT, (f"doctor's own limit; a chat waits up to {chat:g} s, set by "
+                        "MEMGPT_LITE_TIMEOUT or --timeout")

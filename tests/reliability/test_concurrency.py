@@ -214,3 +214,15 @@ def test_a_chat_that_waited_out_a_delete_still_keeps_others_off_the_agent(tmp_pa
             out, err = waiting.communicate("", timeout=60)
         assert waiting.returncode == 0, err
         assert "Fake reply to: hello from the chat that waited" in out
+
+
+def test_a_lock_that_makes_the_data_dir_makes_it_private(tmp_path):
+    # On Postgres no database file creates the data dir first: a lock file may be the first
+    # thing written there, and the data dir it makes must be 0700 like the rest.
+    old = os.umask(0o022)
+    try:
+        AgentLock(tmp_path / "home", "x").acquire(0).release()
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "home").stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "home" / "locks").stat().st_mode) == 0o700

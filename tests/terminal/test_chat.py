@@ -424,6 +424,18 @@ def test_interactive_loop_exits_on_ctrl_d_exit_and_double_ctrl_c(chat_factory):
     assert "/bar" not in chat.buf.getvalue()
 
 
+def test_ctrl_c_in_a_piped_chat_ends_it_with_130(chat_factory):
+    # `memgpt-lite chat < questions.txt`: Ctrl-C means stop, as for any command in a
+    # pipeline. The turn running is cancelled (its message stays in recall), the lines left
+    # are not sent one by one, and the exit status says the chat was interrupted.
+    chat = chat_factory([KeyboardInterrupt(), text_response("never sent")])
+    assert piped_loop(chat.session, iter(["first question\n", "second question\n"])) == 130
+    assert len(chat.model.requests) == 1 and chat.model.remaining == 1
+    texts = [b["text"] for m in chat.store.all_messages(chat.agent.id) for b in m.content
+             if b.get("type") == "text"]
+    assert texts == ["first question"]
+
+
 def test_event_lines():
     assert turn_ranges([3, 4, 5, 9, 7, 8]) == "3–5, 7–9"
     assert turn_ranges([3, 4, 5, 9]) == "3–5, 9"

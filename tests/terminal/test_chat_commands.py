@@ -286,6 +286,22 @@ def test_a_failed_turn_fixed_by_retry_exits_zero(chats):
     assert again.session.failed_turns == 1
 
 
+def test_a_message_answered_after_retries_that_failed_too_exits_zero(chats):
+    # A flaky server: the message fails, its first /retry fails as well, the second answers.
+    # One message, answered in the end: nothing is still failed, so the exit status is 0.
+    chat = chats([OverloadedError("The API is overloaded (529)."),
+                  OverloadedError("The API is overloaded (529)."), text_response("Done.")])
+    chat.run("do the thing", "/retry", "/retry")
+    assert chat.session.failed_turns == 0
+    assert "failed" not in chat.session.goodbye()
+    twice = chats([OverloadedError("busy"), OverloadedError("busy")])
+    twice.run("do the thing", "/retry")
+    assert twice.session.failed_turns == 1  # one message, still unanswered
+    again = chats([OverloadedError("busy"), text_response("Done."), OverloadedError("busy")])
+    again.run("first", "/retry", "second")
+    assert again.session.failed_turns == 1  # the second message's failure stands
+
+
 def test_context_turns_add_up_to_the_queue_row(chats):
     chat = chats([text_response("A" * 300), text_response("B " * 900)])
     chat.run("short", "a longer question " * 40)

@@ -5,6 +5,7 @@ without it loads nothing of the dense path."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 
@@ -81,6 +82,36 @@ def test_a_chat_with_an_embedder_embeds_its_turns_in_the_background():
         agent = store.get_agent("h")
         counts = store.vector_counts(agent.id, "http:fake")["messages"]
     assert counts["rows"] == 2 and counts["current"] == 2  # embedded before the chat ended
+
+
+@pytest.mark.slow
+def test_a_stalled_endpoint_at_exit_is_said_and_ctrl_c_ends_the_chat_whole():
+    # The endpoint stalls on the session's rows: the chat says what it waits for after the
+    # last message, and Ctrl-C there leaves them to `index`, the chat ending as usual.
+    with FakeAnthropicServer() as anthropic, FakeEmbeddingsServer(delay=30) as server:
+        server.faults = ["timeout"] * 4
+        env = {**os.environ, **embedder_env(server), "ANTHROPIC_BASE_URL": anthropic.base_url,
+               "ANTHROPIC_API_KEY": "test", "MEMGPT_LITE_EMBEDDINGS_TIMEOUT": "60"}
+        proc = subprocess.Popen([sys.executable, "-m", "memgpt_lite", "chat", "--no-record",
+                                 "--agent", "s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env)
+        proc.stdin.write("my puppy is called Biscuit\n")
+        proc.stdin.close()
+        lines = []
+        for line in proc.stderr:
+            lines.append(line)
+            if "embedding this session's messages" in line:
+                break
+        assert "Ctrl-C leaves them to `memgpt-lite index`" in lines[-1], lines
+        proc.send_signal(signal.SIGINT)
+        proc.stdin = None  # closed already: communicate() must not flush it
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "Fake reply to: my puppy" in out
+    assert "session: 1 turn" in err and "interrupted" not in err and "Traceback" not in err
+    with SQLiteStore(config.db_path()) as store:  # the turn is kept; its rows wait for index
+        agent = store.get_agent("s")
+        assert store.vector_counts(agent.id, "http:fake")["messages"]["rows"] == 2
 
 
 @pytest.mark.slow

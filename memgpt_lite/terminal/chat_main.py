@@ -25,6 +25,7 @@ from memgpt_lite.terminal.attach import chat_attachments
 from memgpt_lite.terminal.chat import (
     ChatSession,
     ctrl_c_ignored,
+    ended_by_signals,
     interactive_loop,
     one_shot,
     piped_loop,
@@ -111,21 +112,29 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
         if prompt is None:
             _banner(meta, agent, store, record)
         client.warm_up()
-        try:
-            return (one_shot(session, prompt) if prompt is not None
-                    else _converse(session, typed, type_ahead))
-        finally:
-            session.close()
-            if indexer is not None:
-                _finish_index(meta, indexer)
-            agent.close()  # releases the agent's process lock
-            _goodbye(meta, session, quiet=prompt is not None or json_out)
+        with ended_by_signals():
             try:
-                if not save:  # flags stored on purpose keep the agent
-                    _drop_if_empty(meta, agent.store, agent, session)
+                return (one_shot(session, prompt) if prompt is not None
+                        else _converse(session, typed, type_ahead))
             finally:
-                if agent.store is not store:  # a new connection after the database restarted
-                    agent.store.close()
+                _end(meta, store, agent, session, indexer,
+                     quiet=prompt is not None or json_out, save=save)
+
+
+def _end(meta: Console, store: Any, agent: Any, session: ChatSession, indexer: Any, *,
+         quiet: bool, save: bool) -> None:
+    """How every chat ends, /exit, Ctrl-D, a failure or a signal alike."""
+    session.close()
+    if indexer is not None:
+        _finish_index(meta, indexer)
+    agent.close()  # releases the agent's process lock
+    _goodbye(meta, session, quiet=quiet)
+    try:
+        if not save:  # flags stored on purpose keep the agent
+            _drop_if_empty(meta, agent.store, agent, session)
+    finally:
+        if agent.store is not store:  # a new connection after the database restarted
+            agent.store.close()
 
 
 def _flags(meta: Console, model: str | None, context_window: str | None,

@@ -8,8 +8,10 @@ command runs. Exit codes are listed in exit_codes.py.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import signal
 import sys
 
 from memgpt_lite.terminal.cli_parser import (
@@ -19,7 +21,13 @@ from memgpt_lite.terminal.cli_parser import (
     _forgetting,
     build_parser,
 )
-from memgpt_lite.terminal.exit_codes import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, UserError
+from memgpt_lite.terminal.exit_codes import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    Terminated,
+    UserError,
+)
 
 
 # --------------------------------------------------------------------------- main
@@ -60,6 +68,10 @@ def _main(argv: list[str]) -> int:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return _interrupted()
+    except Terminated as exc:  # the chat has ended as after /exit by now
+        with contextlib.suppress(OSError):  # SIGHUP: the terminal may be gone
+            print(f"\nended by {signal.Signals(exc.signum).name}", file=sys.stderr)
+        return 128 + exc.signum
     except BrokenPipeError:
         raise
     except Exception as exc:  # only errors that speak to the user; bugs re-raise

@@ -169,3 +169,55 @@ def test_a_damaged_or_unreadable_input_history_does_not_stop_a_typed_chat(server
     assert last_user_texts(server) == ["hello"]
     if damage == "nul":  # kept as it was, the new message added
         assert history.read_bytes() == b"an old line\nhalf\x00written\nhello\n/exit\n"
+
+
+def test_sigterm_mid_turn_ends_the_chat_as_exit_does(server):
+    """SIGTERM (a service manager, `kill`) while a reply streams: the turn is undone, the
+    cursor shown again, the lock released and the agent this run created dropped, since no
+    turn of it finished; exit 143. Dying where it stood left all of that behind."""
+    server.enqueue(hang(seconds=30, after=4))
+    child = spawn_chat(server, "--agent", "fresh")
+    try:
+        child.sendline("tell me a long story")
+        child.expect_exact("Fake reply to")
+        child.kill(15)
+        child.expect_exact("was not kept: no turn of it finished")
+        child.expect_exact("ended by SIGTERM")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 143
+    with SQLiteStore(config.db_path()) as store:
+        assert store.get_agent("fresh") is None
+        assert store.db.connection.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_sighup_at_the_prompt_keeps_the_session_and_frees_the_agent(server):
+    """SIGHUP (the terminal window closed) after a finished turn: the agent keeps it, its
+    lock is released (the next chat opens at once) and the cursor is shown; exit 129."""
+    server.enqueue(text_response("First answer, kept."))
+    server.enqueue(text_response("Second chat opened."))
+    child = spawn_chat(server, "--agent", "kept")
+    try:
+        child.sendline("hello")
+        child.expect_exact("First answer, kept.")
+        child.expect_exact(PROMPT)
+        child.kill(1)
+        child.expect_exact("ended by SIGHUP")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 129
+    again = spawn_chat(server, "--agent", "kept")
+    try:
+        again.sendline("still there?")
+        again.expect_exact("Second chat opened.")
+        again.expect_exact(PROMPT)
+        again.sendeof()
+        again.expect(pexpect.EOF)
+    finally:
+        again.close(force=True)
+    with SQLiteStore(config.db_path()) as store:
+        agent = store.get_agent("kept")
+        turns = {m.turn_id for m in store.context_messages(agent.id)}
+        assert turns == {1, 2}

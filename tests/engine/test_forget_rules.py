@@ -16,7 +16,7 @@ from memgpt_lite.engine.input_history import InputHistory
 from memgpt_lite.engine.matching import FORGOTTEN, Matcher, QueryError
 from memgpt_lite.engine.records import Message
 from memgpt_lite.engine.shrink import CLIP_MARKER, FOLD_MARKER
-from memgpt_lite.engine.store import Store, checks, open_store
+from memgpt_lite.engine.store import Store, checks, open_store, transfer
 from memgpt_lite.engine.store.scrub import redact_message
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 from memgpt_lite.terminal import cli
@@ -432,3 +432,27 @@ def test_forgetting_one_fact_of_the_summary_keeps_the_others(backend):
         privacy.forget(store, plan)
         assert store.get_agent("a").summary == ("They work as a nurse in Oslo. "
                                                 "Their sister visits in May.")
+
+
+def test_the_reason_a_passage_was_deleted_with_is_forgotten_too(backend):
+    """archival_delete keeps the passage's last version with the model's reason, which the
+    model is shown again when it names that passage, and exports carry: a reason naming the
+    forgotten text kept it, though the preview said passage history was clean."""
+    with open_store() as store:
+        agent = scripted_agent(store, "a", [
+            tool_response([("archival_insert", {"content": "Ada has a beagle."})]),
+            text_response("Saved."),
+            tool_response([("archival_delete", {"passage_id": 1,
+                                                "reason": "The beagle Rex died in March."})]),
+            text_response("I am sorry."),
+            tool_response([("archival_update", {"passage_id": 1, "content": "x"})]),
+            text_response("ok")])
+        for text in ("I have a beagle", "My beagle died"):
+            assert list(agent.step(text))[-1].completed
+        plan = privacy.plan_forget(store, agent.row, Matcher.build("Rex"))
+        assert plan.counts()["passage history"] == 1
+        privacy.forget(store, plan)
+        assert store.passage_versions(agent.id) == []
+        assert list(agent.step("update it"))[-1].completed  # the model names it again
+        assert "Rex" not in json.dumps([m.content for m in store.all_messages(agent.id)])
+        assert "Rex" not in json.dumps(transfer.export_agent(store, "a"))

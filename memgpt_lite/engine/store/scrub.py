@@ -10,7 +10,7 @@ A **unit** is what a user sees in the preview and what changes, nothing more:
   `[forgotten]` instead;
 * passages: a passage whose text or a tag matches is deleted;
 * passage history: an old version of a passage (replaced by `archival_update`, removed by
-  `archival_delete`) whose text or a tag matches is deleted;
+  `archival_delete`) whose text, a tag or the reason it was deleted with matches is deleted;
 * core memory, summary: a line of a block, or a sentence of a conversation's running summary,
   is removed (a block in "user" scope is one row that several agents share: its line goes for
   all of them);
@@ -311,7 +311,7 @@ class RowPlace:
             texts = [s for col, value in zip(self.columns, row[1:])
                      for s in strings(json.loads(value) if col in self.json_columns else value)]
             if any(matcher.hits(t) for t in texts):
-                units.append(Unit(self.name, row[0], DELETE, " · ".join(texts)))
+                units.append(Unit(self.name, row[0], DELETE, " · ".join(t for t in texts if t)))
         return units
 
     def apply(self, w: Writer, units: list[Unit], matcher: Matcher) -> None:
@@ -493,7 +493,9 @@ def _history_reach(db: Database, agent_id: int) -> tuple[str, tuple[Any, ...]]:
 PLACES: list[Place] = [
     MessagePlace(),
     RowPlace("passages", "passages", ("text", "tags"), ("tags",), "passages"),
-    RowPlace("passage_history", "passage history", ("text", "tags"), ("tags",)),
+    # A deleted passage's version keeps the model's reason (shown to it again if it names
+    # the passage, and exported): a reason that names the forgotten text is the text too.
+    RowPlace("passage_history", "passage history", ("text", "tags", "reason"), ("tags",)),
     BlockPlace(),
     ProjectBlockPlace(),
     SummaryPlace(),

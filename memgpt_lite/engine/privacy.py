@@ -18,6 +18,7 @@ Exports written to disk are the user's files and are out of its reach.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import sqlite3
@@ -160,7 +161,11 @@ def forget(store: Store, plan: ForgetPlan) -> ForgetResult:
     """Carry out `plan` (hold the agent's lock from planning to here, so that it is exactly
     what was previewed): write the intent down, then change every place."""
     intent = store.add_forget_intent(plan.agent.id, plan.agent.uid, plan.matcher)
-    return _carry_out(store, plan.agent, plan.matcher, intent, STORE, plan.units)
+    # Unbounded from here, as a resumed forget is: the preview ran the pattern over these
+    # same texts within the limit, and a text a busy machine now takes longer over must
+    # not stop the forget half done.
+    matcher = dataclasses.replace(plan.matcher, bounded=False)
+    return _carry_out(store, plan.agent, matcher, intent, STORE, plan.units)
 
 
 def _carry_out(store: Store, row: AgentRow | None, matcher: Matcher, intent_id: int,

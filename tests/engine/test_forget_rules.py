@@ -456,3 +456,30 @@ def test_the_reason_a_passage_was_deleted_with_is_forgotten_too(backend):
         assert list(agent.step("update it"))[-1].completed  # the model names it again
         assert "Rex" not in json.dumps([m.content for m in store.all_messages(agent.id)])
         assert "Rex" not in json.dumps(transfer.export_agent(store, "a"))
+
+
+def test_no_version_another_agent_saw_when_it_joined_a_shared_block_brings_a_line_back(
+        backend, capsys):
+    """An agent joining a user-scope block keeps what it saw before in its own history: the
+    row's new value is the shared value, forgotten line included. Its `core --history`
+    listed it after a forget in another agent sharing the block, and `core --restore` put
+    the line back into the block they all see."""
+    with open_store() as store:
+        a = scripted_agent(store, "a", [])
+        store.share_block(a.id, "human")
+        store.set_block(a.id, "human", "Name: Ada\nFriend: Quixotl", source="test")
+        a.close()
+        b = scripted_agent(store, "b", [])
+        store.set_block(b.id, "human", "Likes tea", source="test")
+        store.share_block(b.id, "human")  # keeps the shared value; its own goes to history
+        b.close()
+    assert cli.main(["forget", "Quixotl", "--agent", "a", "--yes"]) == 0
+    capsys.readouterr()
+    assert cli.main(["core", "--agent", "b", "--history", "human"]) == 0
+    out = capsys.readouterr().out
+    assert "Quixotl" not in out and "Likes tea" in out
+    for n in range(1, sum(line[:1].isdigit() for line in out.splitlines()) + 1):
+        assert cli.main(["core", "--agent", "b", "--restore", "human", str(n)]) == 0
+        capsys.readouterr()
+        with open_store() as store:
+            assert "Quixotl" not in store.get_block(store.get_agent("a").id, "human").value

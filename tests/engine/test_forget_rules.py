@@ -483,3 +483,33 @@ def test_no_version_another_agent_saw_when_it_joined_a_shared_block_brings_a_lin
         capsys.readouterr()
         with open_store() as store:
             assert "Quixotl" not in store.get_block(store.get_agent("a").id, "human").value
+
+
+def test_on_one_postgres_from_two_data_dirs_each_forgets_its_own_files(pg_url, monkeypatch,
+                                                                       tmp_path):
+    """Recordings and the input history are files of the data dir a chat ran in: a forget
+    changes the store for every machine, and the files of its own data dir; the same forget
+    run in the other data dir finds nothing left in the store and scrubs that one's files
+    (docs/forgetting.md)."""
+    monkeypatch.setenv("MEMGPT_LITE_DATABASE_URL", pg_url)
+    homes = [tmp_path / "laptop", tmp_path / "desktop"]
+    for home in homes:
+        monkeypatch.setenv("MEMGPT_LITE_HOME", str(home))
+        InputHistory(config.data_dir()).append(["my locker code is zanzibar-7781"])
+        with open_store() as store:
+            agent = scripted_agent(store, "a", [text_response("Noted.")])
+            recorder = recording.start_recording(agent)
+            list(recording.recorded_step(agent, recorder, "my locker code is zanzibar-7781"))
+            recorder.close()
+            agent.close()
+
+    def left(home) -> list[str]:
+        return [p.name for p in home.rglob("*") if p.is_file() and b"zanzibar" in p.read_bytes()]
+
+    monkeypatch.setenv("MEMGPT_LITE_HOME", str(homes[0]))
+    assert cli.main(["forget", "zanzibar-7781", "--agent", "a", "--yes"]) == 0
+    assert left(homes[0]) == []
+    assert "chat_history" in left(homes[1]) and any(n.endswith(".jsonl") for n in left(homes[1]))
+    monkeypatch.setenv("MEMGPT_LITE_HOME", str(homes[1]))
+    assert cli.main(["forget", "zanzibar-7781", "--agent", "a", "--yes"]) == 0
+    assert left(homes[1]) == []

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memgpt_lite.engine.shrink import marker_spans
+from memgpt_lite.engine.text import clean_text
 
 FORGOTTEN = "[forgotten]"
 MODES = ("phrase", "any", "regex")
@@ -68,6 +69,9 @@ class Matcher:
         finished unbounded: its preview ran over the same texts, bounded, and finished."""
         if mode not in MODES:
             raise QueryError(f"Unknown match mode {mode!r} (modes: {', '.join(MODES)}).")
+        # The one rule for text (text.py): bytes that are not UTF-8 (argv, a piped chat) were
+        # stored as U+FFFD, so that is what the same bytes in a query must look for.
+        query = clean_text(query)
         if not query.strip():
             raise QueryError("Say what to forget: the query is empty.")
         if len(query) > MAX_QUERY:

@@ -513,3 +513,19 @@ def test_on_one_postgres_from_two_data_dirs_each_forgets_its_own_files(pg_url, m
     monkeypatch.setenv("MEMGPT_LITE_HOME", str(homes[1]))
     assert cli.main(["forget", "zanzibar-7781", "--agent", "a", "--yes"]) == 0
     assert left(homes[1]) == []
+
+
+def test_a_query_with_bytes_that_are_not_utf8_finds_the_text_they_were_stored_as(capsys):
+    """A message piped in Latin-1 is stored with U+FFFD for each byte that is not UTF-8 (the
+    one rule for text); the same bytes typed as the query were matched as they came, so
+    nothing ever matched them. The query follows the same rule."""
+    latin1 = b"Caf\xe9 Flore".decode("utf-8", "surrogateescape")  # as a piped chat reads it
+    with open_store() as store:
+        agent = scripted_agent(store, "default", [text_response("ok")])
+        assert list(agent.step(f"meet me at {latin1}"))[-1].completed
+        agent.close()
+    assert cli.main(["forget", latin1, "--yes"]) == 0
+    assert "1 message redacted" in " ".join(capsys.readouterr().out.split())
+    with open_store() as store:
+        texts = json.dumps([m.content for m in store.all_messages(store.get_agent("default").id)])
+        assert "Flore" not in texts and FORGOTTEN in texts

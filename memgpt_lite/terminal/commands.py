@@ -170,9 +170,11 @@ def cmd_agents_delete(args: argparse.Namespace) -> int:
         if not confirmed(args.yes, render.visible(f"Delete {what}?")):
             print("Nothing deleted.", file=sys.stderr)
             return EXIT_ERROR
+        # Files first: cut off after them, the agent is still there and the same command
+        # finishes; cut off after its rows, nothing would find its recordings again.
+        removed = privacy.delete_agent_files(row, config.data_dir())
         store.delete_agent(row.name)
         store.wipe_freed()  # its rows are zeroed as they go; the WAL must let go of them too
-        removed = privacy.delete_agent_files(row, config.data_dir())
     print(render.visible(f"Deleted {what}; removed {_files_removed(removed)}."))
     return EXIT_OK
 

@@ -418,3 +418,24 @@ def test_a_bad_price_file_is_reported_before_any_model_call(tmp_path):
     assert done.returncode == 2
     assert done.stderr.startswith("memgpt-lite: MEMGPT_LITE_PRICES=")
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_agents_delete_cut_off_after_the_rows_leaves_no_recording_behind(capsys, monkeypatch):
+    """Ctrl-C (or a kill) while `agents delete` rewrites the file (a VACUUM of an old one takes
+    seconds) came after the rows were gone and before the files: the recordings, every word
+    of the agent, stayed on disk with no agent left to delete or forget them in."""
+    make_agent(recorded=True)
+    recordings = list(config.recordings_dir().rglob("*.jsonl"))
+    assert recordings
+
+    def interrupted(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(SQLiteStore, "wipe_freed", interrupted)
+    assert cli.main(["agents", "delete", "default", "--yes"]) == 130
+    monkeypatch.undo()
+    with SQLiteStore(config.db_path()) as store:
+        gone = store.get_agent("default") is None
+    if not gone:  # the same command again finishes it
+        assert cli.main(["agents", "delete", "default", "--yes"]) == 0
+    assert [p for p in recordings if p.exists()] == []

@@ -529,3 +529,18 @@ def test_a_query_with_bytes_that_are_not_utf8_finds_the_text_they_were_stored_as
     with open_store() as store:
         texts = json.dumps([m.content for m in store.all_messages(store.get_agent("default").id)])
         assert "Flore" not in texts and FORGOTTEN in texts
+
+
+def test_a_pattern_over_an_earlier_marker_forgets_the_text_around_it():
+    """A match that ran over a [forgotten] marker was dropped whole, so `forget --regex
+    '(?s).+'` (forget everything) left every message an earlier forget had touched as it
+    was, the rest of its text included. The marker itself is still never a match, so
+    forgetting twice changes nothing."""
+    text = f"My dog is called {FORGOTTEN}. I live at 12 Elm Street."
+    everything = Matcher.build("(?s).+", "regex")
+    once = everything.replace(text)
+    assert "Elm" not in once and "dog" not in once
+    assert everything.replace(once) == once and not everything.hits(once)
+    assert Matcher.build("forgotten").spans(text) == []
+    assert Matcher.build(r"called \S+ I", "regex").replace(text) == (
+        f"My dog is {FORGOTTEN * 3} live at 12 Elm Street.")

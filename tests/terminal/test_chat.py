@@ -583,3 +583,24 @@ def test_ctrl_c_during_a_forget_in_the_chat_does_not_leave_it_half_done(chat_fac
     assert chat.store.search_messages(chat.agent.id, "tulip").total == 0
     chat.run("what is the password?")
     assert "tulip" not in json.dumps(chat.model.requests[-1].messages)
+
+
+def test_a_forget_elsewhere_takes_its_lines_from_an_open_chats_up_arrow(tmp_path, monkeypatch):
+    """The history file is scrubbed while another chat is open (a forget in another
+    terminal, for any agent): that chat's up-arrow still offered the forgotten line, one
+    Enter from sending it again. At its next prompt the lines gone from the file go from it."""
+    from memgpt_lite.engine.input_history import InputHistory
+    from memgpt_lite.engine.matching import Matcher
+    from memgpt_lite.terminal.user_input import LineReader
+
+    history = InputHistory(tmp_path)
+    history.append(["typed in an earlier chat"])
+    reader = LineReader(history)
+    reader._remember("my locker code is zanzibar-7781")
+    reader._remember("hello")
+    assert history.scrub(Matcher.build("zanzibar-7781"))  # the forget, in another process
+    monkeypatch.setattr(reader, "_read_line", lambda prompt: "next message")
+    assert reader.read() == "next message"
+    in_memory = [reader.readline.get_history_item(i)
+                 for i in range(1, reader.readline.get_current_history_length() + 1)]
+    assert in_memory == ["typed in an earlier chat", "hello", "next message"]

@@ -284,9 +284,11 @@ class DeletedFiles:
     other: list[Path] = field(default_factory=list)  # lock files, leftovers in its folder
 
 
-def delete_agent_files(row: AgentRow, data_dir: Path) -> DeletedFiles:
+def delete_agent_files(row: AgentRow, data_dir: Path, *, lock: bool = True) -> DeletedFiles:
     """Delete every file of the agent: its recordings (wherever they are), their base
-    snapshots, its recordings folder with anything left in it, and its lock file."""
+    snapshots, its recordings folder with anything left in it, and (`lock`) its lock file,
+    which a caller deleting the agent's rows afterwards keeps until they are gone: without
+    it, another process could lock the agent anew meanwhile."""
     out = DeletedFiles(agent_recordings(row), agent_bases(row))
     for path in out.recordings + out.bases:
         path.unlink(missing_ok=True)
@@ -295,10 +297,10 @@ def delete_agent_files(row: AgentRow, data_dir: Path) -> DeletedFiles:
         out.other += [p for p in folder.rglob("*") if p.is_file()]
         shutil.rmtree(folder, ignore_errors=True)
         out.folders.append(folder)
-    lock = locking.lock_path(data_dir, row.name)
-    if lock.exists():
-        lock.unlink(missing_ok=True)
-        out.other.append(lock)
+    path = locking.lock_path(data_dir, row.name)
+    if lock and path.exists():
+        path.unlink(missing_ok=True)
+        out.other.append(path)
     return out
 
 

@@ -14,9 +14,9 @@ Three modes, all ignoring case:
   text after `REGEX_SECONDS` with one sentence (a `QueryError`); the preview runs first, so
   a pattern that would hang never starts changing anything.
 
-A match that overlaps a `[forgotten]` marker, or the words of a fold or clip marker (see
-shrink.py), is not a match: forgetting twice changes nothing the second time, even `forget
-forgotten` or `forget --any the full`.
+A `[forgotten]` marker, and the words of a fold or clip marker (see shrink.py), are never
+part of a match (a match running over one keeps what lies either side): forgetting twice
+changes nothing the second time, even `forget forgotten` or `forget --any the full`.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memgpt_lite.engine.shrink import marker_spans
+from memgpt_lite.engine.text import clean_text
 
 FORGOTTEN = "[forgotten]"
 MODES = ("phrase", "any", "regex")
@@ -68,6 +69,9 @@ class Matcher:
         finished unbounded: its preview ran over the same texts, bounded, and finished."""
         if mode not in MODES:
             raise QueryError(f"Unknown match mode {mode!r} (modes: {', '.join(MODES)}).")
+        # The one rule for text (text.py): bytes that are not UTF-8 (argv, a piped chat) were
+        # stored as U+FFFD, so that is what the same bytes in a query must look for.
+        query = clean_text(query)
         if not query.strip():
             raise QueryError("Say what to forget: the query is empty.")
         if len(query) > MAX_QUERY:
@@ -87,16 +91,18 @@ class Matcher:
         return shown[self.mode].format(self.query)
 
     def spans(self, text: str) -> list[tuple[int, int]]:
-        """Where the query matches in `text` (non-empty, not overlapping, not touching a
-        [forgotten] marker)."""
+        """Where the query matches in `text` (non-empty, not overlapping, outside every
+        [forgotten] marker and the words of fold and clip markers). A match that runs over
+        a marker keeps its parts on either side that hold more than whitespace: a pattern
+        such as `(?s).+` forgets the text around an earlier forget's marker too, and the
+        markers themselves never match, so forgetting twice changes nothing."""
         if not text:
             return []
         markers = [m.span() for m in _MARKER.finditer(text)] if FORGOTTEN in text else []
-        markers += marker_spans(text)
+        markers = sorted(markers + marker_spans(text))
         out = []
         for start, end in self._matches(text):
-            if end > start and not any(a < end and start < b for a, b in markers):
-                out.append((start, end))
+            out += [(a, b) for a, b in _outside(start, end, markers) if text[a:b].strip()]
         return out
 
     def _matches(self, text: str) -> list[tuple[int, int]]:
@@ -163,6 +169,20 @@ class Matcher:
         if len(flat) > width:
             flat = flat[: width - 1] + "…"
         return ("…" if lead else "") + flat
+
+
+def _outside(start: int, end: int, markers: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of [start, end) outside the (sorted) marker spans."""
+    parts = []
+    for a, b in markers:
+        if b <= start or a >= end:
+            continue
+        if a > start:
+            parts.append((start, a))
+        start = max(start, b)
+    if end > start:
+        parts.append((start, end))
+    return parts
 
 
 class _TooSlow(Exception):

@@ -18,6 +18,7 @@ Exports written to disk are the user's files and are out of its reach.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import sqlite3
@@ -160,7 +161,11 @@ def forget(store: Store, plan: ForgetPlan) -> ForgetResult:
     """Carry out `plan` (hold the agent's lock from planning to here, so that it is exactly
     what was previewed): write the intent down, then change every place."""
     intent = store.add_forget_intent(plan.agent.id, plan.agent.uid, plan.matcher)
-    return _carry_out(store, plan.agent, plan.matcher, intent, STORE, plan.units)
+    # Unbounded from here, as a resumed forget is: the preview ran the pattern over these
+    # same texts within the limit, and a text a busy machine now takes longer over must
+    # not stop the forget half done.
+    matcher = dataclasses.replace(plan.matcher, bounded=False)
+    return _carry_out(store, plan.agent, matcher, intent, STORE, plan.units)
 
 
 def _carry_out(store: Store, row: AgentRow | None, matcher: Matcher, intent_id: int,
@@ -279,9 +284,11 @@ class DeletedFiles:
     other: list[Path] = field(default_factory=list)  # lock files, leftovers in its folder
 
 
-def delete_agent_files(row: AgentRow, data_dir: Path) -> DeletedFiles:
+def delete_agent_files(row: AgentRow, data_dir: Path, *, lock: bool = True) -> DeletedFiles:
     """Delete every file of the agent: its recordings (wherever they are), their base
-    snapshots, its recordings folder with anything left in it, and its lock file."""
+    snapshots, its recordings folder with anything left in it, and (`lock`) its lock file,
+    which a caller deleting the agent's rows afterwards keeps until they are gone: without
+    it, another process could lock the agent anew meanwhile."""
     out = DeletedFiles(agent_recordings(row), agent_bases(row))
     for path in out.recordings + out.bases:
         path.unlink(missing_ok=True)
@@ -290,10 +297,10 @@ def delete_agent_files(row: AgentRow, data_dir: Path) -> DeletedFiles:
         out.other += [p for p in folder.rglob("*") if p.is_file()]
         shutil.rmtree(folder, ignore_errors=True)
         out.folders.append(folder)
-    lock = locking.lock_path(data_dir, row.name)
-    if lock.exists():
-        lock.unlink(missing_ok=True)
-        out.other.append(lock)
+    path = locking.lock_path(data_dir, row.name)
+    if lock and path.exists():
+        path.unlink(missing_ok=True)
+        out.other.append(path)
     return out
 
 

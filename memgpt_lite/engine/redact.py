@@ -5,13 +5,14 @@ otherwise live on in recall, in archival passages, in recordings and in every re
 quotes it. Each secret is replaced by a visible marker such as `[redacted: anthropic key]`,
 so the user and the model both see that something was there.
 
-The patterns aim at secrets with a recognisable shape (provider key prefixes, PEM blocks,
-`Bearer` headers, `api_key=...` assignments, Luhn-valid card numbers with a card-network
-prefix, a bare 40-character AWS secret key that reads as random). Look-alikes survive:
-ordinary long numbers, `task-list`, `max_tokens=2048`, hashes, CamelCase identifiers. A key
-wrapped over several lines, or piped over several messages, is one secret: the lines that
-continue it are redacted with it. `redact` is idempotent: markers are never redacted again,
-so replaying a recording that holds redacted text reproduces the same requests.
+The patterns aim at secrets with a recognisable shape (provider key prefixes, PEM and
+OpenPGP private key blocks, `Bearer` headers, `api_key=...` assignments, Luhn-valid card
+numbers with a card-network prefix, a bare 40-character AWS secret key that reads as random).
+Look-alikes survive: ordinary long numbers, `task-list`, `max_tokens=2048`, hashes, CamelCase
+identifiers. A key wrapped over several lines, or piped over several messages, is one secret:
+the lines that continue it are redacted with it. `redact` is idempotent: markers are never
+redacted again, so replaying a recording that holds redacted text reproduces the same
+requests.
 """
 
 from __future__ import annotations
@@ -92,8 +93,9 @@ _SECRET_WORDS = (r"api[_-]?key|apikey|secret|token|passwd|password|pwd|access[_-
 # Order matters: specific shapes first, so `api_key=sk-ant-...` says "anthropic key".
 RULES: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], str | None]]] = [
     ("private key", re.compile(
-        r"-----BEGIN (?P<label>[A-Z0-9 ]*?)PRIVATE KEY-----"
-        r"(?:.*?-----END (?P=label)PRIVATE KEY-----|.*\Z)", re.S), _fixed("private key")),
+        r"-----BEGIN (?P<label>[A-Z0-9 ]*?)PRIVATE KEY(?P<block>(?: BLOCK)?)-----"
+        r"(?:.*?-----END (?P=label)PRIVATE KEY(?P=block)-----|.*\Z)", re.S),
+     _fixed("private key")),
     ("anthropic key", re.compile(r"\bsk-ant-[A-Za-z0-9_-]{16,}"), _fixed("anthropic key")),
     ("stripe key", re.compile(r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}"), _fixed("stripe key")),
     ("api key", re.compile(r"\bsk-(?:proj-|svcacct-|live-)?[A-Za-z0-9_-]{20,}"),
@@ -180,11 +182,15 @@ def _wrapped_keys(text: str) -> str:
     return "".join(out)
 
 
-_KEY_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*?PRIVATE KEY-----")
-_KEY_END = re.compile(r"-----END [A-Z0-9 ]*?PRIVATE KEY-----")
-# A line that can sit inside a PEM block: base64 (the last line may be short, then it is
-# padded or followed by END), a header (Proc-Type: …) or nothing.
-_KEY_BODY = re.compile(r"[A-Za-z0-9+/=]{8,}|[A-Za-z0-9+/]*={1,2}|[A-Za-z-]+: .*|")
+# PEM's frame (`-----BEGIN RSA PRIVATE KEY-----`), or OpenPGP's armour, which `gpg --armor
+# --export-secret-keys` writes (`-----BEGIN PGP PRIVATE KEY BLOCK-----`).
+_KEY_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*?PRIVATE KEY(?: BLOCK)?-----")
+_KEY_END = re.compile(r"-----END [A-Z0-9 ]*?PRIVATE KEY(?: BLOCK)?-----")
+# A line that can sit inside a key's frame: base64 (the last line may be short, then it is
+# padded or followed by END), OpenPGP's checksum (`=` and four characters), a header
+# (Proc-Type: …, Version: …) or nothing.
+_KEY_BODY = re.compile(r"[A-Za-z0-9+/=]{8,}|[A-Za-z0-9+/]*={1,2}|=[A-Za-z0-9+/]{4}"
+                       r"|[A-Za-z-]+: .*|")
 
 
 def redact_message(text: str, in_key: str | bool = False) -> tuple[str, str | None]:

@@ -170,12 +170,12 @@ def cmd_agents_delete(args: argparse.Namespace) -> int:
         if not confirmed(args.yes, render.visible(f"Delete {what}?")):
             print("Nothing deleted.", file=sys.stderr)
             return EXIT_ERROR
-        # Its files first: cut off after them (^C, kill -9), the agent is still there and the
-        # same command finishes; after the row, nothing would find its recordings again (they
-        # would be listed under its name, which a new agent may take).
-        removed = privacy.delete_agent_files(row, config.data_dir())
+        # Files first: cut off after them, the agent is still there and the same command
+        # finishes; cut off after its rows, nothing would find its recordings again.
+        removed = privacy.delete_agent_files(row, config.data_dir(), lock=False)
         store.delete_agent(row.name)
         store.wipe_freed()  # its rows are zeroed as they go; the WAL must let go of them too
+        removed.other += privacy.delete_agent_files(row, config.data_dir()).other  # the lock
     print(render.visible(f"Deleted {what}; removed {_files_removed(removed)}."))
     return EXIT_OK
 

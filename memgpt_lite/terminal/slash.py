@@ -369,7 +369,15 @@ def forget(session: ChatSession, rest: str) -> None:
         session.say("nothing forgotten")
         return
     session.end_recording()  # its file is scrubbed too; the next turn starts a new one
-    session.say(render.forget_summary(privacy.forget(store, plan)))
+    try:
+        session.say(render.forget_summary(privacy.forget(store, plan)))
+    except KeyboardInterrupt:
+        # Written down before it started, a forget is not cancelled: the next command would
+        # finish it, but none can while this chat holds the agent, and its turns would go on
+        # sending the text. So it is finished here.
+        session.say("a forget cannot be cancelled once it has started; finishing it")
+        for result in privacy.finish_pending(store)[0]:
+            session.say(render.forget_summary(result))
     if session.reader is not None:
         session.reader.forget(matcher)
 

@@ -58,6 +58,7 @@ class LineReader:
         self.history_problem: str | None = None  # why the file could not be read, if so
         for line in self._saved_lines():
             readline.add_history(line)
+        self._seen = self._stamp()  # the history file as the up-arrow last followed it
 
     def _saved_lines(self) -> list[str]:
         """The history file's lines for the up-arrow. A file that cannot be read (a folder,
@@ -73,7 +74,36 @@ class LineReader:
             return []
         return [line.replace("\x00", "\ufffd") for line in lines]
 
+    def _stamp(self) -> tuple[int, int, int] | None:
+        try:
+            st = self.history.path.stat() if self.history is not None else None
+        except OSError:
+            return None
+        return None if st is None else (st.st_ino, st.st_mtime_ns, st.st_size)
+
+    def _follow_forgets(self) -> None:
+        """Drop from the up-arrow the lines gone from the history file since it was last
+        read: a forget in another terminal (of any agent) scrubs the one file, and this
+        chat must not offer its lines back. Every write renames a new file into place, so
+        a changed stamp is any change; only then is the file read."""
+        stamp = self._stamp()
+        if stamp is None or stamp == self._seen or self.history_problem:
+            return
+        self._seen = stamp
+        lines = self._saved_lines()
+        if self.history_problem:  # unreadable now: keep what the up-arrow has
+            return
+        rl, kept = self.readline, set(lines)
+        mine = [rl.get_history_item(i) or "" for i in range(1, rl.get_current_history_length() + 1)]
+        if all(line in kept for line in mine):
+            return
+        rl.clear_history()
+        for line in mine:
+            if line in kept:
+                rl.add_history(line)
+
     def read(self) -> str:
+        self._follow_forgets()
         lines = [self._input(PROMPT)]
         while lines[-1].endswith("\\") or _pending_input(PASTE_GAP_SECONDS):
             if lines[-1].endswith("\\"):

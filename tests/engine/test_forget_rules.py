@@ -16,7 +16,7 @@ from memgpt_lite.engine.input_history import InputHistory
 from memgpt_lite.engine.matching import FORGOTTEN, Matcher, QueryError
 from memgpt_lite.engine.records import Message
 from memgpt_lite.engine.shrink import CLIP_MARKER, FOLD_MARKER
-from memgpt_lite.engine.store import Store, checks, open_store
+from memgpt_lite.engine.store import Store, checks, open_store, transfer
 from memgpt_lite.engine.store.scrub import redact_message
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 from memgpt_lite.terminal import cli
@@ -432,3 +432,115 @@ def test_forgetting_one_fact_of_the_summary_keeps_the_others(backend):
         privacy.forget(store, plan)
         assert store.get_agent("a").summary == ("They work as a nurse in Oslo. "
                                                 "Their sister visits in May.")
+
+
+def test_the_reason_a_passage_was_deleted_with_is_forgotten_too(backend):
+    """archival_delete keeps the passage's last version with the model's reason, which the
+    model is shown again when it names that passage, and exports carry: a reason naming the
+    forgotten text kept it, though the preview said passage history was clean."""
+    with open_store() as store:
+        agent = scripted_agent(store, "a", [
+            tool_response([("archival_insert", {"content": "Ada has a beagle."})]),
+            text_response("Saved."),
+            tool_response([("archival_delete", {"passage_id": 1,
+                                                "reason": "The beagle Rex died in March."})]),
+            text_response("I am sorry."),
+            tool_response([("archival_update", {"passage_id": 1, "content": "x"})]),
+            text_response("ok")])
+        for text in ("I have a beagle", "My beagle died"):
+            assert list(agent.step(text))[-1].completed
+        plan = privacy.plan_forget(store, agent.row, Matcher.build("Rex"))
+        assert plan.counts()["passage history"] == 1
+        privacy.forget(store, plan)
+        assert store.passage_versions(agent.id) == []
+        assert list(agent.step("update it"))[-1].completed  # the model names it again
+        assert "Rex" not in json.dumps([m.content for m in store.all_messages(agent.id)])
+        assert "Rex" not in json.dumps(transfer.export_agent(store, "a"))
+
+
+def test_no_version_another_agent_saw_when_it_joined_a_shared_block_brings_a_line_back(
+        backend, capsys):
+    """An agent joining a user-scope block keeps what it saw before in its own history: the
+    row's new value is the shared value, forgotten line included. Its `core --history`
+    listed it after a forget in another agent sharing the block, and `core --restore` put
+    the line back into the block they all see."""
+    with open_store() as store:
+        a = scripted_agent(store, "a", [])
+        store.share_block(a.id, "human")
+        store.set_block(a.id, "human", "Name: Ada\nFriend: Quixotl", source="test")
+        a.close()
+        b = scripted_agent(store, "b", [])
+        store.set_block(b.id, "human", "Likes tea", source="test")
+        store.share_block(b.id, "human")  # keeps the shared value; its own goes to history
+        b.close()
+    assert cli.main(["forget", "Quixotl", "--agent", "a", "--yes"]) == 0
+    capsys.readouterr()
+    assert cli.main(["core", "--agent", "b", "--history", "human"]) == 0
+    out = capsys.readouterr().out
+    assert "Quixotl" not in out and "Likes tea" in out
+    for n in range(1, sum(line[:1].isdigit() for line in out.splitlines()) + 1):
+        assert cli.main(["core", "--agent", "b", "--restore", "human", str(n)]) == 0
+        capsys.readouterr()
+        with open_store() as store:
+            assert "Quixotl" not in store.get_block(store.get_agent("a").id, "human").value
+
+
+def test_on_one_postgres_from_two_data_dirs_each_forgets_its_own_files(pg_url, monkeypatch,
+                                                                       tmp_path):
+    """Recordings and the input history are files of the data dir a chat ran in: a forget
+    changes the store for every machine, and the files of its own data dir; the same forget
+    run in the other data dir finds nothing left in the store and scrubs that one's files
+    (docs/forgetting.md)."""
+    monkeypatch.setenv("MEMGPT_LITE_DATABASE_URL", pg_url)
+    homes = [tmp_path / "laptop", tmp_path / "desktop"]
+    for home in homes:
+        monkeypatch.setenv("MEMGPT_LITE_HOME", str(home))
+        InputHistory(config.data_dir()).append(["my locker code is zanzibar-7781"])
+        with open_store() as store:
+            agent = scripted_agent(store, "a", [text_response("Noted.")])
+            recorder = recording.start_recording(agent)
+            list(recording.recorded_step(agent, recorder, "my locker code is zanzibar-7781"))
+            recorder.close()
+            agent.close()
+
+    def left(home) -> list[str]:
+        return [p.name for p in home.rglob("*") if p.is_file() and b"zanzibar" in p.read_bytes()]
+
+    monkeypatch.setenv("MEMGPT_LITE_HOME", str(homes[0]))
+    assert cli.main(["forget", "zanzibar-7781", "--agent", "a", "--yes"]) == 0
+    assert left(homes[0]) == []
+    assert "chat_history" in left(homes[1]) and any(n.endswith(".jsonl") for n in left(homes[1]))
+    monkeypatch.setenv("MEMGPT_LITE_HOME", str(homes[1]))
+    assert cli.main(["forget", "zanzibar-7781", "--agent", "a", "--yes"]) == 0
+    assert left(homes[1]) == []
+
+
+def test_a_query_with_bytes_that_are_not_utf8_finds_the_text_they_were_stored_as(capsys):
+    """A message piped in Latin-1 is stored with U+FFFD for each byte that is not UTF-8 (the
+    one rule for text); the same bytes typed as the query were matched as they came, so
+    nothing ever matched them. The query follows the same rule."""
+    latin1 = b"Caf\xe9 Flore".decode("utf-8", "surrogateescape")  # as a piped chat reads it
+    with open_store() as store:
+        agent = scripted_agent(store, "default", [text_response("ok")])
+        assert list(agent.step(f"meet me at {latin1}"))[-1].completed
+        agent.close()
+    assert cli.main(["forget", latin1, "--yes"]) == 0
+    assert "1 message redacted" in " ".join(capsys.readouterr().out.split())
+    with open_store() as store:
+        texts = json.dumps([m.content for m in store.all_messages(store.get_agent("default").id)])
+        assert "Flore" not in texts and FORGOTTEN in texts
+
+
+def test_a_pattern_over_an_earlier_marker_forgets_the_text_around_it():
+    """A match that ran over a [forgotten] marker was dropped whole, so `forget --regex
+    '(?s).+'` (forget everything) left every message an earlier forget had touched as it
+    was, the rest of its text included. The marker itself is still never a match, so
+    forgetting twice changes nothing."""
+    text = f"My dog is called {FORGOTTEN}. I live at 12 Elm Street."
+    everything = Matcher.build("(?s).+", "regex")
+    once = everything.replace(text)
+    assert "Elm" not in once and "dog" not in once
+    assert everything.replace(once) == once and not everything.hits(once)
+    assert Matcher.build("forgotten").spans(text) == []
+    assert Matcher.build(r"called \S+ I", "regex").replace(text) == (
+        f"My dog is {FORGOTTEN * 3} live at 12 Elm Street.")

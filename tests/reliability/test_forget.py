@@ -373,3 +373,22 @@ def test_a_regex_that_is_fine_still_forgets_and_a_written_down_forget_is_unbound
     assert quick.bounded and quick.spans("aaa") == [(0, 3)]
     assert not Matcher.from_spec(quick.spec()).bounded
     assert not Matcher.build("a b").bounded  # phrases never backtrack without end
+
+
+def test_a_previewed_regex_is_not_stopped_half_way_through_the_forget(monkeypatch):
+    """The preview ran the pattern over every text, bounded, and finished; the forget that
+    follows runs it over the same texts again. On a busy machine one of them could now take
+    over the limit: the forget stopped half done with a traceback, and the next command
+    finished it. What was previewed is done, whatever the clock says."""
+    from memgpt_lite.engine import matching
+
+    with SQLiteStore(config.db_path()) as store:
+        agent = Agent.open(store, "re", model_client=ScriptedModel([text_response("ok")]))
+        assert list(agent.step("my pin is 4321 " + "x" * 100_000))[-1].completed
+        agent.edit_block("human", "Pin: 4321\nLikes tea")
+        plan = privacy.plan_forget(store, agent.row, Matcher.build(r"\d{4}", "regex"))
+        monkeypatch.setattr(matching, "REGEX_SECONDS", 1e-6)  # every text is now "too slow"
+        result = privacy.forget(store, plan)
+        assert not result.problems and store.forget_intents() == []
+        assert store.get_block(agent.id, "human").value == "Likes tea"
+        assert "4321" not in json.dumps([m.content for m in store.all_messages(agent.id)])

@@ -330,3 +330,19 @@ def test_a_replay_of_redacted_messages_redacts_nothing_more():
         out, state = redact_message(line, state)
         again.append(out)
     assert again == stored
+
+
+PGP_BODY = ["lQOYBF9exampleBCADexampleexampleexample", "cXVpdGUgYSBsb25nIGtleSBib2R5Zm9ybXM="]
+
+
+def test_a_pgp_private_key_is_redacted_whole_in_one_message_or_piped(tmp_path):
+    """`gpg --armor --export-secret-keys` writes `-----BEGIN PGP PRIVATE KEY BLOCK-----`:
+    it was stored, sent and recorded as it was, pasted or piped line by line (its armour
+    headers, blank line and `=` checksum line included)."""
+    key = ["-----BEGIN PGP PRIVATE KEY BLOCK-----", "Version: GnuPG v2", "", *PGP_BODY,
+           "=Xk3q", "-----END PGP PRIVATE KEY BLOCK-----"]
+    out = redact("my key:\n" + "\n".join(key) + "\nthanks")
+    assert out == "my key:\n[redacted: private key]\nthanks"
+    for where in _piped(tmp_path, [line for line in key if line] + ["done"]):  # no blank one
+        assert not any(body[:12] in where for body in PGP_BODY) and "Xk3q" not in where
+        assert "END PGP" not in where and '"done"' in where

@@ -4,6 +4,7 @@ rendering into a StringIO console, exact output asserted."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -564,3 +565,54 @@ def test_secrets_typed_at_the_prompt_never_reach_the_history_file(tmp_path):
     in_memory = [reader.readline.get_history_item(i)
                  for i in range(1, reader.readline.get_current_history_length() + 1)]
     assert in_memory == history.lines()
+
+
+def test_ctrl_c_during_a_forget_in_the_chat_does_not_leave_it_half_done(chat_factory,
+                                                                       monkeypatch):
+    """A forget is written down before it starts, so Ctrl-C cannot cancel it: the next
+    command finishes it. But the chat holds the agent, so none could while it ran: it said
+    `(cancelled)` and went on sending the text to the model. The chat finishes it there."""
+    from memgpt_lite.engine.store import scrub
+
+    chat = chat_factory([text_response("Noted."), text_response("ok")], confirm=lambda q: True)
+    chat.run("my wifi password is tulip-42")
+    real, calls = scrub.apply_units, []
+
+    def ctrl_c_once(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(scrub, "apply_units", ctrl_c_once)
+    try:
+        out = " ".join(chat.run("/forget tulip-42").split())
+    except KeyboardInterrupt:  # the chat's loop says "(cancelled)" and reads on
+        out = ""
+    assert "cannot be cancelled once it has started" in out
+    assert "Forgot 'tulip-42' in agent 'default'" in out
+    assert chat.store.forget_intents() == []
+    assert chat.store.search_messages(chat.agent.id, "tulip").total == 0
+    chat.run("what is the password?")
+    assert "tulip" not in json.dumps(chat.model.requests[-1].messages)
+
+
+def test_a_forget_elsewhere_takes_its_lines_from_an_open_chats_up_arrow(tmp_path, monkeypatch):
+    """The history file is scrubbed while another chat is open (a forget in another
+    terminal, for any agent): that chat's up-arrow still offered the forgotten line, one
+    Enter from sending it again. At its next prompt the lines gone from the file go from it."""
+    from memgpt_lite.engine.input_history import InputHistory
+    from memgpt_lite.engine.matching import Matcher
+    from memgpt_lite.terminal.user_input import LineReader
+
+    history = InputHistory(tmp_path)
+    history.append(["typed in an earlier chat"])
+    reader = LineReader(history)
+    reader._remember("my locker code is zanzibar-7781")
+    reader._remember("hello")
+    assert history.scrub(Matcher.build("zanzibar-7781"))  # the forget, in another process
+    monkeypatch.setattr(reader, "_read_line", lambda prompt: "next message")
+    assert reader.read() == "next message"
+    in_memory = [reader.readline.get_history_item(i)
+                 for i in range(1, reader.readline.get_current_history_length() + 1)]
+    assert in_memory == ["typed in an earlier chat", "hello", "next message"]

@@ -10,7 +10,7 @@ A **unit** is what a user sees in the preview and what changes, nothing more:
   `[forgotten]` instead;
 * passages: a passage whose text or a tag matches is deleted;
 * passage history: an old version of a passage (replaced by `archival_update`, removed by
-  `archival_delete`) whose text or a tag matches is deleted;
+  `archival_delete`) whose text, a tag or the reason it was deleted with matches is deleted;
 * core memory, summary: a line of a block, or a sentence of a conversation's running summary,
   is removed (a block in "user" scope is one row that several agents share: its line goes for
   all of them);
@@ -20,7 +20,8 @@ A **unit** is what a user sees in the preview and what changes, nothing more:
   words again);
 * block history: the matching lines of an edit's old and new values are removed, the
   agent's own edits and every agent's edits of a block it sees with them (a project block,
-  a user-scope block it shares), which its `core --history` lists and can restore.
+  a user-scope block it shares, and what each agent sharing it saw before it joined), which
+  their `core --history` lists and can restore.
 
 Each place is an entry of `PLACES`; a table holding more agent text joins the reach with
 one line, as `passage_history` does. A base snapshot written before a table existed simply
@@ -311,7 +312,7 @@ class RowPlace:
             texts = [s for col, value in zip(self.columns, row[1:])
                      for s in strings(json.loads(value) if col in self.json_columns else value)]
             if any(matcher.hits(t) for t in texts):
-                units.append(Unit(self.name, row[0], DELETE, " · ".join(texts)))
+                units.append(Unit(self.name, row[0], DELETE, " · ".join(t for t in texts if t)))
         return units
 
     def apply(self, w: Writer, units: list[Unit], matcher: Matcher) -> None:
@@ -482,18 +483,27 @@ class BlockHistoryPlace:
 def _history_reach(db: Database, agent_id: int) -> tuple[str, tuple[Any, ...]]:
     """Which block_history rows the agent's forget reaches: its own, and every agent's writes
     to a block it sees with them (a project block, a user-scope block it shares), since its
-    `core --history` lists those and `core --restore` would bring a forgotten line back."""
+    `core --history` lists those and `core --restore` would bring a forgotten line back.
+    Of a user-scope block, also the own rows of every agent sharing it now (what it saw
+    before it joined, and the shared value it joined): that agent's `core --history` lists
+    them as versions of the shared block, and restoring one writes the block all of them
+    see (store/blocks.py, block_versions)."""
     if "scope" not in db.columns("block_history") or "shared_id" not in db.columns("blocks"):
         # a base snapshot from before scopes
         return "agent_id = ?", (agent_id,)
-    return ("(agent_id = ? OR scope = 'project' OR (scope = 'user' AND label IN (SELECT label "
-            "FROM blocks WHERE agent_id = ? AND shared_id IS NOT NULL)))", (agent_id, agent_id))
+    return ("(agent_id = ? OR scope = 'project' OR (label IN (SELECT label FROM blocks WHERE "
+            "agent_id = ? AND shared_id IS NOT NULL) AND (scope = 'user' OR (scope = 'agent' "
+            "AND EXISTS (SELECT 1 FROM blocks j WHERE j.agent_id = block_history.agent_id AND "
+            "j.label = block_history.label AND j.shared_id IS NOT NULL)))))",
+            (agent_id, agent_id))
 
 
 PLACES: list[Place] = [
     MessagePlace(),
     RowPlace("passages", "passages", ("text", "tags"), ("tags",), "passages"),
-    RowPlace("passage_history", "passage history", ("text", "tags"), ("tags",)),
+    # A deleted passage's version keeps the model's reason (shown to it again if it names
+    # the passage, and exported): a reason that names the forgotten text is the text too.
+    RowPlace("passage_history", "passage history", ("text", "tags", "reason"), ("tags",)),
     BlockPlace(),
     ProjectBlockPlace(),
     SummaryPlace(),

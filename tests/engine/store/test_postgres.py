@@ -494,3 +494,38 @@ def test_the_retrieval_eval_scores_our_search_on_postgres_too(pg_url):
     data = retrieval_eval(filler=300, db=pg_url)
     assert data["results"][OURS + " on Postgres"] == data["results"][OURS]
     assert data["results"][OURS]["all"]["recall@10"] > 0.5
+
+
+def test_a_forget_vacuums_every_table_it_changed(pg_url):
+    """docs/postgres.md: memgpt-lite runs VACUUM on the tables a forget touched. A forget
+    in the summary, a conversation's title, a project's block and the keyword index's term
+    counts (the forgotten word is a row of its own there) left those tables unvacuumed, their
+    old row versions holding the text."""
+    from memgpt_lite.engine import privacy
+    from memgpt_lite.engine.store.tables import TABLES
+
+    with open_store(pg_url) as store:
+        agent = Agent.open(store, "ada", project="/tmp/h6-proj", model_client=ScriptedModel(
+            [tool_response([("core_memory_append", {"label": "project",
+                                                    "content": "Zanzibar runs CI"})]),
+             text_response("Noted zanzibar.")]))
+        assert list(agent.step("the zanzibar box runs CI"))[-1].completed
+        store.set_summary(agent.id, "Ada owns the zanzibar box. She likes tea.")
+        store.set_conversation_title(agent.id, store.current_conversation(agent.id),
+                                     "zanzibar notes")
+        plan = privacy.plan_forget(store, agent.row, Matcher.build("zanzibar"))
+        assert {u.place for u in plan.units} >= {"summary", "conversation titles",
+                                                 "project memory", "messages"}
+        before = _vacuums(store)
+        privacy.forget(store, plan)
+        after = _vacuums(store)
+        agent.close()
+    written = {t.name for t in TABLES if t.forget and "postgres" in t.backends}
+    written |= {"term_docs", "forget_intents", "vectors"}
+    assert {t for t in written if after[t] == before[t]} == set()
+
+
+def _vacuums(store) -> dict[str, int]:
+    store.db.execute("SELECT pg_stat_clear_snapshot()")
+    return dict(store.db.query("SELECT relname, vacuum_count FROM pg_stat_user_tables "
+                               "WHERE schemaname = 'memgpt_lite'"))

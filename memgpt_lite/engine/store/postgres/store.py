@@ -23,11 +23,17 @@ from memgpt_lite.engine.store.postgres.lock import PostgresAgentLock
 from memgpt_lite.engine.store.postgres.migrations import MIGRATIONS
 from memgpt_lite.engine.store.postgres.search import PgIndex
 from memgpt_lite.engine.store.sql import SQLStore
+from memgpt_lite.engine.store.tables import POSTGRES, TABLES
 
 _MIGRATION_LOCK = 0x6D656D67_70746C00  # one migrator at a time
-# The tables a forget may change: VACUUMed after it (see the module docstring).
-TOUCHED = ("messages", "passages", "passage_history", "blocks", "shared_blocks",
-           "block_history", "agents", "vectors", "turn_effects")
+# The tables a forget (or `agents delete`) may change, VACUUMed after it (see the module
+# docstring): every table a forget place reaches, read from the registry so that a new one
+# cannot be missed, and what follows their rows: vectors, the undo journal of a dead turn,
+# the keyword index's term counts (a forgotten word is a row of its own there) and the
+# intent, which holds the query.
+TOUCHED = tuple(dict.fromkeys([
+    *(t.name for t in TABLES if t.forget and POSTGRES[0] in t.backends),
+    "vectors", "turn_effects", "term_docs", "forget_intents"]))
 
 
 class PostgresStore(SQLStore):

@@ -14,13 +14,17 @@ hand is written whole; stdout carries nothing but the protocol.
 
 from __future__ import annotations
 
-import io
+import codecs
 import json
+import os
 import sys
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import mcp_types as types
 from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
@@ -89,18 +93,60 @@ class RepairedLines:
     """The client's lines, read as UTF-8 (a bad byte becomes U+FFFD), with lone surrogates
     written as JSON escapes (`\\ud800`, what a JavaScript client sends for a string cut
     between the two halves of an emoji) made U+FFFD: the SDK's parser refuses them, and the
-    request would never be answered."""
+    request would never be answered.
+
+    A daemon thread of its own reads them: a read blocked on a pipe cannot be cancelled, and
+    in one of anyio's worker threads it held the process after Ctrl-C or an answer the
+    client no longer read, until the client wrote again or closed stdin."""
 
     def __init__(self, binary: Any):
-        wrapper = io.TextIOWrapper(binary, encoding="utf-8", errors="replace")
-        self._file = anyio.wrap_file(wrapper)
+        self._binary = binary
 
     def __aiter__(self) -> AsyncIterator[str]:
         return self._lines()
 
     async def _lines(self) -> AsyncIterator[str]:
-        async for line in self._file:
-            yield repaired(line)
+        send, receive = anyio.create_memory_object_stream[str](0)
+        token = anyio.lowlevel.current_token()
+        reader = threading.Thread(target=_read_lines, args=(self._binary.fileno(), send, token),
+                                  daemon=True, name="memgpt-lite mcp stdin")
+        reader.start()
+        async with receive:
+            async for line in receive:
+                yield repaired(line)
+
+
+def _read_lines(fd: int, send: Any, token: Any) -> None:
+    """Hand each line to the event loop, then the end of input; stop quietly once the server
+    has stopped listening (its loop closed, or the stream's reader gone). Plain reads of the
+    descriptor: a buffered file blocked in this thread would abort the interpreter's exit."""
+    try:
+        for line in _split_lines(fd):
+            anyio.from_thread.run(send.send, line, token=token)
+        anyio.from_thread.run(send.aclose, token=token)
+    except (RuntimeError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+        pass
+
+
+def _split_lines(fd: int) -> Iterator[str]:
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    parts: list[str] = []  # of the line not yet ended (one long line is joined once)
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except OSError:
+            chunk = b""  # a pipe that fails is an ended one
+        text = decoder.decode(chunk, final=not chunk)
+        *ended, rest = text.split("\n")
+        if ended:
+            yield "".join(parts) + ended[0] + "\n"
+            yield from (line + "\n" for line in ended[1:])
+            parts = []
+        parts.append(rest)
+        if not chunk:
+            if "".join(parts):
+                yield "".join(parts)
+            return
 
 
 def repaired(line: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -431,6 +432,34 @@ def test_a_client_gone_before_reading_its_answer_ends_the_server_quietly():
     assert server.proc.wait(60) == 1
     assert server.proc.stderr.read() == b""  # type: ignore[union-attr]
     assert stored_passages() == ["Stored before the client went away."]
+
+
+@pytest.mark.slow
+def test_a_client_that_stops_reading_ends_the_server_though_stdin_stays_open():
+    server = RawServer()
+    server.proc.stdout.close()  # type: ignore[union-attr]  # it reads no more, but keeps writing
+    server.call("archival_insert", {"content": "Stored before the client stopped reading."})
+    try:  # the server stops at the answer it cannot write, not at the client's next line
+        code = server.proc.wait(60)
+    finally:
+        server.proc.kill()
+    assert code == 1 and server.proc.stderr.read() == b""  # type: ignore[union-attr]
+    assert stored_passages() == ["Stored before the client stopped reading."]
+
+
+@pytest.mark.slow
+def test_ctrl_c_ends_the_server_at_once():
+    server = RawServer()  # run by hand in a terminal: stdin stays open, nothing more is typed
+    server.call("core_memory_append", {"label": "human", "content": "Before Ctrl-C."})
+    assert server.answer()["result"]["isError"] is False
+    server.proc.send_signal(signal.SIGINT)
+    try:
+        code = server.proc.wait(60)
+    finally:
+        server.proc.kill()
+    assert code == 130
+    assert server.proc.stderr.read().decode().strip() == "interrupted"  # type: ignore[union-attr]
+    assert human_block().splitlines()[-1] == "Before Ctrl-C."
 
 
 def stored_passages() -> list[str]:

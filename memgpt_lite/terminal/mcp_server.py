@@ -40,6 +40,7 @@ from memgpt_lite.engine.memory_service import (
 )
 from memgpt_lite.engine.store.base import StoreError
 from memgpt_lite.engine.text import clean_value
+from memgpt_lite.terminal.exit_codes import EXIT_USAGE, UserError
 
 SERVER_NAME = "memgpt-lite"
 TEXT = "text/plain"
@@ -50,6 +51,7 @@ def run_mcp(agent_name: str, project: str | None) -> int:
     from memgpt_lite.engine.project import project_root
     from memgpt_lite.engine.store import open_store
 
+    _check_pipes()
     root = project_root(project)  # a bad --project is one sentence before anything opens
     store = open_store()
     try:
@@ -70,6 +72,16 @@ def run_mcp(agent_name: str, project: str | None) -> int:
     finally:
         service.close()  # the store it runs on now (a new one after a reconnect)
     return 0
+
+
+def _check_pipes() -> None:
+    """The protocol's two pipes, before anything opens: started with one closed (`>&-`),
+    Python has no sys.stdout (or stdin), and the SDK would fail with a traceback."""
+    closed = [name for name in ("stdin", "stdout") if getattr(sys, name) is None]
+    if closed:
+        raise UserError(f"memgpt-lite mcp talks to its MCP client over stdin and stdout, and "
+                        f"its {closed[0]} is closed; let the client start it (claude mcp add "
+                        "memgpt-lite -- memgpt-lite mcp).", EXIT_USAGE)
 
 
 def _attach_dense(service: MemoryService) -> None:

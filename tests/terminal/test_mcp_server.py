@@ -208,6 +208,20 @@ def test_a_bad_project_or_agent_name_is_one_sentence(tmp_path, capsys):
     assert "cannot be an agent name" in capsys.readouterr().err
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("pipe", ["<&-", ">&-"])
+def test_started_with_stdin_or_stdout_closed_it_says_so_in_one_sentence(pipe):
+    proc = subprocess.run(["sh", "-c", f'exec "$@" {pipe}', "sh", *cli_command(), "mcp"],
+                          stdin=subprocess.DEVNULL if pipe == ">&-" else None,
+                          stderr=subprocess.PIPE, text=True, timeout=120, env=dict(os.environ))
+    closed = "stdin" if pipe == "<&-" else "stdout"
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("memgpt-lite: memgpt-lite mcp talks to its MCP client over "
+                                  f"stdin and stdout, and its {closed} is closed;"), proc.stderr
+    assert len(proc.stderr.splitlines()) == 1
+    assert not config.db_path().exists()  # nothing was opened or created
+
+
 # --------------------------------------------------------------------------- real processes
 
 

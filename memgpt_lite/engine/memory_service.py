@@ -146,6 +146,14 @@ class MemoryService:
             self.row = row
         return row is not None
 
+    def gone(self) -> str | None:
+        """The sentence every call gets once the agent was deleted while this server ran
+        (tools as an error result, resources as a protocol error); None while it exists."""
+        if self.refresh():
+            return None
+        return (f"The agent {self.row.name!r} was deleted while this server ran; restart the "
+                "server to serve another agent.")
+
     def instructions(self) -> str:
         """What the server tells a client about these tools when it connects."""
         return prompts.render(INSTRUCTIONS_PROMPT, agent=self.row.name)
@@ -160,9 +168,9 @@ class MemoryService:
                           f"{', '.join(TOOL_NAMES)}.", "unknown tool")
         args = redact_value(clean_value({} if args is None else args))
         try:
-            if not self.refresh():
-                return _error(f"The agent {self.row.name!r} was deleted while this server ran; "
-                              "restart the server to serve another agent.", name)
+            gone = self.gone()
+            if gone:
+                return _error(gone, name)
             if name == VIEW:
                 return self.view() if args == {} else _error(
                     f"{VIEW} takes no arguments; call it with an empty object {{}}.", name)

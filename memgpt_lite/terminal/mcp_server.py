@@ -29,7 +29,7 @@ import mcp_types as types
 from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
-from mcp_types.jsonrpc import INVALID_PARAMS
+from mcp_types.jsonrpc import INVALID_PARAMS, INVALID_REQUEST
 
 from memgpt_lite import __version__
 from memgpt_lite.engine.memory_service import (
@@ -39,7 +39,7 @@ from memgpt_lite.engine.memory_service import (
     outside_tools,
 )
 from memgpt_lite.engine.store.base import StoreError
-from memgpt_lite.engine.text import clean_value
+from memgpt_lite.engine.text import clean_value, shorten
 from memgpt_lite.terminal.exit_codes import EXIT_USAGE, UserError
 
 SERVER_NAME = "memgpt-lite"
@@ -188,6 +188,7 @@ def build_server(service: MemoryService) -> Server[Any]:
 
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
         settle(service)
+        _refuse_if_gone(service)
         return types.ListResourcesResult(resources=[
             types.Resource(uri=r.uri, name=r.label, title=f"core memory: {r.label}",
                            description=r.description, mime_type=TEXT)
@@ -196,10 +197,12 @@ def build_server(service: MemoryService) -> Server[Any]:
     async def read_resource(ctx: Any,
                             params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         settle(service)
+        _refuse_if_gone(service)
         found = service.read(str(params.uri))
-        if found is None:
-            raise MCPError(INVALID_PARAMS, f"There is no core memory block at {params.uri}; "
-                                           "resources/list names the blocks.")
+        if found is None:  # the URI as sent, cut short: a client may send megabytes of it
+            raise MCPError(INVALID_PARAMS, f"There is no core memory block at "
+                                           f"{shorten(str(params.uri), 200)}; resources/list "
+                                           "names the blocks.")
         return types.ReadResourceResult(contents=[
             types.TextResourceContents(uri=found.uri, text=found.text, mime_type=TEXT)])
 
@@ -207,6 +210,13 @@ def build_server(service: MemoryService) -> Server[Any]:
                   instructions=service.instructions(), on_list_tools=list_tools,
                   on_call_tool=call_tool, on_list_resources=list_resources,
                   on_read_resource=read_resource)
+
+
+def _refuse_if_gone(service: MemoryService) -> None:
+    """Resources of an agent deleted meanwhile: the tools' sentence, not an empty list."""
+    gone = service.gone()
+    if gone:
+        raise MCPError(INVALID_REQUEST, gone)
 
 
 def settle(service: MemoryService) -> None:

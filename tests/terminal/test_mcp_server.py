@@ -125,6 +125,25 @@ def test_blocks_are_resources_and_an_unknown_one_is_an_error(service):
     assert read.contents[0].text == "Nothing is known about the user yet."
 
 
+def test_resources_of_an_agent_deleted_meanwhile_say_so(service, tmp_path):
+    async def main():
+        async with Client(build_server(service), mode="legacy") as client:
+            with pytest.raises(MCPError, match="no core memory block at x{199}…; "):
+                await client.read_resource("x" * 100_000)  # the URI is not echoed whole
+            with open_store() as other:  # another process deletes the agent
+                other.delete_agent("work")
+            errors = []
+            for call in (client.list_resources(),
+                         client.read_resource("memgpt-lite://agents/work/core/human")):
+                with pytest.raises(MCPError) as info:
+                    await call
+                errors.append(info.value.error.message)
+            return errors
+
+    assert run(main) == ["The agent 'work' was deleted while this server ran; restart the "
+                         "server to serve another agent."] * 2
+
+
 def cut_off_turn(store, tmp_path) -> int:
     """A chat's turn left open with an edit in it, as kill -9 mid-turn leaves it."""
     from memgpt_lite.engine.agent import Agent

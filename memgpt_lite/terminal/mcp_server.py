@@ -8,13 +8,14 @@ command runs (cli.py says which extra to install when the SDK is missing), so `-
 `chat` never load the SDK.
 
 Calls are served one at a time on the event loop: the store's connection belongs to one
-thread, and a memory call takes milliseconds. A closed stdin ends the server once the call in
-hand is written whole; stdout carries nothing but the protocol.
+thread, and a memory call takes milliseconds. A closed stdin ends the server once every
+request read before it is answered (`Answers`); stdout carries nothing but the protocol.
 """
 
 from __future__ import annotations
 
 import codecs
+import collections
 import json
 import os
 import sys
@@ -96,9 +97,77 @@ def _attach_dense(service: MemoryService) -> None:
 
 
 async def serve(server: Server[Any], stdin: Any = None) -> None:
-    lines = RepairedLines(stdin if stdin is not None else sys.stdin.buffer)
+    answers = Answers()
+    lines = RepairedLines(stdin if stdin is not None else sys.stdin.buffer, answers)
     async with stdio_server(stdin=lines) as (read, write):  # type: ignore[arg-type]
-        await server.run(read, write, server.create_initialization_options())
+        await server.run(read, answers.watching(write), server.create_initialization_options())
+
+
+class Answers:
+    """The requests read and not answered yet, by id. At the end of input the SDK cancels
+    the answers still to be written, though each call was applied: a script that pipes its
+    calls in and closes stdin lost their answers, and would do them again. So the end of
+    input is handed on only once every request read has its answer (or was cancelled by the
+    client), or when none has come for IDLE seconds (a request the SDK drops unanswered)."""
+
+    IDLE = 30.0
+
+    def __init__(self) -> None:
+        self.pending: collections.Counter[object] = collections.Counter()
+        self._changed = anyio.Event()
+
+    def read(self, line: str) -> None:
+        try:  # the SDK's own reading of a line, so only what it answers is waited for
+            message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except Exception:  # as the SDK catches it: a line it answers, if at all, as unreadable
+            return
+        if isinstance(message, types.JSONRPCRequest):
+            self.pending[message.id] += 1
+        elif (isinstance(message, types.JSONRPCNotification)
+              and message.method == "notifications/cancelled"):
+            self.answered((message.params or {}).get("requestId"))
+
+    def answered(self, request_id: object) -> None:
+        if self.pending[request_id] > 0:
+            self.pending[request_id] -= 1
+            self._changed.set()
+        self.pending = +self.pending  # no ids kept at zero
+
+    async def all_answered(self) -> None:
+        while self.pending:
+            self._changed = anyio.Event()
+            with anyio.move_on_after(self.IDLE) as idle:
+                await self._changed.wait()
+            if idle.cancelled_caught:
+                return
+
+    def watching(self, stream: Any) -> Any:
+        return _WatchedWrites(stream, self)
+
+
+class _WatchedWrites:
+    """The server's write stream, noting the id of each answer on its way to stdout."""
+
+    def __init__(self, stream: Any, answers: Answers):
+        self._stream, self._answers = stream, answers
+
+    async def send(self, item: Any) -> None:
+        await self._stream.send(item)
+        message = getattr(item, "message", None)
+        if isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)):
+            self._answers.answered(message.id)
+
+    def close(self) -> None:
+        self._stream.close()
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def __aenter__(self) -> _WatchedWrites:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
 
 class RepairedLines:
@@ -111,8 +180,8 @@ class RepairedLines:
     in one of anyio's worker threads it held the process after Ctrl-C or an answer the
     client no longer read, until the client wrote again or closed stdin."""
 
-    def __init__(self, binary: Any):
-        self._binary = binary
+    def __init__(self, binary: Any, answers: Answers | None = None):
+        self._binary, self._answers = binary, answers or Answers()
 
     def __aiter__(self) -> AsyncIterator[str]:
         return self._lines()
@@ -125,7 +194,10 @@ class RepairedLines:
         reader.start()
         async with receive:
             async for line in receive:
-                yield repaired(line)
+                line = repaired(line)
+                self._answers.read(line)
+                yield line
+        await self._answers.all_answered()  # then the SDK may end the session
 
 
 def _read_lines(fd: int, send: Any, token: Any) -> None:

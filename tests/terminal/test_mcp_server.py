@@ -359,6 +359,28 @@ def test_a_closed_stdin_ends_the_server_cleanly(tmp_path):
 
 
 @pytest.mark.slow
+def test_every_call_read_before_stdin_closed_is_answered():
+    """A script pipes its calls in and closes stdin (`memgpt-lite mcp < calls.jsonl`): each
+    call is applied, so each must be answered, or the script would do it again."""
+    head = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+             "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                        "clientInfo": {"name": "raw-client", "version": "1"}}},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"}]
+    calls = [{"jsonrpc": "2.0", "id": i, "method": "tools/call",
+              "params": {"name": "core_memory_append",
+                         "arguments": {"label": "human", "content": f"line {i}"}}}
+             for i in range(2, 22)]
+    proc = subprocess.run([*cli_command(), "mcp", "--agent", "work"], input="".join(
+        json.dumps(m) + "\n" for m in head + calls), capture_output=True, text=True,
+        timeout=120, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr
+    answers = {a["id"]: a for a in map(json.loads, proc.stdout.splitlines())}
+    assert sorted(answers) == list(range(1, 22))
+    assert all(answers[i]["result"]["isError"] is False for i in range(2, 22))
+    assert human_block().splitlines() == [f"line {i}" for i in range(2, 22)]
+
+
+@pytest.mark.slow
 def test_bytes_that_are_not_utf8_and_lone_surrogates_still_get_an_answer():
     call = (r'{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": '
             r'"core_memory_append", "arguments": {"label": "human", "content": '

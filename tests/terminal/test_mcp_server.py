@@ -408,6 +408,27 @@ def test_bytes_that_are_not_utf8_and_lone_surrogates_still_get_an_answer():
     assert "cut \ufffd here, a bad byte \ufffd" in answers[3]["result"]["content"][0]["text"]
 
 
+@pytest.mark.slow
+def test_a_project_folder_whose_name_is_not_utf8_is_served(tmp_path):
+    folder = tmp_path / os.fsdecode(b"blog-\xff")  # Linux allows any bytes but / in a name
+    folder.mkdir()
+    lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                         "clientInfo": {"name": "raw-client", "version": "1"}}},
+             {"jsonrpc": "2.0", "method": "notifications/initialized"},
+             {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+              "params": {"name": "core_memory_view", "arguments": {}}},
+             {"jsonrpc": "2.0", "id": 3, "method": "resources/list", "params": {}}]
+    proc = subprocess.run([*cli_command(), "mcp", "--project", os.fsencode(folder)],
+                          input="".join(json.dumps(m) + "\n" for m in lines),
+                          capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-600:]
+    answers = {a["id"]: a["result"] for a in map(json.loads, proc.stdout.splitlines())}
+    shown = str(tmp_path / "blog-\ufffd")
+    assert f"in project {shown}:" in answers[2]["content"][0]["text"]
+    assert f"scope project ({shown})" in answers[3]["resources"][2]["description"]
+
+
 class RawServer:
     """`memgpt-lite mcp` spoken to in raw JSON-RPC lines (as any client writes them)."""
 

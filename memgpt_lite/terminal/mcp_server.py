@@ -65,11 +65,19 @@ def run_mcp(agent_name: str, project: str | None) -> int:
         anyio.run(serve, build_server(service))
     except BaseExceptionGroup as group:
         # A client that went away before reading an answer breaks the pipe inside the SDK's
-        # task group; unwrapped, the command line stops quietly, as for `| head`.
-        pipe, rest = group.split(BrokenPipeError)
-        if pipe is None or rest is not None:
+        # task group; unwrapped, the command line stops quietly, as for `| head`. Any other
+        # failure to write an answer (a full disk or a device error where stdout goes) is
+        # one sentence.
+        failed, rest = group.split(OSError)
+        if failed is None or rest is not None:
             raise
-        raise BrokenPipeError from None
+        first = failed.exceptions[0]
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        if isinstance(first, BrokenPipeError):
+            raise BrokenPipeError from None
+        raise UserError(f"memgpt-lite mcp could not write its answer to stdout "
+                        f"({getattr(first, 'strerror', None) or first}).") from None
     finally:
         service.close()  # the store it runs on now (a new one after a reconnect)
     return 0

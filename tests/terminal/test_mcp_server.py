@@ -546,6 +546,20 @@ def test_ctrl_c_ends_the_server_at_once():
     assert human_block().splitlines()[-1] == "Before Ctrl-C."
 
 
+@pytest.mark.slow
+def test_answers_that_cannot_be_written_are_one_sentence():
+    head = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "raw-client", "version": "1"}}}
+    with open("/dev/full", "wb") as full:  # stdout where every write fails (ENOSPC)
+        proc = subprocess.run([*cli_command(), "mcp"], input=json.dumps(head) + "\n",
+                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=120,
+                              env=dict(os.environ))
+    assert proc.returncode == 1
+    assert proc.stderr == ("memgpt-lite: memgpt-lite mcp could not write its answer to stdout "
+                           "(No space left on device).\n")
+
+
 def stored_passages() -> list[str]:
     with open_store() as store:
         row = store.get_agent("work")

@@ -316,6 +316,27 @@ def test_a_row_lock_held_too_long_is_one_sentence_not_a_wait_without_end(pg_url)
         store.set_summary(row.id, "a write")  # the lock is gone: the same write works
 
 
+def test_the_vacuum_after_a_forget_waits_for_another_however_long(pg_url, monkeypatch):
+    """A second forget's VACUUM waits for the first one's; the row-lock wait must not end it
+    (the forget would stay pending). LOCK_WAIT is shortened so the test waits past it."""
+    import threading
+    import time
+
+    import psycopg
+
+    from memgpt_lite.engine.store.postgres import database, store as pg_store
+
+    monkeypatch.setattr(database, "LOCK_WAIT", "200ms")
+    monkeypatch.setattr(pg_store, "LOCK_WAIT", "200ms")
+    with open_store(pg_url) as store, psycopg.connect(pg_url) as other:
+        store.create_agent("vac", {}, {"human": ("", 100)})
+        other.execute("LOCK TABLE memgpt_lite.messages IN SHARE UPDATE EXCLUSIVE MODE")
+        threading.Thread(target=lambda: (time.sleep(1.0), other.rollback()),
+                         daemon=True).start()  # as a VACUUM of the table running for a while
+        assert store.wipe_freed() is True
+        assert store.db.query("SHOW lock_timeout")[0][0] == "200ms"  # the row-lock wait again
+
+
 # --------------------------------------------------------------------------- moving, doctor
 
 

@@ -16,9 +16,11 @@ says this to the user.
 
 from __future__ import annotations
 
+import contextlib
+
 from memgpt_lite.engine.records import now_iso
 from memgpt_lite.engine.store.base import StoreError
-from memgpt_lite.engine.store.postgres.database import SCHEMA, PostgresDatabase
+from memgpt_lite.engine.store.postgres.database import LOCK_WAIT, SCHEMA, PostgresDatabase
 from memgpt_lite.engine.store.postgres.lock import PostgresAgentLock
 from memgpt_lite.engine.store.postgres.migrations import MIGRATIONS
 from memgpt_lite.engine.store.postgres.search import PgIndex
@@ -130,6 +132,13 @@ class PostgresStore(SQLStore):
         False inside a transaction, where VACUUM cannot run."""
         if self.db.in_transaction:
             return False
-        for table in TOUCHED:
-            self.db.execute(f"VACUUM {table}")
+        # A VACUUM waits for another one of the same table (a second forget) however long
+        # it takes, not only for LOCK_WAIT: the forget would otherwise stay pending.
+        self.db.execute("SET lock_timeout = 0")
+        try:
+            for table in TOUCHED:
+                self.db.execute(f"VACUUM {table}")
+        finally:
+            with contextlib.suppress(StoreError):  # a lost connection is replaced anyway
+                self.db.execute(f"SET lock_timeout = '{LOCK_WAIT}'")
         return True

@@ -8,24 +8,29 @@ command runs (cli.py says which extra to install when the SDK is missing), so `-
 `chat` never load the SDK.
 
 Calls are served one at a time on the event loop: the store's connection belongs to one
-thread, and a memory call takes milliseconds. A closed stdin ends the server once the call in
-hand is written whole; stdout carries nothing but the protocol.
+thread, and a memory call takes milliseconds. A closed stdin ends the server once every
+request read before it is answered (`Answers`); stdout carries nothing but the protocol.
 """
 
 from __future__ import annotations
 
-import io
+import codecs
+import collections
 import json
+import os
 import sys
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import mcp_types as types
 from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
-from mcp_types.jsonrpc import INVALID_PARAMS
+from mcp_types.jsonrpc import INVALID_PARAMS, INVALID_REQUEST
 
 from memgpt_lite import __version__
 from memgpt_lite.engine.memory_service import (
@@ -35,7 +40,8 @@ from memgpt_lite.engine.memory_service import (
     outside_tools,
 )
 from memgpt_lite.engine.store.base import StoreError
-from memgpt_lite.engine.text import clean_value
+from memgpt_lite.engine.text import clean_value, shorten
+from memgpt_lite.terminal.exit_codes import EXIT_USAGE, UserError
 
 SERVER_NAME = "memgpt-lite"
 TEXT = "text/plain"
@@ -46,6 +52,7 @@ def run_mcp(agent_name: str, project: str | None) -> int:
     from memgpt_lite.engine.project import project_root
     from memgpt_lite.engine.store import open_store
 
+    _check_pipes()
     root = project_root(project)  # a bad --project is one sentence before anything opens
     store = open_store()
     try:
@@ -58,14 +65,32 @@ def run_mcp(agent_name: str, project: str | None) -> int:
         anyio.run(serve, build_server(service))
     except BaseExceptionGroup as group:
         # A client that went away before reading an answer breaks the pipe inside the SDK's
-        # task group; unwrapped, the command line stops quietly, as for `| head`.
-        pipe, rest = group.split(BrokenPipeError)
-        if pipe is None or rest is not None:
+        # task group; unwrapped, the command line stops quietly, as for `| head`. Any other
+        # failure to write an answer (a full disk or a device error where stdout goes) is
+        # one sentence.
+        failed, rest = group.split(OSError)
+        if failed is None or rest is not None:
             raise
-        raise BrokenPipeError from None
+        first = failed.exceptions[0]
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        if isinstance(first, BrokenPipeError):
+            raise BrokenPipeError from None
+        raise UserError(f"memgpt-lite mcp could not write its answer to stdout "
+                        f"({getattr(first, 'strerror', None) or first}).") from None
     finally:
         service.close()  # the store it runs on now (a new one after a reconnect)
     return 0
+
+
+def _check_pipes() -> None:
+    """The protocol's two pipes, before anything opens: started with one closed (`>&-`),
+    Python has no sys.stdout (or stdin), and the SDK would fail with a traceback."""
+    closed = [name for name in ("stdin", "stdout") if getattr(sys, name) is None]
+    if closed:
+        raise UserError(f"memgpt-lite mcp talks to its MCP client over stdin and stdout, and "
+                        f"its {closed[0]} is closed; let the client start it (claude mcp add "
+                        "memgpt-lite -- memgpt-lite mcp).", EXIT_USAGE)
 
 
 def _attach_dense(service: MemoryService) -> None:
@@ -80,27 +105,140 @@ def _attach_dense(service: MemoryService) -> None:
 
 
 async def serve(server: Server[Any], stdin: Any = None) -> None:
-    lines = RepairedLines(stdin if stdin is not None else sys.stdin.buffer)
+    answers = Answers()
+    lines = RepairedLines(stdin if stdin is not None else sys.stdin.buffer, answers)
     async with stdio_server(stdin=lines) as (read, write):  # type: ignore[arg-type]
-        await server.run(read, write, server.create_initialization_options())
+        await server.run(read, answers.watching(write), server.create_initialization_options())
+
+
+class Answers:
+    """The requests read and not answered yet, by id. At the end of input the SDK cancels
+    the answers still to be written, though each call was applied: a script that pipes its
+    calls in and closes stdin lost their answers, and would do them again. So the end of
+    input is handed on only once every request read has its answer (or was cancelled by the
+    client), or when none has come for IDLE seconds (a request the SDK drops unanswered)."""
+
+    IDLE = 30.0
+
+    def __init__(self) -> None:
+        self.pending: collections.Counter[object] = collections.Counter()
+        self._changed = anyio.Event()
+
+    def read(self, line: str) -> None:
+        try:  # the SDK's own reading of a line, so only what it answers is waited for
+            message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except Exception:  # as the SDK catches it: a line it answers, if at all, as unreadable
+            return
+        if isinstance(message, types.JSONRPCRequest):
+            self.pending[message.id] += 1
+        elif (isinstance(message, types.JSONRPCNotification)
+              and message.method == "notifications/cancelled"):
+            self.answered((message.params or {}).get("requestId"))
+
+    def answered(self, request_id: object) -> None:
+        if self.pending[request_id] > 0:
+            self.pending[request_id] -= 1
+            self._changed.set()
+        self.pending = +self.pending  # no ids kept at zero
+
+    async def all_answered(self) -> None:
+        while self.pending:
+            self._changed = anyio.Event()
+            with anyio.move_on_after(self.IDLE) as idle:
+                await self._changed.wait()
+            if idle.cancelled_caught:
+                return
+
+    def watching(self, stream: Any) -> Any:
+        return _WatchedWrites(stream, self)
+
+
+class _WatchedWrites:
+    """The server's write stream, noting the id of each answer on its way to stdout."""
+
+    def __init__(self, stream: Any, answers: Answers):
+        self._stream, self._answers = stream, answers
+
+    async def send(self, item: Any) -> None:
+        await self._stream.send(item)
+        message = getattr(item, "message", None)
+        if isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)):
+            self._answers.answered(message.id)
+
+    def close(self) -> None:
+        self._stream.close()
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def __aenter__(self) -> _WatchedWrites:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
 
 class RepairedLines:
     """The client's lines, read as UTF-8 (a bad byte becomes U+FFFD), with lone surrogates
     written as JSON escapes (`\\ud800`, what a JavaScript client sends for a string cut
     between the two halves of an emoji) made U+FFFD: the SDK's parser refuses them, and the
-    request would never be answered."""
+    request would never be answered.
 
-    def __init__(self, binary: Any):
-        wrapper = io.TextIOWrapper(binary, encoding="utf-8", errors="replace")
-        self._file = anyio.wrap_file(wrapper)
+    A daemon thread of its own reads them: a read blocked on a pipe cannot be cancelled, and
+    in one of anyio's worker threads it held the process after Ctrl-C or an answer the
+    client no longer read, until the client wrote again or closed stdin."""
+
+    def __init__(self, binary: Any, answers: Answers | None = None):
+        self._binary, self._answers = binary, answers or Answers()
 
     def __aiter__(self) -> AsyncIterator[str]:
         return self._lines()
 
     async def _lines(self) -> AsyncIterator[str]:
-        async for line in self._file:
-            yield repaired(line)
+        send, receive = anyio.create_memory_object_stream[str](0)
+        token = anyio.lowlevel.current_token()
+        reader = threading.Thread(target=_read_lines, args=(self._binary.fileno(), send, token),
+                                  daemon=True, name="memgpt-lite mcp stdin")
+        reader.start()
+        async with receive:
+            async for line in receive:
+                line = repaired(line)
+                self._answers.read(line)
+                yield line
+        await self._answers.all_answered()  # then the SDK may end the session
+
+
+def _read_lines(fd: int, send: Any, token: Any) -> None:
+    """Hand each line to the event loop, then the end of input; stop quietly once the server
+    has stopped listening (its loop closed, or the stream's reader gone). Plain reads of the
+    descriptor: a buffered file blocked in this thread would abort the interpreter's exit."""
+    try:
+        for line in _split_lines(fd):
+            anyio.from_thread.run(send.send, line, token=token)
+        anyio.from_thread.run(send.aclose, token=token)
+    except (RuntimeError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+        pass
+
+
+def _split_lines(fd: int) -> Iterator[str]:
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    parts: list[str] = []  # of the line not yet ended (one long line is joined once)
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except OSError:
+            chunk = b""  # a pipe that fails is an ended one
+        text = decoder.decode(chunk, final=not chunk)
+        *ended, rest = text.split("\n")
+        if ended:
+            yield "".join(parts) + ended[0] + "\n"
+            yield from (line + "\n" for line in ended[1:])
+            parts = []
+        parts.append(rest)
+        if not chunk:
+            if "".join(parts):
+                yield "".join(parts)
+            return
 
 
 def repaired(line: str) -> str:
@@ -130,6 +268,7 @@ def build_server(service: MemoryService) -> Server[Any]:
 
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
         settle(service)
+        _refuse_if_gone(service)
         return types.ListResourcesResult(resources=[
             types.Resource(uri=r.uri, name=r.label, title=f"core memory: {r.label}",
                            description=r.description, mime_type=TEXT)
@@ -138,10 +277,12 @@ def build_server(service: MemoryService) -> Server[Any]:
     async def read_resource(ctx: Any,
                             params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         settle(service)
+        _refuse_if_gone(service)
         found = service.read(str(params.uri))
-        if found is None:
-            raise MCPError(INVALID_PARAMS, f"There is no core memory block at {params.uri}; "
-                                           "resources/list names the blocks.")
+        if found is None:  # the URI as sent, cut short: a client may send megabytes of it
+            raise MCPError(INVALID_PARAMS, f"There is no core memory block at "
+                                           f"{shorten(str(params.uri), 200)}; resources/list "
+                                           "names the blocks.")
         return types.ReadResourceResult(contents=[
             types.TextResourceContents(uri=found.uri, text=found.text, mime_type=TEXT)])
 
@@ -149,6 +290,13 @@ def build_server(service: MemoryService) -> Server[Any]:
                   instructions=service.instructions(), on_list_tools=list_tools,
                   on_call_tool=call_tool, on_list_resources=list_resources,
                   on_read_resource=read_resource)
+
+
+def _refuse_if_gone(service: MemoryService) -> None:
+    """Resources of an agent deleted meanwhile: the tools' sentence, not an empty list."""
+    gone = service.gone()
+    if gone:
+        raise MCPError(INVALID_REQUEST, gone)
 
 
 def settle(service: MemoryService) -> None:

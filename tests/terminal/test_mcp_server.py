@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -124,6 +125,25 @@ def test_blocks_are_resources_and_an_unknown_one_is_an_error(service):
     assert read.contents[0].text == "Nothing is known about the user yet."
 
 
+def test_resources_of_an_agent_deleted_meanwhile_say_so(service, tmp_path):
+    async def main():
+        async with Client(build_server(service), mode="legacy") as client:
+            with pytest.raises(MCPError, match="no core memory block at x{199}…; "):
+                await client.read_resource("x" * 100_000)  # the URI is not echoed whole
+            with open_store() as other:  # another process deletes the agent
+                other.delete_agent("work")
+            errors = []
+            for call in (client.list_resources(),
+                         client.read_resource("memgpt-lite://agents/work/core/human")):
+                with pytest.raises(MCPError) as info:
+                    await call
+                errors.append(info.value.error.message)
+            return errors
+
+    assert run(main) == ["The agent 'work' was deleted while this server ran; restart the "
+                         "server to serve another agent."] * 2
+
+
 def cut_off_turn(store, tmp_path) -> int:
     """A chat's turn left open with an edit in it, as kill -9 mid-turn leaves it."""
     from memgpt_lite.engine.agent import Agent
@@ -205,6 +225,28 @@ def test_a_bad_project_or_agent_name_is_one_sentence(tmp_path, capsys):
     assert capsys.readouterr().err.startswith("memgpt-lite: The project directory ")
     assert cli.main(["mcp", "--agent", ".hidden"]) == 2
     assert "cannot be an agent name" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pipe", ["<&-", ">&-"])
+def test_started_with_stdin_or_stdout_closed_it_says_so_in_one_sentence(pipe):
+    proc = subprocess.run(["sh", "-c", f'exec "$@" {pipe}', "sh", *cli_command(), "mcp"],
+                          stdin=subprocess.DEVNULL if pipe == ">&-" else None,
+                          stderr=subprocess.PIPE, text=True, timeout=120, env=dict(os.environ))
+    closed = "stdin" if pipe == "<&-" else "stdout"
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("memgpt-lite: memgpt-lite mcp talks to its MCP client over "
+                                  f"stdin and stdout, and its {closed} is closed;"), proc.stderr
+    assert len(proc.stderr.splitlines()) == 1
+    assert not config.db_path().exists()  # nothing was opened or created
+
+
+def test_a_data_dir_that_cannot_be_made_is_one_sentence(tmp_path, monkeypatch, capsys):
+    (tmp_path / "a-file").write_text("not a folder\n")
+    monkeypatch.setenv("MEMGPT_LITE_HOME", str(tmp_path / "a-file" / "home"))
+    assert cli.main(["mcp", "--project", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("memgpt-lite: Cannot create the data directory ") and err.count("\n") == 1
 
 
 # --------------------------------------------------------------------------- real processes
@@ -317,6 +359,28 @@ def test_a_closed_stdin_ends_the_server_cleanly(tmp_path):
 
 
 @pytest.mark.slow
+def test_every_call_read_before_stdin_closed_is_answered():
+    """A script pipes its calls in and closes stdin (`memgpt-lite mcp < calls.jsonl`): each
+    call is applied, so each must be answered, or the script would do it again."""
+    head = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+             "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                        "clientInfo": {"name": "raw-client", "version": "1"}}},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"}]
+    calls = [{"jsonrpc": "2.0", "id": i, "method": "tools/call",
+              "params": {"name": "core_memory_append",
+                         "arguments": {"label": "human", "content": f"line {i}"}}}
+             for i in range(2, 22)]
+    proc = subprocess.run([*cli_command(), "mcp", "--agent", "work"], input="".join(
+        json.dumps(m) + "\n" for m in head + calls), capture_output=True, text=True,
+        timeout=120, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr
+    answers = {a["id"]: a for a in map(json.loads, proc.stdout.splitlines())}
+    assert sorted(answers) == list(range(1, 22))
+    assert all(answers[i]["result"]["isError"] is False for i in range(2, 22))
+    assert human_block().splitlines() == [f"line {i}" for i in range(2, 22)]
+
+
+@pytest.mark.slow
 def test_bytes_that_are_not_utf8_and_lone_surrogates_still_get_an_answer():
     call = (r'{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": '
             r'"core_memory_append", "arguments": {"label": "human", "content": '
@@ -342,6 +406,27 @@ def test_bytes_that_are_not_utf8_and_lone_surrogates_still_get_an_answer():
     assert proc.wait(60) == 0
     assert answers[2]["result"]["isError"] is False
     assert "cut \ufffd here, a bad byte \ufffd" in answers[3]["result"]["content"][0]["text"]
+
+
+@pytest.mark.slow
+def test_a_project_folder_whose_name_is_not_utf8_is_served(tmp_path):
+    folder = tmp_path / os.fsdecode(b"blog-\xff")  # Linux allows any bytes but / in a name
+    folder.mkdir()
+    lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                         "clientInfo": {"name": "raw-client", "version": "1"}}},
+             {"jsonrpc": "2.0", "method": "notifications/initialized"},
+             {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+              "params": {"name": "core_memory_view", "arguments": {}}},
+             {"jsonrpc": "2.0", "id": 3, "method": "resources/list", "params": {}}]
+    proc = subprocess.run([*cli_command(), "mcp", "--project", os.fsencode(folder)],
+                          input="".join(json.dumps(m) + "\n" for m in lines),
+                          capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-600:]
+    answers = {a["id"]: a["result"] for a in map(json.loads, proc.stdout.splitlines())}
+    shown = str(tmp_path / "blog-\\xff")  # as the project is keyed: \xNN, not U+FFFD
+    assert f"in project {shown}:" in answers[2]["content"][0]["text"]
+    assert f"scope project ({shown})" in answers[3]["resources"][2]["description"]
 
 
 class RawServer:
@@ -431,6 +516,48 @@ def test_a_client_gone_before_reading_its_answer_ends_the_server_quietly():
     assert server.proc.wait(60) == 1
     assert server.proc.stderr.read() == b""  # type: ignore[union-attr]
     assert stored_passages() == ["Stored before the client went away."]
+
+
+@pytest.mark.slow
+def test_a_client_that_stops_reading_ends_the_server_though_stdin_stays_open():
+    server = RawServer()
+    server.proc.stdout.close()  # type: ignore[union-attr]  # it reads no more, but keeps writing
+    server.call("archival_insert", {"content": "Stored before the client stopped reading."})
+    try:  # the server stops at the answer it cannot write, not at the client's next line
+        code = server.proc.wait(60)
+    finally:
+        server.proc.kill()
+    assert code == 1 and server.proc.stderr.read() == b""  # type: ignore[union-attr]
+    assert stored_passages() == ["Stored before the client stopped reading."]
+
+
+@pytest.mark.slow
+def test_ctrl_c_ends_the_server_at_once():
+    server = RawServer()  # run by hand in a terminal: stdin stays open, nothing more is typed
+    server.call("core_memory_append", {"label": "human", "content": "Before Ctrl-C."})
+    assert server.answer()["result"]["isError"] is False
+    server.proc.send_signal(signal.SIGINT)
+    try:
+        code = server.proc.wait(60)
+    finally:
+        server.proc.kill()
+    assert code == 130
+    assert server.proc.stderr.read().decode().strip() == "interrupted"  # type: ignore[union-attr]
+    assert human_block().splitlines()[-1] == "Before Ctrl-C."
+
+
+@pytest.mark.slow
+def test_answers_that_cannot_be_written_are_one_sentence():
+    head = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "raw-client", "version": "1"}}}
+    with open("/dev/full", "wb") as full:  # stdout where every write fails (ENOSPC)
+        proc = subprocess.run([*cli_command(), "mcp"], input=json.dumps(head) + "\n",
+                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=120,
+                              env=dict(os.environ))
+    assert proc.returncode == 1
+    assert proc.stderr == ("memgpt-lite: memgpt-lite mcp could not write its answer to stdout "
+                           "(No space left on device).\n")
 
 
 def stored_passages() -> list[str]:

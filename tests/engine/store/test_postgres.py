@@ -285,6 +285,58 @@ def test_two_writers_of_the_same_vectors_take_turns(pg_url):
         assert first.db.query("SELECT count(*) FROM vectors")[0][0] == 1
 
 
+def test_a_row_lock_held_too_long_is_one_sentence_not_a_wait_without_end(pg_url):
+    """Another session keeps the agent's row locked (a transaction left open, a process
+    stopped mid-write): a write gives up after the wait SQLite's busy timeout allows, with
+    a sentence, where it waited for ever (an MCP client's call was never answered)."""
+    import threading
+
+    import psycopg
+
+    with open_store(pg_url) as store:
+        row = store.create_agent("held", {}, {"human": ("", 100)})
+        outcome: list[BaseException | None] = []
+
+        def write() -> None:
+            try:
+                store.set_summary(row.id, "a write")
+                outcome.append(None)
+            except BaseException as exc:  # noqa: BLE001 (handed to the test's thread)
+                outcome.append(exc)
+
+        with psycopg.connect(pg_url) as other:  # its transaction stays open
+            other.execute("SELECT * FROM memgpt_lite.agents FOR UPDATE")
+            thread = threading.Thread(target=write, daemon=True)
+            thread.start()
+            thread.join(60)
+            assert not thread.is_alive(), "the write waited for the lock for a minute"
+        assert isinstance(outcome[0], StoreError)
+        assert str(outcome[0]).startswith(f"The database {store.location} is locked by "
+                                          "another process (")
+        store.set_summary(row.id, "a write")  # the lock is gone: the same write works
+
+
+def test_the_vacuum_after_a_forget_waits_for_another_however_long(pg_url, monkeypatch):
+    """A second forget's VACUUM waits for the first one's; the row-lock wait must not end it
+    (the forget would stay pending). LOCK_WAIT is shortened so the test waits past it."""
+    import threading
+    import time
+
+    import psycopg
+
+    from memgpt_lite.engine.store.postgres import database, store as pg_store
+
+    monkeypatch.setattr(database, "LOCK_WAIT", "200ms")
+    monkeypatch.setattr(pg_store, "LOCK_WAIT", "200ms")
+    with open_store(pg_url) as store, psycopg.connect(pg_url) as other:
+        store.create_agent("vac", {}, {"human": ("", 100)})
+        other.execute("LOCK TABLE memgpt_lite.messages IN SHARE UPDATE EXCLUSIVE MODE")
+        threading.Thread(target=lambda: (time.sleep(1.0), other.rollback()),
+                         daemon=True).start()  # as a VACUUM of the table running for a while
+        assert store.wipe_freed() is True
+        assert store.db.query("SHOW lock_timeout")[0][0] == "200ms"  # the row-lock wait again
+
+
 # --------------------------------------------------------------------------- moving, doctor
 
 

@@ -97,6 +97,15 @@ def test_not_a_database_is_refused_and_untouched(tmp_path):
     assert path.read_bytes() == before
 
 
+def test_a_data_dir_that_cannot_be_made_is_one_sentence(tmp_path):
+    (tmp_path / "a-file").write_text("not a folder\n")
+    folder = tmp_path / "a-file" / "home"  # as on a read-only mount: mkdir fails
+    with pytest.raises(StoreError) as info:
+        SQLiteStore(folder / "memgpt_lite.db")
+    assert str(info.value) == (f"Cannot create the data directory {folder} (Not a directory); "
+                               "check MEMGPT_LITE_HOME.")
+
+
 def test_newer_schema_is_refused_and_untouched(tmp_path):
     path = tmp_path / "new.db"
     SQLiteStore(path).close()

@@ -23,6 +23,7 @@ from memgpt_lite.engine.store.database import Params, Row, Transactions
 from memgpt_lite.engine.text import clean_text
 
 SCHEMA = "memgpt_lite"
+LOCK_WAIT = "5s"  # SQLite's busy_timeout (sqlite/database.py)
 
 
 def pg_text(text: str) -> str:
@@ -65,6 +66,9 @@ def pg_error(where: str, exc: BaseException) -> BaseException:
     if isinstance(exc, pg_errors.ReadOnlySqlTransaction):
         return StoreError(f"The database {where} is read-only ({first}); point "
                           "MEMGPT_LITE_DATABASE_URL at the primary server.")
+    if isinstance(exc, pg_errors.LockNotAvailable):
+        return StoreError(f"The database {where} is locked by another process ({first}); "
+                          "close it and try again.")
     if isinstance(exc, psycopg.IntegrityError):
         return IntegrityProblem(f"The database {where} refused the write ({first}).", first)
     if isinstance(exc, psycopg.OperationalError):
@@ -98,6 +102,10 @@ class PostgresDatabase(Transactions):
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else "no reason given"
             raise StoreError(f"Cannot connect to the database {self.location}: "
                              f"{_without_password(first, url)}.") from None
+        # A lock another session holds (a transaction left open, a process stopped mid-write)
+        # is waited for as long as SQLite's busy timeout, then the statement fails with a
+        # sentence: a server such as `memgpt-lite mcp` would otherwise never answer.
+        self._run(f"SET lock_timeout = '{LOCK_WAIT}'")
 
     def _failed(self, exc: psycopg.Error) -> BaseException:
         """What a failed statement raises: ConnectionLost when it closed the connection (the

@@ -16,9 +16,11 @@ says this to the user.
 
 from __future__ import annotations
 
+import contextlib
+
 from memgpt_lite.engine.records import now_iso
 from memgpt_lite.engine.store.base import StoreError
-from memgpt_lite.engine.store.postgres.database import SCHEMA, PostgresDatabase
+from memgpt_lite.engine.store.postgres.database import LOCK_WAIT, SCHEMA, PostgresDatabase
 from memgpt_lite.engine.store.postgres.lock import PostgresAgentLock
 from memgpt_lite.engine.store.postgres.migrations import MIGRATIONS
 from memgpt_lite.engine.store.postgres.search import PgIndex
@@ -68,9 +70,15 @@ class PostgresStore(SQLStore):
         found = self.db.query("SELECT 1 FROM pg_namespace WHERE nspname = ?", (SCHEMA,))
         if not found:  # only when missing: creating needs a privilege using does not
             with self.transaction():  # two processes starting on a new database take turns
-                self.db.lock(_MIGRATION_LOCK)
+                self._wait_for_migrations()
                 self.db.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
         self.db.execute(f"SET search_path TO {SCHEMA}")
+
+    def _wait_for_migrations(self) -> None:
+        """Take turns with another process migrating, however long its migration takes (in
+        this transaction only: other locks are waited for as long as LOCK_WAIT)."""
+        self.db.execute("SET LOCAL lock_timeout = 0")
+        self.db.lock(_MIGRATION_LOCK)
 
     def _check_schema(self) -> None:
         tables = self.db.tables()
@@ -90,13 +98,13 @@ class PostgresStore(SQLStore):
         # exists, so a role with rights on the rows only uses a schema its owner migrated.
         if "schema_migrations" not in self.db.tables():
             with self.transaction():
-                self.db.lock(_MIGRATION_LOCK)
+                self._wait_for_migrations()
                 self.db.execute("CREATE TABLE IF NOT EXISTS schema_migrations (position "
                                 "INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, "
                                 "applied_at TEXT NOT NULL)")
         for position, (name, sql) in enumerate(MIGRATIONS, 1):
             with self.transaction():  # a second process starting now waits, then skips
-                self.db.lock(_MIGRATION_LOCK)
+                self._wait_for_migrations()
                 if self.db.query("SELECT 1 FROM schema_migrations WHERE name = ?", (name,)):
                     continue
                 self.db.execute(sql)
@@ -130,6 +138,13 @@ class PostgresStore(SQLStore):
         False inside a transaction, where VACUUM cannot run."""
         if self.db.in_transaction:
             return False
-        for table in TOUCHED:
-            self.db.execute(f"VACUUM {table}")
+        # A VACUUM waits for another one of the same table (a second forget) however long
+        # it takes, not only for LOCK_WAIT: the forget would otherwise stay pending.
+        self.db.execute("SET lock_timeout = 0")
+        try:
+            for table in TOUCHED:
+                self.db.execute(f"VACUUM {table}")
+        finally:
+            with contextlib.suppress(StoreError):  # a lost connection is replaced anyway
+                self.db.execute(f"SET lock_timeout = '{LOCK_WAIT}'")
         return True

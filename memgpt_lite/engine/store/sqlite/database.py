@@ -358,9 +358,12 @@ def prepare_file(path: Path) -> None:
     """Create the data dir (0700) and the db file (0600) if missing; refuse a file that is
     not SQLite before SQLite touches it."""
     if not path.parent.exists():
-        # exist_ok: two processes opening a new data dir at once both get here.
-        path.parent.mkdir(parents=True, mode=0o700, exist_ok=True)
-        os.chmod(path.parent, 0o700)
+        try:  # exist_ok: two processes opening a new data dir at once both get here.
+            path.parent.mkdir(parents=True, mode=0o700, exist_ok=True)
+            os.chmod(path.parent, 0o700)
+        except OSError as exc:  # a read-only mount, a file where a folder should be
+            raise StoreError(f"Cannot create the data directory {path.parent} "
+                             f"({exc.strerror}); check MEMGPT_LITE_HOME.") from None
     if path.is_dir():
         raise StoreError(f"{path} is a directory, not a memgpt-lite database.")
     if path.exists():

@@ -14,6 +14,7 @@ import string
 from importlib import resources
 from importlib.abc import Traversable
 from pathlib import Path
+from typing import Any
 
 
 # What the model is shown of the engine (the system prompt, the tools' schemas, the shape of
@@ -69,7 +70,29 @@ def names() -> list[str]:
 
 def digests() -> dict[str, str]:
     """sha256 (short) of every prompt file, for recording headers."""
-    return {n: hashlib.sha256(load(n).encode()).hexdigest()[:16] for n in names()}
+    return {n: _digest(load(n)) for n in names()}
+
+
+# The prompt files a model request is built from (a new agent's blocks are not: a recording
+# names the blocks its replay starts from).
+REQUEST_PROMPTS = ("system.md", "pressure_alert.md", "summarizer.md", "compact.md", "project.md")
+
+
+def foreign(recorded: Any, contract: int) -> list[str]:
+    """The prompt files a recording's header names (its `prompt_digests`) whose text this
+    version does not have under the recording's `contract`: an older version changed them
+    before its prompts were kept for replay (prompts/contract<N>/), so no request of that
+    recording can match. A file the header does not name is not judged."""
+    if not isinstance(recorded, dict):
+        return []
+    ours = {**digests(), "system.md": _digest(system_prompt(contract))}
+    return [name for name in REQUEST_PROMPTS
+            if isinstance(recorded.get(name), str) and name in ours
+            and recorded[name] != ours[name]]
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 _KEPT = "\n\nWhat the user wants kept: "

@@ -299,3 +299,34 @@ def test_a_recorded_pop_of_an_older_version_replays_as_it_popped_then(tmp_path):
         list(recording.recorded_step(agent, rec, "what is left?"))
     report = replay_mod.replay(path, strict=True)
     assert report.divergences == [], report.divergences
+
+
+OLDEST = Path(__file__).parent / "recordings" / "chat_before_prompts_were_kept.jsonl"
+
+
+def test_a_recording_whose_system_prompt_this_version_lacks_says_why_it_cannot_match(
+        tmp_path, capsys):
+    """A chat recorded by 3669f5c, before the prompts of a model contract were kept for
+    replay: its strict replay failed with two digests and no reason; it now names the
+    prompt file this version does not have. A forget that scrubbed the recording does not
+    take the blame for it (it said the forget explained the difference, exit 0)."""
+    assert cli.main(["replay", str(OLDEST), "--strict"]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert ("it was recorded with prompt files this memgpt-lite does not have: system.md; a "
+            "recording made by an older version before its prompts were kept for replay "
+            "cannot match") in out
+    scrubbed = tmp_path / "scrubbed.jsonl"
+    lines = OLDEST.read_text("utf-8").splitlines(keepends=True)
+    header = json.loads(lines[0])
+    header["forgotten"] = {"start": True, "turns": [1], "at": "2026-12-02T03:31:51Z"}
+    scrubbed.write_text(json.dumps(header) + "\n" + "".join(lines[1:]), "utf-8")
+    assert cli.main(["replay", str(scrubbed), "--strict"]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "prompt files this memgpt-lite does not have: system.md" in out
+    assert "the replay cannot match the recording" not in out
+
+
+def test_recordings_of_this_version_name_no_foreign_prompt(tmp_path):
+    path = record_session(tmp_path, *MEMORY_SESSION)
+    client = replay_mod.ReplayModelClient(recording.Recording.load(path))
+    assert client.foreign_prompts == [] and not client.cannot_match

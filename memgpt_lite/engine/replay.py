@@ -363,7 +363,7 @@ class _Replayer:
         from memgpt_lite.engine.agent import Agent
 
         header = self.recording.header
-        settings = Settings.from_dict(header.get("settings"))
+        settings = Settings.from_dict(header.get("settings"), room=False)
         name = header.get("agent") or "default"
         if first and self.recording.turns:
             self.clock.begin(self.recording.turns[0].at)

@@ -15,6 +15,7 @@ from memgpt_lite.engine import config, recording
 from memgpt_lite.engine import replay as replay_mod
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import Settings
+from memgpt_lite.engine.memory import default_blocks
 from memgpt_lite.engine.errors import OverloadedError, PromptTooLongError
 from memgpt_lite.engine.records import ModelRequest
 from memgpt_lite.engine.store.sqlite.store import SQLiteStore
@@ -330,3 +331,22 @@ def test_recordings_of_this_version_name_no_foreign_prompt(tmp_path):
     path = record_session(tmp_path, *MEMORY_SESSION)
     client = replay_mod.ReplayModelClient(recording.Recording.load(path))
     assert client.foreign_prompts == [] and not client.cannot_match
+
+
+def test_a_session_of_an_agent_whose_stored_window_leaves_no_room_replays(tmp_path):
+    """Older versions stored any window (100 tokens, or max_output_tokens above it); the
+    chat opens such an agent with a warning and records it, but every recording of it,
+    old or new, was refused: 'line 1 cannot be used: settings: … leave no room'."""
+    store = SQLiteStore(tmp_path / "live.db")
+    store.create_agent("old", {"context_window": 100}, default_blocks(5_000))
+    model = ScriptedModel([text_response(f"reply {i}") for i in range(8)])  # summaries too
+    settings = Settings(context_window=100)  # as the chat resolves the stored value
+    agent = Agent.open(store, "old", model_client=model, clock=Clock(), settings=settings)
+    list(agent.step("hello"))  # history: the header carries the agent's rows
+    path = tmp_path / "small.jsonl"
+    with recording.Recorder(path) as rec:
+        recording.record_header(agent, rec)
+        list(recording.recorded_step(agent, rec, "again"))
+    store.close()
+    report = replay_mod.replay(path, strict=True)
+    assert report.completed and report.divergences == []

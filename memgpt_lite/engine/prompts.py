@@ -78,17 +78,20 @@ def digests() -> dict[str, str]:
 REQUEST_PROMPTS = ("system.md", "pressure_alert.md", "summarizer.md", "compact.md", "project.md")
 
 
-def foreign(recorded: Any, contract: int) -> list[str]:
+def foreign(recorded: Any) -> list[str]:
     """The prompt files a recording's header names (its `prompt_digests`) whose text this
-    version does not have under the recording's `contract`: an older version changed them
-    before its prompts were kept for replay (prompts/contract<N>/), so no request of that
-    recording can match. A file the header does not name is not judged."""
+    version does not have: an older version changed them before its prompts were kept for
+    replay (prompts/contract<N>/), so no request of that recording can match. The header
+    names the files as they were (a session under an older contract today names today's
+    system.md, one recorded before contracts its own), so a system.md of any contract this
+    version keeps is known. A file the header does not name is not judged."""
     if not isinstance(recorded, dict):
         return []
-    ours = {**digests(), "system.md": _digest(system_prompt(contract))}
+    ours = {name: {digest} for name, digest in digests().items()}
+    ours["system.md"] = {_digest(system_prompt(c)) for c in CONTRACTS}
     return [name for name in REQUEST_PROMPTS
             if isinstance(recorded.get(name), str) and name in ours
-            and recorded[name] != ours[name]]
+            and recorded[name] not in ours[name]]
 
 
 def _digest(text: str) -> str:

@@ -84,8 +84,7 @@ class ReplayModelClient:
                  chunk: int = 24):
         self.calls = calls.calls() if isinstance(calls, Recording) else list(calls)
         # Prompt files of the recording this version does not have: why a request differs.
-        self.foreign_prompts = (prompts.foreign(calls.header.get("prompt_digests"),
-                                                replayed_as(calls.header)[0])
+        self.foreign_prompts = (prompts.foreign(calls.header.get("prompt_digests"))
                                 if isinstance(calls, Recording) else [])
         self.strict = strict
         self.chunk = chunk

@@ -350,3 +350,18 @@ def test_a_session_of_an_agent_whose_stored_window_leaves_no_room_replays(tmp_pa
     store.close()
     report = replay_mod.replay(path, strict=True)
     assert report.completed and report.divergences == []
+
+
+def test_a_session_recorded_today_under_contract_1_names_no_foreign_prompt(tmp_path):
+    """Its header names today's system.md while its requests carry contract 1's prompt:
+    both are this version's, so a forget that scrubbed it still explains a difference."""
+    store = SQLiteStore(tmp_path / "live.db")
+    agent = Agent.open(store, "old", model_client=ScriptedModel([text_response("ok")]),
+                       clock=Clock(), contract=1)
+    path = tmp_path / "c1.jsonl"
+    with recording.Recorder(path) as rec:
+        recording.record_header(agent, rec)
+        list(recording.recorded_step(agent, rec, "hi"))
+    store.close()
+    client = replay_mod.ReplayModelClient(recording.Recording.load(path))
+    assert client.foreign_prompts == [] and not client.cannot_match

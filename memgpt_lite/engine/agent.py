@@ -179,7 +179,7 @@ class Agent(AgentTasks):
         if keep and keep != row.settings:
             store.update_settings(row.id, keep)
             row.settings = keep
-        effective = settings or Settings.from_dict(row.settings)
+        effective = settings or Settings.from_dict(row.settings, room=False)
         return cls(store, row, effective, model_client, summary_client, clock or utc_now, created,
                    contract)
 

@@ -92,16 +92,20 @@ class Settings:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any] | None, *, where: str = "settings") -> Settings:
+    def from_dict(cls, d: dict[str, Any] | None, *, where: str = "settings",
+                  room: bool = True) -> Settings:
         """Settings from stored or imported data: unknown keys are ignored (a newer version
-        may add some), every known one is checked (ConfigError naming it, see `check`)."""
+        may add some), every known one is checked (ConfigError naming it, see `check`).
+        `room=False` for settings an agent already has (stored, or in a recording's header):
+        an older version stored windows that leave no room, which the chat opens with a
+        warning (`check_room`), so reading them must not refuse the agent."""
         if d is not None and not isinstance(d, dict):
             raise ConfigError(f"{where} must be an object of settings, got {type(d).__name__}.")
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in (d or {}).items() if k in known}
         for name, value in values.items():
             _check_field(name, value, where)
-        return cls(**values).check(where)
+        return cls(**values).check(where, room=room)
 
     def check(self, where: str = "settings", *, room: bool = True) -> Settings:
         """Self, when the settings make sense together; else ConfigError naming the field.

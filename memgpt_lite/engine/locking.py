@@ -163,6 +163,28 @@ class AgentLock:
         self.release()
 
 
+def held_elsewhere(data_dir: Path) -> int | None:
+    """Whether another process holds an agent's lock in this data dir now: its pid (0 when
+    the file names none), else None. The lock is not taken: a shared flock is tried and
+    dropped at once, so a chat starting meanwhile only waits a moment."""
+    folder = Path(data_dir) / "locks"
+    for path in sorted(folder.glob("*.lock")) if folder.is_dir() else []:
+        if path.name == "input-history.lock" or path in _held:  # not an agent's; ours
+            continue
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            text = path.read_text(encoding="ascii", errors="replace").strip()
+            return int(text) if text.isdigit() else 0
+        finally:
+            os.close(fd)  # closing the descriptor drops the flock
+    return None
+
+
 def _names(path: Path, fd: int) -> bool:
     """Whether `path` is still the file `fd` has open (not removed or replaced since)."""
     try:

@@ -129,7 +129,7 @@ class MemoryService:
     def _use_project(self) -> None:
         """The agent sees (and its tools edit) the `project` block of this server's root, as
         a chat in that directory does: one store method keys it (store/project_blocks.py)."""
-        limit = Settings.from_dict(self.row.settings).block_limit
+        limit = Settings.from_dict(self.row.settings, room=False).block_limit
         self.store.use_project(self.row.id, str(self.project), (project_placeholder(), limit))
 
     @classmethod

@@ -30,7 +30,7 @@ from memgpt_lite.engine import config, locking
 from memgpt_lite.engine.input_history import InputHistory
 from memgpt_lite.engine.matching import FORGOTTEN, Matcher
 from memgpt_lite.engine.recording import BASES, belongs_to, header_line
-from memgpt_lite.engine.recording_scrub import RecordingScrub, scrub_recording
+from memgpt_lite.engine.recording_scrub import RecordingScrub, scrub_recording, stamp_uid
 from memgpt_lite.engine.records import now_iso
 from memgpt_lite.engine.store import AgentRow, Store, snapshot
 from memgpt_lite.engine.store.scrub import LINES, PLACES, Unit
@@ -254,6 +254,18 @@ def agent_recordings(row: AgentRow) -> list[Path]:
     if not root.is_dir():
         return []
     return [path for path in sorted(root.rglob("*.jsonl")) if belongs_to(path, row)]
+
+
+def adopt_recordings(row: AgentRow) -> None:
+    """Before the agent is renamed: a recording from before agent uids is the agent's only by
+    the name in its header (recording.belongs_to), so after a rename `sessions`, `forget`
+    and `agents delete` would no longer find it. Each gets the agent's uid in its header
+    first. OSError naming a file that cannot be rewritten (then nothing is renamed)."""
+    for path in agent_recordings(row):
+        head = header_line(path)  # the agent's by its name alone (not by folder or uid)
+        if path.parent.name != row.uid and not head.get("agent_uid") \
+                and head.get("agent") == row.name:
+            stamp_uid(path, row.uid)
 
 
 def agent_bases(row: AgentRow) -> list[Path]:

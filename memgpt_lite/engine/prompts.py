@@ -14,6 +14,7 @@ import string
 from importlib import resources
 from importlib.abc import Traversable
 from pathlib import Path
+from typing import Any
 
 
 # What the model is shown of the engine (the system prompt, the tools' schemas, the shape of
@@ -69,7 +70,32 @@ def names() -> list[str]:
 
 def digests() -> dict[str, str]:
     """sha256 (short) of every prompt file, for recording headers."""
-    return {n: hashlib.sha256(load(n).encode()).hexdigest()[:16] for n in names()}
+    return {n: _digest(load(n)) for n in names()}
+
+
+# The prompt files a model request is built from (a new agent's blocks are not: a recording
+# names the blocks its replay starts from).
+REQUEST_PROMPTS = ("system.md", "pressure_alert.md", "summarizer.md", "compact.md", "project.md")
+
+
+def foreign(recorded: Any) -> list[str]:
+    """The prompt files a recording's header names (its `prompt_digests`) whose text this
+    version does not have: an older version changed them before its prompts were kept for
+    replay (prompts/contract<N>/), so no request of that recording can match. The header
+    names the files as they were (a session under an older contract today names today's
+    system.md, one recorded before contracts its own), so a system.md of any contract this
+    version keeps is known. A file the header does not name is not judged."""
+    if not isinstance(recorded, dict):
+        return []
+    ours = {name: {digest} for name, digest in digests().items()}
+    ours["system.md"] = {_digest(system_prompt(c)) for c in CONTRACTS}
+    return [name for name in REQUEST_PROMPTS
+            if isinstance(recorded.get(name), str) and name in ours
+            and recorded[name] not in ours[name]]
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 _KEPT = "\n\nWhat the user wants kept: "

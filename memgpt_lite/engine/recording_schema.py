@@ -104,7 +104,7 @@ def _header_problem(line: dict[str, Any]) -> str | None:
     if line["type"] != "header":
         return None
     try:
-        settings = Settings.from_dict(line["settings"])
+        settings = Settings.from_dict(line["settings"], room=False)  # the agent's, as stored
     except ConfigError as exc:
         return str(exc).rstrip(".")
     for label, value in (line.get("blocks") or {}).items():

@@ -158,6 +158,17 @@ def _mark(header: dict[str, Any], result: RecordingScrub, at: str) -> dict[str, 
                                     "turns": turns, "at": at or str(before.get("at") or "")}}
 
 
+def stamp_uid(path: Path, uid: str) -> None:
+    """Name agent `uid` in the header of a recording from before agent uids (which names
+    its agent only by the name it had), the rest of the file kept byte for byte. OSError
+    when it cannot be read or rewritten."""
+    raw = path.read_bytes()
+    first, newline, rest = raw.partition(b"\n")
+    header = json.loads(first.decode("utf-8", "surrogateescape"))
+    if isinstance(header, dict) and not header.get("agent_uid"):
+        replace_file(path, _encode({**header, "agent_uid": uid}) + newline + rest)
+
+
 def _encode(value: dict[str, Any]) -> bytes:
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     try:

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
-from memgpt_lite.engine import errors
+from memgpt_lite.engine import errors, prompts
 from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.dense import RecordedDense
 from memgpt_lite.engine.errors import PromptTooLongError
@@ -83,6 +83,9 @@ class ReplayModelClient:
     def __init__(self, calls: list[RecordedCall] | Recording, *, strict: bool = False,
                  chunk: int = 24):
         self.calls = calls.calls() if isinstance(calls, Recording) else list(calls)
+        # Prompt files of the recording this version does not have: why a request differs.
+        self.foreign_prompts = (prompts.foreign(calls.header.get("prompt_digests"))
+                                if isinstance(calls, Recording) else [])
         self.strict = strict
         self.chunk = chunk
         self.position = 0
@@ -107,7 +110,7 @@ class ReplayModelClient:
         actual = request.digest()
         if actual != call.digest:
             self.diverge("request", f"model call {self.served} request digest {actual} "
-                                    f"!= recorded {call.digest}")
+                                    f"!= recorded {call.digest}{self._why()}")
         if purpose and purpose != call.purpose:
             self.diverge("purpose", f"a {purpose} call where the recording has a {call.purpose} call")
         if call.response is None:
@@ -125,6 +128,19 @@ class ReplayModelClient:
         self.position += 1
         self.served += 1
         return call
+
+    def _why(self) -> str:
+        if not self.foreign_prompts:
+            return ""
+        return (f" (it was recorded with prompt files this memgpt-lite does not have: "
+                f"{', '.join(self.foreign_prompts)}; a recording made by an older version "
+                f"before its prompts were kept for replay cannot match)")
+
+    @property
+    def cannot_match(self) -> bool:
+        """No request can match: the recording's system prompt, in every request, is not
+        one this version has."""
+        return "system.md" in self.foreign_prompts
 
     def diverge(self, what: str, detail: str) -> None:
         info = DivergenceInfo(self.turn + 1, what, detail)
@@ -286,6 +302,13 @@ class ReplayClock:
         return self.now
 
 
+def replayed_as(header: dict[str, Any]) -> tuple[int, int]:
+    """The model contract and search layout a recording's agent replays under (chat and
+    eval alike): those it names, else 1 for each, as recordings made before contracts and
+    before search layouts were named used (prompts.py, recall_page.py)."""
+    return int(header.get("contract", 1)), int(header.get("search_layout") or 1)
+
+
 def replay(path: str | Path, *, strict: bool = False,
            observer: ReplayObserver | None = None) -> ReplayReport:
     """Replay a recording through a fresh agent in a temporary data dir.
@@ -339,19 +362,19 @@ class _Replayer:
         from memgpt_lite.engine.agent import Agent
 
         header = self.recording.header
-        settings = Settings.from_dict(header.get("settings"))
+        settings = Settings.from_dict(header.get("settings"), room=False)
         name = header.get("agent") or "default"
         if first and self.recording.turns:
             self.clock.begin(self.recording.turns[0].at)
         if first and header.get("snapshot"):  # a version 1 recording: the whole agent
             transfer.import_agent(self.store, header["snapshot"], name)
+        contract, layout = replayed_as(header)
         agent = Agent.open(self.store, name, model_client=self.client,
                            summary_client=self.client.for_purpose("summary"),
                            settings=settings, clock=self.clock,
                            conversation=header.get("conversation"),
-                           project=header.get("project"), contract=header.get("contract", 1))
-        # Recordings made before search layouts were named used layout 1 (recall_page.py).
-        agent.set_search_layout(int(header.get("search_layout") or 1))
+                           project=header.get("project"), contract=contract)
+        agent.set_search_layout(layout)
         if first and not (header.get("snapshot") or header.get("delta")):
             self._restore_blocks(agent, header.get("blocks") or {})
         return agent
@@ -444,7 +467,8 @@ class _Replayer:
 
     def _note(self, info: DivergenceInfo) -> None:
         scrubbed = self.report.scrubbed
-        if scrubbed is not None and info.turn >= scrubbed.first:
+        # A forget explains a difference only where the recording could match at all.
+        if scrubbed is not None and info.turn >= scrubbed.first and not self.client.cannot_match:
             scrubbed.turn, scrubbed.detail = info.turn, f"{info.what}: {info.detail}"
             raise _Scrubbed(str(scrubbed))
         if info not in self.report.divergences:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from memgpt_lite.engine.config import Settings
+from memgpt_lite.engine.prompts import CONTRACT
 from memgpt_lite.engine.recording import (
     UNRECORDED_KINDS,
     Recorder,
@@ -180,17 +181,20 @@ def bundled() -> list[Scenario]:
 def run_scenario(scenario: Scenario, model_client: Any, *, summary_client: Any = None,
                  model: str | None = None, recorder: Recorder | None = None,
                  judge: Any = None, progress: Progress | None = None,
-                 source: str = "scripted") -> dict[str, Any]:
+                 source: str = "scripted", replayed_as: tuple[int, int] | None = None,
+                 ) -> dict[str, Any]:
     """Run a scenario through fresh agents and score it; returns the JSON report.
 
     `model_client` is any ModelClient (AnthropicClient, ScriptedModel, ReplayModelClient).
-    A ReplayModelClient is re-aligned at every input. `judge` (a ModelClient) enables
-    judge checks; without it they are skipped and not scored."""
+    A ReplayModelClient is re-aligned at every input; `replayed_as` is the model contract
+    and search layout of its recording (replay.replayed_as), under which the agents run so
+    that a recording made by an older version sends its recorded requests. `judge` (a
+    ModelClient) enables judge checks; without it they are skipped and not scored."""
     settings = Settings.from_dict({**Settings().to_dict(), **scenario.settings,
                                    **({"model": model} if model else {})})
     with tempfile.TemporaryDirectory(prefix="memgpt-lite-eval-") as tmp:
         state = _drive(scenario, settings, model_client, summary_client, recorder,
-                       Path(tmp) / "eval.db", progress)
+                       Path(tmp) / "eval.db", progress, replayed_as)
     checks = [score_check(c, state, judge) for c in scenario.checks]
     report = _scenario_report(scenario, settings.model, source, checks, state)
     divergences = getattr(model_client, "divergences", None)
@@ -206,10 +210,12 @@ class _Agents:
     input, opened on first use, reopened from a new store after a restart."""
 
     def __init__(self, scenario: Scenario, settings: Settings, client: Any,
-                 summary_client: Any, clock: StepClock, db: Path):
+                 summary_client: Any, clock: StepClock, db: Path,
+                 replayed_as: tuple[int, int] | None = None):
         from memgpt_lite.engine.store import open_store
 
         self.scenario, self.settings, self.db, self.clock = scenario, settings, db, clock
+        self.replayed_as = replayed_as  # (contract, search layout) of a recording replayed
         self.client, self.summary_client = client, summary_client
         self.store = open_store(db)
         self.open: dict[str, Any] = {}
@@ -230,9 +236,13 @@ class _Agents:
         from memgpt_lite.engine.agent import Agent
 
         if name not in self.open:
-            self.open[name] = Agent.open(self.store, name, model_client=self.client,
-                                         summary_client=self.summary_client,
-                                         settings=self.settings, clock=self.clock)
+            contract, layout = self.replayed_as or (CONTRACT, None)
+            agent = Agent.open(self.store, name, model_client=self.client,
+                               summary_client=self.summary_client, settings=self.settings,
+                               clock=self.clock, contract=contract)
+            if layout is not None:
+                agent.set_search_layout(layout)
+            self.open[name] = agent
         return self.open[name]
 
     def restart(self) -> None:
@@ -263,9 +273,10 @@ class _Agents:
 
 
 def _drive(scenario: Scenario, settings: Settings, client: Any, summary_client: Any,
-           recorder: Recorder | None, db: Path, progress: Progress | None) -> RunState:
+           recorder: Recorder | None, db: Path, progress: Progress | None,
+           replayed_as: tuple[int, int] | None = None) -> RunState:
     clock = StepClock(parse_clock(scenario.clock))
-    agents = _Agents(scenario, settings, client, summary_client, clock, db)
+    agents = _Agents(scenario, settings, client, summary_client, clock, db, replayed_as)
     turns: list[TurnRecord] = []
     if recorder is not None:
         record_header(agents.get(scenario.agent), recorder, source="eval",

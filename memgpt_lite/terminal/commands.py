@@ -203,13 +203,20 @@ def _shared_note(store: Any, row: Any) -> str:
 
 
 def cmd_agents_rename(args: argparse.Namespace) -> int:
-    from memgpt_lite.engine import config, locking
+    from memgpt_lite.engine import config, locking, privacy
 
     _check_new_name(args.new)
     with _open_store() as store, _agent_lock(store, _known(store, args.old)):
-        _require_agent(store, args.old)
+        row = _require_agent(store, args.old)
         if store.get_agent(args.new) is not None:
             raise UserError(f"An agent named {args.new!r} already exists.")
+        try:  # its recordings from before agent uids stay its own under the new name
+            privacy.adopt_recordings(row)
+        except (OSError, ValueError) as exc:
+            raise UserError(f"Cannot rename agent {args.old!r}: one of its recordings cannot "
+                            f"be updated to keep it with the agent "
+                            f"({getattr(exc, 'strerror', None) or exc}); nothing was "
+                            f"renamed.") from None
         store.rename_agent(args.old, args.new)
         # The lock file under the old name is the agent's no more (chats lock the new one).
         locking.lock_path(config.data_dir(), args.old).unlink(missing_ok=True)

@@ -145,10 +145,11 @@ def _run_one(console: Console, scenario: scenarios.Scenario, args: argparse.Name
         _check_recorded_scenario(recorded, scenario, replay_file)
         client: Any = replay_mod.ReplayModelClient(recorded)
         source, recorder = "replay", None
+        replayed_as = replay_mod.replayed_as(recorded.header)  # an older version's too
         model = model or recorded.header.get("model")  # the requests must match the recording
     else:
         client = _live_client(args)
-        source = "live"
+        source, replayed_as = "live", None
         recorder = recording.Recorder.create(_folder_name(scenario.name))
         judge = client if getattr(args, "judge", False) else None
     console.print(render.shown(f"▶ {scenario.name} · {len(scenario.inputs)} inputs · "
@@ -157,7 +158,7 @@ def _run_one(console: Console, scenario: scenarios.Scenario, args: argparse.Name
     try:
         report = scenarios.run_scenario(scenario, client, model=model,
                                         recorder=recorder, judge=judge, progress=progress,
-                                        source=source)
+                                        source=source, replayed_as=replayed_as)
     except replay_mod.Divergence as exc:
         # A recording of this name whose scenario has changed since (an edited file, or a
         # file named like a bundled scenario): its replies answer other questions.

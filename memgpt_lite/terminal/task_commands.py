@@ -30,7 +30,7 @@ def see_project(store: Any, row: Any, given: str | None) -> str:
     from memgpt_lite.engine.project import project_root
 
     root = str(project_root(given))
-    limit = Settings.from_dict(row.settings).block_limit
+    limit = Settings.from_dict(row.settings, room=False).block_limit
     store.use_project(row.id, root, (project_placeholder(), limit))
     return root
 

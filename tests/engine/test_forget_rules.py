@@ -305,6 +305,32 @@ def test_sessions_name_the_agent_as_it_is_called_now_after_a_rename(backend, cap
         assert "new (was old)" in capsys.readouterr().out, argv
 
 
+def test_a_recording_from_before_agent_uids_stays_the_agents_after_a_rename(backend, capsys):
+    """A recording made before agent uids (recordings/<name>/, no agent_uid in its header)
+    is the agent's by its name alone: after `agents rename` it was in no agent's `sessions`,
+    and a forget left the text in it."""
+    with open_store() as store:
+        agent = scripted_agent(store, "ana", [text_response("Noted.")] * 2)
+        recorder = recording.start_recording(agent)
+        list(recording.recorded_step(agent, recorder, "my safe word is zanzibar"))
+        recorder.close()
+        agent.close()
+    old = config.recordings_dir() / "ana" / recorder.path.name  # as those versions kept it
+    old.parent.mkdir()
+    lines = recorder.path.read_text("utf-8").splitlines(keepends=True)
+    header = json.loads(lines[0])
+    header.pop("agent_uid")
+    old.write_text(json.dumps(header) + "\n" + "".join(lines[1:]), "utf-8")
+    recorder.path.unlink()
+    assert cli.main(["agents", "rename", "ana", "anna"]) == 0
+    capsys.readouterr()
+    assert cli.main(["sessions", "--agent", "anna"]) == 0
+    assert old.stem in capsys.readouterr().out
+    assert cli.main(["forget", "zanzibar", "--agent", "anna", "--yes"]) == 0
+    assert "zanzibar" not in old.read_text("utf-8")
+    assert replay_mod.replay(old).ok  # it still replays, up to the scrub
+
+
 def test_import_refuses_a_bad_name_and_says_how_to_give_another(backend, tmp_path, capsys):
     with open_store() as store:
         scripted_agent(store, "ok", []).close()

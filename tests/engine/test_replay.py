@@ -15,6 +15,7 @@ from memgpt_lite.engine import config, recording
 from memgpt_lite.engine import replay as replay_mod
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import Settings
+from memgpt_lite.engine.memory import default_blocks
 from memgpt_lite.engine.errors import OverloadedError, PromptTooLongError
 from memgpt_lite.engine.records import ModelRequest
 from memgpt_lite.engine.store.sqlite.store import SQLiteStore
@@ -299,3 +300,68 @@ def test_a_recorded_pop_of_an_older_version_replays_as_it_popped_then(tmp_path):
         list(recording.recorded_step(agent, rec, "what is left?"))
     report = replay_mod.replay(path, strict=True)
     assert report.divergences == [], report.divergences
+
+
+OLDEST = Path(__file__).parent / "recordings" / "chat_before_prompts_were_kept.jsonl"
+
+
+def test_a_recording_whose_system_prompt_this_version_lacks_says_why_it_cannot_match(
+        tmp_path, capsys):
+    """A chat recorded by 3669f5c, before the prompts of a model contract were kept for
+    replay: its strict replay failed with two digests and no reason; it now names the
+    prompt file this version does not have. A forget that scrubbed the recording does not
+    take the blame for it (it said the forget explained the difference, exit 0)."""
+    assert cli.main(["replay", str(OLDEST), "--strict"]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert ("it was recorded with prompt files this memgpt-lite does not have: system.md; a "
+            "recording made by an older version before its prompts were kept for replay "
+            "cannot match") in out
+    scrubbed = tmp_path / "scrubbed.jsonl"
+    lines = OLDEST.read_text("utf-8").splitlines(keepends=True)
+    header = json.loads(lines[0])
+    header["forgotten"] = {"start": True, "turns": [1], "at": "2026-12-02T03:31:51Z"}
+    scrubbed.write_text(json.dumps(header) + "\n" + "".join(lines[1:]), "utf-8")
+    assert cli.main(["replay", str(scrubbed), "--strict"]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "prompt files this memgpt-lite does not have: system.md" in out
+    assert "the replay cannot match the recording" not in out
+
+
+def test_recordings_of_this_version_name_no_foreign_prompt(tmp_path):
+    path = record_session(tmp_path, *MEMORY_SESSION)
+    client = replay_mod.ReplayModelClient(recording.Recording.load(path))
+    assert client.foreign_prompts == [] and not client.cannot_match
+
+
+def test_a_session_of_an_agent_whose_stored_window_leaves_no_room_replays(tmp_path):
+    """Older versions stored any window (100 tokens, or max_output_tokens above it); the
+    chat opens such an agent with a warning and records it, but every recording of it,
+    old or new, was refused: 'line 1 cannot be used: settings: … leave no room'."""
+    store = SQLiteStore(tmp_path / "live.db")
+    store.create_agent("old", {"context_window": 100}, default_blocks(5_000))
+    model = ScriptedModel([text_response(f"reply {i}") for i in range(8)])  # summaries too
+    settings = Settings(context_window=100)  # as the chat resolves the stored value
+    agent = Agent.open(store, "old", model_client=model, clock=Clock(), settings=settings)
+    list(agent.step("hello"))  # history: the header carries the agent's rows
+    path = tmp_path / "small.jsonl"
+    with recording.Recorder(path) as rec:
+        recording.record_header(agent, rec)
+        list(recording.recorded_step(agent, rec, "again"))
+    store.close()
+    report = replay_mod.replay(path, strict=True)
+    assert report.completed and report.divergences == []
+
+
+def test_a_session_recorded_today_under_contract_1_names_no_foreign_prompt(tmp_path):
+    """Its header names today's system.md while its requests carry contract 1's prompt:
+    both are this version's, so a forget that scrubbed it still explains a difference."""
+    store = SQLiteStore(tmp_path / "live.db")
+    agent = Agent.open(store, "old", model_client=ScriptedModel([text_response("ok")]),
+                       clock=Clock(), contract=1)
+    path = tmp_path / "c1.jsonl"
+    with recording.Recorder(path) as rec:
+        recording.record_header(agent, rec)
+        list(recording.recorded_step(agent, rec, "hi"))
+    store.close()
+    client = replay_mod.ReplayModelClient(recording.Recording.load(path))
+    assert client.foreign_prompts == [] and not client.cannot_match

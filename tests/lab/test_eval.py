@@ -501,3 +501,18 @@ def test_eval_replay_of_a_run_cut_short_says_so_not_that_the_scenario_changed(tm
             f"was cut short (interrupted or killed), so it cannot be scored; run it live "
             f"again") in out
     assert "Traceback" not in captured.err + captured.out and "check(s)" not in out
+
+
+@pytest.mark.parametrize("name", ["eval_remember_before_conversations.jsonl",
+                                  "eval_remember_search_layout3.jsonl"])
+def test_eval_replay_of_a_run_recorded_by_an_older_version_matches(name, capsys):
+    """Runs of the bundled scenario recorded by older versions (0c22f1e: model contract 1,
+    search layout 1; a9e3bef: layout 3): re-scored, every request diverged, as the agents
+    ran under today's contract and layout instead of the recording's."""
+    from memgpt_lite.terminal import cli
+
+    old = Path(__file__).resolve().parent / "data" / name
+    assert '"search_layout":4' not in old.read_text("utf-8").splitlines()[0]
+    assert cli.main(["eval", "remember-across-restart", "--replay", str(old)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "score 6/6" in out and "replay divergence" not in out

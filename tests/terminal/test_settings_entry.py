@@ -205,6 +205,25 @@ def test_an_import_with_a_window_too_small_is_refused(tmp_path, capsys):
         assert store.get_agent("b") is None
 
 
+def test_an_import_whose_window_leaves_no_room_says_so_not_that_it_is_damaged(tmp_path,
+                                                                             capsys):
+    """An older version exported agents with a window below max output tokens and the
+    safety margin: their import said 'The agent export is damaged: agent.settings: …'."""
+    import json
+
+    from memgpt_lite.engine.store import transfer
+
+    with SQLiteStore(config.db_path()) as store:
+        Agent.open(store, "a", model_client=ScriptedModel([text_response("ok")])).close()
+        doc = transfer.export_agent(store, "a")
+    doc["agent"]["settings"]["context_window"] = 100
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(doc))
+    assert cli.main(["agents", "import", str(path), "--name", "b"]) == 2
+    err = capsys.readouterr().err
+    assert "the export's context_window 100 is too small" in err and "damaged" not in err
+
+
 def test_a_window_too_small_is_said_once_not_on_every_call(tmp_path):
     store = SQLiteStore(tmp_path / "once.db")
     tiny = Agent.open(store, "t", model_client=ScriptedModel([text_response("ok")] * 12),

@@ -198,3 +198,18 @@ def test_forget_previews_and_reaches_the_project_block_and_titles(db, capsys, tm
     with open_store(db) as store:
         assert "Rex" not in " ".join(b.value for b in store.project_blocks(str(blog)))
         assert store.conversations(store.get_agent("ada").id)[0].title == ""
+
+
+def test_core_and_show_read_an_agent_whose_stored_window_leaves_no_room(db, capsys):
+    """An older version stored `--context-window 100` (and max output tokens above the
+    window); the chat opens such an agent with a warning, but `core` and `agents show`
+    refused it: 'settings: max_output_tokens (2,048) and safety_margin (1,000) leave no
+    room in context_window (100).' (exit 2)."""
+    with open_store(db) as store:
+        store.create_agent("old", {"context_window": 100}, default_blocks(5_000))
+        store.create_agent("big", {"max_output_tokens": 100_000}, default_blocks(5_000))
+    for name in ("old", "big"):
+        assert main(db, "core", "--agent", name) == 0
+        assert "persona" in capsys.readouterr().out
+        assert main(db, "agents", "show", name) == 0
+        assert "leave no room" not in " ".join(capsys.readouterr().out.split())

@@ -118,8 +118,10 @@ def conversations_problem(rows: Any, where: str) -> str | None:
 
 
 def settings_problem(value: Any, where: str) -> str | None:
+    # An agent's settings as it has them: a window that leaves no room (stored by an older
+    # version) is the chat's warning and an import's sentence (agent_checks), not damage.
     try:
-        Settings.from_dict(value, where=where)
+        Settings.from_dict(value, where=where, room=False)
     except ConfigError as exc:
         return str(exc).rstrip(".")
     return None

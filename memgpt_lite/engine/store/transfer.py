@@ -96,12 +96,19 @@ def _import(store: Store, doc: dict, name: str | None, messages: list[Message]) 
     meta = doc["agent"]
     with store.transaction():
         agent = store.create_agent(name or meta["name"], dict(meta["settings"]), {})
+        conversations = doc.get("conversations") or []
+        state = dict(meta.get("state") or {})
+        # An export from before conversations keeps the pager's alert state with the agent;
+        # its one conversation holds it now, as migration 008 moved it (else the next turn
+        # would repeat a pressure alert the model was already given).
+        pager = None if conversations else state.pop("pager", None)
         store.restore_agent(agent.id, summary=meta.get("summary", ""),
                             created_at=meta["created_at"], last_used_at=meta.get("last_used_at"),
-                            state=dict(meta.get("state") or {}))
-        conversations = doc.get("conversations") or []
+                            state=state)
         if conversations:
             store.restore_conversations(agent.id, conversations)
+        elif pager is not None:
+            store.set_conversation_state(agent.id, {"pager": pager})
         store.restore_blocks(agent.id, [(b["label"], b["value"], int(b["limit"]))
                                         for b in doc["blocks"] if b.get("scope") != "project"],
                              [(h["label"], h["old_value"], h["new_value"], h["source"],

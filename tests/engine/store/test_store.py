@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 import stat
 
 import pytest
@@ -388,3 +389,38 @@ def test_import_of_an_export_the_schema_refuses_is_damaged_not_a_crash(store, ag
     with pytest.raises(StoreError, match="damaged"):
         transfer.import_agent(store, doc, name="broken")
     assert store.get_agent("broken") is None
+
+
+def test_an_old_file_is_not_upgraded_under_a_chat_that_has_it_open(tmp_path):
+    """The user upgraded while an older version's chat ran: the next command migrated the
+    file under it, and that chat went on writing its summary and alert state on the agent's
+    row, where the new schema no longer reads them (lost). The file is now left as it is
+    until that chat ends."""
+    import fcntl
+    import os
+
+    from memgpt_lite.engine import locking
+
+    path = tmp_path / "memgpt_lite.db"
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("CREATE TABLE schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT)")
+    for name, apply in MIGRATIONS[:7]:  # as the version before conversations left it
+        apply(db)
+        db.execute("INSERT INTO schema_migrations VALUES (?, '2026-01-01')", (name,))
+    db.close()
+    lock = locking.lock_path(tmp_path, "old")
+    lock.parent.mkdir()
+    lock.write_text("4242")
+    chat = os.open(lock, os.O_RDWR)  # the older chat's lock: a flock of its own
+    fcntl.flock(chat, fcntl.LOCK_EX)
+    try:
+        with pytest.raises(StoreError, match=r"from an older memgpt-lite and must be "
+                           r"upgraded, but another memgpt-lite process \(pid 4242\) still "
+                           r"has an agent of it open.*Nothing was changed"):
+            SQLiteStore(path)
+    finally:
+        os.close(chat)  # the chat ended
+    with closing(sqlite3.connect(path)) as check:
+        assert check.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == 7
+    with SQLiteStore(path) as store:
+        assert len(store.applied_migrations()) == len(MIGRATIONS)

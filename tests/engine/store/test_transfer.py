@@ -43,3 +43,22 @@ def test_a_conversation_started_by_another_process_mid_export_does_not_tear_it(
     agent.close()
     other.close()
     store.close()
+
+
+def test_an_export_from_before_conversations_keeps_its_pager_state(tmp_path):
+    """An export made before conversations (0c22f1e and older) holds the pager's alert
+    state in the agent's state; the import left it there, where nothing reads it, so the
+    imported agent lost the alert it had given (migration 008 moves it, the import did not)."""
+    with SQLiteStore(tmp_path / "a.db") as store:
+        agent = Agent.open(store, "ada", model_client=ScriptedModel([text_response("Hello.")]))
+        list(agent.step("hi"))
+        doc = transfer.export_agent(store, "ada")
+    pager = {"alert_tokens": 5123, "alert_turn": 1}
+    doc.pop("conversations")  # the shape of an export from before conversations
+    for m in doc["messages"]:
+        m.pop("conversation", None)
+    doc["agent"]["state"] = {**doc["agent"]["state"], "pager": pager}
+    with SQLiteStore(tmp_path / "b.db") as fresh:
+        row = transfer.import_agent(fresh, doc, name="old")
+        assert fresh.conversation_state(row.id) == {"pager": pager}
+        assert "pager" not in fresh.get_agent_by_id(row.id).state

@@ -39,6 +39,7 @@ class SQLiteStore(SQLStore):
                 return
             db.configure()
             super().__init__(db, fts.FTS5Index(db))
+            self._refuse_upgrade_under_a_chat(db)
             self._migrate()
             db.check_pages()
         except StoreError:
@@ -83,6 +84,23 @@ class SQLiteStore(SQLStore):
             raise StoreError(f"The data dir {db.path.parent} is read-only and its database is "
                              "from an older memgpt-lite, which must upgrade it first; make it "
                              "writable once.")
+
+    @staticmethod
+    def _refuse_upgrade_under_a_chat(db: SQLiteDatabase) -> None:
+        """An older version's chat still open on this data dir (the user upgraded while it
+        ran) would go on writing in the old shape after the upgrade: a summary and alert
+        state on the agent's row that the new schema keeps in the conversation, lost. So a
+        file that needs migrations is left as it is while any agent's lock is held."""
+        done = set(_applied(db)) if "schema_migrations" in db.tables() else set()
+        if not done or all(name in done for name, _ in MIGRATIONS):
+            return  # a new file, or nothing to upgrade
+        pid = locking.held_elsewhere(db.path.parent)
+        if pid is not None:
+            who = f" (pid {pid})" if pid else ""
+            raise StoreError(f"{db.path} is from an older memgpt-lite and must be upgraded, "
+                             f"but another memgpt-lite process{who} still has an agent of it "
+                             "open; close that chat (an older version's), then run this "
+                             "command again. Nothing was changed.")
 
     def _migrate(self) -> None:
         conn = self.db.connection

@@ -244,9 +244,10 @@ def test_started_with_stdin_or_stdout_closed_it_says_so_in_one_sentence(pipe):
 def test_a_data_dir_that_cannot_be_made_is_one_sentence(tmp_path, monkeypatch, capsys):
     (tmp_path / "a-file").write_text("not a folder\n")
     monkeypatch.setenv("MEMGPT_LITE_HOME", str(tmp_path / "a-file" / "home"))
-    assert cli.main(["mcp", "--project", str(tmp_path)]) == 1
+    assert cli.main(["mcp", "--project", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("memgpt-lite: Cannot create the data directory ") and err.count("\n") == 1
+    assert err.startswith("memgpt-lite: The data dir ") and err.count("\n") == 1
+    assert "is a file, not a folder" in err
 
 
 # --------------------------------------------------------------------------- real processes

@@ -8,6 +8,7 @@ import pytest
 
 from memgpt_lite.engine import config
 from memgpt_lite.engine.records import Message
+from memgpt_lite.engine.setting_rules import ConfigError
 from memgpt_lite.engine.store import StoreError, transfer
 from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.engine.store.sqlite.migrations import MIGRATIONS, _m001_initial
@@ -101,10 +102,11 @@ def test_not_a_database_is_refused_and_untouched(tmp_path):
 def test_a_data_dir_that_cannot_be_made_is_one_sentence(tmp_path):
     (tmp_path / "a-file").write_text("not a folder\n")
     folder = tmp_path / "a-file" / "home"  # as on a read-only mount: mkdir fails
-    with pytest.raises(StoreError) as info:
+    with pytest.raises(ConfigError) as info:  # a path the user can mend: exit 2 at the CLI
         SQLiteStore(folder / "memgpt_lite.db")
-    assert str(info.value) == (f"Cannot create the data directory {folder} (Not a directory); "
-                               "check MEMGPT_LITE_HOME.")
+    assert str(info.value) == (f"The data dir {folder} cannot be created: a part of that path "
+                               "is a file, not a folder; move it away or point MEMGPT_LITE_HOME "
+                               "elsewhere.")
 
 
 def test_newer_schema_is_refused_and_untouched(tmp_path):

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from memgpt_lite.engine.setting_rules import ConfigError
 from memgpt_lite.engine.store.base import IntegrityProblem, StoreError
 from memgpt_lite.engine.store.database import Params, Row, Transactions
 from memgpt_lite.engine.text import clean_text
@@ -361,7 +362,11 @@ def prepare_file(path: Path) -> None:
         try:  # exist_ok: two processes opening a new data dir at once both get here.
             path.parent.mkdir(parents=True, mode=0o700, exist_ok=True)
             os.chmod(path.parent, 0o700)
-        except OSError as exc:  # a read-only mount, a file where a folder should be
+        except (NotADirectoryError, FileExistsError):  # the user's path to mend: a usage error
+            raise ConfigError(f"The data dir {path.parent} cannot be created: a part of that "
+                              "path is a file, not a folder; move it away or point "
+                              "MEMGPT_LITE_HOME elsewhere.") from None
+        except OSError as exc:  # a read-only mount, no permission
             raise StoreError(f"Cannot create the data directory {path.parent} "
                              f"({exc.strerror}); check MEMGPT_LITE_HOME.") from None
     if path.is_dir():

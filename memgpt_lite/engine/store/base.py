@@ -35,6 +35,17 @@ class StoreError(Exception):
     """The data file cannot be used; the message is one clear sentence for the user."""
 
 
+def upgrade_under_a_chat(where: str, holder: str) -> StoreError:
+    """The refusal to upgrade a database while an older version's chat has an agent of it
+    open (that chat would go on writing in the old shape), for both backends. `holder`
+    names the process as the backend can ("pid 4242"), or is empty."""
+    who = f" ({holder})" if holder else ""
+    return StoreError(f"{where} is from an older memgpt-lite and must be upgraded, but "
+                      f"another memgpt-lite process{who} still has an agent of it open; close "
+                      "that chat (an older version's), then run this command again. Nothing "
+                      "was changed.")
+
+
 class ConnectionLost(StoreError):
     """The database server went away under the store (a restart, a network cut): its
     connection is gone, not its data. `reopen()` may connect again once the server is back;

@@ -127,6 +127,72 @@ def test_a_newer_schema_or_another_programs_tables_are_refused_and_left_alone(pg
     assert tables == [("recipes",)]
 
 
+def _database_of_the_version_before(pg_url: str) -> None:
+    """A database migrated up to 007 (as the version before conversations left it)."""
+    import psycopg
+
+    from memgpt_lite.engine.store.postgres.migrations import MIGRATIONS as PG_MIGRATIONS
+
+    with psycopg.connect(pg_url, autocommit=True) as db:
+        db.execute("CREATE SCHEMA memgpt_lite")
+        db.execute("SET search_path TO memgpt_lite")
+        db.execute("CREATE TABLE schema_migrations (position INTEGER PRIMARY KEY, name TEXT "
+                   "NOT NULL UNIQUE, applied_at TEXT NOT NULL)")
+        for position, (name, sql) in enumerate(PG_MIGRATIONS[:7], 1):
+            db.execute(sql)
+            db.execute("INSERT INTO schema_migrations VALUES (%s, %s, '2026-01-01')",
+                       (position, name))
+
+
+def test_an_old_schema_is_not_upgraded_under_a_chat_that_has_it_open(pg_url, capsys):
+    """The user upgraded while an older version's chat ran (here or on another machine):
+    the next command migrated the schema under it, and that chat went on writing its summary
+    and alert state where the new schema no longer reads them (lost). The schema is now left
+    as it is until that chat ends, with the sentence the SQLite file gets."""
+    import psycopg
+
+    from memgpt_lite.engine.store.postgres.lock import PostgresAgentLock, lock_key
+    from memgpt_lite.engine.store.postgres.migrations import MIGRATIONS as PG_MIGRATIONS
+
+    _database_of_the_version_before(pg_url)
+
+    def ledger() -> int:
+        with psycopg.connect(pg_url) as conn:
+            return conn.execute("SELECT count(*) FROM memgpt_lite.schema_migrations"
+                                ).fetchone()[0]
+
+    refusal = (r"is from an older memgpt-lite and must be upgraded, but another memgpt-lite "
+               r"process \({}\) still has an agent of it open; close that chat \(an older "
+               r"version's\), then run this command again\. Nothing was changed\.$")
+    # The older chat's lock session, as lock.py names it.
+    chat = psycopg.connect(pg_url, autocommit=True,
+                           application_name="memgpt-lite pid 4242 on laptop")
+    try:
+        chat.execute("SELECT pg_advisory_lock(%s)", (lock_key("old"),))
+        with pytest.raises(StoreError, match=refusal.format("pid 4242 on laptop")):
+            open_store(pg_url)
+        assert ledger() == 7
+        assert cli.main(["--db", pg_url, "agents", "list"]) == 1
+        err = capsys.readouterr().err
+        assert "pid 4242 on laptop" in err and "Nothing was changed." in err
+        assert "Traceback" not in err and ledger() == 7
+    finally:
+        chat.close()  # the chat ended
+    # A holder that does not say who it is: the server's pid of its session, its address.
+    other = psycopg.connect(pg_url, autocommit=True)
+    try:
+        other.execute("SELECT pg_advisory_lock(%s)", (lock_key("old"),))
+        backend = other.info.backend_pid
+        with pytest.raises(StoreError, match=refusal.format(f"database session {backend} from 127.0.0.1")):
+            open_store(pg_url)
+    finally:
+        other.close()
+    # This process's own lock of an agent is no older chat.
+    with PostgresAgentLock(pg_url, "here", "mine"):
+        with open_store(pg_url) as store:
+            assert len(store.applied_migrations()) == len(PG_MIGRATIONS)
+
+
 def test_a_role_that_may_not_create_tables_uses_a_migrated_schema(pg_url, capsys):
     """An application role with rights on the rows but not to create tables (its schema
     migrated by its owner) reads and writes; one that may only read lists its agents."""

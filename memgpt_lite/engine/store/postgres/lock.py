@@ -10,6 +10,9 @@ The refusal names the holder, host and pid: the holder's session says who it is 
 `application_name` (`memgpt-lite pid 4242 on laptop`), which `pg_locks` and
 `pg_stat_activity` show to every user of the database.
 
+Whether another process holds an agent's lock (`held_elsewhere`) is read from `pg_locks`: a
+schema that needs an upgrade is left alone while an older version's chat has an agent open.
+
 As the file lock, the lock is per process and re-entrant: one lock session per database per
 process, each agent's lock counted and given back when its last holder releases it.
 """
@@ -22,11 +25,13 @@ import re
 import socket
 import threading
 import time
+from collections.abc import Collection
 
 import psycopg
 
 from memgpt_lite.engine.locking import DEFAULT_WAIT, AgentBusyError
 from memgpt_lite.engine.store.base import StoreError
+from memgpt_lite.engine.store.database import Database
 
 _POLL = 0.1
 _WHO = re.compile(r"memgpt-lite pid (\d+) on (.*)")
@@ -68,6 +73,30 @@ def _answers(session: _Session) -> bool:
 
 _sessions: dict[str, _Session] = {}
 _guard = threading.RLock()
+
+
+def held_elsewhere(db: Database, skip: Collection[int]) -> str | None:
+    """Who holds an agent's lock in `db`'s database now, other than this process: "pid 4242
+    on laptop" from its lock session's name, else the server's pid of that session and the
+    client's address; None when nobody does. `skip`: the keys of the store's own
+    transaction locks (migrating, sharing), which are not an agent's."""
+    mine = {s.conn.info.backend_pid for s in list(_sessions.values()) if not s.conn.closed}
+    rows = db.query(
+        "SELECT l.pid, l.classid::bigint, l.objid::bigint, a.application_name, "
+        "host(a.client_addr) FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid "
+        "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND "  # a bigint key
+        "l.pid <> pg_backend_pid() AND "
+        "l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+        "ORDER BY l.pid")
+    unsigned = {key & ((1 << 64) - 1) for key in skip}
+    for pid, high, low, name, address in rows:
+        if pid in mine or (high << 32 | low) in unsigned:
+            continue
+        found = _WHO.fullmatch(name or "")
+        if found:
+            return f"pid {found.group(1)} on {found.group(2)}"
+        return f"database session {pid}" + (f" from {address}" if address else "")
+    return None
 
 
 class PostgresAgentLock:

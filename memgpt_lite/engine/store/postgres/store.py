@@ -19,9 +19,10 @@ from __future__ import annotations
 import contextlib
 
 from memgpt_lite.engine.records import now_iso
-from memgpt_lite.engine.store.base import StoreError
+from memgpt_lite.engine.store.base import StoreError, upgrade_under_a_chat
+from memgpt_lite.engine.store.blocks import SHARING_LOCK
 from memgpt_lite.engine.store.postgres.database import LOCK_WAIT, SCHEMA, PostgresDatabase
-from memgpt_lite.engine.store.postgres.lock import PostgresAgentLock
+from memgpt_lite.engine.store.postgres.lock import PostgresAgentLock, held_elsewhere
 from memgpt_lite.engine.store.postgres.migrations import MIGRATIONS
 from memgpt_lite.engine.store.postgres.search import PgIndex
 from memgpt_lite.engine.store.sql import SQLStore
@@ -52,6 +53,7 @@ class PostgresStore(SQLStore):
             super().__init__(db, PgIndex(db))
             self._prepare_schema()
             self._check_schema()
+            self._refuse_upgrade_under_a_chat()
             self._migrate()
         except BaseException:
             db.close()
@@ -92,6 +94,21 @@ class PostgresStore(SQLStore):
         if unknown:
             raise StoreError(f"{self.location} was written by a newer memgpt-lite (unknown "
                              f"schema migration {unknown[0]!r}); upgrade memgpt-lite to use it.")
+
+    def _refuse_upgrade_under_a_chat(self) -> None:
+        """An older version's chat still open on this database (the user upgraded while it
+        ran, here or on another machine) would go on writing in the old shape after the
+        upgrade: a summary and alert state on the agent's row that the new schema keeps in
+        the conversation, lost. So a schema that needs migrations is left as it is while
+        another process holds an agent's advisory lock in this database."""
+        if "schema_migrations" not in self.db.tables():
+            return  # a new database
+        done = set(self.applied_migrations())
+        if not done or all(name in done for name, _ in MIGRATIONS):
+            return  # nothing to upgrade
+        holder = held_elsewhere(self.db, skip=(_MIGRATION_LOCK, SHARING_LOCK))
+        if holder is not None:
+            raise upgrade_under_a_chat(self.location, holder)
 
     def _migrate(self) -> None:
         # CREATE ... IF NOT EXISTS still needs the right to create: skipped on a ledger that

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from memgpt_lite.engine import locking
 from memgpt_lite.engine.records import now_iso
-from memgpt_lite.engine.store.base import StoreError
+from memgpt_lite.engine.store.base import StoreError, upgrade_under_a_chat
 from memgpt_lite.engine.store.sql import SQLStore
 from memgpt_lite.engine.store.sqlite import fts
 from memgpt_lite.engine.store.sqlite.database import SQLiteDatabase, sqlite_error
@@ -96,11 +96,7 @@ class SQLiteStore(SQLStore):
             return  # a new file, or nothing to upgrade
         pid = locking.held_elsewhere(db.path.parent)
         if pid is not None:
-            who = f" (pid {pid})" if pid else ""
-            raise StoreError(f"{db.path} is from an older memgpt-lite and must be upgraded, "
-                             f"but another memgpt-lite process{who} still has an agent of it "
-                             "open; close that chat (an older version's), then run this "
-                             "command again. Nothing was changed.")
+            raise upgrade_under_a_chat(str(db.path), f"pid {pid}" if pid else "")
 
     def _migrate(self) -> None:
         conn = self.db.connection

@@ -30,6 +30,7 @@ import mcp_types as types
 from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
 from mcp_types.jsonrpc import INVALID_PARAMS, INVALID_REQUEST
 
 from memgpt_lite import __version__
@@ -42,6 +43,7 @@ from memgpt_lite.engine.memory_service import (
 from memgpt_lite.engine.store.base import StoreError
 from memgpt_lite.engine.text import clean_value, shorten
 from memgpt_lite.terminal.exit_codes import EXIT_USAGE, UserError
+from memgpt_lite.terminal.mcp_refusals import Refusal, misread_id, refusal
 
 SERVER_NAME = "memgpt-lite"
 TEXT = "text/plain"
@@ -108,7 +110,8 @@ async def serve(server: Server[Any], stdin: Any = None) -> None:
     answers = Answers()
     lines = RepairedLines(stdin if stdin is not None else sys.stdin.buffer, answers)
     async with stdio_server(stdin=lines) as (read, write):  # type: ignore[arg-type]
-        await server.run(read, answers.watching(write), server.create_initialization_options())
+        watched = answers.watching(write)  # before any await: no line is read before it
+        await server.run(read, watched, server.create_initialization_options())
 
 
 class Answers:
@@ -123,17 +126,33 @@ class Answers:
     def __init__(self) -> None:
         self.pending: collections.Counter[object] = collections.Counter()
         self._changed = anyio.Event()
+        self._stream: Any = None
 
-    def read(self, line: str) -> None:
+    def read(self, line: str) -> Refusal | None:
+        """Note a request read; what to say of a line the SDK would drop without a word."""
         try:  # the SDK's own reading of a line, so only what it answers is waited for
             message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-        except Exception:  # as the SDK catches it: a line it answers, if at all, as unreadable
-            return
+        except Exception as error:  # as the SDK catches it
+            return refusal(line, error)
+        if isinstance(message, types.JSONRPCNotification) and (wrong := misread_id(line)):
+            return wrong
         if isinstance(message, types.JSONRPCRequest):
             self.pending[message.id] += 1
         elif (isinstance(message, types.JSONRPCNotification)
               and message.method == "notifications/cancelled"):
             self.answered((message.params or {}).get("requestId"))
+        return None
+
+    async def refuse(self, said: Refusal, number: int) -> None:
+        """A line the SDK refused: an error answer to each request id it carries, so that no
+        client waits for ever, else a notice on stderr (stdout carries only the protocol)."""
+        for request_id in said.ids:
+            await self._stream.send(SessionMessage(types.JSONRPCError(
+                jsonrpc="2.0", id=request_id,
+                error=types.ErrorData(code=said.code, message=said.message))))
+        if not said.ids:
+            print(f"memgpt-lite mcp: line {number} of stdin skipped ({said.unanswered}): "
+                  f"{said.message}", file=sys.stderr, flush=True)
 
     def answered(self, request_id: object) -> None:
         if self.pending[request_id] > 0:
@@ -150,6 +169,7 @@ class Answers:
                 return
 
     def watching(self, stream: Any) -> Any:
+        self._stream = stream  # where refused lines are answered too
         return _WatchedWrites(stream, self)
 
 
@@ -201,11 +221,21 @@ class RepairedLines:
                                   daemon=True, name="memgpt-lite mcp stdin")
         reader.start()
         async with receive:
-            async for line in receive:
+            async for number, line in _numbered(receive):
                 line = repaired(line)
-                self._answers.read(line)
-                yield line
+                refused = self._answers.read(line)
+                if refused is None:
+                    yield line
+                else:  # the SDK would drop it unanswered
+                    await self._answers.refuse(refused, number)
         await self._answers.all_answered()  # then the SDK may end the session
+
+
+async def _numbered(lines: Any) -> AsyncIterator[tuple[int, str]]:
+    number = 0
+    async for line in lines:
+        number += 1
+        yield number, line
 
 
 def _read_lines(fd: int, send: Any, token: Any) -> None:
@@ -246,9 +276,9 @@ def repaired(line: str) -> str:
         return line
     try:
         message = json.loads(line)
-    except ValueError:
-        return line  # not JSON: the SDK answers it as such
-    clean = clean_value(message)
+        clean = clean_value(message)
+    except (ValueError, RecursionError):  # not JSON, or nested past Python's own stack (it
+        return line                       # stopped the server): refused as it is, and said so
     return line if clean is message else json.dumps(clean, ensure_ascii=False) + "\n"
 
 

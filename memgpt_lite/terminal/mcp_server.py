@@ -151,8 +151,8 @@ class Answers:
                 jsonrpc="2.0", id=request_id,
                 error=types.ErrorData(code=said.code, message=said.message))))
         if not said.ids:
-            print(f"memgpt-lite mcp: line {number} of stdin skipped ({said.unanswered}): "
-                  f"{said.message}", file=sys.stderr, flush=True)
+            _notice(f"memgpt-lite mcp: line {number} of stdin skipped ({said.unanswered}): "
+                    f"{said.message}")
 
     def answered(self, request_id: object) -> None:
         if self.pending[request_id] > 0:
@@ -171,6 +171,17 @@ class Answers:
     def watching(self, stream: Any) -> Any:
         self._stream = stream  # where refused lines are answered too
         return _WatchedWrites(stream, self)
+
+
+def _notice(line: str) -> None:
+    """A line on stderr, which clients log; a stderr closed (`2>&-`) or a pipe nobody reads
+    is no reason to stop serving."""
+    if sys.stderr is None:  # print() would fall back on stdout, the protocol's own pipe
+        return
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 class _WatchedWrites:

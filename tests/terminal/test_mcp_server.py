@@ -573,6 +573,31 @@ def test_the_sdks_own_client_gets_an_error_for_a_request_mangled_on_its_way():
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("stderr", ["closed", "unread"])
+def test_a_notice_that_cannot_be_written_does_not_stop_the_server(stderr):
+    """Started with `2>&-`, or with a stderr pipe whose reader is gone: the notice for a
+    refused line is lost, and the calls around it are still answered (it stopped the server)."""
+    lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                         "clientInfo": {"name": "raw-client", "version": "1"}}},
+             {"jsonrpc": "2.0", "method": "notifications/initialized"}, "not json",
+             {"jsonrpc": "2.0", "id": 2, "method": "ping"}]
+    data = "".join((m if isinstance(m, str) else json.dumps(m)) + "\n" for m in lines)
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run(
+            [*cli_command(), "mcp"] if stderr == "unread" else
+            ["sh", "-c", 'exec "$@" 2>&-', "sh", *cli_command(), "mcp"],
+            input=data.encode(), stdout=subprocess.PIPE, stderr=write_end, timeout=120,
+            env=dict(os.environ))
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 0
+    assert sorted(json.loads(line)["id"] for line in proc.stdout.splitlines()) == [1, 2]
+
+
+@pytest.mark.slow
 def test_two_servers_on_one_agent_lose_no_edit(db_env):
     servers = [RawServer(db_env, f"client-{n}") for n in range(2)]
     for i in range(30):  # both write before either is read: their calls race

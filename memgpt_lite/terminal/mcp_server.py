@@ -212,8 +212,8 @@ class _WatchedWrites:
 class RepairedLines:
     """The client's lines, read as UTF-8 (a bad byte becomes U+FFFD), with lone surrogates
     written as JSON escapes (`\\ud800`, what a JavaScript client sends for a string cut
-    between the two halves of an emoji) made U+FFFD: the SDK's parser refuses them, and the
-    request would never be answered.
+    between the two halves of an emoji) made U+FFFD and a leading byte-order mark dropped:
+    the SDK's parser refuses both, and the request would never be answered.
 
     A daemon thread of its own reads them: a read blocked on a pipe cannot be cancelled, and
     in one of anyio's worker threads it held the process after Ctrl-C or an answer the
@@ -283,6 +283,9 @@ def _split_lines(fd: int) -> Iterator[str]:
 
 
 def repaired(line: str) -> str:
+    # A byte-order mark (a calls.jsonl saved by Notepad) is no JSON to the SDK: the file's
+    # first request, its initialize, went unanswered.
+    line = line.removeprefix("\ufeff")
     if "\\ud" not in line.lower():  # the common case: nothing to look at
         return line
     try:

@@ -207,6 +207,27 @@ def test_lone_surrogates_in_a_line_become_replacement_characters():
     assert repaired("not json \\ud800\n") == "not json \\ud800\n"
 
 
+@pytest.mark.slow
+def test_a_calls_file_saved_with_a_byte_order_mark_is_answered(tmp_path):
+    """Notepad starts a UTF-8 file with a byte-order mark: `memgpt-lite mcp < calls.jsonl`
+    left its first line, the initialize, unanswered."""
+    calls = tmp_path / "calls.jsonl"
+    calls.write_text("".join(json.dumps(m) + "\n" for m in [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                    "clientInfo": {"name": "raw-client", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "core_memory_view", "arguments": {}}}]), "utf-8-sig")
+    with calls.open("rb") as stdin:
+        proc = subprocess.run([*cli_command(), "mcp"], stdin=stdin, capture_output=True,
+                              timeout=120, env=dict(os.environ))
+    assert proc.returncode == 0 and proc.stderr == b"", proc.stderr
+    answers = {a["id"]: a for a in map(json.loads, proc.stdout.splitlines())}
+    assert answers[1]["result"]["serverInfo"]["name"] == "memgpt-lite"
+    assert answers[2]["result"]["isError"] is False
+
+
 def test_without_the_sdk_the_command_names_the_extra(monkeypatch, capsys):
     import memgpt_lite.terminal
 

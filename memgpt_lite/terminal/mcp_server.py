@@ -151,7 +151,7 @@ class Answers:
                 jsonrpc="2.0", id=request_id,
                 error=types.ErrorData(code=said.code, message=said.message))))
         if not said.ids:
-            _notice(f"memgpt-lite mcp: line {number} of stdin skipped ({said.unanswered}): "
+            _notice(f"memgpt-lite: line {number} of stdin skipped ({said.unanswered}): "
                     f"{said.message}")
 
     def answered(self, request_id: object) -> None:

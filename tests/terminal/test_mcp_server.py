@@ -543,7 +543,7 @@ def test_every_line_the_sdk_refuses_is_answered_by_its_id_or_noted_on_stderr():
     lines = [2 * n + 3 for n in range(len(REFUSED)) if REFUSED[n][1] is None]
     assert len(notices) == len(skipped), notices
     for number, notice in zip(lines, notices):
-        assert notice.startswith(f"memgpt-lite mcp: line {number} of stdin skipped ("), notice
+        assert notice.startswith(f"memgpt-lite: line {number} of stdin skipped ("), notice
     assert "a JSON-RPC id must be a string or an integer" in notices[4]
     assert "Traceback" not in "".join(notices)
     assert human_block() == "Still serving."

@@ -231,8 +231,10 @@ class RepairedLines:
         reader = threading.Thread(target=_read_lines, args=(self._binary.fileno(), send, token),
                                   daemon=True, name="memgpt-lite mcp stdin")
         reader.start()
+        number = 0  # of the line, for the notices
         async with receive:
-            async for number, line in _numbered(receive):
+            async for line in receive:
+                number += 1
                 line = repaired(line)
                 refused = self._answers.read(line)
                 if refused is None:
@@ -240,13 +242,6 @@ class RepairedLines:
                 else:  # the SDK would drop it unanswered
                     await self._answers.refuse(refused, number)
         await self._answers.all_answered()  # then the SDK may end the session
-
-
-async def _numbered(lines: Any) -> AsyncIterator[tuple[int, str]]:
-    number = 0
-    async for line in lines:
-        number += 1
-        yield number, line
 
 
 def _read_lines(fd: int, send: Any, token: Any) -> None:

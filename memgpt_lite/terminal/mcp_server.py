@@ -30,6 +30,7 @@ import mcp_types as types
 from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
 from mcp_types.jsonrpc import INVALID_PARAMS, INVALID_REQUEST
 
 from memgpt_lite import __version__
@@ -42,6 +43,7 @@ from memgpt_lite.engine.memory_service import (
 from memgpt_lite.engine.store.base import StoreError
 from memgpt_lite.engine.text import clean_value, shorten
 from memgpt_lite.terminal.exit_codes import EXIT_USAGE, UserError
+from memgpt_lite.terminal.mcp_refusals import Refusal, misread_id, refusal
 
 SERVER_NAME = "memgpt-lite"
 TEXT = "text/plain"
@@ -108,7 +110,8 @@ async def serve(server: Server[Any], stdin: Any = None) -> None:
     answers = Answers()
     lines = RepairedLines(stdin if stdin is not None else sys.stdin.buffer, answers)
     async with stdio_server(stdin=lines) as (read, write):  # type: ignore[arg-type]
-        await server.run(read, answers.watching(write), server.create_initialization_options())
+        watched = answers.watching(write)  # before any await: no line is read before it
+        await server.run(read, watched, server.create_initialization_options())
 
 
 class Answers:
@@ -123,17 +126,33 @@ class Answers:
     def __init__(self) -> None:
         self.pending: collections.Counter[object] = collections.Counter()
         self._changed = anyio.Event()
+        self._stream: Any = None
 
-    def read(self, line: str) -> None:
+    def read(self, line: str) -> Refusal | None:
+        """Note a request read; what to say of a line the SDK would drop without a word."""
         try:  # the SDK's own reading of a line, so only what it answers is waited for
             message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-        except Exception:  # as the SDK catches it: a line it answers, if at all, as unreadable
-            return
+        except Exception as error:  # as the SDK catches it
+            return refusal(line, error)
+        if isinstance(message, types.JSONRPCNotification) and (wrong := misread_id(line)):
+            return wrong
         if isinstance(message, types.JSONRPCRequest):
             self.pending[message.id] += 1
         elif (isinstance(message, types.JSONRPCNotification)
               and message.method == "notifications/cancelled"):
             self.answered((message.params or {}).get("requestId"))
+        return None
+
+    async def refuse(self, said: Refusal, number: int) -> None:
+        """A line the SDK refused: an error answer to each request id it carries, so that no
+        client waits for ever, else a notice on stderr (stdout carries only the protocol)."""
+        for request_id in said.ids:
+            await self._stream.send(SessionMessage(types.JSONRPCError(
+                jsonrpc="2.0", id=request_id,
+                error=types.ErrorData(code=said.code, message=said.message))))
+        if not said.ids:
+            _notice(f"memgpt-lite: line {number} of stdin skipped ({said.unanswered}): "
+                    f"{said.message}")
 
     def answered(self, request_id: object) -> None:
         if self.pending[request_id] > 0:
@@ -150,7 +169,19 @@ class Answers:
                 return
 
     def watching(self, stream: Any) -> Any:
+        self._stream = stream  # where refused lines are answered too
         return _WatchedWrites(stream, self)
+
+
+def _notice(line: str) -> None:
+    """A line on stderr, which clients log; a stderr closed (`2>&-`) or a pipe nobody reads
+    is no reason to stop serving."""
+    if sys.stderr is None:  # print() would fall back on stdout, the protocol's own pipe
+        return
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 class _WatchedWrites:
@@ -181,8 +212,8 @@ class _WatchedWrites:
 class RepairedLines:
     """The client's lines, read as UTF-8 (a bad byte becomes U+FFFD), with lone surrogates
     written as JSON escapes (`\\ud800`, what a JavaScript client sends for a string cut
-    between the two halves of an emoji) made U+FFFD: the SDK's parser refuses them, and the
-    request would never be answered.
+    between the two halves of an emoji) made U+FFFD and a leading byte-order mark dropped:
+    the SDK's parser refuses both, and the request would never be answered.
 
     A daemon thread of its own reads them: a read blocked on a pipe cannot be cancelled, and
     in one of anyio's worker threads it held the process after Ctrl-C or an answer the
@@ -200,11 +231,16 @@ class RepairedLines:
         reader = threading.Thread(target=_read_lines, args=(self._binary.fileno(), send, token),
                                   daemon=True, name="memgpt-lite mcp stdin")
         reader.start()
+        number = 0  # of the line, for the notices
         async with receive:
             async for line in receive:
+                number += 1
                 line = repaired(line)
-                self._answers.read(line)
-                yield line
+                refused = self._answers.read(line)
+                if refused is None:
+                    yield line
+                else:  # the SDK would drop it unanswered
+                    await self._answers.refuse(refused, number)
         await self._answers.all_answered()  # then the SDK may end the session
 
 
@@ -242,13 +278,16 @@ def _split_lines(fd: int) -> Iterator[str]:
 
 
 def repaired(line: str) -> str:
+    # A byte-order mark (a calls.jsonl saved by Notepad) is no JSON to the SDK: the file's
+    # first request, its initialize, went unanswered.
+    line = line.removeprefix("\ufeff")
     if "\\ud" not in line.lower():  # the common case: nothing to look at
         return line
     try:
         message = json.loads(line)
-    except ValueError:
-        return line  # not JSON: the SDK answers it as such
-    clean = clean_value(message)
+        clean = clean_value(message)
+    except (ValueError, RecursionError):  # not JSON, or nested past Python's own stack (it
+        return line                       # stopped the server): refused as it is, and said so
     return line if clean is message else json.dumps(clean, ensure_ascii=False) + "\n"
 
 

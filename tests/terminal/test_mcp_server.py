@@ -207,6 +207,27 @@ def test_lone_surrogates_in_a_line_become_replacement_characters():
     assert repaired("not json \\ud800\n") == "not json \\ud800\n"
 
 
+@pytest.mark.slow
+def test_a_calls_file_saved_with_a_byte_order_mark_is_answered(tmp_path):
+    """Notepad starts a UTF-8 file with a byte-order mark: `memgpt-lite mcp < calls.jsonl`
+    left its first line, the initialize, unanswered."""
+    calls = tmp_path / "calls.jsonl"
+    calls.write_text("".join(json.dumps(m) + "\n" for m in [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                    "clientInfo": {"name": "raw-client", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "core_memory_view", "arguments": {}}}]), "utf-8-sig")
+    with calls.open("rb") as stdin:
+        proc = subprocess.run([*cli_command(), "mcp"], stdin=stdin, capture_output=True,
+                              timeout=120, env=dict(os.environ))
+    assert proc.returncode == 0 and proc.stderr == b"", proc.stderr
+    answers = {a["id"]: a for a in map(json.loads, proc.stdout.splitlines())}
+    assert answers[1]["result"]["serverInfo"]["name"] == "memgpt-lite"
+    assert answers[2]["result"]["isError"] is False
+
+
 def test_without_the_sdk_the_command_names_the_extra(monkeypatch, capsys):
     import memgpt_lite.terminal
 
@@ -465,6 +486,136 @@ def human_block(env: dict[str, str] | None = None) -> str:
     with open_store(url or config.db_path()) as store:
         assert store.integrity_problems() == []
         return store.get_block(store.get_agent("work").id, "human").value
+
+
+DEEP = "[" * 5000 + "]" * 5000
+REFUSED = [  # lines the MCP SDK drops without a word: (line, the id answered, its code)
+    (json.dumps([{"jsonrpc": "2.0", "id": 10, "method": "ping"}]), 10, -32600),  # a batch
+    (json.dumps({"jsonrpc": "1.0", "id": 11, "method": "ping"}), 11, -32600),
+    (json.dumps({"id": "twelve", "method": "ping"}), "twelve", -32600),
+    ('{"jsonrpc": "2.0", "id": 13, "method": "tools/list", "params": {"x": ' + DEEP + "}}",
+     13, -32700),
+    ('{"jsonrpc": "2.0", "method": "ping", "params": {"x": ' + DEEP + '}, "id": 14}', 14,
+     -32700),  # its id after the part too deep to parse
+    ('{"jsonrpc": "2.0", "id": 15, "method": "tools/ca', 15, -32700),  # cut off
+    ('{"jsonrpc": "2.0", "id": 18, "method": "ping", "params": {"s": "\\ud83d", "x": ' + DEEP
+     + "}}", 18, -32700),  # a lone surrogate to mend, too deep for Python's json
+    (json.dumps({"jsonrpc": "2.0", "id": 16, "method": "tools/list", "params": [1]}), 16,
+     -32600),
+    ("not json at all", None, None),
+    ("[]", None, None),
+    (DEEP, None, None),
+    (json.dumps({"jsonrpc": "2.0", "id": 1.5, "method": "ping"}), None, None),
+    (json.dumps({"jsonrpc": "2.0", "id": None, "method": "ping"}), None, None),
+    (json.dumps({"jsonrpc": "2.0", "id": True, "method": "ping"}), None, None),
+    (json.dumps({"jsonrpc": "2.0", "id": {"n": 1}, "method": "ping"}), None, None),
+    (json.dumps({"jsonrpc": "2.0", "id": 17, "result": "not an object"}), None, None),
+    ('"a string"', None, None),
+]
+
+
+@pytest.mark.slow
+def test_every_line_the_sdk_refuses_is_answered_by_its_id_or_noted_on_stderr():
+    """A client waiting on a request the SDK dropped waited for ever: each refused line
+    with a usable id gets a JSON-RPC error; one without gets one line on stderr; the server
+    goes on and answers the next request."""
+    server = RawServer()
+    answers = {}
+    for n, (line, _, _) in enumerate(REFUSED):
+        server.proc.stdin.write(line.encode() + b"\n")  # type: ignore[union-attr]
+        server.write({"jsonrpc": "2.0", "id": f"ping-{n}", "method": "ping"})
+        while f"ping-{n}" not in answers:  # the ping is answered after what came before it
+            answer = server.answer()
+            assert answer["id"] not in answers, answer
+            answers[answer["id"]] = answer
+    server.call("core_memory_append", {"label": "human", "content": "Still serving."})
+    assert server.answer()["result"]["isError"] is False
+    server.proc.stdin.close()  # type: ignore[union-attr]
+    assert server.proc.wait(60) == 0
+    for line, request_id, code in REFUSED:
+        if request_id is not None:
+            error = answers.pop(request_id)["error"]
+            assert error["code"] == code, (line[:80], error)
+            assert error["message"].endswith(".") and error["message"].count(". ") == 0
+    assert sorted(answers) == sorted(f"ping-{n}" for n in range(len(REFUSED)))
+    notices = server.proc.stderr.read().decode().splitlines()  # type: ignore[union-attr]
+    skipped = [n + 3 for n in range(len(REFUSED)) if REFUSED[n][1] is None]
+    lines = [2 * n + 3 for n in range(len(REFUSED)) if REFUSED[n][1] is None]
+    assert len(notices) == len(skipped), notices
+    for number, notice in zip(lines, notices):
+        assert notice.startswith(f"memgpt-lite: line {number} of stdin skipped ("), notice
+    assert "a JSON-RPC id must be a string or an integer" in notices[4]
+    assert "Traceback" not in "".join(notices)
+    assert human_block() == "Still serving."
+
+
+@pytest.mark.slow
+def test_the_sdks_own_client_gets_an_error_for_a_request_mangled_on_its_way():
+    """A real MCP client whose request reaches the server as `"jsonrpc": "1.0"` (a broken
+    proxy between them): its call fails with the server's sentence instead of hanging."""
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import stdio_client
+    from mcp_types import JSONRPCRequest
+
+    class Mangling:
+        def __init__(self, stream):
+            self._stream, self.mangled = stream, False
+
+        async def send(self, item):
+            message = item.message
+            if getattr(message, "method", None) == "tools/call" and not self.mangled:
+                self.mangled = True
+                item.message = JSONRPCRequest.model_construct(
+                    jsonrpc="1.0", id=message.id, method=message.method, params=message.params)
+            await self._stream.send(item)
+
+        def __getattr__(self, name):
+            return getattr(self._stream, name)
+
+        async def __aenter__(self):
+            return self
+
+        async def __aexit__(self, *exc):
+            await self._stream.aclose()
+
+    async def main():
+        async with stdio_client(server_params(dict(os.environ))) as (read, write):
+            async with ClientSession(read, Mangling(write), client_info=CLIENT) as session:
+                await session.initialize()
+                with anyio.fail_after(60):  # unanswered, it waited for ever
+                    with pytest.raises(MCPError) as refused:
+                        await session.call_tool("core_memory_view", {})
+                    view = await session.call_tool("core_memory_view", {})
+                return refused.value.error, text(view)
+
+    error, view = run(main)
+    assert error.code == -32600 and '"jsonrpc": "2.0"' in error.message
+    assert "Core memory of agent 'work'" in view
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stderr", ["closed", "unread"])
+def test_a_notice_that_cannot_be_written_does_not_stop_the_server(stderr):
+    """Started with `2>&-`, or with a stderr pipe whose reader is gone: the notice for a
+    refused line is lost, and the calls around it are still answered (it stopped the server)."""
+    lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                         "clientInfo": {"name": "raw-client", "version": "1"}}},
+             {"jsonrpc": "2.0", "method": "notifications/initialized"}, "not json",
+             {"jsonrpc": "2.0", "id": 2, "method": "ping"}]
+    data = "".join((m if isinstance(m, str) else json.dumps(m)) + "\n" for m in lines)
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run(
+            [*cli_command(), "mcp"] if stderr == "unread" else
+            ["sh", "-c", 'exec "$@" 2>&-', "sh", *cli_command(), "mcp"],
+            input=data.encode(), stdout=subprocess.PIPE, stderr=write_end, timeout=120,
+            env=dict(os.environ))
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 0
+    assert sorted(json.loads(line)["id"] for line in proc.stdout.splitlines()) == [1, 2]
 
 
 @pytest.mark.slow

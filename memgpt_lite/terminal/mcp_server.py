@@ -20,6 +20,7 @@ import json
 import os
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -226,7 +227,7 @@ class RepairedLines:
         return self._lines()
 
     async def _lines(self) -> AsyncIterator[str]:
-        send, receive = anyio.create_memory_object_stream[str](0)
+        send, receive = anyio.create_memory_object_stream[str](16)
         token = anyio.lowlevel.current_token()
         reader = threading.Thread(target=_read_lines, args=(self._binary.fileno(), send, token),
                                   daemon=True, name="memgpt-lite mcp stdin")
@@ -250,10 +251,22 @@ def _read_lines(fd: int, send: Any, token: Any) -> None:
     descriptor: a buffered file blocked in this thread would abort the interpreter's exit."""
     try:
         for line in _split_lines(fd):
-            anyio.from_thread.run(send.send, line, token=token)
-        anyio.from_thread.run(send.aclose, token=token)
+            _hand_over(send, line, token)
+        anyio.from_thread.run_sync(send.close, token=token)
     except (RuntimeError, anyio.BrokenResourceError, anyio.ClosedResourceError):
         pass
+
+
+def _hand_over(send: Any, line: str, token: Any) -> None:
+    """`send_nowait` run in the loop, retried while the buffer is full: a plain function, not
+    `from_thread.run(send.send)`, whose coroutine, made just as the loop closed (the client
+    gone), was never awaited and printed a RuntimeWarning on a server meant to end quietly."""
+    while True:
+        try:
+            anyio.from_thread.run_sync(send.send_nowait, line, token=token)
+            return
+        except anyio.WouldBlock:
+            time.sleep(0.005)  # the server is busy with earlier lines: backpressure
 
 
 def _split_lines(fd: int) -> Iterator[str]:

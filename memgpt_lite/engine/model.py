@@ -64,6 +64,7 @@ _TOO_LONG_WITH_OUTPUT = re.compile(
 # a 2,048-token reply streams in well under a minute), which a server trickling bytes, events
 # or SSE comments cannot stretch (call_deadline.py). The SDK's retries share it: each attempt
 # waits at most its share (with the defaults, 40 s of silence for each of 3 attempts).
+DEFAULT_BASE_URL = "https://api.anthropic.com"
 CONNECT_TIMEOUT = 10.0
 READ_TIMEOUT = 60.0
 
@@ -97,9 +98,9 @@ class AnthropicClient:
         self.max_retries = max_retries
         self.timeout = timeout if timeout is not None else timeout_setting()
         self.timeout_source = timeout_source
+        env_base = os.environ.get("ANTHROPIC_BASE_URL")
         self._args = {"api_key": api_key, "http_client": http_client,
-                      "max_retries": max_retries,
-                      "base_url": base_url or os.environ.get("ANTHROPIC_BASE_URL") or None}
+                      "max_retries": max_retries, "base_url": base_url or env_base or None}
         env_key = os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")
         if api_key is None and not env_key and self._args["base_url"]:
             self._args["api_key"] = PLACEHOLDER_API_KEY
@@ -110,7 +111,10 @@ class AnthropicClient:
                                      "the base URL" if base_url else "ANTHROPIC_BASE_URL")
             if found:
                 raise ConfigError(found)
-        base = self._args["base_url"] or "https://api.anthropic.com"
+        base = self._args["base_url"] or DEFAULT_BASE_URL
+        if env_base == "" and not base_url:
+            # `export ANTHROPIC_BASE_URL=` means unset, but the SDK would call "" itself.
+            self._args["base_url"] = DEFAULT_BASE_URL
         self.host = urlsplit(base).netloc or base
         if not (self._args["api_key"] or env_key):
             self._connect()  # only the SDK knows about credential profiles: ask it now
@@ -258,7 +262,16 @@ class AnthropicClient:
         if status >= 500:
             return ModelError(f"The API had a server error ({status}: {detail}){retried}.",
                               status=status)
-        return _client_error(status, detail)
+        return _client_error(status, detail, self._doubled_v1(status))
+
+    def _doubled_v1(self, status: int) -> str:
+        """The hint for a 404 from a base URL ending in /v1, which the SDK adds itself (the
+        OpenAI-style URL a user copies): `/v1/v1/messages` exists nowhere."""
+        path = urlsplit(str(self._args["base_url"] or "")).path.rstrip("/")
+        if status != 404 or not path.endswith("/v1"):
+            return ""
+        return (f"; the base URL ends in /v1, which the client adds itself: try "
+                f"{str(self._args['base_url']).rstrip('/')[:-3]}")
 
     def _map_stream_failure(self, exc: Exception) -> ModelError | None:
         import httpx2  # the SDK's transport; imported with anthropic
@@ -337,7 +350,7 @@ def _import_sdk(then: Callable[[], Any] | None = None) -> None:
         return
 
 
-def _client_error(status: int, detail: str) -> BadRequestError:
+def _client_error(status: int, detail: str, hint: str = "") -> BadRequestError:
     match = _TOO_LONG.search(detail)
     if match:
         actual, maximum = int(match.group(1)), int(match.group(2))
@@ -350,7 +363,8 @@ def _client_error(status: int, detail: str) -> BadRequestError:
         return PromptTooLongError(
             f"The prompt and max output tokens are too long for the model: {actual} + {output} "
             f"tokens > {maximum} maximum.", actual=actual, maximum=maximum, status=status)
-    return BadRequestError(f"The API rejected the request ({status}): {detail}", status=status)
+    return BadRequestError(f"The API rejected the request ({status}): {detail}{hint}",
+                           status=status)
 
 
 def _delta_of(event: Any) -> TextDelta | ThinkingDelta | None:

@@ -219,6 +219,30 @@ def test_base_url_without_key_sends_a_placeholder_key(no_profiles, monkeypatch):
     assert client.host == "127.0.0.1:9"
 
 
+def test_an_empty_base_url_variable_means_the_api_not_a_url_of_nothing(no_profiles, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "")  # `export ANTHROPIC_BASE_URL=` to unset it
+    rec = Recorder(stream_response(message([{"type": "text", "text": "x"}])))
+    http = httpx2.Client(transport=httpx2.MockTransport(rec))
+    client = AnthropicClient(api_key="test", http_client=http, max_retries=0)
+    run(client)
+    assert rec.requests[0].url.host == "api.anthropic.com"
+    assert client.host == "api.anthropic.com"
+
+
+def test_a_404_from_a_base_url_ending_in_v1_says_to_drop_it():
+    rec = Recorder(error_response(404, "not_found_error", "Not found: /v1/v1/messages"))
+    err = fail(client_for(rec, base_url="http://127.0.0.1:9/v1/"))
+    assert rec.requests[0].url.path == "/v1/v1/messages"
+    assert "ends in /v1" in err.message and "try http://127.0.0.1:9" in err.message
+    assert "/v1" not in err.message.rsplit("try ", 1)[1]
+
+
+def test_a_404_elsewhere_has_no_such_hint():
+    rec = Recorder(error_response(404, "not_found_error", "model: claude-nope"))
+    err = fail(client_for(rec, base_url="http://127.0.0.1:9/proxy"))
+    assert "model: claude-nope" in err.message and "/v1" not in err.message
+
+
 # --------------------------------------------------------------------------- error mapping
 
 

@@ -205,7 +205,7 @@ class AnthropicClient:
     def _streamed(self, client: Any, request: ModelRequest,
                   call: CallThread) -> Iterator[StreamItem]:
         """The call itself, on the worker thread (see call_deadline.py)."""
-        saw_stop = False
+        saw_stop, events = False, 0
         with client.messages.stream(**request.to_api()) as stream:
             call.response = stream.response
             if call.abandoned.is_set():
@@ -213,15 +213,24 @@ class AnthropicClient:
             for event in stream:
                 if call.abandoned.is_set():
                     return
+                events += 1
                 delta = _delta_of(event)
                 if delta is not None:
                     yield delta
                 saw_stop = saw_stop or event.type == "message_stop"
             message = stream.current_message_snapshot if saw_stop else None
         if message is None:
-            raise StreamError(f"The response stream from {self.host} ended before the reply was "
-                              f"complete.")
+            raise StreamError(self._cut_short(stream.response, events))
         yield _response_of(message)
+
+    def _cut_short(self, response: Any, events: int) -> str:
+        """Why a stream ended without its reply: cut off, or never a stream of events at all
+        (a web page or another API answering 200 at the base URL)."""
+        kind = response.headers.get("content-type", "").split(";")[0].strip()
+        if events == 0 and kind != "text/event-stream":
+            return (f"{self.host} answered with {kind or 'no content type'}, not a stream of "
+                    f"events: is ANTHROPIC_BASE_URL an Anthropic-compatible server?")
+        return f"The response stream from {self.host} ended before the reply was complete."
 
     # ---------------------------------------------------------------- error mapping
 
@@ -388,9 +397,20 @@ def _response_of(message: Any) -> ModelResponse:
                          model=message.model or "", id=message.id or "")
 
 
+_HTML = re.compile(r"<(!doctype|html|head|body)\b", re.I)
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.I | re.S)
+DETAIL_LIMIT = 300  # the API's own messages are shorter; a proxy's page may be any size
+
+
 def _api_message(exc: Any) -> str:
+    """The error's text as one line: the API's message, or what a proxy's HTML page is
+    called (its title), never the page itself."""
     message = getattr(exc, "api_message", None) or _error_field(exc, "message")
-    return str(message or exc.message).strip().rstrip(".")
+    text = str(message or exc.message).strip().rstrip(".")
+    if _HTML.search(text):
+        title = _TITLE.search(text)
+        text = "an HTML page" + (f" titled {shorten(title.group(1), 80)!r}" if title else "")
+    return shorten(text, DETAIL_LIMIT)
 
 
 def _error_type(exc: Any) -> str | None:

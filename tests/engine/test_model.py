@@ -219,6 +219,32 @@ def test_base_url_without_key_sends_a_placeholder_key(no_profiles, monkeypatch):
     assert client.host == "127.0.0.1:9"
 
 
+def test_a_proxy_error_page_is_named_by_its_title_not_dumped():
+    page = ("<!DOCTYPE html><html><head><title>502 Bad Gateway</title></head><body>"
+            + "x" * 5000 + "</body></html>")
+    rec = Recorder(httpx2.Response(502, headers={"content-type": "text/html"}, text=page))
+    err = fail(client_for(rec))
+    assert "an HTML page titled '502 Bad Gateway'" in err.message
+    assert "xxxx" not in err.message and len(err.message) < 200
+
+
+def test_a_long_error_message_is_cut_to_one_short_line():
+    text = "messages.0: " + "the reason, at length\n" * 100
+    err = fail(client_for(Recorder(error_response(400, "invalid_request_error", text))))
+    assert err.message.startswith("The API rejected the request (400): messages.0: the reason")
+    assert len(err.message) < 400 and "…" in err.message
+
+
+@pytest.mark.parametrize("kind,body", [("text/html", "<html><body>Welcome to nginx</body></html>"),
+                                       ("application/json", '{"hello": "world"}')])
+def test_a_200_that_is_not_a_stream_of_events_says_what_answered(kind, body):
+    rec = Recorder(httpx2.Response(200, headers={"content-type": kind}, text=body))
+    err = fail(client_for(rec))
+    assert isinstance(err, errors.StreamError)
+    assert f"answered with {kind}, not a stream of events" in err.message
+    assert "ANTHROPIC_BASE_URL" in err.message
+
+
 def test_an_empty_base_url_variable_means_the_api_not_a_url_of_nothing(no_profiles, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "")  # `export ANTHROPIC_BASE_URL=` to unset it
     rec = Recorder(stream_response(message([{"type": "text", "text": "x"}])))

@@ -14,6 +14,7 @@ from memgpt_lite.engine.setting_rules import (  # noqa: F401 - part of this modu
     ConfigError,
     check_setting,
 )
+from memgpt_lite.engine.text import quoted
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 DEFAULT_SUMMARY_MODEL = "claude-haiku-5-5"
@@ -59,7 +60,7 @@ def agent_name_problem(name: str) -> str | None:
     """One sentence when `name` cannot be a new agent's name, else None."""
     if AGENT_NAME.fullmatch(name):
         return None
-    return f"{name!r:.80} cannot be an agent name: use {AGENT_NAME_RULE} (e.g. work or ada-2)."
+    return f"{quoted(name)} cannot be an agent name: use {AGENT_NAME_RULE} (e.g. work or ada-2)."
 
 
 @dataclass
@@ -250,16 +251,16 @@ def base_url_problem(url: str, name: str = "ANTHROPIC_BASE_URL") -> str | None:
 
     wanted = f"{name} must be an http:// or https:// URL such as http://127.0.0.1:8765"
     if url != url.strip() or any(c.isspace() or not c.isprintable() for c in url):
-        return f"{wanted}; got {url!r:.80}, which holds spaces or control characters."
+        return f"{wanted}; got {quoted(url)}, which holds spaces or control characters."
     try:
         parts = urlsplit(url)
         port = parts.port  # a port out of 0-65535 (or not a number) raises here
     except ValueError as exc:
-        return f"{wanted}; got {url!r:.80} ({exc})."
+        return f"{wanted}; got {quoted(url)} ({exc})."
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        return f"{wanted}; got {url!r:.80}."
+        return f"{wanted}; got {quoted(url)}."
     if port == 0:
-        return f"{wanted}; got {url!r:.80} (port 0)."
+        return f"{wanted}; got {quoted(url)} (port 0)."
     return None
 
 

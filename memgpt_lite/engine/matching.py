@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memgpt_lite.engine.shrink import marker_spans
-from memgpt_lite.engine.text import clean_text
+from memgpt_lite.engine.text import clean_text, quoted
 
 FORGOTTEN = "[forgotten]"
 MODES = ("phrase", "any", "regex")
@@ -113,7 +113,7 @@ class Matcher:
                 return [m.span() for m in self.pattern.finditer(text)]
         except _TooSlow:
             raise QueryError(
-                f"The pattern {self.query!r:.80} took over {REGEX_SECONDS:g} s on one text of "
+                f"The pattern {quoted(self.query)} took over {REGEX_SECONDS:g} s on one text of "
                 f"{len(text):,} characters and was stopped: it backtracks without end (nested "
                 f"repeats such as (a+)+ do); write it without them.") from None
 

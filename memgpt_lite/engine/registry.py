@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memgpt_lite.engine.setting_rules import FIELD_RULES, ConfigError, check_setting
+from memgpt_lite.engine.text import quoted
 
 PRECEDENCE = "a flag > the environment > the agent's stored value > the config file > the default"
 
@@ -143,13 +144,13 @@ def _is(value: Any, kind: type) -> bool:
 
 def _check_bool(setting: Setting, value: Any, label: str) -> bool:
     if not _is(value, bool):
-        raise ConfigError(f"{label} must be true or false, got {value!r:.40}.")
+        raise ConfigError(f"{label} must be true or false, got {quoted(value, 40)}.")
     return value
 
 
 def _check_int(setting: Setting, value: Any, label: str) -> int:
     if not _is(value, int):
-        raise ConfigError(f"{label} must be a whole number, got {value!r:.40}.")
+        raise ConfigError(f"{label} must be a whole number, got {quoted(value, 40)}.")
     high = 100_000_000 if setting.kind == "tokens" else 1_024
     if not 1 <= value <= high:
         raise ConfigError(f"{label} must be between 1 and {high:,}, got {value!r}.")
@@ -158,7 +159,7 @@ def _check_int(setting: Setting, value: Any, label: str) -> int:
 
 def _check_seconds(setting: Setting, value: Any, label: str) -> float:
     if not (_is(value, int) or _is(value, float)):
-        raise ConfigError(f"{label} must be a number of seconds, got {value!r:.40}.")
+        raise ConfigError(f"{label} must be a number of seconds, got {quoted(value, 40)}.")
     if not 0 < value <= 3_600:
         raise ConfigError(f"{label} must be between 0 and 3,600 seconds, got {value!r}.")
     return float(value)
@@ -166,9 +167,9 @@ def _check_seconds(setting: Setting, value: Any, label: str) -> float:
 
 def _check_text(setting: Setting, value: Any, label: str) -> str:
     if not _is(value, str):
-        raise ConfigError(f"{label} must be text, got {value!r:.40}.")
+        raise ConfigError(f"{label} must be text, got {quoted(value, 40)}.")
     if not value.isprintable():
-        raise ConfigError(f"{label} must be printable text, got {value!r:.40}.")
+        raise ConfigError(f"{label} must be printable text, got {quoted(value, 40)}.")
     if len(value) > 2_000:
         raise ConfigError(f"{label} must have at most 2,000 characters.")
     return value
@@ -179,7 +180,8 @@ def _check_model(setting: Setting, value: Any, label: str) -> str:
 
     text = _check_text(setting, value, label).strip()
     if not 1 <= len(text) <= 200:
-        raise ConfigError(f"{label} must have between 1 and 200 characters, got {value!r:.40}.")
+        raise ConfigError(f"{label} must have between 1 and 200 characters, got "
+                          f"{quoted(value, 40)}.")
     return resolve_model(text)
 
 
@@ -187,7 +189,7 @@ def _check_embedder(setting: Setting, value: Any, label: str) -> str:
     text = _check_text(setting, value, label).strip()
     kind, _, path = text.partition(":")
     if kind.lower() not in ("none", "onnx", "http") or (kind.lower() == "onnx" and not path):
-        raise ConfigError(f"{label} must be onnx:FOLDER, http or none, got {text!r:.60}.")
+        raise ConfigError(f"{label} must be onnx:FOLDER, http or none, got {quoted(text, 60)}.")
     return text
 
 

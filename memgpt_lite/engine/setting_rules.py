@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from memgpt_lite.engine.text import quoted
+
 
 class ConfigError(ValueError):
     """A user-supplied setting is invalid; the message is one sentence for the user."""
@@ -33,14 +35,14 @@ def check_setting(name: str, value: Any, label: str) -> None:
     if kind is float:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
     if not ok:
-        raise ConfigError(f"{label} must be {_KIND_NAMES[kind]}, got {value!r:.40}.")
+        raise ConfigError(f"{label} must be {_KIND_NAMES[kind]}, got {quoted(value, 40)}.")
     size = len(value.strip()) if kind is str else value
     if kind is str and (not value.isprintable()):
-        raise ConfigError(f"{label} must be printable text, got {value!r:.40}.")
+        raise ConfigError(f"{label} must be printable text, got {quoted(value, 40)}.")
     if low is not None and not low <= size <= high:  # type: ignore[operator]
         what = "must be between" if kind is not str else "must have between"
         unit = " characters" if kind is str else ""
-        raise ConfigError(f"{label} {what} {low:,} and {high:,}{unit}, got {value!r:.40}.")
+        raise ConfigError(f"{label} {what} {low:,} and {high:,}{unit}, got {quoted(value, 40)}.")
 
 
 # The models memgpt-lite knows: id → (max output tokens per call, short aliases). Any other id

@@ -37,6 +37,21 @@ def path_text(path: str) -> str:
     return path
 
 
+_REPR_ESCAPE = re.compile(r"\\\\|\\udc([89a-f][0-9a-f])")  # an escaped backslash, or a byte
+
+
+def quoted(value: object, limit: int = 80) -> str:
+    """`value` as Python's repr shows it (quotes, controls escaped), for naming a bad input
+    in an error: at most `limit` characters with the closing quote kept (`'abc…'`), and a
+    byte that is not UTF-8 as `\\xNN`, as `path_text` shows it, not as `\\udcNN`."""
+    text = _REPR_ESCAPE.sub(lambda m: f"\\x{m.group(1)}" if m.group(1) else m.group(),
+                            repr(value))
+    if len(text) <= limit:
+        return text
+    close = text[-1] if text[-1] in "'\"" else ""
+    return text[: limit - 1 - len(close)] + "…" + close
+
+
 def clean_value(value: Any) -> Any:
     """`clean_text` applied to every string inside a JSON-like value (keys included);
     returns the value itself when nothing needed cleaning."""

@@ -20,6 +20,7 @@ from memgpt_lite.engine.setting_rules import (  # noqa: F401 - part of this modu
     ConfigError,
     resolve_model,
 )
+from memgpt_lite.engine.text import quoted
 
 # Claude averages ~3.5 chars/token on English prose and fewer on JSON, code and CJK; start
 # low so that the first requests are overestimated rather than under.
@@ -184,7 +185,7 @@ def _price_file(path: str, where: str) -> dict[str, tuple[float, float]]:
                           f"({_price_file_problem(exc)}).") from None
     for model, prices in table.items():
         if not all(math.isfinite(p) and 0 <= p <= MAX_PRICE for p in prices):
-            raise ConfigError(f"{where}: the prices of {model!r:.60} must be "
+            raise ConfigError(f"{where}: the prices of {quoted(model, 60)} must be "
                               f"two numbers of dollars per million tokens between 0 and "
                               f"{MAX_PRICE:,}, got {list(prices)}.")
     return table

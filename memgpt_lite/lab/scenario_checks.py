@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memgpt_lite.engine.events import Event
-from memgpt_lite.engine.text import shorten
+from memgpt_lite.engine.text import quoted, shorten
 from memgpt_lite.lab.harness import ScenarioError
 from memgpt_lite.lab.judge import ask_judge
 
@@ -139,7 +139,7 @@ def _check_kind(item: Any, i: int, inputs: int, agents: set[str]) -> str:
     turn = item.get("turn")
     if kind == "turn_evicted" and (isinstance(turn, bool) or not str(turn).isdigit()):
         raise ScenarioError(f"[[check]] {i} (turn_evicted): turn must be a turn's number, "
-                            f"got {turn!r:.40}")
+                            f"got {quoted(turn, 40)}")
     if turn not in (None, "last", "any") and not (str(turn).isdigit()
                                                   and 1 <= int(turn) <= inputs):
         raise ScenarioError(f"[[check]] {i}: turn = {turn!r}; use 1 to {inputs}, "
@@ -155,14 +155,14 @@ def _params_problem(item: dict[str, Any], kind: str) -> str | None:
     allowed = (*COMMON, *REQUIRED[kind], *OPTIONAL.get(kind, ()))
     unknown = sorted(k for k in item if k not in allowed)
     if unknown:
-        return (f"unknown key {unknown[0]!r:.40}; this check takes "
+        return (f"unknown key {quoted(unknown[0], 40)}; this check takes "
                 f"{', '.join(k for k in allowed if k != 'type')}")
     for key, value in item.items():
         if key in CHOICES and value not in CHOICES[key]:
-            return f"{key} = {value!r:.40}; use {' or '.join(map(repr, CHOICES[key]))}"
+            return f"{key} = {quoted(value, 40)}; use {' or '.join(map(repr, CHOICES[key]))}"
         want = PARAMS.get(key)
         if want is not None and not _is(value, want):
-            return f"{key} must be {want}, got {value!r:.40}"
+            return f"{key} must be {want}, got {quoted(value, 40)}"
     return None
 
 

@@ -46,6 +46,8 @@ def _picture(match: re.Match[str]) -> str:
         return chr(0x2400 + code)  # the Unicode control pictures: ␛ for ESC, ␇ for BEL
     if code == 0x7F:
         return "\u2421"  # ␡
+    if 0xDC80 <= code <= 0xDCFF:
+        return f"\\x{code - 0xDC00:02x}"  # a byte that is not UTF-8 (a path, an argument)
     if 0xD800 <= code <= 0xDFFF:
         return "\ufffd"  # a lone surrogate cannot be written as UTF-8
     return f"<U+{code:04X}>"
@@ -135,8 +137,11 @@ def _isatty(stream: Any) -> bool:
 
 
 def print_error(console: Console, message: str) -> None:
-    """One line "memgpt-lite: message" in bold red: how replay, demo and eval fail."""
-    console.print(shown(f"memgpt-lite: {message}", "bold red"))
+    """One line "memgpt-lite: message" in bold red on stderr, as every command's errors (so
+    `replay … > out.txt` or a pipe shows it): how replay, demo and eval fail. `console` is
+    the command's own: a terminal one gets a terminal console for stderr, in colour."""
+    err = make_console(file=sys.stderr, plain=None if console.is_terminal else True)
+    err.print(shown(f"memgpt-lite: {message}", "bold red"))
 
 
 def bar(fraction: float, width: int = 10) -> str:

@@ -258,7 +258,8 @@ def test_sessions_command_lists_recordings(tmp_path, monkeypatch):
 
 def test_replay_of_a_missing_file_is_a_usage_error(tmp_path, capsys):
     assert cli.main(["replay", str(tmp_path / "nope.jsonl")]) == 2
-    assert "no recording at" in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert "no recording at" in err and not out  # errors go to stderr
 
 
 def test_provider_prompt_too_long_is_recorded_and_replays_strictly(tmp_path):

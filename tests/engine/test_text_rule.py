@@ -10,7 +10,7 @@ from memgpt_lite.engine import replay as replay_mod
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.store import transfer
 from memgpt_lite.engine.store.sqlite.store import SQLiteStore
-from memgpt_lite.engine.text import clean_text, clean_value
+from memgpt_lite.engine.text import clean_text, clean_value, quoted
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 # What Python makes of `printf 'bad \xff\xfe zebra'` on stdin (surrogateescape).
@@ -96,3 +96,10 @@ def test_a_project_folder_whose_name_is_not_utf8_is_a_project_of_its_own(tmp_pat
     agent.use_project(roots[0])
     assert "Tabs." in next(b.value for b in agent.blocks() if b.label == "project")
     assert replay_mod.replay(path, strict=True).ok
+
+
+def test_quoted_names_a_bad_input_with_its_bytes_and_its_closing_quote():
+    assert quoted("\udcff") == "'\\xff'"
+    assert quoted("a\\udcffb") == repr("a\\udcffb")  # a backslash typed as such stays one
+    assert quoted("x" * 100, 20) == "'" + "x" * 17 + "…'"
+    assert quoted(5) == "5" and quoted("\x1b[31m") == "'\\x1b[31m'"

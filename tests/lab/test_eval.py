@@ -454,13 +454,13 @@ def test_eval_replay_of_another_scenarios_or_a_chats_recording_is_refused(tmp_pa
     capsys.readouterr()
     # Another scenario's replies answer other questions: refused, not scored.
     assert cli.main(["eval", "correct-core-fact", "--replay", str(run)]) == 2
-    out = " ".join(capsys.readouterr().out.split())
+    out = " ".join(capsys.readouterr().err.split())  # errors go to stderr
     assert "is a recording of scenario 'remember-across-restart', not 'correct-core-fact'" in out
     assert "score 0/" not in out and "check(s) failed" not in out and "Traceback" not in out
     # A chat's recording (the bundled demo is one, hand-written) is for `replay`.
     demo = Path(scenarios.__file__).parents[1] / "data" / "demo.jsonl"
     assert cli.main(["eval", "remember-across-restart", "--replay", str(demo)]) == 2
-    out = " ".join(capsys.readouterr().out.split())
+    out = " ".join(capsys.readouterr().err.split())  # errors go to stderr
     assert "not an eval's: replay it with `memgpt-lite replay" in out and "check(s)" not in out
 
 
@@ -478,7 +478,7 @@ def test_eval_replay_of_a_changed_scenario_of_that_name_is_one_sentence(tmp_path
     capsys.readouterr()
     assert cli.main(["eval", "remember-across-restart", "--replay", str(run)]) == 2
     captured = capsys.readouterr()
-    out = " ".join(captured.out.split())
+    out = " ".join(captured.err.split())  # errors go to stderr
     assert f"{run} does not fit scenario 'remember-across-restart' as it is now" in out
     assert "Traceback" not in captured.err + captured.out and "check(s)" not in out
 
@@ -496,7 +496,7 @@ def test_eval_replay_of_a_run_cut_short_says_so_not_that_the_scenario_changed(tm
     run.write_text("".join(lines[:second + 2]), encoding="utf-8")  # killed after its request
     assert cli.main(["eval", "remember-across-restart", "--replay", str(run)]) == 2
     captured = capsys.readouterr()
-    out = " ".join(captured.out.split())
+    out = " ".join(captured.err.split())  # errors go to stderr
     assert (f"{run} holds 1 of the 4 turns of scenario 'remember-across-restart': that run "
             f"was cut short (interrupted or killed), so it cannot be scored; run it live "
             f"again") in out

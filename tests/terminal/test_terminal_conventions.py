@@ -364,7 +364,8 @@ def test_the_prompt_reaches_the_user_when_stdout_is_redirected(server, tmp_path)
 
 def test_sessions_for_an_unknown_agent_says_so(capsys):
     assert cli.main(["sessions", "--agent", "NOSUCH"]) == 2
-    assert "there is no agent named 'NOSUCH'" in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert "there is no agent named 'NOSUCH'" in err and not out  # errors go to stderr
 
 
 def test_sessions_under_a_name_an_agent_had_says_what_it_is_called_now(store, capsys):
@@ -378,7 +379,7 @@ def test_sessions_under_a_name_an_agent_had_says_what_it_is_called_now(store, ca
     capsys.readouterr()
     assert cli.main(["sessions", "--agent", "ada"]) == 2
     assert ("there is no agent named 'ada' (renamed to 'bob': memgpt-lite sessions --agent "
-            "bob)") in capsys.readouterr().out
+            "bob)") in capsys.readouterr().err
     assert cli.main(["sessions", "--agent", "bob"]) == 0
     assert "bob (was ada)" in capsys.readouterr().out
 
@@ -475,6 +476,24 @@ def test_eval_tables_show_stored_text_as_text():
 
 def test_visible_keeps_newlines_and_tabs_only():
     assert visible("a\tb\nc\x1b[31md\x07\x00\x7f\u202e") == "a\tb\nc␛[31md␇␀\u2421<U+202E>"
+
+
+def test_visible_shows_a_byte_that_is_not_utf8_as_its_escape():
+    # what Python makes of such a byte in an argument or a path; a lone surrogate from a JSON
+    # escape (no byte behind it) stays U+FFFD
+    assert visible("\udcff.jsonl \ud800") == "\\xff.jsonl \ufffd"
+
+
+@pytest.mark.parametrize("argv", [["agents", "create", "a\udcffb"], ["replay", "\udcff.jsonl"]])
+def test_an_argument_that_is_not_utf8_is_named_with_its_byte_escape(argv, capsys):
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "\\xff" in err and "\\udc" not in err and "\ufffd" not in err, err
+
+
+def test_a_long_bad_agent_name_keeps_its_closing_quote(capsys):
+    assert cli.main(["agents", "create", "a" * 300]) == 2
+    assert "aaa…' cannot be an agent name" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- input and files

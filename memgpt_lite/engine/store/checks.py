@@ -14,7 +14,7 @@ from memgpt_lite.engine.api_rules import validate_request
 from memgpt_lite.engine.config import FIELD_RULES, ConfigError, Settings
 from memgpt_lite.engine.records import Message, Turn
 from memgpt_lite.engine.shapes import is_time, problem
-from memgpt_lite.engine.text import clean_text
+from memgpt_lite.engine.text import clean_text, quoted
 
 MAX_BLOCK_LIMIT = int(FIELD_RULES["block_limit"][2])  # as for the setting that makes blocks
 BLOCK = {"type": str}
@@ -113,7 +113,7 @@ def conversations_problem(rows: Any, where: str) -> str | None:
         seen.add(row["id"])
         for name in ("started_at", "last_used_at"):
             if not is_time(row[name]):
-                return f"{where}[{i}].{name} {row[name]!r:.40} is not an ISO time"
+                return f"{where}[{i}].{name} {quoted(row[name], 40)} is not an ISO time"
     return None
 
 
@@ -133,7 +133,7 @@ def message_problem(m: Any, where: str) -> str | None:
     if found:
         return found
     if m["role"] not in ("user", "assistant"):
-        return f"{where}.role must be 'user' or 'assistant', got {m['role']!r:.30}"
+        return f"{where}.role must be 'user' or 'assistant', got {quoted(m['role'], 30)}"
     if m["turn_id"] < 1:
         return f"{where}.turn_id must be 1 or more"
     if m.get("conversation", 1) < 1:
@@ -141,7 +141,7 @@ def message_problem(m: Any, where: str) -> str | None:
     if m.get("status", "") not in STATUSES:
         return f"{where}.status must be one of {', '.join(map(repr, STATUSES))}"
     if not is_time(m["created_at"]):
-        return f"{where}.created_at {m['created_at']!r:.40} is not an ISO time"
+        return f"{where}.created_at {quoted(m['created_at'], 40)} is not an ISO time"
     for name in ("content", "context_content"):
         for i, block in enumerate(m.get(name) or []):
             spec = BLOCK_FIELDS.get(block["type"])
@@ -159,7 +159,7 @@ def _times_problem(doc: dict[str, Any]) -> str | None:
         stamps += [(f"{table}[{i}].created_at", row["created_at"])
                    for i, row in enumerate(doc.get(table) or [])]
     bad = next(((where, v) for where, v in stamps if v is not None and not is_time(v)), None)
-    return None if bad is None else f"{bad[0]} {bad[1]!r:.40} is not an ISO time"
+    return None if bad is None else f"{bad[0]} {quoted(bad[1], 40)} is not an ISO time"
 
 
 def rows_problem(rows: Any, spec: Any, where: str) -> str | None:
@@ -205,7 +205,8 @@ def versions_problem(rows: Any, where: str) -> str | None:
         if row["change"] not in CHANGES:
             return f"{where}[{i}].change must be 'update' or 'delete'"
         if not is_time(row["superseded_at"]):
-            return f"{where}[{i}].superseded_at {row['superseded_at']!r:.40} is not an ISO time"
+            return (f"{where}[{i}].superseded_at {quoted(row['superseded_at'], 40)} is not an "
+                    f"ISO time")
     return None
 
 

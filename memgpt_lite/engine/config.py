@@ -12,6 +12,7 @@ from typing import Any
 from memgpt_lite.engine.setting_rules import (  # noqa: F401 - part of this module's API
     FIELD_RULES,
     ConfigError,
+    check_seconds,
     check_setting,
 )
 from memgpt_lite.engine.text import quoted
@@ -265,7 +266,6 @@ def base_url_problem(url: str, name: str = "ANTHROPIC_BASE_URL") -> str | None:
 
 
 DEFAULT_TIMEOUT = 120.0  # seconds a model call may take in all, retries included
-MAX_TIMEOUT = 3_600.0
 
 
 def parse_seconds(text: str, name: str) -> float:
@@ -274,10 +274,7 @@ def parse_seconds(text: str, name: str) -> float:
         value = float(str(text).strip().removesuffix("s"))
     except ValueError:
         raise ConfigError(f"{name} must be a number of seconds, got {text!r}.") from None
-    if not 0 < value <= MAX_TIMEOUT:
-        raise ConfigError(f"{name} must be between 0 and {MAX_TIMEOUT:,.0f} seconds, "
-                          f"got {text!r}.")
-    return value
+    return check_seconds(value, name, text)
 
 
 def timeout_setting(flag: str | None = None) -> float:

@@ -17,7 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from memgpt_lite.engine.setting_rules import FIELD_RULES, ConfigError, check_setting
+from memgpt_lite.engine.setting_rules import (
+    FIELD_RULES,
+    ConfigError,
+    check_seconds,
+    check_setting,
+)
 from memgpt_lite.engine.text import quoted
 
 PRECEDENCE = "a flag > the environment > the agent's stored value > the config file > the default"
@@ -160,9 +165,7 @@ def _check_int(setting: Setting, value: Any, label: str) -> int:
 def _check_seconds(setting: Setting, value: Any, label: str) -> float:
     if not (_is(value, int) or _is(value, float)):
         raise ConfigError(f"{label} must be a number of seconds, got {quoted(value, 40)}.")
-    if not 0 < value <= 3_600:
-        raise ConfigError(f"{label} must be between 0 and 3,600 seconds, got {value!r}.")
-    return float(value)
+    return check_seconds(value, label, value)
 
 
 def _check_text(setting: Setting, value: Any, label: str) -> str:

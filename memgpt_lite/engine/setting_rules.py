@@ -45,6 +45,18 @@ def check_setting(name: str, value: Any, label: str) -> None:
         raise ConfigError(f"{label} {what} {low:,} and {high:,}{unit}, got {quoted(value, 40)}.")
 
 
+MAX_SECONDS = 3_600.0  # the longest a model call may take (--timeout, MEMGPT_LITE_TIMEOUT)
+
+
+def check_seconds(value: float, label: str, given: object) -> float:
+    """`value` as a call's time limit, else ConfigError naming `label` and the value as
+    `given` (the flag's text or the file's value)."""
+    if not 0 < value <= MAX_SECONDS:  # nan fails this too
+        raise ConfigError(f"{label} must be more than 0 and at most {MAX_SECONDS:,.0f} seconds, "
+                          f"got {quoted(given, 40)}.")
+    return float(value)
+
+
 # The models memgpt-lite knows: id → (max output tokens per call, short aliases). Any other id
 # is still sent as given (a compatible server may know it) and priced as Sonnet.
 KNOWN_MODELS: dict[str, tuple[int, tuple[str, ...]]] = {

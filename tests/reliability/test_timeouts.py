@@ -76,7 +76,8 @@ def test_the_timeout_setting_is_checked_where_it_enters(monkeypatch):
     with pytest.raises(ConfigError, match="MEMGPT_LITE_TIMEOUT must be a number of seconds"):
         AnthropicClient(base_url="http://127.0.0.1:9", api_key="test")
     monkeypatch.setenv("MEMGPT_LITE_TIMEOUT", "0")
-    with pytest.raises(ConfigError, match="MEMGPT_LITE_TIMEOUT must be between 0 and 3,600"):
+    with pytest.raises(ConfigError,
+                       match="MEMGPT_LITE_TIMEOUT must be more than 0 and at most 3,600"):
         AnthropicClient(base_url="http://127.0.0.1:9", api_key="test")
 
 

@@ -44,7 +44,7 @@ def test_set_writes_checked_toml_and_keeps_the_rest_of_the_file(capsys):
     capsys.readouterr()
     for args, words in ((["context_window", "big"], "must be a whole number"),
                         (["thinking", "maybe"], "must be on or off"),
-                        (["timeout", "99999"], "between 0 and 3,600 seconds"),
+                        (["timeout", "99999"], "more than 0 and at most 3,600 seconds"),
                         (["max_output_tokens", "0"], "between 1 and")):
         assert cli.main(["config", "set", *args]) == 2
         err = capsys.readouterr().err

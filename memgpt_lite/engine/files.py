@@ -39,6 +39,23 @@ def replace_file(path: Path, data: bytes) -> None:
         raise
 
 
+def write_problem(path: Path) -> str | None:
+    """Why `replace_file(path, …)` would fail (the system's reason, e.g. "No such file or
+    directory"), found before a long run instead of after it; None when it would not."""
+    path = Path(path)
+    if path.is_dir():
+        return "it is a folder"
+    if path.exists() and not path.is_file():
+        return None  # a device or a pipe: written to, not replaced
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=Path(os.path.realpath(path)).parent)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    os.close(fd)
+    os.unlink(tmp)
+    return None
+
+
 def private_dirs(folder: Path) -> None:
     """Create `folder` and any missing parents as 0700, whatever the umask: mkdir's mode
     applies to the leaf only, and the first folder made may be the data dir itself."""

@@ -44,6 +44,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     to_stdout = getattr(args, "json", None) == "-"
     console = render.make_console(file=sys.stderr if to_stdout else None, wrap=True)
     try:
+        _check_json_target(getattr(args, "json", None))
         if getattr(args, "list", False):
             return _list(console)
         if getattr(args, "compare", None):
@@ -270,6 +271,15 @@ def _scratch_server(args: argparse.Namespace, retrieval: bool) -> str | None:
         raise _UsageError(f"--db takes a postgresql:// URL (the retrieval eval works in a "
                           f"scratch database on that server), got {url!r}")
     return url
+
+
+def _check_json_target(target: str | None) -> None:
+    """A `--json` path that cannot be written is said before the run, not after it."""
+    from memgpt_lite.engine.files import write_problem
+
+    problem = write_problem(Path(target)) if target and target != "-" else None
+    if problem:
+        raise _UsageError(f"cannot write the JSON report to {target}: {problem}")
 
 
 def _write_json(console: Console, target: str | None, report: dict[str, Any]) -> None:

@@ -126,8 +126,20 @@ def test_bench_refuses_a_json_report_in_a_missing_folder_before_it_runs(tmp_path
     target = tmp_path / "no-such-folder" / "report.json"
     assert cli.main(["bench", "--quick", "--json", str(target)]) == 2
     err = capsys.readouterr().err
-    assert err.strip().splitlines()[-1].endswith(f"--json: {target.parent} is not a folder")
+    assert err.strip().splitlines()[-1].endswith(
+        f"--json: cannot write {target}: No such file or directory")
     assert "store ·" not in err and not target.parent.exists()  # nothing was measured
+
+
+def test_bench_refuses_a_json_report_it_could_not_write_before_it_runs(tmp_path, capsys):
+    from memgpt_lite.terminal import cli
+
+    (tmp_path / "notes.txt").write_text("a file, not a folder")
+    target = tmp_path / "notes.txt" / "report.json"  # the folder exists as a file
+    assert cli.main(["bench", "--quick", "--json", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1].endswith(f"--json: cannot write {target}: Not a directory")
+    assert "store ·" not in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize("timed", ["time_first_prompt", "time_first_reply"])

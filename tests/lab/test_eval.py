@@ -347,6 +347,23 @@ def test_dataset_files_are_checked(tmp_path):
     assert locomo.locomo_time("12:05 am on 1 Jan, 2024") == "2024-01-01T00:05:00Z"
 
 
+def test_a_json_report_that_cannot_be_written_is_said_before_the_run(tmp_path, console,
+                                                                      monkeypatch):
+    data = tmp_path / "locomo10.json"
+    synthetic_locomo(data)
+    (tmp_path / "notes.txt").write_text("a file, not a folder")
+    target = tmp_path / "notes.txt" / "l.json"
+    ran = []
+    monkeypatch.setattr(eval_commands.locomo, "run_locomo", lambda *a, **k: ran.append(1))
+    code = eval_commands.cmd_eval(SimpleNamespace(scenario="locomo", file=str(data),
+                                                  retrieval_only=True, model=None,
+                                                  json=str(target), compare=None, judge=False,
+                                                  replay=None))
+    assert code == 2 and ran == []  # refused before the run, not after it
+    assert f"cannot write the JSON report to {target}: Not a directory" in \
+        console.getvalue().replace("\n", "")
+
+
 @pytest.mark.parametrize("dataset", ["locomo", "nkv"])
 @pytest.mark.parametrize("text", ["[]", "", "\n\n"])
 def test_an_empty_dataset_file_is_one_sentence_not_an_empty_table(dataset, text, tmp_path,

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from memgpt_lite.engine.embeddings import EmbeddingError
+from memgpt_lite.engine.files import replace_file, write_problem
 from memgpt_lite.lab.bench.engine_overhead import run_engine
 from memgpt_lite.lab.bench.long_session import run_tokens
 from memgpt_lite.lab.bench.mcp_startup import run_mcp_startup
@@ -170,22 +171,27 @@ def suite_main(argv: list[str], progress: Any = None) -> int:
         embedders = _embedders(args.embedder)
     except EmbeddingError as exc:
         parser.error(f"--embedder: {exc}")
-    if args.json and not Path(args.json).absolute().parent.is_dir():
-        parser.error(f"--json: {Path(args.json).absolute().parent} is not a folder")
+    problem = write_problem(Path(args.json)) if args.json else None
+    if problem:
+        parser.error(f"--json: cannot write {args.json}: {problem}")
     command = " ".join(["memgpt-lite bench", *argv])
     progress = progress or StderrProgress()
     progress(f"memgpt-lite bench: {'quick' if args.quick else 'full'} run on "
              f"{machine_line(machine_info())}")
     report = run_suite(plan, progress, embedders)
     report["command"] = command
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n",
-                                   encoding="utf-8")
-        progress(f"wrote {args.json}")
     print(render_markdown(report, command))
     misses = missed_targets(report)
     if misses:
         print(f"\n{len(misses)} target(s) missed: " + "; ".join(misses))
+    if args.json:
+        try:  # after the table: a path that went bad during the run loses only the JSON
+            replace_file(Path(args.json), (json.dumps(report, indent=2, ensure_ascii=False)
+                                           + "\n").encode("utf-8"))
+        except OSError as exc:
+            progress(f"memgpt-lite bench: cannot write {args.json}: {exc.strerror or exc}")
+            return 1
+        progress(f"wrote {args.json}")
     return 0
 
 

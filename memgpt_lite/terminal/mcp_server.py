@@ -338,9 +338,16 @@ def build_server(service: MemoryService) -> Server[Any]:
         return types.ReadResourceResult(contents=[
             types.TextResourceContents(uri=found.uri, text=found.text, mime_type=TEXT)])
 
+    async def list_resource_templates(ctx: Any,
+                                      params: Any) -> types.ListResourceTemplatesResult:
+        # Every block is listed whole, so there are none; clients that offer resources ask
+        # (Inspector, Claude Desktop) and would show "Method not found" as an error.
+        return types.ListResourceTemplatesResult(resource_templates=[])
+
     return Server(SERVER_NAME, version=__version__, title="memgpt-lite memory",
                   instructions=service.instructions(), on_list_tools=list_tools,
                   on_call_tool=call_tool, on_list_resources=list_resources,
+                  on_list_resource_templates=list_resource_templates,
                   on_read_resource=read_resource)
 
 

@@ -112,6 +112,7 @@ def test_blocks_are_resources_and_an_unknown_one_is_an_error(service):
     async def main():
         async with Client(build_server(service), mode="legacy") as client:
             listed = (await client.list_resources()).resources
+            assert (await client.list_resource_templates()).resource_templates == []
             read = await client.read_resource("memgpt-lite://agents/work/core/human")
             with pytest.raises(MCPError, match="no core memory block at"):
                 await client.read_resource("memgpt-lite://agents/work/core/nope")

@@ -68,7 +68,10 @@ def status_line(usage: Usage, cost: float, context_tokens: int, budget: int, *,
     parts, meter = [], ""
     if context_tokens and budget:
         fraction = context_tokens / budget
-        parts.append(f"context {context_tokens:,}/{budget:,} tokens ({fraction:.0%})")
+        # Over the budget only as the next request stands now: the pager evicts before it
+        # is sent, so the line says so rather than look like a broken promise.
+        over = ", evicted before the next call" if context_tokens > budget else ""
+        parts.append(f"context {context_tokens:,}/{budget:,} tokens ({fraction:.0%}{over})")
         meter = f" {bar(fraction)}" if with_bar else ""
     if usage.total_input:
         parts.append(f"cache {cache_hit(usage):.0%}")

@@ -455,6 +455,10 @@ def test_event_lines():
         "error: The key was rejected."
     assert status_line(Usage(100, 5, 0, 300), 0.01, 400, 1000, with_bar=True) == \
         "context 400/1,000 tokens (40%) ▰▰▰▰▱▱▱▱▱▱ · cache 75% · turn $0.0100"
+    # the next request as it stands, over the budget: the pager evicts before sending it
+    assert status_line(Usage(100, 5, 0, 300), 0.01, 1040, 1000, with_bar=False) == \
+        ("context 1,040/1,000 tokens (104%, evicted before the next call) · cache 75% · "
+         "turn $0.0100")
 
 
 # --------------------------------------------------------------------------- piped, for real

@@ -183,7 +183,11 @@ class AnthropicClient:
         body.pop("max_tokens", None)
         client = self._client
         (counted,) = self._under_deadline(lambda call: [client.messages.count_tokens(**body)])
-        return int(counted.input_tokens)
+        tokens = getattr(counted, "input_tokens", None)  # the SDK does not check the body
+        if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
+            raise StreamError(f"{self.host} answered a token count with no count in it: is "
+                              f"ANTHROPIC_BASE_URL an Anthropic-compatible server?")
+        return tokens
 
     def _under_deadline(self, produce: Any) -> Iterator[Any]:
         """What `produce` yields on a worker thread, until the call's deadline; every failure

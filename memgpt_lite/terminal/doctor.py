@@ -28,7 +28,7 @@ class _Report:
     """The doctor's lines: ok, warn and FAIL (counted), one per line, controls made visible."""
 
     def __init__(self, console: Console):
-        self.console, self.problems = console, 0
+        self.console, self.problems, self.warnings = console, 0, 0
         self.no_key = False  # everything else may be fine, but chat cannot call a model
 
     def _line(self, mark: str, text: str) -> None:
@@ -39,6 +39,7 @@ class _Report:
         self._line("ok", text)
 
     def warn(self, text: str) -> None:
+        self.warnings += 1
         self._line("warn", text)
 
     def bad(self, text: str) -> None:
@@ -63,7 +64,8 @@ def run_doctor(console: Console, *, repair: bool = False, online: bool = True) -
         console.print("Not ready to chat: no API key or server is set (everything else looks "
                       "fine; demo and replay work without one).", markup=False)
         return 1
-    console.print("Everything looks fine.", markup=False)
+    console.print(f"Nothing is broken; {report.warnings} warning(s) above." if report.warnings
+                  else "Everything looks fine.", markup=False)
     return 0
 
 

@@ -245,6 +245,17 @@ def test_a_200_that_is_not_a_stream_of_events_says_what_answered(kind, body):
     assert "ANTHROPIC_BASE_URL" in err.message
 
 
+@pytest.mark.parametrize("reply", [
+    httpx2.Response(200, headers={"content-type": "text/html"}, text="<html>Welcome</html>"),
+    httpx2.Response(200, json={"hello": "world"}),
+    httpx2.Response(200, json={"input_tokens": "many"}),
+    httpx2.Response(200, json={"input_tokens": -3})])
+def test_a_token_count_without_a_count_is_one_sentence_not_a_traceback(reply):
+    with pytest.raises(errors.ModelError) as info:
+        client_for(Recorder(reply)).count_tokens(REQUEST)
+    assert "answered a token count with no count in it" in info.value.message
+
+
 def test_an_empty_base_url_variable_means_the_api_not_a_url_of_nothing(no_profiles, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "")  # `export ANTHROPIC_BASE_URL=` to unset it
     rec = Recorder(stream_response(message([{"type": "text", "text": "x"}])))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -134,6 +135,10 @@ class AnthropicClient:
         importing anthropic takes seconds on a cold start and the prompt should not wait."""
         import anthropic  # the package's only anthropic import
 
+        # The SDK builds what a server streams without checking it and warns on stderr when
+        # it serialises a field of the wrong type; such fields are checked here (`_count`).
+        warnings.filterwarnings("ignore", message="Pydantic serializer warnings",
+                                category=UserWarning)
         self._sdk = anthropic
         try:
             client = anthropic.Anthropic(**{**self._args, "http_client": self._http_client()},
@@ -299,8 +304,11 @@ class AnthropicClient:
             # valid text never holds) fails the stream before the call can be answered.
             return StreamError("The model wrote a tool call whose input is not readable JSON "
                                f"({_parser_reason(exc)}).")
-        if isinstance(exc, (ValueError, RuntimeError, IndexError, KeyError)):
+        unchecked = isinstance(exc, (AttributeError, TypeError)) and _raised_in_sdk(exc)
+        if unchecked or isinstance(exc, (ValueError, RuntimeError, IndexError, KeyError)):
             # json/pydantic decoding or event-order failures inside the SDK's stream parser
+            # (which builds its objects unchecked: a field the server sent as null or left
+            # out is met as None there)
             return StreamError("The API sent a malformed response stream.")
         return None
 
@@ -392,13 +400,33 @@ def _delta_of(event: Any) -> TextDelta | ThinkingDelta | None:
 
 def _response_of(message: Any) -> ModelResponse:
     u = message.usage
-    usage = Usage(input_tokens=u.input_tokens or 0, output_tokens=u.output_tokens or 0,
-                  cache_creation_input_tokens=u.cache_creation_input_tokens or 0,
-                  cache_read_input_tokens=u.cache_read_input_tokens or 0)
+    if u is None or not isinstance(message.content, list):
+        raise StreamError("The API sent a malformed response stream (a message without its "
+                          "usage or content).")
+    usage = Usage(input_tokens=_count(u.input_tokens), output_tokens=_count(u.output_tokens),
+                  cache_creation_input_tokens=_count(u.cache_creation_input_tokens),
+                  cache_read_input_tokens=_count(u.cache_read_input_tokens))
     # exclude_none: the SDK fills absent optional fields with None; the API never sent them.
     content = [b.to_dict(mode="json", exclude_none=True) for b in message.content]
     return ModelResponse(content=content, stop_reason=message.stop_reason, usage=usage,
                          model=message.model or "", id=message.id or "")
+
+
+def _raised_in_sdk(exc: BaseException) -> bool:
+    """Whether `exc` was raised inside the SDK or pydantic (a server's malformed stream),
+    not in this package's own code (a bug here must stay a traceback)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = tb.tb_frame.f_code.co_filename if tb is not None else ""
+    return any(part in where for part in ("/anthropic/", "/pydantic/"))
+
+
+def _count(value: Any) -> int:
+    """A token count as the server sent it, where the SDK does not check it: a count that
+    is not a whole number of 0 or more (a compatible server's bug) is taken as none, so it
+    can neither teach the counter nor make a cost negative."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 _HTML = re.compile(r"<(!doctype|html|head|body)\b", re.I)

@@ -256,6 +256,42 @@ def test_a_token_count_without_a_count_is_one_sentence_not_a_traceback(reply):
     assert "answered a token count with no count in it" in info.value.message
 
 
+def _events_with(change):
+    """The SSE bytes of a one-text reply, `change` applied to its list of (name, data)."""
+    events = sse_events(message([{"type": "text", "text": "hi"}]))
+    change(events)
+    return httpx2.Response(200, headers={"content-type": "text/event-stream"},
+                           content=sse_bytes(events))
+
+
+def _empty_start(events):
+    events[0] = ("message_start", {"type": "message_start", "message": {}})
+
+
+def _null_usage(events):
+    events[0][1]["message"]["usage"] = None
+    events[-2][1]["usage"] = None
+
+
+@pytest.mark.parametrize("change", [_empty_start, _null_usage])
+def test_a_stream_with_fields_left_out_or_null_is_a_stream_error_not_a_traceback(change):
+    err = fail(client_for(Recorder(_events_with(change))))
+    assert isinstance(err, errors.StreamError) and "malformed response stream" in err.message
+
+
+def test_token_counts_that_are_not_counts_are_taken_as_none(recwarn):
+    def bad_counts(events):
+        events[0][1]["message"]["usage"] = {"input_tokens": -50, "output_tokens": "x",
+                                            "cache_read_input_tokens": "lots"}
+        events[-2][1]["usage"] = {"output_tokens": "x"}
+
+    _, response = run(client_for(Recorder(_events_with(bad_counts))))
+    assert response.content == [{"type": "text", "text": "hi"}]
+    usage = response.usage
+    assert (usage.input_tokens, usage.output_tokens, usage.cache_read_input_tokens) == (0, 0, 0)
+    assert not [w for w in recwarn if "serializer" in str(w.message)]  # nothing on stderr
+
+
 def test_an_empty_base_url_variable_means_the_api_not_a_url_of_nothing(no_profiles, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "")  # `export ANTHROPIC_BASE_URL=` to unset it
     rec = Recorder(stream_response(message([{"type": "text", "text": "x"}])))

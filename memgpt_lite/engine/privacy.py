@@ -29,7 +29,7 @@ from typing import Any
 from memgpt_lite.engine import config, locking
 from memgpt_lite.engine.input_history import InputHistory
 from memgpt_lite.engine.matching import FORGOTTEN, Matcher
-from memgpt_lite.engine.recording import BASES, belongs_to, header_line
+from memgpt_lite.engine.recording import BASES, belongs_to, header_line, recording_files
 from memgpt_lite.engine.recording_scrub import RecordingScrub, scrub_recording, stamp_uid
 from memgpt_lite.engine.records import now_iso
 from memgpt_lite.engine.store import AgentRow, Store, snapshot
@@ -250,10 +250,7 @@ def _agent_locked(store: Store, row: AgentRow | None) -> Any:
 
 def agent_recordings(row: AgentRow) -> list[Path]:
     """The agent's recordings: in its folder, or naming its uid (see recording.belongs_to)."""
-    root = config.recordings_dir()
-    if not root.is_dir():
-        return []
-    return [path for path in sorted(root.rglob("*.jsonl")) if belongs_to(path, row)]
+    return [path for path in recording_files(config.recordings_dir()) if belongs_to(path, row)]
 
 
 def adopt_recordings(row: AgentRow) -> None:

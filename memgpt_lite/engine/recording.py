@@ -614,12 +614,17 @@ class RecordingInfo:
 def list_recordings(agent: Any = None, directory: Path | None = None) -> list[RecordingInfo]:
     """Every recording under the data dir, or only those of `agent` (an AgentRow), oldest
     first. A damaged one is listed with its problem rather than left out."""
-    root = directory or recordings_dir()
-    paths = sorted(root.rglob("*.jsonl")) if root.is_dir() else []
+    paths = recording_files(directory or recordings_dir())
     if agent is not None:
         paths = [p for p in paths if belongs_to(p, agent)]
     out = [_info(path) for path in paths]
     return sorted(out, key=_oldest_first)
+
+
+def recording_files(root: Path) -> list[Path]:
+    """The recordings under `root`, sorted: regular files only, so a folder, a FIFO or a
+    device named *.jsonl is passed over instead of read (a FIFO would block the command)."""
+    return sorted(p for p in root.rglob("*.jsonl") if p.is_file()) if root.is_dir() else []
 
 
 def _oldest_first(info: RecordingInfo) -> tuple[str, str, str, int]:

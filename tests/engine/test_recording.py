@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import stat
 import sys
 from datetime import datetime, timezone
@@ -119,6 +120,29 @@ def test_list_recordings_reports_agent_start_and_turns(tmp_path):
     assert len(recording.list_recordings(agent.row)) == 2
     nobody = SimpleNamespace(uid="0123", name="nobody")
     assert recording.list_recordings(nobody) == []
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
+def test_a_fifo_or_a_folder_named_like_a_recording_is_passed_over_not_read(tmp_path):
+    import threading
+
+    from memgpt_lite.engine.privacy import agent_recordings
+
+    agent = _agent(tmp_path, [text_response("one")])
+    rec = recording.Recorder.for_agent(agent)
+    recording.record_header(agent, rec)
+    list(recording.recorded_step(agent, rec, "a"))
+    rec.close()
+    os.mkfifo(rec.path.parent / "pipe.jsonl")  # opening it would wait for a writer for ever
+    (rec.path.parent / "folder.jsonl").mkdir()
+    found: list = []
+    worker = threading.Thread(target=lambda: found.extend(
+        [recording.list_recordings(), agent_recordings(agent.row)]), daemon=True)
+    worker.start()
+    worker.join(30)
+    assert not worker.is_alive(), "sessions and forget blocked on the FIFO"
+    listed, forget_sees = found
+    assert [r.path for r in listed] == [rec.path] and forget_sees == [rec.path]
 
 
 def test_recordings_begun_in_the_same_second_are_listed_in_the_order_they_began(tmp_path):

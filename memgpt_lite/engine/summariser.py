@@ -13,7 +13,7 @@ from memgpt_lite.engine.errors import ModelError
 from memgpt_lite.engine.events import Event, ModelCallStart, ResponseEvent
 from memgpt_lite.engine.model import ModelClient, final_response
 from memgpt_lite.engine.records import ModelRequest, Turn, Usage
-from memgpt_lite.engine.text import neutralise_tags
+from memgpt_lite.engine.text import clean_text, neutralise_tags
 from memgpt_lite.engine.tokens import TokenCounter, request_chars
 from memgpt_lite.engine.turns import first_words
 
@@ -86,7 +86,9 @@ class Summariser:
             return None, Usage()
         yield ResponseEvent(response, purpose="summary")
         self.usage = self.usage + response.usage
-        return response.text.strip() or None, response.usage
+        # The model's JSON may hold lone surrogates, which no valid text holds: the summary
+        # is stored and sent in every request from now on, so it follows the text rule.
+        return clean_text(response.text).strip() or None, response.usage
 
     def request(self, previous: str, turns_text: str) -> ModelRequest:
         return ModelRequest(

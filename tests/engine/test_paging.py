@@ -24,13 +24,15 @@ from memgpt_lite.engine.events import (
     TurnEndEvent,
 )
 from memgpt_lite.engine.memory import MemoryTools, ToolOutcome
-from memgpt_lite.engine.records import Message, canonical_json
+from memgpt_lite.engine.model import AnthropicClient
+from memgpt_lite.engine.records import Message, ModelResponse, Usage, canonical_json
 from memgpt_lite.engine.shrink import CLIP_NOTE
 from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.engine.summariser import Summariser, chunk_turns, truncate_summary
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.engine.tokens import TokenCounter
 from memgpt_lite.engine.turns import group_turns
+from memgpt_lite.lab.fake_server import FakeAnthropicServer
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 WINDOW = 8_000  # budget = 8000 − 512 − 200 = 7288 tokens
@@ -367,6 +369,36 @@ def test_truncate_summary_of_one_long_line_keeps_its_newest_text():
         assert len(short) <= cap and short.endswith(line[-min(cap, 20):])
         assert len(short) >= cap - 1  # the room is used for text, not only for the note
     assert "…" in truncate_summary(line, 1_000)
+
+
+def test_a_summary_with_lone_surrogates_is_stored_and_sent_as_valid_text(tmp_path):
+    """The summariser's JSON may hold lone surrogate escapes ("\\ud800"), which no valid
+    text holds: the next request could not be encoded and the chat ended in a traceback.
+    Through the real SDK and the fake server: each becomes U+FFFD, like a chat reply."""
+    def reply(body):
+        if "running summary" in body["system"][0]["text"]:
+            text = "The user likes \ud800 kiwis \udfff."
+        else:
+            text = "ok"
+        return ModelResponse([{"type": "text", "text": text}], "end_turn", Usage())
+
+    with FakeAnthropicServer(context_window=WINDOW, default_reply=reply) as server:
+        client = AnthropicClient(base_url=server.base_url, api_key="test", max_retries=0)
+        agent = Agent.open(SQLiteStore(tmp_path / "s.db"), "s", model_client=client,
+                           summary_client=client, clock=clock(), settings=Settings(
+                               context_window=WINDOW, max_output_tokens=512,
+                               safety_margin=200))
+        seen: list = []
+        for i in range(40):
+            seen += list(agent.step(f"turn{i} " + words(200, f"t{i}x")))
+            assert seen[-1].completed, of(seen, ErrorEvent)
+            if of(seen, SummaryEvent):
+                break
+        assert of(seen, SummaryEvent)[0].method == "summariser"
+        assert list(agent.step("and after the summary?"))[-1].completed
+    summary = agent.store.conversation_summary(agent.id)
+    assert summary == "The user likes \ufffd kiwis \ufffd."
+    assert of(seen, SummaryEvent)[0].summary == summary
 
 
 def test_a_429_during_compaction_of_a_one_line_summary_keeps_its_newest_text(tmp_path):

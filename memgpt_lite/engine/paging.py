@@ -424,7 +424,10 @@ def _ids_problem(ids: list[int], valid: list[int], turn_id: int) -> str | None:
 
 
 def _error(text: str) -> ToolOutcome:
-    return ToolOutcome(text, True, f"evict_turns failed: {text.split('.')[0]}")
+    # The chat's line is the first sentence: a dot inside a number it quotes ("got [7.0]")
+    # does not end it.
+    first = text.split(". ")[0].rstrip(".")
+    return ToolOutcome(text, True, f"evict_turns failed: {first}")
 
 
 

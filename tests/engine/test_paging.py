@@ -244,6 +244,16 @@ def test_evict_tool_rejects_a_non_object(tmp_path):
     assert "Turns you can evict: 1." in outcome.text and events == []
 
 
+def test_the_line_shown_for_a_refused_evict_turns_keeps_the_numbers_it_quotes(tmp_path):
+    """The chat's line is the answer's first sentence, not its text up to the first dot:
+    "got [7.0, 8.0]" was shown as "got [7"."""
+    agent, _, _ = make_agent(tmp_path)
+    inputs = ContextInputs("", [Message("user", [{"type": "text", "text": "x"}], 7)], [], "")
+    outcome, _ = agent.pager.evict_tool({"turn_ids": [7.0, 8.5], "summary": ""}, inputs, 9)
+    assert outcome.summary == ("evict_turns failed: turn_ids must be a list of integer turn "
+                               "ids, got [7.0, 8.5]")
+
+
 def test_pop_after_the_model_evicted_the_last_turn_undoes_the_last_turns(tmp_path):
     """/pop 2 is the last two turns: with turn 2 evicted, the queue's last two (1 and 3)
     would delete the first turn from recall and keep the second."""

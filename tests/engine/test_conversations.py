@@ -297,3 +297,17 @@ def test_chat_resumes_the_conversation_used_last_within_one_second(store, store_
     with open_store(store_target) as later:  # the next process: nothing chosen yet
         again, _ = opened(later)
         assert again.conversation_id == 1
+
+
+def test_new_after_popping_every_turn_starts_without_the_old_summary(store):
+    """A conversation whose turns were all popped has no turns left but still its summary
+    (of turns flushed before the pop): /new must not hand it out as a new one."""
+    ada, _ = opened(store, script=[text_response("One."), text_response("Two.")])
+    run(ada, "the old task: migrate the kangaroo database")
+    store.set_summary(ada.id, "Earlier: migrating the kangaroo database.")
+    run(ada, "still the old task")
+    assert ada.pop_turns(2).turn_ids
+    new = ada.start_conversation()
+    assert new.id == 2 and ada.conversation_id == 2
+    assert store.conversation(ada.id).summary == ""
+    assert ada.start_conversation().id == 2  # and that one, unused, is kept

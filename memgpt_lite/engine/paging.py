@@ -127,7 +127,7 @@ class Pager:
         if self._must_flush(built.estimated_tokens, turn_id):
             built = yield from self.flush(inputs, built)
         if self._summary_too_big(inputs):
-            if (yield from self._compact_summary(inputs, self._summary_cap_chars())):
+            if (yield from self._compact_summary(inputs, self._summary_cap_chars(inputs.summary))):
                 built = self._build(inputs)
         built = yield from self._alert(inputs, turn_id, built)
         return (yield from self._fit(inputs, built))
@@ -324,11 +324,14 @@ class Pager:
         inputs.queue = [m for m in inputs.queue if m.turn_id not in gone]
         inputs.summary = summary
 
-    def _summary_cap_chars(self) -> int:
-        return int(self.level(SUMMARY_CAP) * self.counter.chars_per_token / 1.2)
+    def _summary_cap_chars(self, summary: str = "") -> int:
+        """The cap in characters of `summary` (of ASCII text when none; see `summary_units`)."""
+        units = int(self.level(SUMMARY_CAP) * self.counter.chars_per_token / 1.2)
+        return units * len(summary) // summary_units(summary) if summary else units
 
     def _summary_too_big(self, inputs: ContextInputs) -> bool:
-        return self.counter.estimate_text(inputs.summary) > self.level(SUMMARY_CAP)
+        return self.counter.estimate_chars(summary_units(inputs.summary)) > \
+            self.level(SUMMARY_CAP)
 
     def _compact_summary(self, inputs: ContextInputs,
                          max_chars: int) -> Generator[Event, None, bool]:
@@ -389,6 +392,15 @@ class Pager:
         events: list[Event] = [EvictionEvent(ids, freed, "model", summary, now, self.budget),
                                SummaryEvent(merged, "model")]
         return ToolOutcome(text, False, f"evicted turns {turn_ranges(ids)} · {freed:,} tokens"), events
+
+
+def summary_units(text: str) -> int:
+    """The summary's size as the counter's chars per token sees text: a character beyond
+    ASCII counts as its UTF-8 bytes. That ratio is the whole request's average, set by the
+    ASCII tools and system prompt, while Chinese takes about a token a character (a
+    byte-level tokenizer, a token for every few bytes): measured by its characters, a
+    summary in Chinese took a third of the budget, and the queue kept one turn."""
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def _args_problem(args: object) -> str | None:

@@ -32,7 +32,7 @@ from memgpt_lite.engine.summariser import Summariser, chunk_turns, truncate_summ
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.engine.tokens import TokenCounter
 from memgpt_lite.engine.turns import group_turns
-from memgpt_lite.lab.fake_server import FakeAnthropicServer
+from memgpt_lite.lab.fake_server import Counting, FakeAnthropicServer, http_error
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 WINDOW = 8_000  # budget = 8000 − 512 − 200 = 7288 tokens
@@ -409,6 +409,32 @@ def test_a_summary_with_lone_surrogates_is_stored_and_sent_as_valid_text(tmp_pat
     summary = agent.store.conversation_summary(agent.id)
     assert summary == "The user likes \ufffd kiwis \ufffd."
     assert of(seen, SummaryEvent)[0].summary == summary
+
+
+def test_a_cjk_summary_stays_within_its_share_of_the_budget_by_the_servers_count(tmp_path):
+    """The summary was measured at the request's average chars per token, which its ASCII
+    tools and system prompt set: a summary in Chinese (deterministic pieces, the summariser
+    down) took a third of the budget by the server's count, and the queue kept one turn."""
+    cjk = "我们今天讨论了数据库迁移的计划和时间表以及需要注意的问题还有测试用例的编写方法"
+    window = 12_000
+    with FakeAnthropicServer(context_window=window, counting=Counting(per_byte=True)) as chat, \
+            FakeAnthropicServer() as summary_server:
+        summary_server.enqueue(http_error(400, "invalid_request_error", "down"), times=1_000)
+        agent = Agent.open(
+            SQLiteStore(tmp_path / "cjk.db"), "cjk", clock=clock(),
+            model_client=AnthropicClient(base_url=chat.base_url, api_key="t", max_retries=0),
+            summary_client=AnthropicClient(base_url=summary_server.base_url, api_key="t",
+                                           max_retries=0),
+            settings=Settings(context_window=window))
+        shares = []
+        for i in range(120):
+            events = list(agent.step(f"第{i}条" + "".join(cjk[(i * 7 + k) % len(cjk)]
+                                                         for k in range(60 + i % 200))))
+            assert events[-1].completed, of(events, ErrorEvent)
+            summary = agent.store.conversation_summary(agent.id)
+            shares.append(Counting(per_byte=True).tokens(summary) / agent.settings.budget)
+    assert summary_server.pending < 1_000 and max(shares) > 0.1  # it was summarised, often
+    assert max(shares) <= 0.22, f"{max(shares):.0%} of the budget"
 
 
 def test_a_429_during_compaction_of_a_one_line_summary_keeps_its_newest_text(tmp_path):

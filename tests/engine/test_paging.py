@@ -151,6 +151,23 @@ def test_alert_goes_into_the_tail_with_usage_and_the_queue(tmp_path):
     assert "Memory pressure" not in canonical_json(model.requests[-1].system)
 
 
+def test_the_alert_names_turns_by_their_first_words_however_long_a_word_is(tmp_path):
+    """Chinese has no spaces, nor has a pasted key or URL: "the first 10 words" of such a
+    turn was the whole message, so the alert listing the queue's turns was as big as the
+    queue itself, at the moment the context is fullest."""
+    agent, model, _ = make_agent(tmp_path)
+    cjk = "我们今天讨论了数据库迁移的计划和时间表以及需要注意的问题还有测试用例的编写方法"
+    seen: list = []
+    for i in range(40):
+        seen += step(agent, model, f"第{i}条" + (cjk * 20)[i:i + 300])
+        if of(seen, PressureAlertEvent):
+            break
+    alert = of(seen, PressureAlertEvent)[0].text
+    rows = re.findall(r"^- \d+ · \S+ · [\d,]+ · (.*)$", alert, re.M)
+    assert len(rows) >= 5 and all(row.startswith("第") for row in rows)
+    assert max(len(row) for row in rows) <= 80, rows[0]
+
+
 def test_one_alert_per_rise_not_per_call(tmp_path):
     agent, model, _ = make_agent(tmp_path)
     def script():

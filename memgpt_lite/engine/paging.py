@@ -415,7 +415,8 @@ def _args_problem(args: object) -> str | None:
     if not isinstance(ids, list) or not all(type(i) is int for i in ids):
         return f"turn_ids must be a list of integer turn ids, got {preview(ids)}."
     if len(ids) > MAX_EVICT or not all(1 <= i <= MAX_TURN_ID for i in ids):
-        return f"turn_ids must hold at most {MAX_EVICT:,} turn ids, each 1 or more."
+        return (f"turn_ids must hold at most {MAX_EVICT:,} turn ids, each from 1 to "
+                f"{MAX_TURN_ID:,}.")
     summary = args.get("summary", "")
     if not isinstance(summary, (str, type(None))):
         return "summary must be a string."

@@ -236,6 +236,9 @@ def test_evict_turns_frees_context_keeps_recall_and_merges_summary(tmp_path):
     ({"turn_ids": ["1"], "summary": "x"}, "must be a list of integer turn ids"),
     ({"turn_ids": [1], "summary": 5}, "summary must be a string"),
     ({"turn_ids": [1], "summary": "x", "force": True}, "Unknown argument 'force'"),
+    # "each 1 or more" told a model that sent 10**30 nothing it could act on
+    ({"turn_ids": [10**30], "summary": "x"}, "each from 1 to 9,007,199,254,740,992"),
+    ({"turn_ids": [0], "summary": "x"}, "each from 1 to 9,007,199,254,740,992"),
 ])
 def test_evict_turns_errors_list_the_valid_ids(tmp_path, args, problem):
     agent, model, _ = make_agent(tmp_path)

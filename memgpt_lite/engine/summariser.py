@@ -9,7 +9,7 @@ from typing import Any
 
 from memgpt_lite.engine import prompts
 from memgpt_lite.engine.config import Settings
-from memgpt_lite.engine.errors import ModelError
+from memgpt_lite.engine.errors import APIConnectionError, ModelError
 from memgpt_lite.engine.events import Event, ModelCallStart, ResponseEvent
 from memgpt_lite.engine.model import ModelClient, final_response
 from memgpt_lite.engine.records import ModelRequest, Turn, Usage
@@ -36,6 +36,7 @@ class Summariser:
         self.client, self.settings, self.counter = client, settings, counter
         self.calls = 0
         self.usage = Usage()
+        self.unreachable = False  # the last call got no answer at all (see `summarise`)
 
     def limit_chars(self) -> int:
         """Largest prompt (summary + turns) we send: a share of the chat budget, so a summary
@@ -45,11 +46,14 @@ class Summariser:
     def summarise(self, previous: str, turns: list[Turn]) -> Generator[Event, None, SummaryResult]:
         text = render_turns(turns)
         usage = Usage()
+        self.unreachable = False
         if len(previous) + len(text) <= self.limit_chars():
             out, usage = yield from self._call(previous, text)
             if out is not None:
                 return SummaryResult(out, "summariser", usage)
-        summary, method = previous, "chunked"
+        # Smaller chunks may get an answer where the whole was refused; a server that gave
+        # none in the call's whole deadline (or no connection) would only be waited for again.
+        summary, method = previous, "deterministic" if self.unreachable else "chunked"
         for chunk in chunk_turns(turns, self.limit_chars() // 2):
             out = None
             if method == "chunked" and len(summary) <= self.limit_chars() // 2:
@@ -82,7 +86,8 @@ class Summariser:
         yield ModelCallStart(0, request.digest(), estimate, purpose="summary", model=request.model)
         try:
             response = final_response(self.client.stream(request))
-        except ModelError:
+        except ModelError as exc:
+            self.unreachable = isinstance(exc, APIConnectionError)
             return None, Usage()
         yield ResponseEvent(response, purpose="summary")
         self.usage = self.usage + response.usage

@@ -32,7 +32,7 @@ from memgpt_lite.engine.summariser import Summariser, chunk_turns, truncate_summ
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.engine.tokens import TokenCounter
 from memgpt_lite.engine.turns import group_turns
-from memgpt_lite.lab.fake_server import Counting, FakeAnthropicServer, http_error
+from memgpt_lite.lab.fake_server import Counting, FakeAnthropicServer, hang, http_error
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 WINDOW = 8_000  # budget = 8000 − 512 − 200 = 7288 tokens
@@ -359,6 +359,27 @@ def test_summariser_failure_falls_back_to_a_deterministic_summary(tmp_path):
     assert summary.method == "deterministic"
     assert re.search(r"- turn 1 \(2026-03-01T09:00:\d\dZ\): turn0 t0x0", summary.summary)
     assert len(summ.requests) == 2  # the whole batch, then the first chunk; then no more calls
+
+
+def test_a_summariser_that_never_answers_is_waited_for_once_per_flush(tmp_path):
+    """A summariser call that timed out was followed by the first chunk's call, which waited
+    its whole deadline again: a stalled summariser doubled the wait of every flush."""
+    with FakeAnthropicServer(context_window=WINDOW) as chat, FakeAnthropicServer() as stalled:
+        stalled.enqueue(hang(30), times=10)
+        agent = Agent.open(
+            SQLiteStore(tmp_path / "stall.db"), "s", clock=clock(),
+            model_client=AnthropicClient(base_url=chat.base_url, api_key="t", max_retries=0),
+            summary_client=AnthropicClient(base_url=stalled.base_url, api_key="t",
+                                           max_retries=0, timeout=1.0),
+            settings=Settings(context_window=WINDOW, max_output_tokens=512, safety_margin=200))
+        seen: list = []
+        for i in range(40):
+            seen += list(agent.step(f"turn{i} " + words(200, f"t{i}x")))
+            assert seen[-1].completed, of(seen, ErrorEvent)
+            if of(seen, SummaryEvent):
+                break
+        assert of(seen, SummaryEvent)[0].method == "deterministic"
+        assert 10 - stalled.pending == 1  # one call waited for; none after it
 
 
 def test_summariser_chunks_what_is_too_big_for_one_call():

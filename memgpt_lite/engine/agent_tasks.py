@@ -53,9 +53,10 @@ class AgentTasks:
     def start_conversation(self) -> Conversation:
         """Work in a new conversation from now on: an empty queue, no summary, no alert;
         core, archival memory and recall stay. The current one is kept when it is still new
-        (no message, no title)."""
+        (no message, no title, no summary: one whose turns were all popped keeps the summary
+        of those flushed before, and is not new)."""
         now = self.conversation()
-        if now.started_at and not now.turns and not now.title:
+        if now.started_at and not now.turns and not now.title and not now.summary:
             return now
         return self._switched(self.store.start_conversation(self.id, utc_iso(self.now())))
 

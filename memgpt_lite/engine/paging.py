@@ -127,7 +127,7 @@ class Pager:
         if self._must_flush(built.estimated_tokens, turn_id):
             built = yield from self.flush(inputs, built)
         if self._summary_too_big(inputs):
-            if (yield from self._compact_summary(inputs, self._summary_cap_chars())):
+            if (yield from self._compact_summary(inputs, self._summary_cap_chars(inputs.summary))):
                 built = self._build(inputs)
         built = yield from self._alert(inputs, turn_id, built)
         return (yield from self._fit(inputs, built))
@@ -324,11 +324,14 @@ class Pager:
         inputs.queue = [m for m in inputs.queue if m.turn_id not in gone]
         inputs.summary = summary
 
-    def _summary_cap_chars(self) -> int:
-        return int(self.level(SUMMARY_CAP) * self.counter.chars_per_token / 1.2)
+    def _summary_cap_chars(self, summary: str = "") -> int:
+        """The cap in characters of `summary` (of ASCII text when none; see `summary_units`)."""
+        units = int(self.level(SUMMARY_CAP) * self.counter.chars_per_token / 1.2)
+        return units * len(summary) // summary_units(summary) if summary else units
 
     def _summary_too_big(self, inputs: ContextInputs) -> bool:
-        return self.counter.estimate_text(inputs.summary) > self.level(SUMMARY_CAP)
+        return self.counter.estimate_chars(summary_units(inputs.summary)) > \
+            self.level(SUMMARY_CAP)
 
     def _compact_summary(self, inputs: ContextInputs,
                          max_chars: int) -> Generator[Event, None, bool]:
@@ -391,6 +394,15 @@ class Pager:
         return ToolOutcome(text, False, f"evicted turns {turn_ranges(ids)} · {freed:,} tokens"), events
 
 
+def summary_units(text: str) -> int:
+    """The summary's size as the counter's chars per token sees text: a character beyond
+    ASCII counts as its UTF-8 bytes. That ratio is the whole request's average, set by the
+    ASCII tools and system prompt, while Chinese takes about a token a character (a
+    byte-level tokenizer, a token for every few bytes): measured by its characters, a
+    summary in Chinese took a third of the budget, and the queue kept one turn."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
 def _args_problem(args: object) -> str | None:
     # Own checks rather than memory.check_arguments: its messages call every array
     # "a list of strings", and the model needs to hear "integer turn ids".
@@ -403,7 +415,8 @@ def _args_problem(args: object) -> str | None:
     if not isinstance(ids, list) or not all(type(i) is int for i in ids):
         return f"turn_ids must be a list of integer turn ids, got {preview(ids)}."
     if len(ids) > MAX_EVICT or not all(1 <= i <= MAX_TURN_ID for i in ids):
-        return f"turn_ids must hold at most {MAX_EVICT:,} turn ids, each 1 or more."
+        return (f"turn_ids must hold at most {MAX_EVICT:,} turn ids, each from 1 to "
+                f"{MAX_TURN_ID:,}.")
     summary = args.get("summary", "")
     if not isinstance(summary, (str, type(None))):
         return "summary must be a string."
@@ -424,7 +437,10 @@ def _ids_problem(ids: list[int], valid: list[int], turn_id: int) -> str | None:
 
 
 def _error(text: str) -> ToolOutcome:
-    return ToolOutcome(text, True, f"evict_turns failed: {text.split('.')[0]}")
+    # The chat's line is the first sentence: a dot inside a number it quotes ("got [7.0]")
+    # does not end it.
+    first = text.split(". ")[0].rstrip(".")
+    return ToolOutcome(text, True, f"evict_turns failed: {first}")
 
 
 

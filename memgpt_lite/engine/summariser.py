@@ -9,11 +9,11 @@ from typing import Any
 
 from memgpt_lite.engine import prompts
 from memgpt_lite.engine.config import Settings
-from memgpt_lite.engine.errors import ModelError
+from memgpt_lite.engine.errors import APIConnectionError, ModelError
 from memgpt_lite.engine.events import Event, ModelCallStart, ResponseEvent
 from memgpt_lite.engine.model import ModelClient, final_response
 from memgpt_lite.engine.records import ModelRequest, Turn, Usage
-from memgpt_lite.engine.text import neutralise_tags
+from memgpt_lite.engine.text import clean_text, neutralise_tags
 from memgpt_lite.engine.tokens import TokenCounter, request_chars
 from memgpt_lite.engine.turns import first_words
 
@@ -36,6 +36,7 @@ class Summariser:
         self.client, self.settings, self.counter = client, settings, counter
         self.calls = 0
         self.usage = Usage()
+        self.unreachable = False  # the last call got no answer at all (see `summarise`)
 
     def limit_chars(self) -> int:
         """Largest prompt (summary + turns) we send: a share of the chat budget, so a summary
@@ -45,11 +46,14 @@ class Summariser:
     def summarise(self, previous: str, turns: list[Turn]) -> Generator[Event, None, SummaryResult]:
         text = render_turns(turns)
         usage = Usage()
+        self.unreachable = False
         if len(previous) + len(text) <= self.limit_chars():
             out, usage = yield from self._call(previous, text)
             if out is not None:
                 return SummaryResult(out, "summariser", usage)
-        summary, method = previous, "chunked"
+        # Smaller chunks may get an answer where the whole was refused; a server that gave
+        # none in the call's whole deadline (or no connection) would only be waited for again.
+        summary, method = previous, "deterministic" if self.unreachable else "chunked"
         for chunk in chunk_turns(turns, self.limit_chars() // 2):
             out = None
             if method == "chunked" and len(summary) <= self.limit_chars() // 2:
@@ -82,11 +86,14 @@ class Summariser:
         yield ModelCallStart(0, request.digest(), estimate, purpose="summary", model=request.model)
         try:
             response = final_response(self.client.stream(request))
-        except ModelError:
+        except ModelError as exc:
+            self.unreachable = isinstance(exc, APIConnectionError)
             return None, Usage()
         yield ResponseEvent(response, purpose="summary")
         self.usage = self.usage + response.usage
-        return response.text.strip() or None, response.usage
+        # The model's JSON may hold lone surrogates, which no valid text holds: the summary
+        # is stored and sent in every request from now on, so it follows the text rule.
+        return clean_text(response.text).strip() or None, response.usage
 
     def request(self, previous: str, turns_text: str) -> ModelRequest:
         return ModelRequest(

@@ -18,14 +18,20 @@ def group_turns(messages: list[Message]) -> list[Turn]:
     return turns
 
 
+LONG_WORD = 20  # characters kept of a longer word
+
+
 def first_words(turn: Turn, n: int = 12) -> str:
     """The opening words of a turn, as inert data (they go into alerts and summaries): the
-    user's own words, not those of a file attached to them."""
+    user's own words, not those of a file attached to them. A word longer than LONG_WORD is
+    cut there: Chinese has no spaces, nor has a pasted key or URL, and "10 words" of such a
+    turn was the whole message (an alert as big as the queue it lists)."""
     for m in turn.messages:
         for b in m.content:
             if b.get("type") == "text" and b.get("text", "").strip() and not is_attachment(b):
                 words = b["text"].split()
-                return neutralise_tags(" ".join(words[:n]) + (" …" if len(words) > n else ""))
+                shown = [w if len(w) <= LONG_WORD else w[:LONG_WORD] + "…" for w in words[:n]]
+                return neutralise_tags(" ".join(shown) + (" …" if len(words) > n else ""))
     return "(no text)"
 
 

@@ -275,3 +275,39 @@ def test_pop_and_retry_act_on_the_current_conversation_only(store):
     ada.resume_conversation(1)
     assert [m.id for m in store.context_messages(ada.id)] == first_queue
     assert ada.last_user_text() == "first conversation"
+
+
+def test_chat_resumes_the_conversation_used_last_within_one_second(store, store_target,
+                                                                    monkeypatch):
+    """Times are stamped to the second: a piped chat (`/new`, a message, `/resume 1`, a
+    message) does it all within one, and the next `chat` still resumes conversation 1."""
+    second = "2026-03-02T18:00:00Z"
+    for module in ("agents", "conversations"):
+        monkeypatch.setattr(f"memgpt_lite.engine.store.{module}.now_iso", lambda: second)
+    from datetime import datetime, timezone
+    at = datetime(2026, 3, 2, 18, 0, 0, tzinfo=timezone.utc)
+    ada, _ = opened(store, script=[text_response("One."), text_response("Two."),
+                                   text_response("Three.")], clock=lambda: at)
+    run(ada, "first task")
+    ada.start_conversation()
+    run(ada, "second task")
+    ada.resume_conversation(1)
+    run(ada, "back to the first task")
+    ada.close()
+    with open_store(store_target) as later:  # the next process: nothing chosen yet
+        again, _ = opened(later)
+        assert again.conversation_id == 1
+
+
+def test_new_after_popping_every_turn_starts_without_the_old_summary(store):
+    """A conversation whose turns were all popped has no turns left but still its summary
+    (of turns flushed before the pop): /new must not hand it out as a new one."""
+    ada, _ = opened(store, script=[text_response("One."), text_response("Two.")])
+    run(ada, "the old task: migrate the kangaroo database")
+    store.set_summary(ada.id, "Earlier: migrating the kangaroo database.")
+    run(ada, "still the old task")
+    assert ada.pop_turns(2).turn_ids
+    new = ada.start_conversation()
+    assert new.id == 2 and ada.conversation_id == 2
+    assert store.conversation(ada.id).summary == ""
+    assert ada.start_conversation().id == 2  # and that one, unused, is kept

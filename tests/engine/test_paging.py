@@ -24,13 +24,15 @@ from memgpt_lite.engine.events import (
     TurnEndEvent,
 )
 from memgpt_lite.engine.memory import MemoryTools, ToolOutcome
-from memgpt_lite.engine.records import Message, canonical_json
+from memgpt_lite.engine.model import AnthropicClient
+from memgpt_lite.engine.records import Message, ModelResponse, Usage, canonical_json
 from memgpt_lite.engine.shrink import CLIP_NOTE
 from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.engine.summariser import Summariser, chunk_turns, truncate_summary
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.engine.tokens import TokenCounter
 from memgpt_lite.engine.turns import group_turns
+from memgpt_lite.lab.fake_server import Counting, FakeAnthropicServer, hang, http_error
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 WINDOW = 8_000  # budget = 8000 − 512 − 200 = 7288 tokens
@@ -149,6 +151,23 @@ def test_alert_goes_into_the_tail_with_usage_and_the_queue(tmp_path):
     assert "Memory pressure" not in canonical_json(model.requests[-1].system)
 
 
+def test_the_alert_names_turns_by_their_first_words_however_long_a_word_is(tmp_path):
+    """Chinese has no spaces, nor has a pasted key or URL: "the first 10 words" of such a
+    turn was the whole message, so the alert listing the queue's turns was as big as the
+    queue itself, at the moment the context is fullest."""
+    agent, model, _ = make_agent(tmp_path)
+    cjk = "我们今天讨论了数据库迁移的计划和时间表以及需要注意的问题还有测试用例的编写方法"
+    seen: list = []
+    for i in range(40):
+        seen += step(agent, model, f"第{i}条" + (cjk * 20)[i:i + 300])
+        if of(seen, PressureAlertEvent):
+            break
+    alert = of(seen, PressureAlertEvent)[0].text
+    rows = re.findall(r"^- \d+ · \S+ · [\d,]+ · (.*)$", alert, re.M)
+    assert len(rows) >= 5 and all(row.startswith("第") for row in rows)
+    assert max(len(row) for row in rows) <= 80, rows[0]
+
+
 def test_one_alert_per_rise_not_per_call(tmp_path):
     agent, model, _ = make_agent(tmp_path)
     def script():
@@ -217,6 +236,9 @@ def test_evict_turns_frees_context_keeps_recall_and_merges_summary(tmp_path):
     ({"turn_ids": ["1"], "summary": "x"}, "must be a list of integer turn ids"),
     ({"turn_ids": [1], "summary": 5}, "summary must be a string"),
     ({"turn_ids": [1], "summary": "x", "force": True}, "Unknown argument 'force'"),
+    # "each 1 or more" told a model that sent 10**30 nothing it could act on
+    ({"turn_ids": [10**30], "summary": "x"}, "each from 1 to 9,007,199,254,740,992"),
+    ({"turn_ids": [0], "summary": "x"}, "each from 1 to 9,007,199,254,740,992"),
 ])
 def test_evict_turns_errors_list_the_valid_ids(tmp_path, args, problem):
     agent, model, _ = make_agent(tmp_path)
@@ -240,6 +262,16 @@ def test_evict_tool_rejects_a_non_object(tmp_path):
     outcome, events = agent.pager.evict_tool(["1"], inputs, 2)
     assert outcome.is_error and "must be an object" in outcome.text
     assert "Turns you can evict: 1." in outcome.text and events == []
+
+
+def test_the_line_shown_for_a_refused_evict_turns_keeps_the_numbers_it_quotes(tmp_path):
+    """The chat's line is the answer's first sentence, not its text up to the first dot:
+    "got [7.0, 8.0]" was shown as "got [7"."""
+    agent, _, _ = make_agent(tmp_path)
+    inputs = ContextInputs("", [Message("user", [{"type": "text", "text": "x"}], 7)], [], "")
+    outcome, _ = agent.pager.evict_tool({"turn_ids": [7.0, 8.5], "summary": ""}, inputs, 9)
+    assert outcome.summary == ("evict_turns failed: turn_ids must be a list of integer turn "
+                               "ids, got [7.0, 8.5]")
 
 
 def test_pop_after_the_model_evicted_the_last_turn_undoes_the_last_turns(tmp_path):
@@ -329,6 +361,27 @@ def test_summariser_failure_falls_back_to_a_deterministic_summary(tmp_path):
     assert len(summ.requests) == 2  # the whole batch, then the first chunk; then no more calls
 
 
+def test_a_summariser_that_never_answers_is_waited_for_once_per_flush(tmp_path):
+    """A summariser call that timed out was followed by the first chunk's call, which waited
+    its whole deadline again: a stalled summariser doubled the wait of every flush."""
+    with FakeAnthropicServer(context_window=WINDOW) as chat, FakeAnthropicServer() as stalled:
+        stalled.enqueue(hang(30), times=10)
+        agent = Agent.open(
+            SQLiteStore(tmp_path / "stall.db"), "s", clock=clock(),
+            model_client=AnthropicClient(base_url=chat.base_url, api_key="t", max_retries=0),
+            summary_client=AnthropicClient(base_url=stalled.base_url, api_key="t",
+                                           max_retries=0, timeout=1.0),
+            settings=Settings(context_window=WINDOW, max_output_tokens=512, safety_margin=200))
+        seen: list = []
+        for i in range(40):
+            seen += list(agent.step(f"turn{i} " + words(200, f"t{i}x")))
+            assert seen[-1].completed, of(seen, ErrorEvent)
+            if of(seen, SummaryEvent):
+                break
+        assert of(seen, SummaryEvent)[0].method == "deterministic"
+        assert 10 - stalled.pending == 1  # one call waited for; none after it
+
+
 def test_summariser_chunks_what_is_too_big_for_one_call():
     settings = Settings(context_window=4_000, max_output_tokens=256, safety_margin=200)
     turns = group_turns([Message("user", [{"type": "text", "text": f"turn {i} " + "z" * 1500}],
@@ -367,6 +420,62 @@ def test_truncate_summary_of_one_long_line_keeps_its_newest_text():
         assert len(short) <= cap and short.endswith(line[-min(cap, 20):])
         assert len(short) >= cap - 1  # the room is used for text, not only for the note
     assert "…" in truncate_summary(line, 1_000)
+
+
+def test_a_summary_with_lone_surrogates_is_stored_and_sent_as_valid_text(tmp_path):
+    """The summariser's JSON may hold lone surrogate escapes ("\\ud800"), which no valid
+    text holds: the next request could not be encoded and the chat ended in a traceback.
+    Through the real SDK and the fake server: each becomes U+FFFD, like a chat reply."""
+    def reply(body):
+        if "running summary" in body["system"][0]["text"]:
+            text = "The user likes \ud800 kiwis \udfff."
+        else:
+            text = "ok"
+        return ModelResponse([{"type": "text", "text": text}], "end_turn", Usage())
+
+    with FakeAnthropicServer(context_window=WINDOW, default_reply=reply) as server:
+        client = AnthropicClient(base_url=server.base_url, api_key="test", max_retries=0)
+        agent = Agent.open(SQLiteStore(tmp_path / "s.db"), "s", model_client=client,
+                           summary_client=client, clock=clock(), settings=Settings(
+                               context_window=WINDOW, max_output_tokens=512,
+                               safety_margin=200))
+        seen: list = []
+        for i in range(40):
+            seen += list(agent.step(f"turn{i} " + words(200, f"t{i}x")))
+            assert seen[-1].completed, of(seen, ErrorEvent)
+            if of(seen, SummaryEvent):
+                break
+        assert of(seen, SummaryEvent)[0].method == "summariser"
+        assert list(agent.step("and after the summary?"))[-1].completed
+    summary = agent.store.conversation_summary(agent.id)
+    assert summary == "The user likes \ufffd kiwis \ufffd."
+    assert of(seen, SummaryEvent)[0].summary == summary
+
+
+def test_a_cjk_summary_stays_within_its_share_of_the_budget_by_the_servers_count(tmp_path):
+    """The summary was measured at the request's average chars per token, which its ASCII
+    tools and system prompt set: a summary in Chinese (deterministic pieces, the summariser
+    down) took a third of the budget by the server's count, and the queue kept one turn."""
+    cjk = "我们今天讨论了数据库迁移的计划和时间表以及需要注意的问题还有测试用例的编写方法"
+    window = 12_000
+    with FakeAnthropicServer(context_window=window, counting=Counting(per_byte=True)) as chat, \
+            FakeAnthropicServer() as summary_server:
+        summary_server.enqueue(http_error(400, "invalid_request_error", "down"), times=1_000)
+        agent = Agent.open(
+            SQLiteStore(tmp_path / "cjk.db"), "cjk", clock=clock(),
+            model_client=AnthropicClient(base_url=chat.base_url, api_key="t", max_retries=0),
+            summary_client=AnthropicClient(base_url=summary_server.base_url, api_key="t",
+                                           max_retries=0),
+            settings=Settings(context_window=window))
+        shares = []
+        for i in range(120):
+            events = list(agent.step(f"第{i}条" + "".join(cjk[(i * 7 + k) % len(cjk)]
+                                                         for k in range(60 + i % 200))))
+            assert events[-1].completed, of(events, ErrorEvent)
+            summary = agent.store.conversation_summary(agent.id)
+            shares.append(Counting(per_byte=True).tokens(summary) / agent.settings.budget)
+    assert summary_server.pending < 1_000 and max(shares) > 0.1  # it was summarised, often
+    assert max(shares) <= 0.22, f"{max(shares):.0%} of the budget"
 
 
 def test_a_429_during_compaction_of_a_one_line_summary_keeps_its_newest_text(tmp_path):

@@ -45,8 +45,12 @@ class ConversationsMixin(StoreCore):
         most recent (1 for an agent that has none written yet)."""
         chosen = self._conversations.get(agent_id)
         if chosen is None:
+            # Times are stamped to the second, and a piped `/new` … `/resume 1` … uses two
+            # conversations within one: of those, the one written last (the agent's revision
+            # counts every write) is the one used last.
             rows = self.db.query("SELECT id FROM conversations WHERE agent_id = ? "
-                                 "ORDER BY last_used_at DESC, id DESC LIMIT 1", (agent_id,))
+                                 "ORDER BY last_used_at DESC, rev DESC, id DESC LIMIT 1",
+                                 (agent_id,))
             chosen = rows[0][0] if rows else 1
             self._conversations[agent_id] = chosen
         return chosen

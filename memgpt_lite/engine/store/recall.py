@@ -19,6 +19,7 @@ from datetime import date, timedelta
 from memgpt_lite.engine import search
 from memgpt_lite.engine.records import Message, SearchHit, SearchPage, now_iso
 from memgpt_lite.engine.search import index_text, plain_text
+from memgpt_lite.engine.shapes import LARGEST_INT
 from memgpt_lite.engine.store.conversations import ConversationsMixin
 from memgpt_lite.engine.store.core import chunked
 
@@ -229,9 +230,11 @@ class RecallMixin(ConversationsMixin):
     def last_turn_ids(self, agent_id: int, n: int) -> list[int]:
         """The current conversation's newest `n` finished turns, oldest first, whether in the
         queue or evicted from it (a failed turn's message is not a finished turn)."""
+        # More than a database integer holds is all of them (`/pop 99999999999999999999`).
         rows = self.db.query("SELECT DISTINCT turn_id FROM messages WHERE agent_id = ? AND "
                              "conversation_id = ? AND status = '' ORDER BY turn_id DESC LIMIT ?",
-                             (agent_id, self.current_conversation(agent_id), n))
+                             (agent_id, self.current_conversation(agent_id),
+                              min(n, LARGEST_INT)))
         return sorted(r[0] for r in rows)
 
     # ---------------------------------------------------------------- search

@@ -435,6 +435,16 @@ def test_commit_and_pop_turns(store, agent):
     assert store.context_messages(agent.id) == [] and store.count_passages(agent.id) == 0
 
 
+def test_the_last_turns_of_more_than_a_database_integer_are_all_of_them(store, agent):
+    """`/pop 99999999999999999999` ended the chat in an OverflowError traceback."""
+    for turn in (1, 2):
+        user = text_msg("user", f"message {turn}", turn)
+        store.begin_turn(agent.id, user)
+        store.commit_turn(agent.id, user, [text_msg("assistant", "ok", turn)])
+    assert store.last_turn_ids(agent.id, 10**20) == [1, 2]
+    assert store.last_turn_ids(agent.id, 2**63) == [1, 2]
+
+
 # ---------------------------------------------------------------- transfer
 
 

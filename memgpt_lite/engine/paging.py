@@ -40,7 +40,7 @@ from memgpt_lite.engine.shrink import CLIP_KEEP, clip_largest, fold_content, too
 from memgpt_lite.engine.store import Store
 from memgpt_lite.engine.summariser import Summariser, deterministic_summary, merge_summary
 from memgpt_lite.engine.text import clean_value
-from memgpt_lite.engine.tokens import TokenCounter, request_chars
+from memgpt_lite.engine.tokens import TokenCounter
 from memgpt_lite.engine.turns import first_words, group_turns, turn_chars, turn_ranges
 
 MAX_EVICT = 1_000  # turn ids in one evict_turns call
@@ -127,7 +127,8 @@ class Pager:
         if self._must_flush(built.estimated_tokens, turn_id):
             built = yield from self.flush(inputs, built)
         if self._summary_too_big(inputs):
-            if (yield from self._compact_summary(inputs, self._summary_cap_chars())):
+            cap = self._summary_cap_chars(inputs.summary)
+            if (yield from self._compact_summary(inputs, cap)):
                 built = self._build(inputs)
         built = yield from self._alert(inputs, turn_id, built)
         return (yield from self._fit(inputs, built))
@@ -306,14 +307,14 @@ class Pager:
     def _oldest_down_to(self, inputs: ContextInputs, built: BuiltContext, target: int,
                         at_least_one: bool) -> list[Turn]:
         """The oldest turns whose removal brings the request to `target`, measured in request
-        characters so the estimate matches the counter's own (anchored) one."""
-        chars = request_chars(built.request)
+        size so the estimate matches the counter's own (anchored) one."""
+        chars = self.counter.request_size(built.request)
         evict: list[Turn] = []
         for turn in group_turns(inputs.queue):
             if self.counter.estimate_request_chars(chars) <= target and (evict or not at_least_one):
                 break
             evict.append(turn)
-            chars -= turn_chars(turn)
+            chars -= turn_chars(turn, self.counter.rule)
         return evict
 
     def _evict(self, inputs: ContextInputs, turn_ids: list[int], summary: str) -> None:
@@ -324,8 +325,11 @@ class Pager:
         inputs.queue = [m for m in inputs.queue if m.turn_id not in gone]
         inputs.summary = summary
 
-    def _summary_cap_chars(self) -> int:
-        return int(self.level(SUMMARY_CAP) * self.counter.chars_per_token / 1.2)
+    def _summary_cap_chars(self, summary: str = "") -> int:
+        """The summary's cap in characters of text like `summary`: a CJK summary cut to the
+        cap's bytes would still be over it, and compacted again on every turn."""
+        units = int(self.level(SUMMARY_CAP) * self.counter.chars_per_token / 1.2)
+        return self.counter.chars_for(units, summary)
 
     def _summary_too_big(self, inputs: ContextInputs) -> bool:
         return self.counter.estimate_text(inputs.summary) > self.level(SUMMARY_CAP)
@@ -355,8 +359,8 @@ class Pager:
                    over: int) -> Generator[Event, None, bool]:
         # Cut what the estimate says is over, no more: the fit clips again while it is still
         # over, and a cut made larger "to be safe" throws away room the text would have had.
-        cut = self.counter.chars_worth(request_chars(built.request), over) + CLIP_KEEP
-        event = clip_largest(inputs.current, cut)
+        cut = self.counter.chars_worth(self.counter.request_size(built.request), over) + CLIP_KEEP
+        event = clip_largest(inputs.current, cut, self.counter.kept_chars)
         if event is None:
             return False
         yield event

@@ -6,7 +6,7 @@ from __future__ import annotations
 from memgpt_lite.engine.attachments import is_attachment
 from memgpt_lite.engine.records import Message, Turn
 from memgpt_lite.engine.text import neutralise_tags
-from memgpt_lite.engine.tokens import counted_chars
+from memgpt_lite.engine.tokens import RULE, counted_chars
 
 
 def group_turns(messages: list[Message]) -> list[Turn]:
@@ -29,9 +29,10 @@ def first_words(turn: Turn, n: int = 12) -> str:
     return "(no text)"
 
 
-def turn_chars(turn: Turn) -> int:
-    """Characters a turn adds to the request JSON (what the counter estimates from)."""
-    return counted_chars([m.to_api() for m in turn.messages]) - 1
+def turn_chars(turn: Turn, rule: int = RULE) -> int:
+    """What a turn adds to the request JSON, weighed by counting rule `rule` (what the
+    counter estimates from)."""
+    return counted_chars([m.to_api() for m in turn.messages], rule=rule) - 1
 
 
 def turn_ranges(ids: list[int]) -> str:

@@ -231,7 +231,7 @@ class Pager:
     def alert_message(self, inputs: ContextInputs, turn_id: int, tokens: int) -> str:
         turns = group_turns(inputs.queue)
         rows = [f"- {t.id} · {t.created_at or '?'} · {message_tokens(self.counter, t.messages):,}"
-                f" · {first_words(t, 10)}" for t in turns[:ALERT_TURNS]]
+                f" · {first_words(t, 10, self.counter.rule)}" for t in turns[:ALERT_TURNS]]
         if len(turns) > ALERT_TURNS:
             rows.append(f"- (and {len(turns) - ALERT_TURNS} newer turns: "
                         f"{turns[ALERT_TURNS].id}–{turns[-1].id})")
@@ -378,7 +378,7 @@ class Pager:
         assert isinstance(args, dict)
         ids = sorted(set(args["turn_ids"]))
         summary = (args.get("summary") or "").strip() or deterministic_summary(
-            [t for t in group_turns(inputs.queue) if t.id in ids])
+            [t for t in group_turns(inputs.queue) if t.id in ids], self.counter.rule)
         before = self._build(inputs).estimated_tokens
         merged = merge_summary(inputs.summary, f"Turns {turn_ranges(ids)}: {summary}")
         self._evict(inputs, ids, merged)

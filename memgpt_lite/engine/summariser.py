@@ -14,7 +14,7 @@ from memgpt_lite.engine.events import Event, ModelCallStart, ResponseEvent
 from memgpt_lite.engine.model import ModelClient, final_response
 from memgpt_lite.engine.records import ModelRequest, Turn, Usage
 from memgpt_lite.engine.text import neutralise_tags
-from memgpt_lite.engine.tokens import TokenCounter, request_chars
+from memgpt_lite.engine.tokens import RULE, TokenCounter, request_chars
 from memgpt_lite.engine.turns import first_words
 
 SUMMARY_WORDS = 400
@@ -61,7 +61,7 @@ class Summariser:
                 usage = usage + used
             if out is None:  # stop calling a client that just failed
                 method = "deterministic"
-                out = merge_summary(summary, deterministic_summary(chunk))
+                out = merge_summary(summary, deterministic_summary(chunk, self.counter.rule))
             summary = out
         return SummaryResult(summary, method, usage)
 
@@ -139,8 +139,10 @@ def chunk_turns(turns: list[Turn], max_chars: int,
     return [c for c in chunks if c]
 
 
-def deterministic_summary(turns: list[Turn]) -> str:
-    return "\n".join(f"- turn {t.id} ({t.created_at or '?'}): {first_words(t, 20)}" for t in turns)
+def deterministic_summary(turns: list[Turn], rule: int = RULE) -> str:
+    """A line per turn with its first words (`rule`: see turns.first_words)."""
+    return "\n".join(f"- turn {t.id} ({t.created_at or '?'}): {first_words(t, 20, rule)}"
+                     for t in turns)
 
 
 def merge_summary(previous: str, addition: str) -> str:

@@ -18,14 +18,24 @@ def group_turns(messages: list[Message]) -> list[Turn]:
     return turns
 
 
-def first_words(turn: Turn, n: int = 12) -> str:
+# Characters per word the opening words of a turn may take (from counting rule 2): CJK, a
+# base64 blob or minified code has no spaces, so its first "word" was the whole message, and
+# an alert listing forty such turns held them all.
+WORD_CHARS = 8
+
+
+def first_words(turn: Turn, n: int = 12, rule: int = RULE) -> str:
     """The opening words of a turn, as inert data (they go into alerts and summaries): the
-    user's own words, not those of a file attached to them."""
+    user's own words, not those of a file attached to them; at most `n` * WORD_CHARS
+    characters of them, unless `rule` is 1 (a replay of a recording made before that)."""
     for m in turn.messages:
         for b in m.content:
             if b.get("type") == "text" and b.get("text", "").strip() and not is_attachment(b):
                 words = b["text"].split()
-                return neutralise_tags(" ".join(words[:n]) + (" …" if len(words) > n else ""))
+                text, more = " ".join(words[:n]), len(words) > n
+                if rule != 1 and len(text) > n * WORD_CHARS:
+                    text, more = text[:n * WORD_CHARS].rstrip(), True
+                return neutralise_tags(text + (" …" if more else ""))
     return "(no text)"
 
 

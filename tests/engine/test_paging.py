@@ -24,13 +24,14 @@ from memgpt_lite.engine.events import (
     TurnEndEvent,
 )
 from memgpt_lite.engine.memory import MemoryTools, ToolOutcome
-from memgpt_lite.engine.records import Message, canonical_json
+from memgpt_lite.engine.records import Message, Usage, canonical_json
 from memgpt_lite.engine.shrink import CLIP_NOTE
 from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.engine.summariser import Summariser, chunk_turns, truncate_summary
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.engine.tokens import TokenCounter
 from memgpt_lite.engine.turns import group_turns
+from memgpt_lite.lab.fake_server import Counting, count_tokens
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 WINDOW = 8_000  # budget = 8000 − 512 − 200 = 7288 tokens
@@ -536,3 +537,28 @@ def test_images_too_big_for_the_window_are_named_as_what_does_not_fit(tmp_path):
     assert "send fewer at once" in said
     assert "core memory alone" not in said, said
     assert agent.last_user_text() == "what do these show?"
+
+
+def test_an_alert_and_a_fallback_summary_list_cjk_turns_by_their_first_words_only(tmp_path):
+    """CJK has no spaces: a turn's first ten "words" were the whole message, so the alert
+    listing the queue held every CJK turn whole (8,079 characters for three turns, about
+    its own size again in tokens) and a failed summariser's summary kept them all."""
+    failing = [RateLimitError("slow down")] * 6
+    agent, model, _ = make_agent(tmp_path, window=20_000, summary_script=failing)
+    message = "记忆是我们的宝藏我们要好好保存它" * 150
+    by_bytes = lambda r: text_response("好", usage=Usage(  # noqa: E731 - as a byte tokenizer
+        count_tokens(r.to_api(), Counting(per_byte=True)), 5))
+    seen: list = []
+    for _ in range(12):
+        seen += step(agent, model, message, by_bytes)
+        if of(seen, PressureAlertEvent):
+            break
+    alert = of(seen, PressureAlertEvent)[0]
+    rows = re.findall(r"^- \d+ · .*$", alert.text, re.M)
+    assert rows and all(len(row) < 200 for row in rows), rows
+    seen = []
+    while not of(seen, SummaryEvent):
+        seen += step(agent, model, message, by_bytes)
+    summary = of(seen, SummaryEvent)[0]
+    assert summary.method == "deterministic"
+    assert all(len(line) < 250 for line in summary.summary.splitlines()), summary.summary

@@ -354,6 +354,25 @@ def test_summariser_chunks_what_is_too_big_for_one_call():
     assert result.text == f"part {len(client.requests) - 1}"
 
 
+
+def test_summariser_chunks_cjk_turns_by_what_they_weigh_not_their_characters():
+    """A CJK character weighs three bytes: chunked by characters, each summary call of CJK
+    turns was 98% of the chat's budget by a server counting two bytes a token, where its
+    share is 0.6 of it."""
+    settings = Settings(context_window=8_000, max_output_tokens=256, safety_margin=200)
+    turns = group_turns([Message("user", [{"type": "text", "text": f"第{i}轮 " + "记" * 1500}],
+                                 i, created_at="2026-03-01T09:00:00Z") for i in range(1, 21)])
+    client = ScriptedModel([lambda r, i=i: text_response(f"part {i}") for i in range(30)],
+                           validate=True)
+    gen = Summariser(client, settings, TokenCounter()).summarise("", turns)
+    try:
+        while True:
+            next(gen)
+    except StopIteration:
+        pass
+    sizes = [count_tokens(r.to_api(), Counting(2, per_byte=True)) for r in client.requests]
+    assert len(sizes) > 1 and max(sizes) <= 0.6 * settings.budget, (sizes, settings.budget)
+
 def test_truncate_summary_keeps_the_newest_lines():
     text = "\n".join(f"- turn {i}" for i in range(100))
     short = truncate_summary(text, 200)

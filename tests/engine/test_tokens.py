@@ -4,6 +4,15 @@ through the real SDK; a calibration learned under the older rule is converted, n
 
 from __future__ import annotations
 
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.memory import default_blocks
@@ -123,3 +132,33 @@ def test_a_replay_weighs_by_its_recordings_rule_and_keeps_a_calibration_of_that_
     counter.use_rule(1)  # a recording made before rules were named
     assert (counter.rule, counter.learned_under, counter.anchor_chars) == (1, None, 900)
     assert counter.estimate_text("记忆") == TokenCounter(3.0, rule=1).estimate_chars(2)
+
+
+@pytest.mark.slow
+def test_the_chat_sends_a_first_cjk_paste_within_the_budget_of_a_byte_counting_server(
+        tmp_path):
+    """The report, as a user ran it: `python -m memgpt_lite.lab.fake_server --per-byte
+    --chars-per-token 2`, then a mixed 记忆/English paste piped to `chat -p -` on a new
+    agent at a small window; the server counted 10,625 tokens against a budget of 8,952."""
+    repo = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(repo), os.environ.get("PYTHONPATH", "")) if p))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "memgpt_lite.lab.fake_server", "--port",
+                               str(port), "--per-byte", "--chars-per-token", "2"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    try:
+        assert b"Fake Anthropic API" in server.stdout.readline()  # type: ignore[union-attr]
+        chat = subprocess.run(
+            [sys.executable, "-m", "memgpt_lite", "chat", "--agent", "mei", "--context-window",
+             "12000", "--json", "-p", "-"], input=_paste(40_000).encode(), capture_output=True,
+            timeout=120, env=dict(env, ANTHROPIC_BASE_URL=f"http://127.0.0.1:{port}",
+                                  ANTHROPIC_API_KEY="test"))
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert chat.returncode == 0, chat.stderr
+    usage = [e for e in map(json.loads, chat.stdout.splitlines()) if e["kind"] == "usage"]
+    assert usage and all(e["context_tokens"] <= e["budget"] == 8_952 for e in usage), usage

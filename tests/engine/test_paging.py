@@ -404,6 +404,21 @@ def test_a_429_during_compaction_of_a_one_line_summary_keeps_its_newest_text(tmp
     assert cap - 2 <= len(kept) <= cap and kept.endswith(summary[-(cap // 2):]), kept[:100]
 
 
+
+def test_a_cjk_summary_over_its_cap_is_compacted_once_to_within_it(tmp_path):
+    """The cap is a size in the counter's units: cut to that many characters, a CJK summary
+    would still weigh three times the cap (and be compacted again)."""
+    from memgpt_lite.engine.errors import RateLimitError
+
+    agent, model, summ = make_agent(tmp_path, summary_script=[RateLimitError("429")] * 20)
+    cap = agent.pager._summary_cap_chars()
+    agent.store.set_summary(agent.id, "\n".join(f"- 第{i}轮：用户决定了一件事。" for i in
+                                                range(cap // 5)))
+    compactions = [len(of(step(agent, model, f"你好 {i}"), SummaryEvent)) for i in range(3)]
+    assert compactions == [1, 0, 0], compactions
+    kept = agent.store.get_agent_by_id(agent.id).summary
+    assert agent.counter.estimate_text(kept) <= agent.pager.level(0.20)
+
 # --------------------------------------------------------------------------- overflow
 
 

@@ -170,12 +170,12 @@ def _open_agent(store: Any, name: str, flags: dict[str, tuple[Any, str]], client
 
     row = store.get_agent(name)
     counted: list[tuple[Any, int]] = []  # what the check of the window had the API count
-    why = ["the context window (it is near its minimum)"]
+    why = ["the context window with the API (it is near its minimum)"]
 
     def count(request: Any) -> int:
         # Before the prompt shows: on a terminal say what it waits for, or a slow server
         # looks like a start that hangs.
-        waiting = meta.status(f"measuring {why[0]} with the API…") if meta.is_terminal \
+        waiting = meta.status(f"measuring {why[0]}…") if meta.is_terminal \
             else contextlib.nullcontext()
         with waiting:
             counted.append((request, client.count_tokens(request)))
@@ -198,7 +198,7 @@ def _open_agent(store: Any, name: str, flags: dict[str, tuple[Any, str]], client
         # minimum, else one of the least request, free), not by the cautious guess: that
         # sees it about a third over the budget, and a server counting more than the guess
         # (a byte-level tokenizer, at two bytes a token) was sent a first paste over it.
-        why[0] = "this agent's first request"
+        why[0] = "this agent's first request with the API"
         if not counted and hasattr(client, "count_tokens"):
             _count_least_request(settings, agent, client, count)
         if counted:

@@ -37,8 +37,9 @@ class AttachmentError(ValueError):
 
 @dataclass
 class Attachment:
-    """One file to send: a text (decoded, U+FFFD for bytes that are not UTF-8) or an image
-    (base64 data of a supported media type, with its size in pixels)."""
+    """One file to send: a text (decoded as its byte-order mark says, else as UTF-8, with
+    U+FFFD for a few bad bytes) or an image (base64 data of a supported media type, with
+    its size in pixels)."""
 
     name: str
     kind: str  # "text" | "image"
@@ -79,13 +80,30 @@ def from_bytes(name: str, data: bytes) -> Attachment:
     media = sniff_image(data)
     if media is not None:
         return _image(name, data, media)
-    if b"\0" in data[:8192]:
+    bom, encoding = next(((m, e) for m, e in _BOMS if data.startswith(m)), (b"", "utf-8"))
+    if not bom and b"\0" in data[:8192]:
         raise AttachmentError(f"{name} is neither text nor a PNG, JPEG, GIF or WebP image; "
                               "memgpt-lite cannot attach it.")
-    text = data.decode("utf-8", errors="replace").replace("\r\n", "\n")
+    text = data[len(bom):].decode(encoding, errors="replace").replace("\r\n", "\n")
     if not text.strip():
         raise AttachmentError(f"{name} is empty; there is nothing to attach.")
+    bad = text.count("\ufffd") - data.count("\ufffd".encode(encoding))
+    if bad > max(MAX_BAD_CHARS, len(text) * MAX_BAD_SHARE):
+        raise AttachmentError(f"{name} is not UTF-8 text ({bad:,} of its {len(text):,} "
+                              "characters cannot be read: another encoding, such as GBK or "
+                              "Latin-1?); save it as UTF-8 and attach it again.")
     return Attachment(name, "text", len(data), text=text)
+
+
+# A byte-order mark says how a text file is encoded (Windows tools write UTF-16 with one);
+# UTF-32's comes first, as it begins with UTF-16's.
+_BOMS = ((b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe\0\0", "utf-32-le"),
+         (b"\0\0\xfe\xff", "utf-32-be"), (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
+# A text with more bad bytes than this is in another encoding: sent, it would be a page of
+# U+FFFD the model cannot read, the tokens paid all the same. Fewer (a stray byte in a log)
+# become U+FFFD, the one rule for text.
+MAX_BAD_SHARE = 0.10
+MAX_BAD_CHARS = 16
 
 
 def _image(name: str, data: bytes, media: str) -> Attachment:

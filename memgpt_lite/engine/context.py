@@ -143,8 +143,8 @@ class ContextBuilder:
 
     def _ledger(self, inputs: ContextInputs, system: list[ContentBlock], queue: list[Message],
                 current: list[Message], total: int) -> dict[str, int]:
-        """Tokens per section: sizes by characters, scaled so the sections add up to the
-        request's (usage-anchored) estimate, exactly (/context prints both)."""
+        """Tokens per section: sizes as the counter weighs them, scaled so the sections add
+        up to the request's (usage-anchored) estimate, exactly (/context prints both)."""
         raw = self._section_sizes(inputs, system, queue, current)
         return dict(zip(raw, shares(total, list(raw.values()))))
 

@@ -40,7 +40,7 @@ from memgpt_lite.engine.shrink import CLIP_KEEP, clip_largest, fold_content, too
 from memgpt_lite.engine.store import Store
 from memgpt_lite.engine.summariser import Summariser, deterministic_summary, merge_summary
 from memgpt_lite.engine.text import clean_value
-from memgpt_lite.engine.tokens import TokenCounter, request_chars
+from memgpt_lite.engine.tokens import TokenCounter
 from memgpt_lite.engine.turns import first_words, group_turns, turn_chars, turn_ranges
 
 MAX_EVICT = 1_000  # turn ids in one evict_turns call
@@ -127,7 +127,8 @@ class Pager:
         if self._must_flush(built.estimated_tokens, turn_id):
             built = yield from self.flush(inputs, built)
         if self._summary_too_big(inputs):
-            if (yield from self._compact_summary(inputs, self._summary_cap_chars(inputs.summary))):
+            cap = self._summary_cap_chars(inputs.summary)
+            if (yield from self._compact_summary(inputs, cap)):
                 built = self._build(inputs)
         built = yield from self._alert(inputs, turn_id, built)
         return (yield from self._fit(inputs, built))
@@ -230,7 +231,7 @@ class Pager:
     def alert_message(self, inputs: ContextInputs, turn_id: int, tokens: int) -> str:
         turns = group_turns(inputs.queue)
         rows = [f"- {t.id} · {t.created_at or '?'} · {message_tokens(self.counter, t.messages):,}"
-                f" · {first_words(t, 10)}" for t in turns[:ALERT_TURNS]]
+                f" · {first_words(t, 10, self.counter.rule)}" for t in turns[:ALERT_TURNS]]
         if len(turns) > ALERT_TURNS:
             rows.append(f"- (and {len(turns) - ALERT_TURNS} newer turns: "
                         f"{turns[ALERT_TURNS].id}–{turns[-1].id})")
@@ -306,14 +307,14 @@ class Pager:
     def _oldest_down_to(self, inputs: ContextInputs, built: BuiltContext, target: int,
                         at_least_one: bool) -> list[Turn]:
         """The oldest turns whose removal brings the request to `target`, measured in request
-        characters so the estimate matches the counter's own (anchored) one."""
-        chars = request_chars(built.request)
+        size so the estimate matches the counter's own (anchored) one."""
+        chars = self.counter.request_size(built.request)
         evict: list[Turn] = []
         for turn in group_turns(inputs.queue):
             if self.counter.estimate_request_chars(chars) <= target and (evict or not at_least_one):
                 break
             evict.append(turn)
-            chars -= turn_chars(turn)
+            chars -= turn_chars(turn, self.counter.rule)
         return evict
 
     def _evict(self, inputs: ContextInputs, turn_ids: list[int], summary: str) -> None:
@@ -325,13 +326,13 @@ class Pager:
         inputs.summary = summary
 
     def _summary_cap_chars(self, summary: str = "") -> int:
-        """The cap in characters of `summary` (of ASCII text when none; see `summary_units`)."""
+        """The summary's cap in characters of text like `summary`: a CJK summary cut to the
+        cap's bytes would still be over it, and compacted again on every turn."""
         units = int(self.level(SUMMARY_CAP) * self.counter.chars_per_token / 1.2)
-        return units * len(summary) // summary_units(summary) if summary else units
+        return self.counter.chars_for(units, summary)
 
     def _summary_too_big(self, inputs: ContextInputs) -> bool:
-        return self.counter.estimate_chars(summary_units(inputs.summary)) > \
-            self.level(SUMMARY_CAP)
+        return self.counter.estimate_text(inputs.summary) > self.level(SUMMARY_CAP)
 
     def _compact_summary(self, inputs: ContextInputs,
                          max_chars: int) -> Generator[Event, None, bool]:
@@ -358,8 +359,8 @@ class Pager:
                    over: int) -> Generator[Event, None, bool]:
         # Cut what the estimate says is over, no more: the fit clips again while it is still
         # over, and a cut made larger "to be safe" throws away room the text would have had.
-        cut = self.counter.chars_worth(request_chars(built.request), over) + CLIP_KEEP
-        event = clip_largest(inputs.current, cut)
+        cut = self.counter.chars_worth(self.counter.request_size(built.request), over) + CLIP_KEEP
+        event = clip_largest(inputs.current, cut, self.counter.kept_chars)
         if event is None:
             return False
         yield event
@@ -377,7 +378,7 @@ class Pager:
         assert isinstance(args, dict)
         ids = sorted(set(args["turn_ids"]))
         summary = (args.get("summary") or "").strip() or deterministic_summary(
-            [t for t in group_turns(inputs.queue) if t.id in ids])
+            [t for t in group_turns(inputs.queue) if t.id in ids], self.counter.rule)
         before = self._build(inputs).estimated_tokens
         merged = merge_summary(inputs.summary, f"Turns {turn_ranges(ids)}: {summary}")
         self._evict(inputs, ids, merged)
@@ -392,15 +393,6 @@ class Pager:
         events: list[Event] = [EvictionEvent(ids, freed, "model", summary, now, self.budget),
                                SummaryEvent(merged, "model")]
         return ToolOutcome(text, False, f"evicted turns {turn_ranges(ids)} · {freed:,} tokens"), events
-
-
-def summary_units(text: str) -> int:
-    """The summary's size as the counter's chars per token sees text: a character beyond
-    ASCII counts as its UTF-8 bytes. That ratio is the whole request's average, set by the
-    ASCII tools and system prompt, while Chinese takes about a token a character (a
-    byte-level tokenizer, a token for every few bytes): measured by its characters, a
-    summary in Chinese took a third of the budget, and the queue kept one turn."""
-    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def _args_problem(args: object) -> str | None:

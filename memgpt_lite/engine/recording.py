@@ -7,6 +7,7 @@ version, 2; version 1 is still read) and a `"type"`:
                  created_at, source ("live" | "hand-written" | "eval"), initial core memory,
                  the `conversation` it is of and the `project` the agent worked in, the
                  model-facing `contract` (prompts.CONTRACT; absent: 1) it replays under,
+                 the `token_rule` its estimates weighed text by (tokens.RULE; absent: 1),
                  and where a replay starts: `base` (a snapshot file of the agent beside the
                  recording, or null) plus `delta`, what changed since that base (see
                  store/snapshot.py). Version 1 headers held a whole `snapshot` instead.
@@ -81,6 +82,7 @@ from memgpt_lite.engine.records import ModelResponse, utc_iso
 from memgpt_lite.engine.store import StoreError, snapshot
 from memgpt_lite.engine.store.base import AgentWatch
 from memgpt_lite.engine.text import clean_value
+from memgpt_lite.engine.tokens import RULE
 
 RECORDING_VERSION = 2
 BASES = "bases"  # the folder of base snapshots, beside an agent's recordings
@@ -201,12 +203,13 @@ class Recorder:
                source: str = "live", note: str | None = None,
                created_at: str | None = None, conversation: int | None = None,
                project: str | None = None, contract: int = prompts.CONTRACT,
-               search_layout: int = recall_page.LAYOUT) -> None:
+               search_layout: int = recall_page.LAYOUT, token_rule: int = RULE) -> None:
         self.agent_uid = agent_uid
         self.write({"type": "header", "agent": agent, "agent_uid": agent_uid,
                     "settings": settings, "model": model,
                     "prompt_digests": prompts.digests(), "version": __version__,
                     "contract": contract, "search_layout": search_layout,
+                    "token_rule": token_rule,
                     "created_at": created_at or utc_iso(datetime.now(timezone.utc)),
                     "source": source, "note": note, "blocks": blocks or {},
                     "conversation": conversation, "project": project,
@@ -341,7 +344,8 @@ def record_header(agent: Any, recorder: Recorder, *, source: str = "live",
                     base=None if base is None else base.relative_to(folder).as_posix(),
                     source=source, note=note, created_at=created_at,
                     conversation=agent.conversation_id, project=agent.project,
-                    contract=agent.contract, search_layout=agent.tools.layout)
+                    contract=agent.contract, search_layout=agent.tools.layout,
+                    token_rule=agent.counter.rule)
     recorder.watch(agent)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from memgpt_lite.engine import prompts
 from memgpt_lite.engine.config import ConfigError, Settings
 from memgpt_lite.engine.shapes import NUMBER, Spec, fits, is_time, problem
+from memgpt_lite.engine.tokens import RULES
 
 OPT_STR = (str, None)
 OPT_INT = (int, None)
@@ -35,7 +36,7 @@ LINES: dict[str, dict[str, Spec]] = {
                "?snapshot": (dict, None), "?source": OPT_STR, "?note": OPT_STR,
                "?created_at": OPT_STR, "?version": OPT_STR, "?prompt_digests": (dict, None),
                "?search_layout": (int, None),
-               "?forgotten": (FORGOTTEN, None), "?contract": int,
+               "?forgotten": (FORGOTTEN, None), "?contract": int, "?token_rule": int,
                "?conversation": OPT_INT, "?project": OPT_STR},
     "user": {"text": str, "?at": OPT_STR, "?retry": bool, "?agent": str,
              "?attachments": [BLOCK], "?compact": bool},
@@ -94,6 +95,9 @@ def line_problem(line: Any, version: int) -> str | None:
     if line["type"] == "header" and line.get("contract", 1) not in prompts.CONTRACTS:
         return (f"it was made under the model contract {line.get('contract')!r}, which this "
                 "memgpt-lite does not know (upgrade it to replay this recording)")
+    if line["type"] == "header" and line.get("token_rule", 1) not in RULES:
+        return (f"its estimates counted tokens by the rule {line.get('token_rule')!r}, which "
+                "this memgpt-lite does not know (upgrade it to replay this recording)")
     return (problem(line, spec, "") or _time_problem(line) or _blocks_problem(line)
             or _header_problem(line))
 

@@ -275,10 +275,11 @@ class ModelRequest:
             body["tool_choice"] = self.tool_choice
         return body
 
-    # The body's canonical JSON, made once: estimating, digesting and calibrating all need
-    # it, and a built request is never changed afterwards.
+    # The body's canonical JSON (and its size under each token counting rule), made once:
+    # estimating, digesting and calibrating all need it, and a built request is never
+    # changed afterwards.
     _canonical: str | None = field(default=None, init=False, repr=False, compare=False)
-    _chars: int | None = field(default=None, init=False, repr=False, compare=False)
+    _sizes: dict[int, int] | None = field(default=None, init=False, repr=False, compare=False)
 
     def canonical(self) -> str:
         if self._canonical is None:

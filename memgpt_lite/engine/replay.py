@@ -302,11 +302,13 @@ class ReplayClock:
         return self.now
 
 
-def replayed_as(header: dict[str, Any]) -> tuple[int, int]:
-    """The model contract and search layout a recording's agent replays under (chat and
-    eval alike): those it names, else 1 for each, as recordings made before contracts and
-    before search layouts were named used (prompts.py, recall_page.py)."""
-    return int(header.get("contract", 1)), int(header.get("search_layout") or 1)
+def replayed_as(header: dict[str, Any]) -> tuple[int, int, int]:
+    """The model contract, search layout and token counting rule a recording's agent
+    replays under (chat and eval alike): those it names, else 1 for each, as recordings
+    made before contracts, search layouts and counting rules were named used (prompts.py,
+    recall_page.py, tokens.py)."""
+    return (int(header.get("contract", 1)), int(header.get("search_layout") or 1),
+            int(header.get("token_rule", 1)))
 
 
 def replay(path: str | Path, *, strict: bool = False,
@@ -368,13 +370,14 @@ class _Replayer:
             self.clock.begin(self.recording.turns[0].at)
         if first and header.get("snapshot"):  # a version 1 recording: the whole agent
             transfer.import_agent(self.store, header["snapshot"], name)
-        contract, layout = replayed_as(header)
+        contract, layout, rule = replayed_as(header)
         agent = Agent.open(self.store, name, model_client=self.client,
                            summary_client=self.client.for_purpose("summary"),
                            settings=settings, clock=self.clock,
                            conversation=header.get("conversation"),
                            project=header.get("project"), contract=contract)
         agent.set_search_layout(layout)
+        agent.counter.use_rule(rule)
         if first and not (header.get("snapshot") or header.get("delta")):
             self._restore_blocks(agent, header.get("blocks") or {})
         return agent

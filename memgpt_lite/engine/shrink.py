@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Callable
 from typing import Any
 
 from memgpt_lite.engine.events import ClipEvent
@@ -66,10 +67,14 @@ def refold(sent: str, content: str) -> str | None:
     return None if found is None else _fold(content, found.group("tool"))
 
 
-def clip_largest(current: list[Message], cut: int) -> ClipEvent | None:
+def clip_largest(current: list[Message], cut: int,
+                 kept: Callable[[str, int], int] = lambda text, cut: len(text) - cut,
+                 ) -> ClipEvent | None:
     """Clip the largest visible string of the current turn (a text, a tool result, or an
-    argument of a tool call) by `cut` chars, re-cutting from the stored original so markers
-    never stack. Only context_content changes: the stored message keeps the full text."""
+    argument of a tool call) by `cut` of its size (`kept`: the characters left of a text
+    when that much goes; by default `cut` characters), re-cutting from the stored original
+    so markers never stack. Only context_content changes: the stored message keeps the full
+    text."""
     best: tuple[int, Message, int, tuple[str, ...]] | None = None
     for m in current:
         for i, b in enumerate(m.api_content()):
@@ -81,7 +86,7 @@ def clip_largest(current: list[Message], cut: int) -> ClipEvent | None:
         return None
     visible, msg, index, path = best
     original = _get(msg.content[index], path)
-    keep = max(CLIP_KEEP, visible - cut)
+    keep = max(CLIP_KEEP, kept(original[:visible], cut))
     how = {"text": "search it with conversation_search.",
            "content": "ask for a narrower result (another query or page).",
            "input": "the call itself ran with the full argument."}[path[0]]

@@ -3,7 +3,7 @@ by a cheaper model, with fallbacks that never fail the user's turn."""
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,7 +14,7 @@ from memgpt_lite.engine.events import Event, ModelCallStart, ResponseEvent
 from memgpt_lite.engine.model import ModelClient, final_response
 from memgpt_lite.engine.records import ModelRequest, Turn, Usage
 from memgpt_lite.engine.text import clean_text, neutralise_tags
-from memgpt_lite.engine.tokens import TokenCounter, request_chars
+from memgpt_lite.engine.tokens import RULE, TokenCounter, request_chars
 from memgpt_lite.engine.turns import first_words
 
 SUMMARY_WORDS = 400
@@ -39,36 +39,40 @@ class Summariser:
         self.unreachable = False  # the last call got no answer at all (see `summarise`)
 
     def limit_chars(self) -> int:
-        """Largest prompt (summary + turns) we send: a share of the chat budget, so a summary
-        call never costs more than a chat call."""
+        """Largest prompt (summary + turns) we send, in the counter's units (see `size`): a
+        share of the chat budget, so a summary call never costs more than a chat call."""
         return max(2_000, int(self.settings.budget * 0.6 * self.counter.chars_per_token))
+
+    def size(self, text: str) -> int:
+        """What text weighs by the counter's rule: a CJK turn is not a third of its cost."""
+        return self.counter.text_size(text)
 
     def summarise(self, previous: str, turns: list[Turn]) -> Generator[Event, None, SummaryResult]:
         text = render_turns(turns)
         usage = Usage()
         self.unreachable = False
-        if len(previous) + len(text) <= self.limit_chars():
+        if self.size(previous) + self.size(text) <= self.limit_chars():
             out, usage = yield from self._call(previous, text)
             if out is not None:
                 return SummaryResult(out, "summariser", usage)
         # Smaller chunks may get an answer where the whole was refused; a server that gave
         # none in the call's whole deadline (or no connection) would only be waited for again.
         summary, method = previous, "deterministic" if self.unreachable else "chunked"
-        for chunk in chunk_turns(turns, self.limit_chars() // 2):
+        for chunk in chunk_turns(turns, self.limit_chars() // 2, self.size):
             out = None
-            if method == "chunked" and len(summary) <= self.limit_chars() // 2:
+            if method == "chunked" and self.size(summary) <= self.limit_chars() // 2:
                 out, used = yield from self._call(summary, render_turns(chunk))
                 usage = usage + used
             if out is None:  # stop calling a client that just failed
                 method = "deterministic"
-                out = merge_summary(summary, deterministic_summary(chunk))
+                out = merge_summary(summary, deterministic_summary(chunk, self.counter.rule))
             summary = out
         return SummaryResult(summary, method, usage)
 
     def compact(self, previous: str, max_chars: int) -> Generator[Event, None, SummaryResult]:
         """Shorten a running summary that grew too big (deterministic pieces pile up)."""
         usage = Usage()
-        if len(previous) <= self.limit_chars():
+        if self.size(previous) <= self.limit_chars():
             out, usage = yield from self._call(previous, "(none: only compact the previous summary)")
             if out is not None and len(out) <= max_chars:
                 return SummaryResult(out, "summariser", usage)
@@ -76,13 +80,14 @@ class Summariser:
 
     def _call(self, previous: str,
               turns_text: str) -> Generator[Event, None, tuple[str | None, Usage]]:
-        room = self.limit_chars() - len(previous)
-        if len(turns_text) > room:  # one huge turn cannot be chunked further: cut its text
-            turns_text = turns_text[:max(0, room - 60)] + "\n[… cut: too long to summarise]"
+        room, size = self.limit_chars() - self.size(previous), self.size(turns_text)
+        if size > room:  # one huge turn cannot be chunked further: cut its text
+            keep = max(0, self.counter.kept_chars(turns_text, size - (room - 60)))
+            turns_text = turns_text[:keep] + "\n[… cut: too long to summarise]"
         request = self.request(previous, turns_text)
         self.calls += 1
         # Not anchored on the chat's last usage: this request shares nothing with it.
-        estimate = self.counter.estimate_chars(request_chars(request))
+        estimate = self.counter.estimate_chars(request_chars(request, self.counter.rule))
         yield ModelCallStart(0, request.digest(), estimate, purpose="summary", model=request.model)
         try:
             response = final_response(self.client.stream(request))
@@ -126,11 +131,13 @@ def _block_lines(role: str, b: dict[str, Any], tool_chars: int) -> list[str]:
     return []
 
 
-def chunk_turns(turns: list[Turn], max_chars: int) -> list[list[Turn]]:
+def chunk_turns(turns: list[Turn], max_chars: int,
+                size_of: Callable[[str], int] = len) -> list[list[Turn]]:
+    """The turns in order, in chunks whose rendering is at most `max_chars` by `size_of`."""
     chunks: list[list[Turn]] = [[]]
     size = 0
     for turn in turns:
-        n = len(render_turns([turn]))
+        n = size_of(render_turns([turn]))
         if chunks[-1] and size + n > max_chars:
             chunks.append([])
             size = 0
@@ -139,8 +146,10 @@ def chunk_turns(turns: list[Turn], max_chars: int) -> list[list[Turn]]:
     return [c for c in chunks if c]
 
 
-def deterministic_summary(turns: list[Turn]) -> str:
-    return "\n".join(f"- turn {t.id} ({t.created_at or '?'}): {first_words(t, 20)}" for t in turns)
+def deterministic_summary(turns: list[Turn], rule: int = RULE) -> str:
+    """A line per turn with its first words (`rule`: see turns.first_words)."""
+    return "\n".join(f"- turn {t.id} ({t.created_at or '?'}): {first_words(t, 20, rule)}"
+                     for t in turns)
 
 
 def merge_summary(previous: str, addition: str) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from memgpt_lite.engine.attachments import is_attachment
 from memgpt_lite.engine.records import Message, Turn
 from memgpt_lite.engine.text import neutralise_tags
-from memgpt_lite.engine.tokens import counted_chars
+from memgpt_lite.engine.tokens import RULE, counted_chars
 
 
 def group_turns(messages: list[Message]) -> list[Turn]:
@@ -18,26 +18,31 @@ def group_turns(messages: list[Message]) -> list[Turn]:
     return turns
 
 
-LONG_WORD = 20  # characters kept of a longer word
+# Characters per word the opening words of a turn may take (from counting rule 2): CJK, a
+# base64 blob or minified code has no spaces, so its first "word" was the whole message, and
+# an alert listing forty such turns held them all.
+WORD_CHARS = 8
 
 
-def first_words(turn: Turn, n: int = 12) -> str:
+def first_words(turn: Turn, n: int = 12, rule: int = RULE) -> str:
     """The opening words of a turn, as inert data (they go into alerts and summaries): the
-    user's own words, not those of a file attached to them. A word longer than LONG_WORD is
-    cut there: Chinese has no spaces, nor has a pasted key or URL, and "10 words" of such a
-    turn was the whole message (an alert as big as the queue it lists)."""
+    user's own words, not those of a file attached to them; at most `n` * WORD_CHARS
+    characters of them, unless `rule` is 1 (a replay of a recording made before that)."""
     for m in turn.messages:
         for b in m.content:
             if b.get("type") == "text" and b.get("text", "").strip() and not is_attachment(b):
                 words = b["text"].split()
-                shown = [w if len(w) <= LONG_WORD else w[:LONG_WORD] + "…" for w in words[:n]]
-                return neutralise_tags(" ".join(shown) + (" …" if len(words) > n else ""))
+                text, more = " ".join(words[:n]), len(words) > n
+                if rule != 1 and len(text) > n * WORD_CHARS:
+                    text, more = text[:n * WORD_CHARS].rstrip(), True
+                return neutralise_tags(text + (" …" if more else ""))
     return "(no text)"
 
 
-def turn_chars(turn: Turn) -> int:
-    """Characters a turn adds to the request JSON (what the counter estimates from)."""
-    return counted_chars([m.to_api() for m in turn.messages]) - 1
+def turn_chars(turn: Turn, rule: int = RULE) -> int:
+    """What a turn adds to the request JSON, weighed by counting rule `rule` (what the
+    counter estimates from)."""
+    return counted_chars([m.to_api() for m in turn.messages], rule=rule) - 1
 
 
 def turn_ranges(ids: list[int]) -> str:

@@ -6,8 +6,8 @@ between two methods is real (docs/search.md, "How retrieval is measured").
 * `TokenBudget`: the share of evidence turns whose text lies in the first N tokens of the
   tool's output, exactly as the model receives it (pages 1, 2, ... one after another),
   with tokens counted as the engine counts a tool result: the text as JSON in the request
-  (`canonical_json`), at a fresh `TokenCounter`'s ratio (2.5 characters per token, plus
-  its 10% safety margin). A counter calibrated on Claude counts English at ~3.5 characters
+  (`canonical_json`), at a fresh `TokenCounter`'s ratio (2.5 UTF-8 bytes per token, one
+  character of English each, plus its 10% safety margin). A counter calibrated on Claude counts English at ~3.5 characters
   a token, so the same budget holds about 40% more text there: these figures are cautious.
 * `paired_bootstrap`: a 95% interval for the mean per-question difference of two methods.
 * `two_fold`: a weight chosen on one half of the conversations and reported on the other,

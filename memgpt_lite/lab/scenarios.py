@@ -181,15 +181,16 @@ def bundled() -> list[Scenario]:
 def run_scenario(scenario: Scenario, model_client: Any, *, summary_client: Any = None,
                  model: str | None = None, recorder: Recorder | None = None,
                  judge: Any = None, progress: Progress | None = None,
-                 source: str = "scripted", replayed_as: tuple[int, int] | None = None,
+                 source: str = "scripted", replayed_as: tuple[int, int, int] | None = None,
                  ) -> dict[str, Any]:
     """Run a scenario through fresh agents and score it; returns the JSON report.
 
     `model_client` is any ModelClient (AnthropicClient, ScriptedModel, ReplayModelClient).
-    A ReplayModelClient is re-aligned at every input; `replayed_as` is the model contract
-    and search layout of its recording (replay.replayed_as), under which the agents run so
-    that a recording made by an older version sends its recorded requests. `judge` (a
-    ModelClient) enables judge checks; without it they are skipped and not scored."""
+    A ReplayModelClient is re-aligned at every input; `replayed_as` is the model contract,
+    search layout and token counting rule of its recording (replay.replayed_as), under
+    which the agents run so that a recording made by an older version sends its recorded
+    requests. `judge` (a ModelClient) enables judge checks; without it they are skipped
+    and not scored."""
     settings = Settings.from_dict({**Settings().to_dict(), **scenario.settings,
                                    **({"model": model} if model else {})})
     with tempfile.TemporaryDirectory(prefix="memgpt-lite-eval-") as tmp:
@@ -211,11 +212,11 @@ class _Agents:
 
     def __init__(self, scenario: Scenario, settings: Settings, client: Any,
                  summary_client: Any, clock: StepClock, db: Path,
-                 replayed_as: tuple[int, int] | None = None):
+                 replayed_as: tuple[int, int, int] | None = None):
         from memgpt_lite.engine.store import open_store
 
         self.scenario, self.settings, self.db, self.clock = scenario, settings, db, clock
-        self.replayed_as = replayed_as  # (contract, search layout) of a recording replayed
+        self.replayed_as = replayed_as  # (contract, layout, token rule) of a replayed recording
         self.client, self.summary_client = client, summary_client
         self.store = open_store(db)
         self.open: dict[str, Any] = {}
@@ -236,12 +237,14 @@ class _Agents:
         from memgpt_lite.engine.agent import Agent
 
         if name not in self.open:
-            contract, layout = self.replayed_as or (CONTRACT, None)
+            contract, layout, rule = self.replayed_as or (CONTRACT, None, None)
             agent = Agent.open(self.store, name, model_client=self.client,
                                summary_client=self.summary_client, settings=self.settings,
                                clock=self.clock, contract=contract)
             if layout is not None:
                 agent.set_search_layout(layout)
+            if rule is not None:
+                agent.counter.use_rule(rule)
             self.open[name] = agent
         return self.open[name]
 
@@ -274,7 +277,7 @@ class _Agents:
 
 def _drive(scenario: Scenario, settings: Settings, client: Any, summary_client: Any,
            recorder: Recorder | None, db: Path, progress: Progress | None,
-           replayed_as: tuple[int, int] | None = None) -> RunState:
+           replayed_as: tuple[int, int, int] | None = None) -> RunState:
     clock = StepClock(parse_clock(scenario.clock))
     agents = _Agents(scenario, settings, client, summary_client, clock, db, replayed_as)
     turns: list[TurnRecord] = []

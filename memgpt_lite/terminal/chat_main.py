@@ -170,12 +170,13 @@ def _open_agent(store: Any, name: str, flags: dict[str, tuple[Any, str]], client
 
     row = store.get_agent(name)
     counted: list[tuple[Any, int]] = []  # what the check of the window had the API count
+    why = ["the context window with the API (it is near its minimum)"]
 
     def count(request: Any) -> int:
         # Before the prompt shows: on a terminal say what it waits for, or a slow server
         # looks like a start that hangs.
-        waiting = meta.status("measuring the context window with the API (it is near its "
-                              "minimum)…") if meta.is_terminal else contextlib.nullcontext()
+        waiting = meta.status(f"measuring {why[0]}…") if meta.is_terminal \
+            else contextlib.nullcontext()
         with waiting:
             counted.append((request, client.count_tokens(request)))
         return counted[-1][1]
@@ -192,11 +193,39 @@ def _open_agent(store: Any, name: str, flags: dict[str, tuple[Any, str]], client
     agent = Agent.open(store, name, model_client=client, summary_client=client,
                        settings=settings, stored=stored, conversation=conversation,
                        new_conversation=new, project=project)
-    if counted and not agent.counter.anchor_tokens:
-        # A window near its minimum was counted exactly: the first request is sized by that
-        # count, not by the cautious guess, which sees it about a third over the budget.
-        agent.calibrate(*counted[-1])
+    if not agent.counter.anchor_tokens:
+        # The first request is sized by the API's count (the window's, when it was near its
+        # minimum, else one of the least request, free), not by the cautious guess: that
+        # sees it about a third over the budget, and a server counting more than the guess
+        # (a byte-level tokenizer, at two bytes a token) was sent a first paste over it.
+        why[0] = "this agent's first request with the API"
+        if not counted and hasattr(client, "count_tokens"):
+            _count_least_request(settings, agent, client, count)
+        if counted:
+            agent.calibrate(*counted[-1])
     return agent
+
+
+COUNT_AT_START_TIMEOUT = 15.0  # seconds: a stalling server must not hold the start long
+
+
+def _count_least_request(settings: Any, agent: Any, client: Any,
+                         count: Callable[[Any], int]) -> None:
+    """Have the API count the least request of this agent, within a short deadline (a
+    server that cannot be asked leaves the cautious guess: its first turn says why)."""
+    from memgpt_lite.engine.errors import ModelError
+    from memgpt_lite.engine.window import request_floor
+
+    timeout = getattr(client, "timeout", None)
+    if timeout is not None:
+        client.timeout = min(timeout, COUNT_AT_START_TIMEOUT)
+    try:
+        request_floor(settings, agent.blocks(), None, count)
+    except ModelError:
+        pass
+    finally:
+        if timeout is not None:
+            client.timeout = timeout
 
 
 def _may_create(store: Any, name: str, typed: bool, meta: Console, banner: bool) -> bool:

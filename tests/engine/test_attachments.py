@@ -193,3 +193,24 @@ def test_a_session_with_attachments_replays_exactly(store, tmp_path):
     report = replay_mod.replay(tmp_path / "rec.jsonl", strict=True)
     assert report.ok and not report.divergences, report.divergences
     assert report.tally.turns == 2
+
+
+def test_a_text_file_with_a_byte_order_mark_is_read_in_its_encoding():
+    """Windows tools write UTF-16 with a byte-order mark (PowerShell's `>`): its zero bytes
+    had it refused as 'neither text nor an image', and UTF-8's mark was kept as text."""
+    text = "记忆 notes: café ☕\nline two"
+    for data in (text.encode("utf-16"), b"\xfe\xff" + text.encode("utf-16-be"),
+                 text.encode("utf-8-sig"), text.encode("utf-32")):
+        assert from_bytes("notes.txt", data).text == text, data[:4]
+
+
+def test_a_text_file_in_another_encoding_is_refused_in_one_sentence():
+    """A GBK file decoded as UTF-8 was sent as a page of U+FFFD: every token paid, nothing
+    the model could read, and no word to the user."""
+    gbk = ("我的猫叫小白，它喜欢吃鱼。" * 40).encode("gbk")
+    with pytest.raises(AttachmentError, match=r"notes.txt is not UTF-8 text .* save it as UTF-8"):
+        from_bytes("notes.txt", gbk)
+    log = b"a log line\n" * 50 + b"a stray \xff byte\n"  # a few bad bytes: sent, as U+FFFD
+    assert "a stray \ufffd byte" in from_bytes("app.log", log).text
+    kept = "a real \ufffd in UTF-8\n" * 40  # U+FFFD written in the file is no bad byte
+    assert from_bytes("k.txt", kept.encode()).text == kept

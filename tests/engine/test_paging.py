@@ -32,7 +32,13 @@ from memgpt_lite.engine.summariser import Summariser, chunk_turns, truncate_summ
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.engine.tokens import TokenCounter
 from memgpt_lite.engine.turns import group_turns
-from memgpt_lite.lab.fake_server import Counting, FakeAnthropicServer, hang, http_error
+from memgpt_lite.lab.fake_server import (
+    Counting,
+    FakeAnthropicServer,
+    count_tokens,
+    hang,
+    http_error,
+)
 from memgpt_lite.lab.scripted import ScriptedModel, text_response, tool_response
 
 WINDOW = 8_000  # budget = 8000 − 512 − 200 = 7288 tokens
@@ -165,7 +171,7 @@ def test_the_alert_names_turns_by_their_first_words_however_long_a_word_is(tmp_p
     alert = of(seen, PressureAlertEvent)[0].text
     rows = re.findall(r"^- \d+ · \S+ · [\d,]+ · (.*)$", alert, re.M)
     assert len(rows) >= 5 and all(row.startswith("第") for row in rows)
-    assert max(len(row) for row in rows) <= 80, rows[0]
+    assert max(len(row.removesuffix(" …")) for row in rows) <= 80, rows[0]  # 80 + the marker
 
 
 def test_one_alert_per_rise_not_per_call(tmp_path):
@@ -406,6 +412,25 @@ def test_summariser_chunks_what_is_too_big_for_one_call():
     assert result.text == f"part {len(client.requests) - 1}"
 
 
+
+def test_summariser_chunks_cjk_turns_by_what_they_weigh_not_their_characters():
+    """A CJK character weighs three bytes: chunked by characters, each summary call of CJK
+    turns was 98% of the chat's budget by a server counting two bytes a token, where its
+    share is 0.6 of it."""
+    settings = Settings(context_window=8_000, max_output_tokens=256, safety_margin=200)
+    turns = group_turns([Message("user", [{"type": "text", "text": f"第{i}轮 " + "记" * 1500}],
+                                 i, created_at="2026-03-01T09:00:00Z") for i in range(1, 21)])
+    client = ScriptedModel([lambda r, i=i: text_response(f"part {i}") for i in range(30)],
+                           validate=True)
+    gen = Summariser(client, settings, TokenCounter()).summarise("", turns)
+    try:
+        while True:
+            next(gen)
+    except StopIteration:
+        pass
+    sizes = [count_tokens(r.to_api(), Counting(2, per_byte=True)) for r in client.requests]
+    assert len(sizes) > 1 and max(sizes) <= 0.6 * settings.budget, (sizes, settings.budget)
+
 def test_truncate_summary_keeps_the_newest_lines():
     text = "\n".join(f"- turn {i}" for i in range(100))
     short = truncate_summary(text, 200)
@@ -492,6 +517,21 @@ def test_a_429_during_compaction_of_a_one_line_summary_keeps_its_newest_text(tmp
     kept = agent.store.get_agent_by_id(agent.id).summary
     assert cap - 2 <= len(kept) <= cap and kept.endswith(summary[-(cap // 2):]), kept[:100]
 
+
+
+def test_a_cjk_summary_over_its_cap_is_compacted_once_to_within_it(tmp_path):
+    """The cap is a size in the counter's units: cut to that many characters, a CJK summary
+    would still weigh three times the cap (and be compacted again)."""
+    from memgpt_lite.engine.errors import RateLimitError
+
+    agent, model, summ = make_agent(tmp_path, summary_script=[RateLimitError("429")] * 20)
+    cap = agent.pager._summary_cap_chars()
+    agent.store.set_summary(agent.id, "\n".join(f"- 第{i}轮：用户决定了一件事。" for i in
+                                                range(cap // 5)))
+    compactions = [len(of(step(agent, model, f"你好 {i}"), SummaryEvent)) for i in range(3)]
+    assert compactions == [1, 0, 0], compactions
+    kept = agent.store.get_agent_by_id(agent.id).summary
+    assert agent.counter.estimate_text(kept) <= agent.pager.level(0.20)
 
 # --------------------------------------------------------------------------- overflow
 
@@ -645,3 +685,28 @@ def test_images_too_big_for_the_window_are_named_as_what_does_not_fit(tmp_path):
     assert "send fewer at once" in said
     assert "core memory alone" not in said, said
     assert agent.last_user_text() == "what do these show?"
+
+
+def test_an_alert_and_a_fallback_summary_list_cjk_turns_by_their_first_words_only(tmp_path):
+    """CJK has no spaces: a turn's first ten "words" were the whole message, so the alert
+    listing the queue held every CJK turn whole (8,079 characters for three turns, about
+    its own size again in tokens) and a failed summariser's summary kept them all."""
+    failing = [RateLimitError("slow down")] * 6
+    agent, model, _ = make_agent(tmp_path, window=20_000, summary_script=failing)
+    message = "记忆是我们的宝藏我们要好好保存它" * 150
+    by_bytes = lambda r: text_response("好", usage=Usage(  # noqa: E731 - as a byte tokenizer
+        count_tokens(r.to_api(), Counting(per_byte=True)), 5))
+    seen: list = []
+    for _ in range(12):
+        seen += step(agent, model, message, by_bytes)
+        if of(seen, PressureAlertEvent):
+            break
+    alert = of(seen, PressureAlertEvent)[0]
+    rows = re.findall(r"^- \d+ · .*$", alert.text, re.M)
+    assert rows and all(len(row) < 200 for row in rows), rows
+    seen = []
+    while not of(seen, SummaryEvent):
+        seen += step(agent, model, message, by_bytes)
+    summary = of(seen, SummaryEvent)[0]
+    assert summary.method == "deterministic"
+    assert all(len(line) < 250 for line in summary.summary.splitlines()), summary.summary

@@ -366,3 +366,64 @@ def test_a_session_recorded_today_under_contract_1_names_no_foreign_prompt(tmp_p
     store.close()
     client = replay_mod.ReplayModelClient(recording.Recording.load(path))
     assert client.foreign_prompts == [] and not client.cannot_match
+
+
+def test_a_cjk_session_recorded_before_token_rules_replays_strictly():
+    """Made with the version before counting rules (a new agent at a 9,000-token window,
+    one CJK message): estimates by characters, no `token_rule` in its header. Weighed by
+    bytes, its message would look three times as big and be clipped in the request it
+    recorded whole."""
+    path = Path(__file__).parent / "recordings" / "cjk_before_token_rules.jsonl"
+    assert "token_rule" not in recording.Recording.load(path).header
+    report = replay_mod.replay(path, strict=True)
+    assert report.ok and report.completed, report.divergences
+
+
+CJK_SESSION = (
+    ["记忆是我们的宝藏，我们要好好保存它。" * 120, "你好 😀 " * 300, "再来一条。" * 200],
+    [text_response(f"好的 {i}") for i in range(3)],
+)
+
+
+def test_a_cjk_session_with_a_restart_records_its_token_rule_and_replays_strictly(tmp_path):
+    from memgpt_lite.engine.tokens import RULE
+
+    settings = Settings(context_window=10_000)
+    path = record_session(tmp_path, *CJK_SESSION, settings=settings, restart_after=1,
+                          summary_script=[text_response("- notes")] * 4)
+    assert recording.Recording.load(path).header["token_rule"] == RULE
+    report = replay_mod.replay(path, strict=True)
+    assert report.ok and report.completed, report.divergences
+
+
+def test_a_recording_of_an_unknown_token_rule_is_refused_with_a_reason(tmp_path):
+    path = record_session(tmp_path, *MEMORY_SESSION)
+    _mutate(path, "header", lambda hits: hits[0].update(token_rule=99))
+    with pytest.raises(recording.RecordingError, match="counted tokens by the rule 99"):
+        recording.Recording.load(path)
+
+
+def test_a_session_of_an_agent_stored_before_token_rules_replays_strictly(tmp_path):
+    """Its calibration was learned by characters (no rule in its stored state): the live
+    session converts it at the first request, and so does the replay, from the header."""
+    store = SQLiteStore(tmp_path / "live.db")
+    model = ScriptedModel([text_response(f"好的 {i}") for i in range(6)])
+    agent = Agent.open(store, "old", model_client=model, clock=Clock(),
+                       settings=Settings(context_window=10_000))
+    agent.counter.use_rule(1)
+    list(agent.step("记忆是我们的宝藏。" * 100))
+    agent.close()
+    row = store.get_agent("old")
+    counter = {k: v for k, v in row.state["counter"].items() if k != "rule"}
+    store.set_state(row.id, {**row.state, "counter": counter})
+    agent = Agent.open(store, "old", model_client=model, clock=Clock())
+    path = tmp_path / "old.jsonl"
+    with recording.Recorder(path) as rec:
+        recording.record_header(agent, rec)
+        for text in ("我们要好好保存它。" * 300, "再来一条。"):
+            list(recording.recorded_step(agent, rec, text))
+    store.close()
+    assert recording.Recording.load(path).header["delta"]["agent"]["state"]["counter"].get(
+        "rule") is None
+    report = replay_mod.replay(path, strict=True)
+    assert report.ok and report.completed, report.divergences

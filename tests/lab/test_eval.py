@@ -533,3 +533,22 @@ def test_eval_replay_of_a_run_recorded_by_an_older_version_matches(name, capsys)
     assert cli.main(["eval", "remember-across-restart", "--replay", str(old)]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "score 6/6" in out and "replay divergence" not in out
+
+
+def test_eval_replay_of_a_cjk_run_recorded_before_token_rules_matches(tmp_path, capsys):
+    """A run recorded when estimates counted characters (no token_rule in its header), of a
+    long CJK message on a 9,000-token window: weighed by bytes, that message would be
+    clipped in the request it recorded whole, and every score of it would diverge."""
+    from memgpt_lite.terminal import cli
+
+    scenario = tmp_path / "cjk.toml"
+    scenario.write_text(
+        'name = "cjk-paste"\ndescription = "A long CJK message on a small window."\n'
+        'clock = "2026-07-01T09:00:00Z"\n\n[settings]\ncontext_window = 9000\n\n[[session]]\n'
+        f'inputs = ["{"记忆是我们的宝藏，我们要好好保存它。" * 140}"]\n\n'
+        '[[check]]\ntype = "tool_not_called"\ntool = "evict_turns"\n', "utf-8")
+    old = Path(__file__).resolve().parent / "data" / "eval_cjk_before_token_rules.jsonl"
+    assert '"token_rule"' not in old.read_text("utf-8").splitlines()[0]
+    assert cli.main(["eval", str(scenario), "--replay", str(old)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "score 1/1" in out and "replay divergence" not in out

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 
@@ -458,3 +459,30 @@ def test_an_export_whose_agent_name_is_not_text_is_one_sentence(tmp_path, capsys
         err = capsys.readouterr().err
         assert err == ("memgpt-lite: The agent export is damaged: agent.name is not text; "
                        "nothing was imported.\n")
+
+
+@pytest.mark.slow
+def test_a_new_agents_first_paste_fits_a_server_counting_more_than_the_guess(tmp_path):
+    """At the default window nothing was counted at start: a first CJK paste went out at the
+    cautious guess's size, which a server counting two UTF-8 bytes a token put over its
+    32,000 maximum (refused, then retried). The first request is now sized by the API's
+    count of the least request, one free call when the agent has learned nothing yet."""
+    from memgpt_lite.lab.fake_server import Counting, FakeAnthropicServer
+
+    paste = "记忆是我们的宝藏，我们要好好保存它。 The memory keeps what matters. 😀 " * 1_200
+    with FakeAnthropicServer(counting=Counting(2, per_byte=True),
+                             context_window=32_000) as server:
+        repo = str(Path(__file__).resolve().parents[2])  # this checkout, from any folder
+        env = {**os.environ, "ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": "t",
+               "PYTHONPATH": os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH"))
+                                             if p)}
+        done = subprocess.run([sys.executable, "-m", "memgpt_lite", "chat", "--no-record",
+                               "--json", "-p", "-"], input=paste, text=True,
+                              capture_output=True, env=env, cwd=tmp_path, timeout=120)
+        counts = len(server.count_requests)
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert not [e for e in events if e["kind"] == "prompt_too_long"], events
+    usage = [e for e in events if e["kind"] == "usage"]
+    assert usage and usage[0]["context_tokens"] <= usage[0]["budget"] == 28_952, usage
+    assert counts == 1

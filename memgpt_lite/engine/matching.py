@@ -14,6 +14,12 @@ Three modes, all ignoring case:
   text after `REGEX_SECONDS` with one sentence (a `QueryError`); the preview runs first, so
   a pattern that would hang never starts changing anything.
 
+Text is compared in one Unicode form (NFKC), the query's and the stored text's alike: an
+accent written as one character (`é`) or as a letter and a combining accent (`e` + U+0301),
+and the full-width letters of an East Asian keyboard (`Ｃａｆé`), are the same text. A
+match found in the normal form is mapped back to the stored characters it came from, so
+only those change.
+
 A `[forgotten]` marker, and the words of a fold or clip marker (see shrink.py), are never
 part of a match (a match running over one keeps what lies either side): forgetting twice
 changes nothing the second time, even `forget forgotten` or `forget --any the full`.
@@ -25,6 +31,7 @@ import contextlib
 import re
 import signal
 import threading
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -106,6 +113,13 @@ class Matcher:
         return out
 
     def _matches(self, text: str) -> list[tuple[int, int]]:
+        folded, origin = _folded(text)
+        if origin is None:
+            return self._find(folded, len(text))
+        return _merged([_back(a, b, origin, len(text))
+                        for a, b in self._find(folded, len(text))])
+
+    def _find(self, text: str, size: int) -> list[tuple[int, int]]:
         if not self.bounded:
             return [m.span() for m in self.pattern.finditer(text)]
         try:
@@ -114,7 +128,7 @@ class Matcher:
         except _TooSlow:
             raise QueryError(
                 f"The pattern {self.query!r:.80} took over {REGEX_SECONDS:g} s on one text of "
-                f"{len(text):,} characters and was stopped: it backtracks without end (nested "
+                f"{size:,} characters and was stopped: it backtracks without end (nested "
                 f"repeats such as (a+)+ do); write it without them.") from None
 
     def hits(self, text: str) -> bool:
@@ -169,6 +183,81 @@ class Matcher:
         if len(flat) > width:
             flat = flat[: width - 1] + "…"
         return ("…" if lead else "") + flat
+
+
+def fold(text: str) -> str:
+    """`text` in the one Unicode form a forget compares (see the module docstring)."""
+    if text.isascii() or unicodedata.is_normalized("NFKC", text):
+        return text
+    return unicodedata.normalize("NFKC", text)
+
+
+# Where text may change in NFKC: a run of characters beyond ASCII, with the ASCII letter
+# before it (`e` + a combining accent). ASCII itself never changes, nor joins what follows.
+_BEYOND_ASCII = re.compile(r"[\x00-\x7f]?[^\x00-\x7f]+")
+
+
+def _folded(text: str) -> tuple[str, list[tuple[int, int]] | None]:
+    """`text` as `fold` gives it, and for each of its characters the span of `text` it came
+    from (None when `text` is already in that form: the common case, and no copy is made).
+    Each cluster (a character with the marks that combine with it) is normalised on its
+    own, so every character of the result maps back to the stored characters it stands for;
+    ASCII between the runs that change is copied as it is."""
+    if text.isascii() or unicodedata.is_normalized("NFKC", text):
+        return text, None
+    pieces, origin, last = [], [], 0
+    for run in _BEYOND_ASCII.finditer(text):
+        pieces.append(text[last:run.start()])
+        origin += [(i, i + 1) for i in range(last, run.start())]
+        for start, end in _clusters(text, run.start(), run.end()):
+            piece = unicodedata.normalize("NFKC", text[start:end])
+            pieces.append(piece)
+            origin += [(start, end)] * len(piece)
+        last = run.end()
+    pieces.append(text[last:])
+    origin += [(i, i + 1) for i in range(last, len(text))]
+    return "".join(pieces), origin
+
+
+def _clusters(text: str, start: int, stop: int) -> Iterator[tuple[int, int]]:
+    if unicodedata.is_normalized("NFKC", text[start:stop]):  # a run that stays as it is
+        yield from ((i, i + 1) for i in range(start, stop))
+        return
+    for i in range(start + 1, stop):
+        if not _joins(text[start:i], text[i]):
+            yield start, i
+            start = i
+    yield start, stop
+
+
+def _joins(before: str, char: str) -> bool:
+    """Whether `char` changes in NFKC with the cluster `before` it (a combining accent, a
+    Hangul vowel after its consonant), so that the two are normalised together."""
+    if char.isascii() and before[-1].isascii():
+        return False
+    if unicodedata.combining(char):
+        return True
+    norm = unicodedata.normalize
+    return norm("NFKC", before + char) != norm("NFKC", before) + norm("NFKC", char)
+
+
+def _back(start: int, end: int, origin: list[tuple[int, int]], size: int) -> tuple[int, int]:
+    """A span of the folded text as the span of the stored text it came from."""
+    if start >= end:
+        at = origin[start][0] if start < len(origin) else size
+        return at, at
+    return origin[start][0], origin[end - 1][1]
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Two matches inside one cluster (`ﬁ` is `fi`) are one span of the stored text."""
+    out: list[tuple[int, int]] = []
+    for start, end in spans:
+        if out and start < out[-1][1]:
+            out[-1] = (out[-1][0], max(end, out[-1][1]))
+        else:
+            out.append((start, end))
+    return out
 
 
 def _outside(start: int, end: int, markers: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -236,10 +325,10 @@ def _lines(text: str) -> Iterator[tuple[int, str]]:
 def _compile(query: str, mode: str) -> re.Pattern[str]:
     if mode == "regex":
         try:
-            return re.compile(query, re.IGNORECASE)
+            return re.compile(fold(query), re.IGNORECASE)  # text is compared folded
         except re.error as exc:
             raise QueryError(f"{query!r} is not a valid regular expression ({exc}).") from None
-    words = query.split()
+    words = fold(query).split()
     if mode == "phrase":
         return re.compile(_edged(r"\s+".join(map(re.escape, words)), words[0], words[-1]),
                           re.IGNORECASE)

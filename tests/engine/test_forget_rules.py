@@ -56,6 +56,16 @@ def backend(request, monkeypatch):
     ("서울", "phrase", "서울에 살아요", True),
     ("กรุงเทพ", "phrase", "ฉันอยู่กรุงเทพมหานคร", True),
     ("café", "phrase", "Meet at CAFÉ Flore", True),
+    # One Unicode form on both sides: an accent composed or written apart, full-width letters
+    ("Café", "phrase", "Meet at Cafe\u0301 Flore", True),
+    ("Cafe\u0301", "phrase", "Meet at Café Flore", True),
+    ("Ｃａｆé", "phrase", "Meet at CAFÉ", True),
+    ("café", "phrase", "Ｃａｆｅ\u0301 au lait", True),
+    ("Rex", "phrase", "Ｒｅｘford", False),  # still whole words
+    ("Cafe", "phrase", "Cafe\u0301", False),  # the accent is part of the letter
+    ("Luna Café", "any", "at the Cafe\u0301", True),
+    ("caf\\w", "regex", "CAFE\u0301", True),
+    ("Ｃａｆé", "regex", "Cafe\u0301", True),
     ("Rex Luna", "any", "my cat Luna", True),
     ("Rex Luna", "any", "Lunar eclipse", False),
     (r"\d{3}-\d{4}", "regex", "call 555-0132", True),
@@ -75,6 +85,17 @@ def test_what_a_query_matches(query, mode, text, hit):
 def test_a_query_that_cannot_be_used_is_one_sentence(query, mode, sentence):
     with pytest.raises(QueryError, match=sentence):
         Matcher.build(query, mode)
+
+
+@pytest.mark.parametrize("query, text, left", [
+    ("Café", "a Cafe\u0301 b", f"a {FORGOTTEN} b"),
+    ("Cafe\u0301", "a Café b Ｃａｆé", f"a {FORGOTTEN} b {FORGOTTEN}"),
+    ("file", "my ﬁle and the ﬁ", f"my {FORGOTTEN} and the ﬁ"),  # a ligature is two letters
+    ("Rex", "Ｒｅｘ and Rex and Rexford", f"{FORGOTTEN} and {FORGOTTEN} and Rexford"),
+    ("Ñandú", "un N\u0303andu\u0301 y ñandú", f"un {FORGOTTEN} y {FORGOTTEN}"),
+])
+def test_a_match_in_another_unicode_form_replaces_exactly_its_own_characters(query, text, left):
+    assert Matcher.build(query).replace(text) == left
 
 
 def test_lines_touched_by_a_match_go_and_no_other():
@@ -570,3 +591,46 @@ def test_a_pattern_over_an_earlier_marker_forgets_the_text_around_it():
     assert Matcher.build("forgotten").spans(text) == []
     assert Matcher.build(r"called \S+ I", "regex").replace(text) == (
         f"My dog is {FORGOTTEN * 3} live at 12 Elm Street.")
+
+
+# --------------------------------------------------------------------------- unicode forms
+
+
+def test_text_stored_in_another_unicode_form_is_forgotten_everywhere(backend, capsys,
+                                                                     monkeypatch):
+    """`forget Café` missed `Cafe` + a combining accent (what macOS and some keyboards
+    write) in every place, and the preview counted none of it; a full-width `Ｃａｆé` too."""
+    from memgpt_lite.engine.store import snapshot
+
+    monkeypatch.setattr(snapshot, "BASE_REFRESH_ROWS", 2)
+    apart, wide = "Cafe\u0301 Flore", "Ｃａｆé Flore"
+    with open_store() as store:
+        agent = scripted_agent(store, "a", [text_response("Noted.")] * 4)
+        store.add_passage(agent.id, f"We met at {apart}.", ["places"])
+        agent.edit_block("human", f"Likes {wide}\nLikes tea")
+        recorder = recording.start_recording(agent)
+        for text in (f"meet me at {apart}", "hello"):
+            list(recording.recorded_step(agent, recorder, text))
+        recorder.close()
+        agent.close()
+    InputHistory(config.data_dir()).append([f"meet me at {apart}", "hello"])
+    assert cli.main(["forget", "Café Flore", "--agent", "a", "--json"]) == 0
+    counts = json.loads(capsys.readouterr().out)["plan"]["counts"]
+    assert (counts["messages"], counts["passages"], counts["core memory"]) == (1, 1, 1)
+    assert counts["recordings"] == 1 and counts["input history"] == 1
+    assert counts["base snapshots"] == 1
+    assert cli.main(["forget", "Café Flore", "--agent", "a", "--yes"]) == 0
+    capsys.readouterr()
+    with open_store() as store:
+        row = store.get_agent("a")
+        stored = json.dumps([m.content for m in store.all_messages(row.id)]
+                            + [p.text for p in store.list_passages(row.id)]
+                            + [store.get_block(row.id, "human").value], ensure_ascii=False)
+        assert "Flore" not in stored and "hello" in stored and "Likes tea" in stored
+    assert "Flore" not in recorder.path.read_text("utf-8")
+    assert InputHistory(config.data_dir()).lines() == ["hello"]
+    for base in config.recordings_dir().rglob("bases/*.db"):
+        assert "Caf".encode() not in base.read_bytes() + b"".join(
+            p.read_bytes() for p in base.parent.glob(base.name + "-*"))
+    assert cli.main(["forget", "Café Flore", "--agent", "a", "--json"]) == 0  # nothing left
+    assert not any(json.loads(capsys.readouterr().out)["plan"]["counts"].values())

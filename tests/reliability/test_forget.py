@@ -94,6 +94,8 @@ CASES = {
                                               keep=("My dog is called Rex and",)),
     "accents-and-emoji": Case("café flore ☕", gone=("Café Flore",)),
     "accented-word": Case("CAFÉ", gone=("Café",)),
+    "accent-typed-apart": Case("Cafe\u0301 Flore", gone=("Café Flore",)),  # e + U+0301
+    "full-width-letters": Case("ＣＡＦÉ ｆｌｏｒｅ", gone=("Café Flore",)),
     "quotes": Case('"blue" door', gone=('"blue" door',), keep=("Easy to find.",)),
     "thinking-block": Case("teal", gone=("teal",)),
     # The input history is one file for every agent: its lines go whichever agent they were for.

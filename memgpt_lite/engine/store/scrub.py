@@ -35,7 +35,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-from memgpt_lite.engine.matching import FORGOTTEN, Matcher
+from memgpt_lite.engine.matching import FORGOTTEN, Matcher, fold
 from memgpt_lite.engine.records import now_iso
 from memgpt_lite.engine.search import index_text, plain_text
 from memgpt_lite.engine.shrink import refold
@@ -136,10 +136,11 @@ def probe(db: Database, matcher: Matcher) -> Callable[[str], str]:
 def probe_pattern(matcher: Matcher) -> re.Pattern[str] | None:
     """A pattern every stored form of a match fits (None: anything may match, a regex):
     each word as written or as JSON escapes it, with the matcher's rule for case; a
-    phrase's words in order, apart by whitespace written either way."""
+    phrase's words in order, apart by whitespace written either way. The words are in the
+    matcher's Unicode form; stored text is checked in it too (`could_hold`)."""
     if matcher.mode == "regex":
         return None
-    words = [_forms(w) for w in matcher.query.split()]
+    words = [_forms(w) for w in fold(matcher.query).split()]
     body = _SPACE.join(words) if matcher.mode == "phrase" else "|".join(words)
     return re.compile(body, re.IGNORECASE)
 
@@ -149,9 +150,18 @@ def _forms(word: str) -> str:
     return "(?:" + "|".join(map(re.escape, sorted(forms))) + ")"
 
 
+def could_hold(needle: re.Pattern[str] | None, text: str) -> bool:
+    """Whether `text` may hold a match of the probe `needle`: as stored, or in the form the
+    matcher compares (an accent written apart, a full-width letter; see matching.py)."""
+    if needle is None or needle.search(text) is not None:
+        return True
+    folded = fold(text)  # the whole text at once: the probe sees every row
+    return folded is not text and needle.search(folded) is not None
+
+
 def _prober(needle: re.Pattern[str] | None) -> Callable[[object], bool]:
     def forget_probe(text: object) -> bool:
-        return isinstance(text, str) and (needle is None or needle.search(text) is not None)
+        return isinstance(text, str) and could_hold(needle, text)
 
     return forget_probe
 

@@ -12,7 +12,10 @@ Three modes, all ignoring case:
   case). Python's engine backtracks: a pattern such as `(a+)+$` can take longer than the
   universe's age on one long line. A matcher built from what the user typed gives up on a
   text after `REGEX_SECONDS` with one sentence (a `QueryError`); the preview runs first, so
-  a pattern that would hang never starts changing anything.
+  a pattern that would hang never starts changing anything. A forget being carried out
+  (or finished by a later command) meets texts its preview never saw, written since by
+  another process; it keeps the limit, and a text it gives up on is left as it is and
+  named (`undecided`) rather than stopping the forget half done or hanging it.
 
 Text is compared in one Unicode form (NFKC), the query's and the stored text's alike: an
 accent written as one character (`é`) or as a letter and a combining accent (`e` + U+0301),
@@ -31,9 +34,10 @@ import contextlib
 import re
 import signal
 import threading
+import time
 import unicodedata
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from memgpt_lite.engine.shrink import marker_spans
@@ -69,11 +73,19 @@ class Matcher:
     mode: str
     pattern: re.Pattern[str]
     bounded: bool = False  # a regex gives up on a text after REGEX_SECONDS (see above)
+    # Give up on a text quietly (it counts as no match) and note it in `undecided`, instead
+    # of raising QueryError: for a forget under way (see above).
+    skip_slow: bool = False
+    undecided: list[int] = field(default_factory=list, compare=False)  # their sizes
+    _slow: set[int] = field(default_factory=set, compare=False, repr=False)
+    # What a bounded search found in a text (by its hash) that matched, or took long: the
+    # forget after a preview does what the preview found, however busy the machine is now.
+    _memo: dict[int, list[tuple[int, int]]] = field(default_factory=dict, compare=False,
+                                                    repr=False)
 
     @classmethod
     def build(cls, query: str, mode: str = "phrase", *, bounded: bool = True) -> Matcher:
-        """`bounded`: as for what the user types now. A forget already written down is
-        finished unbounded: its preview ran over the same texts, bounded, and finished."""
+        """`bounded`: a regex gives up on a text after REGEX_SECONDS (see above)."""
         if mode not in MODES:
             raise QueryError(f"Unknown match mode {mode!r} (modes: {', '.join(MODES)}).")
         # The one rule for text (text.py): bytes that are not UTF-8 (argv, a piped chat) were
@@ -87,7 +99,13 @@ class Matcher:
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any]) -> Matcher:
-        return cls.build(str(spec["query"]), str(spec.get("mode") or "phrase"), bounded=False)
+        """The matcher of a forget written down, to finish it (see `carrying_out`)."""
+        return cls.build(str(spec["query"]), str(spec.get("mode") or "phrase")).carrying_out()
+
+    def carrying_out(self) -> Matcher:
+        """This matcher for a forget under way: a text the pattern runs away on is left as
+        it is and named in `undecided` (each forget its own list)."""
+        return replace(self, skip_slow=True, undecided=[], _slow=set(), _memo=self._memo)
 
     def spec(self) -> dict[str, str]:
         return {"query": self.query, "mode": self.mode}
@@ -122,14 +140,27 @@ class Matcher:
     def _find(self, text: str, size: int) -> list[tuple[int, int]]:
         if not self.bounded:
             return [m.span() for m in self.pattern.finditer(text)]
+        key = hash(text)
+        if key in self._memo:
+            return list(self._memo[key])
+        if key in self._slow:  # given up on already: each place reads a text again
+            return []
+        began = time.monotonic()
         try:
             with _time_limit(REGEX_SECONDS):
-                return [m.span() for m in self.pattern.finditer(text)]
+                spans = [m.span() for m in self.pattern.finditer(text)]
         except _TooSlow:
+            if self.skip_slow:
+                self._slow.add(key)
+                self.undecided.append(size)  # its size only: never a copy of the text
+                return []
             raise QueryError(
                 f"The pattern {self.query!r:.80} took over {REGEX_SECONDS:g} s on one text of "
                 f"{size:,} characters and was stopped: it backtracks without end (nested "
                 f"repeats such as (a+)+ do); write it without them.") from None
+        if spans or time.monotonic() - began > REGEX_SECONDS / 100:
+            self._memo[key] = spans
+        return spans
 
     def hits(self, text: str) -> bool:
         return bool(self.spans(text))

@@ -18,7 +18,6 @@ Exports written to disk are the user's files and are out of its reach.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import shutil
 import sqlite3
@@ -90,6 +89,8 @@ class ForgetResult:
     recordings: list[RecordingScrub] = field(default_factory=list)
     history: int = 0
     problems: list[str] = field(default_factory=list)  # files it could not change (yet)
+    # texts the pattern ran away on (written after the preview), left as they were
+    undecided: list[str] = field(default_factory=list)
     wal_clean: bool = True
     resumed_from: str | None = None  # when finished by a later command: when it started
 
@@ -109,6 +110,7 @@ class ForgetResult:
                 "base_snapshots": self.bases,
                 "recordings": [_recording_dict(r) for r in self.recordings],
                 "input_history_lines": self.history, "problems": self.problems,
+                "undecided": self.undecided,
                 "wal_emptied": self.wal_clean, "resumed_from": self.resumed_from}
 
 
@@ -161,11 +163,11 @@ def forget(store: Store, plan: ForgetPlan) -> ForgetResult:
     """Carry out `plan` (hold the agent's lock from planning to here, so that it is exactly
     what was previewed): write the intent down, then change every place."""
     intent = store.add_forget_intent(plan.agent.id, plan.agent.uid, plan.matcher)
-    # Unbounded from here, as a resumed forget is: the preview ran the pattern over these
-    # same texts within the limit, and a text a busy machine now takes longer over must
-    # not stop the forget half done.
-    matcher = dataclasses.replace(plan.matcher, bounded=False)
-    return _carry_out(store, plan.agent, matcher, intent, STORE, plan.units)
+    # Still bounded, as a resumed forget is: texts written since the preview (another
+    # agent's line of the input history, a shared block) never met the pattern; a text it
+    # runs away on is left and named (Matcher.undecided), never a hang or half a forget.
+    return _carry_out(store, plan.agent, plan.matcher.carrying_out(), intent, STORE,
+                      plan.units)
 
 
 def _carry_out(store: Store, row: AgentRow | None, matcher: Matcher, intent_id: int,
@@ -173,18 +175,34 @@ def _carry_out(store: Store, row: AgentRow | None, matcher: Matcher, intent_id: 
     result = ForgetResult(row.name if row else "(deleted)", matcher)
     if row is not None:
         if stage == STORE:
-            _undo_unfinished(store, row.id)
-            result.units = units if units is not None else store.forget_units(row.id, matcher)
-            store.apply_forget(row.id, result.units, matcher, intent_id)
-        _scrub_files(row, matcher, result)
+            with _noting_undecided(matcher, result, "the store"):
+                _undo_unfinished(store, row.id)
+                result.units = units if units is not None else store.forget_units(row.id,
+                                                                                  matcher)
+                store.apply_forget(row.id, result.units, matcher, intent_id)
+        with _noting_undecided(matcher, result, "the recordings or their base snapshots"):
+            _scrub_files(row, matcher, result)
     try:
-        result.history = len(InputHistory(config.data_dir()).scrub(matcher))
+        with _noting_undecided(matcher, result, "the input history"):
+            result.history = len(InputHistory(config.data_dir()).scrub(matcher))
     except OSError as exc:
         result.problems.append(f"the input history ({exc.strerror or exc})")
     if not result.problems:
         store.drop_forget_intent(intent_id)
     result.wal_clean = store.wipe_freed()
     return result
+
+
+@contextlib.contextmanager
+def _noting_undecided(matcher: Matcher, result: ForgetResult, where: str) -> Any:
+    """Name the texts of `where` the pattern ran away on in the block (by size and place:
+    never a copy of what may be the very text being forgotten)."""
+    before = len(matcher.undecided)
+    try:
+        yield
+    finally:
+        result.undecided += [f"{size:,} characters in {where}"
+                             for size in matcher.undecided[before:]]
 
 
 def _scrub_files(row: AgentRow, matcher: Matcher, result: ForgetResult) -> None:

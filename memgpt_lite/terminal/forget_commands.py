@@ -40,7 +40,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
     _print_json(args.json, plan, result)
     if not args.json:
         render.print_forget_result(console, result)
-    return EXIT_ERROR if result.problems else EXIT_OK
+    return EXIT_ERROR if result.problems or result.undecided else EXIT_OK
 
 
 def forget_matcher(query: str, *, any_word: bool = False, regex: bool = False) -> Any:

@@ -25,6 +25,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from memgpt_lite.engine.matching import REGEX_SECONDS
 from memgpt_lite.engine.text import shorten
 from memgpt_lite.engine.turns import turn_ranges
 
@@ -442,6 +443,12 @@ def forget_summary(result: ForgetResult) -> str:
     if result.problems:
         text += (f" Not finished: cannot change {'; '.join(result.problems)}; the next "
                  "memgpt-lite command tries again.")
+    if result.undecided:
+        text += (f" Left as {'it was' if len(result.undecided) == 1 else 'they were'}: "
+                 f"{_count(len(result.undecided), 'text')} the preview had not seen, on which "
+                 f"the pattern took over {REGEX_SECONDS:g} s ({'; '.join(result.undecided)}); "
+                 "forget {0} with a pattern without nested repeats.".format(
+                     "it" if len(result.undecided) == 1 else "them"))
     if not result.wal_clean:
         text += (" Another memgpt-lite process has the database open: its write-ahead log "
                  "keeps old pages until that process lets go of it.")

@@ -56,6 +56,7 @@ class ForgetPlan:
     # user-scope blocks that change → the other agents sharing them (the line goes for them
     # too, and from their writes in its history; their messages and recordings are theirs)
     shared: dict[str, list[str]] = field(default_factory=dict)
+    mark: tuple[int, ...] | None = None  # the store as the preview read it (forget_mark)
 
     @property
     def empty(self) -> bool:
@@ -127,7 +128,8 @@ def plan_forget(store: Store, row: AgentRow, matcher: Matcher) -> ForgetPlan:
     open by a process that died is undone first, as opening the agent would: its journal
     holds old values that its undo would otherwise bring back."""
     _undo_unfinished(store, row.id)
-    plan = ForgetPlan(row, matcher, store.forget_units(row.id, matcher))
+    mark = store.forget_mark()  # before reading: a write during the preview counts too
+    plan = ForgetPlan(row, matcher, store.forget_units(row.id, matcher), mark=mark)
     plan.shared = _shared_with(store, row, plan.units)
     for base in agent_bases(row):
         found = snapshot.forget_in_base(base, row.id, matcher, apply=False)
@@ -167,19 +169,18 @@ def forget(store: Store, plan: ForgetPlan) -> ForgetResult:
     # agent's line of the input history, a shared block) never met the pattern; a text it
     # runs away on is left and named (Matcher.undecided), never a hang or half a forget.
     return _carry_out(store, plan.agent, plan.matcher.carrying_out(), intent, STORE,
-                      plan.units)
+                      plan.units, plan.mark)
 
 
 def _carry_out(store: Store, row: AgentRow | None, matcher: Matcher, intent_id: int,
-               stage: str, units: list[Unit] | None) -> ForgetResult:
+               stage: str, units: list[Unit] | None,
+               mark: tuple[int, ...] | None = None) -> ForgetResult:
     result = ForgetResult(row.name if row else "(deleted)", matcher)
     if row is not None:
         if stage == STORE:
             with _noting_undecided(matcher, result, "the store"):
                 _undo_unfinished(store, row.id)
-                result.units = units if units is not None else store.forget_units(row.id,
-                                                                                  matcher)
-                store.apply_forget(row.id, result.units, matcher, intent_id)
+                result.units = store.apply_forget(row.id, units, matcher, intent_id, mark)
         with _noting_undecided(matcher, result, "the recordings or their base snapshots"):
             _scrub_files(row, matcher, result)
     try:

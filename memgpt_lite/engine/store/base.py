@@ -329,8 +329,17 @@ class Store(Protocol):
         """What forgetting `matcher` changes in the agent's rows (store/scrub.py units)."""
         ...
 
-    def apply_forget(self, agent_id: int, units: list[Unit], matcher: Matcher,
-                     intent_id: int | None = None) -> None: ...
+    def forget_mark(self) -> tuple[int, ...]:
+        """A value every write a forget could have to reach changes (see store/forget.py)."""
+        ...
+
+    def apply_forget(self, agent_id: int, units: list[Unit] | None, matcher: Matcher,
+                     intent_id: int | None = None,
+                     mark: tuple[int, ...] | None = None) -> list[Unit]:
+        """Change the units (found anew when None, or when the store changed since `mark`)
+        in one transaction; returns the units changed."""
+        ...
+
     def wipe_freed(self) -> bool:
         """Leave no freed copy of deleted text where the backend can reach it (SQLite: the
         file and its WAL; Postgres: VACUUM); False when that could not be finished now."""

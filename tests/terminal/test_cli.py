@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 
@@ -458,3 +460,29 @@ def test_an_export_whose_agent_name_is_not_text_is_one_sentence(tmp_path, capsys
         err = capsys.readouterr().err
         assert err == ("memgpt-lite: The agent export is damaged: agent.name is not text; "
                        "nothing was imported.\n")
+
+
+def test_which_commands_finish_a_forget_cut_off_is_what_the_docs_say(capsys):
+    """The docs said the next command, whatever it is, finishes a forget cut off, while
+    `config`, `completion` and `models` never did: the docs now name them, and only them."""
+    from memgpt_lite.engine.matching import Matcher
+    from memgpt_lite.engine.store import open_store
+
+    with open_store() as store:
+        row = store.create_agent("a", {}, {"human": ("Code: tulip-42", 100)})
+        store.add_forget_intent(row.id, row.uid, Matcher.build("tulip-42"))
+    docs = " ".join((Path(__file__).parents[2] / "docs" / "forgetting.md").read_text().split())
+    named = docs.split("next memgpt-lite command finishes it**")[1].split("## ")[0]
+    assert set(re.findall(r"every command but (.+?), which never open", named)[0]
+               .replace(" and ", ", ").replace("`", "").split(", ")) \
+        == set(cli.KEEP_PENDING_FORGETS)
+    for argv in (["models"], ["completion", "bash"], ["config", "path"]):
+        assert cli.main(argv) == 0, argv
+        assert "Finished a forget" not in capsys.readouterr().err, argv
+    with open_store() as store:
+        assert len(store.forget_intents()) == 1
+    assert cli.main(["agents", "list"]) == 0
+    assert "Finished a forget cut off on" in capsys.readouterr().err
+    with open_store() as store:
+        assert store.forget_intents() == []
+        assert store.get_block(store.get_agent("a").id, "human").value == ""

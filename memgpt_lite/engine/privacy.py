@@ -226,15 +226,22 @@ def _scrub_files(row: AgentRow, matcher: Matcher, result: ForgetResult) -> None:
             result.recordings.append(scrubbed)
 
 
-def finish_pending(store: Store) -> tuple[list[ForgetResult], list[str]]:
+def finish_pending(store: Store) -> tuple[list[ForgetResult], list[str], list[str]]:
     """Finish every forget that was cut off (see the module docstring), oldest first;
-    returns what was finished, and the agents whose forget must wait because another
-    process has them open (it is finished by a later command)."""
-    done, waiting = [], []
+    returns what was finished, the agents whose forget must wait because another process
+    has them open (it is finished by a later command), and a sentence for each forget that
+    cannot be finished at all (its query cannot be read back), which is crossed out."""
+    done, waiting, dropped = [], [], []
     for intent in store.forget_intents():
         row = store.get_agent_by_id(intent.agent_id)
         if row is not None and row.uid != intent.agent_uid:
             row = None  # that agent was deleted and its id reused
+        if intent.matcher is None:
+            store.drop_forget_intent(intent.id)
+            dropped.append(f"A forget started on {intent.created_at} in agent "
+                           f"{row.name if row else '(deleted)'!r} cannot be finished: "
+                           f"{intent.unreadable}; it was crossed out: run that forget again.")
+            continue
         with _agent_locked(store, row) as locked:
             if not locked:
                 waiting.append(row.name)  # type: ignore[union-attr]
@@ -244,7 +251,7 @@ def finish_pending(store: Store) -> tuple[list[ForgetResult], list[str]]:
             result = _carry_out(store, row, intent.matcher, intent.id, intent.stage, None)
             result.resumed_from = intent.created_at
             done.append(result)
-    return done, waiting
+    return done, waiting, dropped
 
 
 @contextlib.contextmanager

@@ -93,9 +93,11 @@ def finish_pending_forgets() -> None:
         return
     try:
         with open_store() as store:
-            results, waiting = privacy.finish_pending(store)
+            results, waiting, dropped = privacy.finish_pending(store)
     except StoreError:
         return
+    for sentence in dropped:
+        print(render.visible(sentence), file=sys.stderr)
     for result in results:
         print(render.visible(render.forget_summary(result)), file=sys.stderr)
     for name in waiting:

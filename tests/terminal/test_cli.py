@@ -486,3 +486,22 @@ def test_which_commands_finish_a_forget_cut_off_is_what_the_docs_say(capsys):
     with open_store() as store:
         assert store.forget_intents() == []
         assert store.get_block(store.get_agent("a").id, "human").value == ""
+
+
+def test_a_forget_written_down_whose_query_cannot_be_read_back_stops_no_command(capsys):
+    """A pattern another Python (or memgpt-lite) version accepted, or a damaged row: every
+    command, `doctor` included, died with a traceback before it started."""
+    from memgpt_lite.engine.matching import Matcher
+    from memgpt_lite.engine.store import open_store
+
+    with open_store() as store:
+        row = store.create_agent("a", {}, {"human": ("Code: tulip-42", 100)})
+        store.add_forget_intent(row.id, row.uid, Matcher.build("tulip-42"))
+        store.db.execute("UPDATE forget_intents SET spec = ?",
+                         (json.dumps({"query": "(", "mode": "regex"}),))
+    assert cli.main(["agents", "list"]) == 0
+    err = capsys.readouterr().err
+    assert "in agent 'a' cannot be finished: its query cannot be read back ('(' is not a " \
+           "valid regular expression" in err and err.rstrip().endswith("run that forget again.")
+    assert cli.main(["agents", "list"]) == 0
+    assert capsys.readouterr().err == ""  # said once: it was crossed out

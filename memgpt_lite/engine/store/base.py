@@ -105,9 +105,10 @@ class ForgetIntent:
     id: int
     agent_id: int
     agent_uid: str
-    matcher: Matcher
+    matcher: Matcher | None  # None: its query cannot be read back (see `unreadable`)
     stage: str
     created_at: str
+    unreadable: str = ""  # why, in one sentence
 
 
 @dataclass

@@ -35,8 +35,7 @@ class ForgetMixin(StoreCore):
         """Forgets started and not finished, oldest first."""
         rows = self.db.query("SELECT id, agent_id, agent_uid, spec, stage, created_at "
                              "FROM forget_intents ORDER BY id")
-        return [ForgetIntent(r[0], r[1], r[2], Matcher.from_spec(json.loads(r[3])), r[4], r[5])
-                for r in rows]
+        return [_intent(*r) for r in rows]
 
     def drop_forget_intent(self, intent_id: int) -> None:
         self.db.execute("DELETE FROM forget_intents WHERE id = ?", (intent_id,))
@@ -75,3 +74,16 @@ class ForgetMixin(StoreCore):
                                 (FILES, intent_id))
         self._decoded.clear()  # ids can be given again after a delete; content changes
         return units
+
+
+def _intent(intent_id: int, agent_id: int, uid: str, spec: str, stage: str,
+            created_at: str) -> ForgetIntent:
+    """An intent as stored. One whose query this version cannot build again (a pattern
+    another Python or memgpt-lite version accepted, a damaged row) is read with the reason
+    instead of its matcher: raising here stopped every command, before any could start."""
+    try:
+        matcher = Matcher.from_spec(json.loads(spec))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # QueryError included
+        return ForgetIntent(intent_id, agent_id, uid, None, stage, created_at,
+                            f"its query cannot be read back ({str(exc).rstrip('.')})")
+    return ForgetIntent(intent_id, agent_id, uid, matcher, stage, created_at)

@@ -23,8 +23,8 @@ and the full-width letters of an East Asian keyboard (`Ｃａｆé`), are the sa
 match found in the normal form is mapped back to the stored characters it came from, so
 only those change.
 
-A `[forgotten]` marker, and the words of a fold or clip marker (see shrink.py), are never
-part of a match (a match running over one keeps what lies either side): forgetting twice
+A `[forgotten]` marker, the words of a fold or clip marker (see shrink.py) and the tag and
+clip marker of an attached file (attachments.py) are never part of a match (a match running over one keeps what lies either side): forgetting twice
 changes nothing the second time, even `forget forgotten` or `forget --any the full`.
 """
 
@@ -40,6 +40,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from memgpt_lite.engine.attachments import structure_spans
 from memgpt_lite.engine.shrink import marker_spans
 from memgpt_lite.engine.text import clean_text
 
@@ -124,7 +125,7 @@ class Matcher:
         if not text:
             return []
         markers = [m.span() for m in _MARKER.finditer(text)] if FORGOTTEN in text else []
-        markers = sorted(markers + marker_spans(text))
+        markers = sorted(markers + marker_spans(text) + structure_spans(text))
         out = []
         for start, end in self._matches(text):
             out += [(a, b) for a, b in _outside(start, end, markers) if text[a:b].strip()]

@@ -634,3 +634,33 @@ def test_text_stored_in_another_unicode_form_is_forgotten_everywhere(backend, ca
             p.read_bytes() for p in base.parent.glob(base.name + "-*"))
     assert cli.main(["forget", "Café Flore", "--agent", "a", "--json"]) == 0  # nothing left
     assert not any(json.loads(capsys.readouterr().out)["plan"]["counts"].values())
+
+
+# --------------------------------------------------------------------------- attachments
+
+
+def test_an_attached_files_tag_and_clip_marker_are_never_a_match(backend, capsys):
+    """`forget --any name` found "name" in the tag of every attached file (`<attachment
+    name="…"`), listed each such message though nobody wrote the word, and broke the tag;
+    `forget recall` did the same with the marker of a clipped file."""
+    from memgpt_lite.engine import attachments
+
+    small = attachments.from_bytes("notes.txt", b"my locker code is tulip-42")
+    big = attachments.from_bytes("log.txt", b"a quiet line\n" * 3_000)  # clipped in context
+    with open_store() as store:
+        agent = scripted_agent(store, "a", [text_response("Read them.")])
+        list(agent.step("see these files", attachments=[small.block(), big.block()]))
+        agent.close()
+    for query in ("name", "chars", "attachment", "recall", "the whole file"):
+        assert cli.main(["forget", "--any", query, "--agent", "a", "--json"]) == 0
+        plan = json.loads(capsys.readouterr().out)["plan"]
+        assert [u for u in plan["units"] if u["place"] == "messages"] == [], query
+    assert cli.main(["forget", "notes.txt", "--agent", "a", "--yes"]) == 0  # its name: yes
+    assert cli.main(["forget", "tulip-42", "--agent", "a", "--yes"]) == 0
+    capsys.readouterr()
+    with open_store() as store:
+        (user, _reply) = store.context_messages(store.get_agent("a").id)
+        first = user.content[0]["text"]
+        assert first == (f'<attachment name="{FORGOTTEN}" chars="26">\n'
+                         f'my locker code is {FORGOTTEN}\n</attachment>')
+        assert all(attachments.is_attachment(b) for b in user.api_content()[:2])

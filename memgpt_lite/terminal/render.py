@@ -436,8 +436,10 @@ def forget_summary(result: ForgetResult) -> str:
     if result.bases:
         files.append(f"{_count(result.bases, 'base snapshot')} rewritten")
     files.append(f"{_count(result.history, 'input history line')} removed")
-    head = (f"Finished a forget cut off on {_when(result.resumed_from)}: "
-            if result.resumed_from else "")
+    head = ""
+    if result.resumed_from:  # "finished" only when it is
+        done = "Tried again" if result.problems else "Finished"
+        head = f"{done} a forget cut off on {_when(result.resumed_from)}: "
     text = (f"{head}Forgot {result.matcher.describe()} in agent {result.agent!r}: "
             f"{', '.join(changed) or 'nothing in the store'}; {', '.join(files)}.")
     if result.problems:

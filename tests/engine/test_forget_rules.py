@@ -236,6 +236,31 @@ def test_an_input_history_that_cannot_be_read_is_named_and_the_rest_is_forgotten
             store.get_agent("a").id)])
 
 
+def test_the_same_forget_again_after_a_failure_writes_down_no_second_one(backend, capsys):
+    """Each run of a forget that could not change the input history wrote down one more
+    intent, and every later command then tried each of them, saying "Finished a forget"
+    of each while it was not finished."""
+    history = config.data_dir() / "chat_history"
+    history.mkdir(parents=True)
+    for _ in range(3):  # the same text said again, the same forget again
+        with open_store() as store:
+            agent = scripted_agent(store, "a", [text_response("ok")])
+            list(agent.step("my locker code is zanzibar-7781"))
+            agent.close()
+        assert cli.main(["forget", "zanzibar-7781", "--agent", "a", "--yes"]) == 1
+    with open_store() as store:
+        assert len(store.forget_intents()) == 1
+    capsys.readouterr()
+    assert cli.main(["agents", "list"]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert err.count("a forget cut off") == 1 and err.startswith("Tried again a forget"), err
+    history.rmdir()
+    assert cli.main(["agents", "list"]) == 0
+    assert capsys.readouterr().err.startswith("Finished a forget cut off on")
+    with open_store() as store:
+        assert store.forget_intents() == []
+
+
 def test_a_turn_left_open_by_a_dead_process_cannot_bring_the_text_back(backend):
     """Its journal holds the block as it was before the turn; forget undoes the turn first,
     as opening the agent would, then forgets."""

@@ -57,6 +57,9 @@ class ForgetPlan:
     # too, and from their writes in its history; their messages and recordings are theirs)
     shared: dict[str, list[str]] = field(default_factory=dict)
     mark: tuple[int, ...] | None = None  # the store as the preview read it (forget_mark)
+    # projects whose blocks change → the other agents recorded working there (each saw the
+    # line; their messages and recordings are theirs, as with a shared block)
+    projects: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -76,7 +79,8 @@ class ForgetPlan:
                 "counts": self.counts(), "units": [u.to_dict() for u in self.units],
                 "base_snapshots": [str(p) for p in self.bases],
                 "recordings": [_recording_dict(r) for r in self.recordings],
-                "input_history": self.history, "shared_blocks": self.shared}
+                "input_history": self.history, "shared_blocks": self.shared,
+                "project_agents": self.projects}
 
 
 @dataclass
@@ -131,6 +135,7 @@ def plan_forget(store: Store, row: AgentRow, matcher: Matcher) -> ForgetPlan:
     mark = store.forget_mark()  # before reading: a write during the preview counts too
     plan = ForgetPlan(row, matcher, store.forget_units(row.id, matcher), mark=mark)
     plan.shared = _shared_with(store, row, plan.units)
+    plan.projects = _worked_in(store, row, plan.units)
     for base in agent_bases(row):
         found = snapshot.forget_in_base(base, row.id, matcher, apply=False)
         if found:
@@ -151,6 +156,23 @@ def _shared_with(store: Store, row: AgentRow, units: list[Unit]) -> dict[str, li
               == "user"}
     return {label: [n for n in store.shared_block_agents(label) if n != row.name]
             for label in sorted(labels)}
+
+
+def _worked_in(store: Store, row: AgentRow, units: list[Unit]) -> dict[str, list[str]]:
+    """Of each project whose blocks change, the other agents whose recordings were made
+    there (a recording's header names its project): the line was in their context too."""
+    found: dict[str, set[str]] = {u.project: set() for u in units
+                                  if u.place == "project memory" and u.project}
+    folder = config.recordings_dir()
+    if not found or not folder.is_dir():
+        return {}
+    names = {a.uid: a.name for a in store.list_agents() if a.uid != row.uid}
+    for path in folder.rglob("*.jsonl"):
+        head = header_line(path)
+        uid = str(head.get("agent_uid") or path.parent.name)
+        if head.get("project") in found and uid in names:
+            found[str(head["project"])].add(names[uid])
+    return {root: sorted(agents) for root, agents in sorted(found.items())}
 
 
 def _undo_unfinished(store: Store, agent_id: int) -> None:

@@ -369,6 +369,12 @@ def print_forget_plan(console: Console, plan: ForgetPlan, *, full: bool = False)
             console.print(shown(f"  core memory {label!r} is shared with {', '.join(others)}: "
                                 "the line goes for them too (their own messages and recordings "
                                 f"keep it until you forget it with --agent {others[0]})"))
+    for root, others in plan.projects.items():
+        if others:
+            console.print(shown(f"  project memory of {root} goes for every agent working "
+                                f"there; {', '.join(others)} worked there too (their own "
+                                "messages and recordings keep the line until you forget it "
+                                f"with --agent {others[0]})"))
 
 
 def _place_note(plan: ForgetPlan, place: str) -> str:

@@ -490,6 +490,31 @@ def test_no_version_of_a_block_seen_with_others_brings_a_forgotten_line_back(
     assert "Kiwi" not in capsys.readouterr().out
 
 
+def test_the_preview_names_the_other_agents_that_worked_in_a_project_it_changes(
+        backend, capsys, tmp_path):
+    """A project's block is seen by every agent working there: the forget removed the line,
+    but the other agent's own recordings (and the tool call that wrote it) kept it, and the
+    preview said nothing of them, as it does for a shared block."""
+    with open_store() as store:
+        b = Agent.open(store, "b", project=str(tmp_path), model_client=ScriptedModel([
+            tool_response([("core_memory_append", {"label": "project",
+                                                   "content": "Deploy key: kiwi-77"})]),
+            text_response("Noted.")], validate=True))
+        recorder = recording.start_recording(b)
+        assert list(recording.recorded_step(b, recorder, "remember the key"))[-1].completed
+        recorder.close()
+        b.close()
+        scripted_agent(store, "a", []).close()
+    assert cli.main(["forget", "kiwi-77", "--agent", "a", "--dry-run"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"project memory of {tmp_path} goes for every agent working there; b worked " \
+           "there too" in out and "--agent b" in out, out
+    assert cli.main(["forget", "kiwi-77", "--agent", "a", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["plan"]["project_agents"] == {str(tmp_path): ["b"]}
+    assert cli.main(["forget", "kiwi-77", "--agent", "b", "--json"]) == 0  # b: its own
+    assert json.loads(capsys.readouterr().out)["plan"]["project_agents"] == {str(tmp_path): []}
+
+
 def test_forgetting_one_fact_of_the_summary_keeps_the_others(backend):
     """The summariser writes one paragraph: forgetting its line erased every fact in it.
     The unit is the sentence: the preview lists it, and the rest of the summary stays."""

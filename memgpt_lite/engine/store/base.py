@@ -122,11 +122,14 @@ class Unit:
     lines: list[str] = field(default_factory=list)  # LINES: the lines that go
     turn_id: int | None = None
     role: str | None = None
+    project: str | None = None  # project memory: the project's root
 
     def to_dict(self) -> dict[str, Any]:
         out = {"place": self.place, "id": self.key, "action": self.action, "text": self.text}
         if self.lines:
             out["lines"] = self.lines
+        if self.project is not None:
+            out["project"] = self.project
         if self.turn_id is not None:
             out.update(turn=self.turn_id, role=self.role)
         return out

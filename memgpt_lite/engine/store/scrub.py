@@ -442,7 +442,7 @@ class ProjectBlockPlace:
             gone = matcher.drop_lines(value)[1]
             if gone:
                 units.append(Unit(self.name, row_id, LINES, f"{label!r} of {project}",
-                                  lines=gone))
+                                  lines=gone, project=project))
         return units
 
     def apply(self, w: Writer, units: list[Unit], matcher: Matcher) -> None:

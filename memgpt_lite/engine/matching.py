@@ -31,6 +31,7 @@ changes nothing the second time, even `forget forgotten` or `forget --any the fu
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import signal
 import threading
@@ -222,6 +223,43 @@ def fold(text: str) -> str:
     if text.isascii() or unicodedata.is_normalized("NFKC", text):
         return text
     return unicodedata.normalize("NFKC", text)
+
+
+def fold_trigger(query: str) -> frozenset[str]:
+    """The stored characters that may fold into a match of `query` (a phrase's or any-word's
+    words): a pre-filter, so that only texts holding one are folded before a search. They are
+    the characters whose NFKC form holds one of the query's letters, in any case (a
+    full-width letter, a ligature), and, when the query has letters beyond ASCII, the marks
+    that join the letter before them (an accent written apart, a Hangul vowel)."""
+    folded = fold(query)
+    wanted = {x for ch in folded for form in (ch, ch.lower(), ch.upper(), ch.casefold())
+              for x in form}
+    chars = {c for c, form in _foldable().items()
+             if any(x in wanted or x.lower() in wanted or x.upper() in wanted for x in form)}
+    if not folded.isascii():
+        chars |= _joining()
+    return frozenset(chars)  # a set, not a regex class: far quicker to check a text with
+
+
+@functools.cache
+def _foldable() -> dict[str, str]:
+    """Every character NFKC changes, with what it becomes (none beyond these planes)."""
+    out = {}
+    for cp in (*range(0x80, 0xD800), *range(0xE000, 0x20000), *range(0x2F800, 0x2FA20)):
+        form = unicodedata.normalize("NFKC", chr(cp))
+        if form != chr(cp):
+            out[chr(cp)] = form
+    return out
+
+
+@functools.cache
+def _joining() -> frozenset[str]:
+    """Characters that may compose with the one before them: marks, and Hangul's vowels and
+    final consonants written as jamo."""
+    marks = {chr(cp) for cp in (*range(0x300, 0xD800), *range(0xE000, 0x20000))
+             if unicodedata.combining(chr(cp)) or unicodedata.category(chr(cp))[0] == "M"}
+    jamo = {chr(cp) for cp in (*range(0x1160, 0x1200), *range(0xD7B0, 0xD800))}
+    return frozenset(marks | jamo)
 
 
 # Where text may change in NFKC: a run of characters beyond ASCII, with the ASCII letter

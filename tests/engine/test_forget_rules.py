@@ -714,3 +714,26 @@ def test_an_attached_files_tag_and_clip_marker_are_never_a_match(backend, capsys
         assert first == (f'<attachment name="{FORGOTTEN}" chars="26">\n'
                          f'my locker code is {FORGOTTEN}\n</attachment>')
         assert all(attachments.is_attachment(b) for b in user.api_content()[:2])
+
+
+def test_the_stores_pre_filter_lets_through_every_text_a_query_matches_in_any_form():
+    """The probe (SQLite runs it over every row) folds only a text holding a character that
+    may fold into a match; it must never drop one the matcher would find."""
+    import random
+
+    from memgpt_lite.engine.store.scrub import could_hold, probe_pattern
+
+    pool = ["a", "e", "f", "i", "k", "s", "C", " ", "\n", "é", "e\u0301", "É", "E\u0301",
+            "ﬁ", "Ｃ", "ａ", "ｆ", "ｅ", "ſ", "\u212a", "…", "，", "가", "\u1100\u1161",
+            "\u1161", "中", "①", "\u00a0", "\u0301", '"', "\\", "ǅ", "ß"]
+    queries = ["cafe", "Café", "file", "k", "sa", "가", "ck", "e\u0301", "Ｃａｆé", "1", "ß"]
+    rng = random.Random(7)
+    for _ in range(4_000):
+        text = "".join(rng.choice(pool) for _ in range(rng.randint(1, 10)))
+        for query in queries:
+            for mode in ("phrase", "any"):
+                matcher = Matcher.build(query, mode)
+                if matcher.hits(text):
+                    probe = probe_pattern(matcher)
+                    assert could_hold(probe, text), (query, mode, text)
+                    assert could_hold(probe, json.dumps(text, ensure_ascii=False)), (query, text)

@@ -30,6 +30,7 @@ has no such units.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -139,7 +140,13 @@ class Probe:
     """What every stored form of a match fits (see `probe_pattern`)."""
 
     needle: re.Pattern[str]
-    trigger: frozenset[str]  # stored characters that may fold into a match
+    query: str
+
+    @functools.cached_property
+    def trigger(self) -> frozenset[str]:
+        """Stored characters that may fold into a match (made when first needed: most
+        stores never need it, and it costs a pass over Unicode once)."""
+        return fold_trigger(self.query)
 
     def could_hold(self, text: str) -> bool:
         """Whether `text` may hold a match: as stored, or in the form the matcher compares
@@ -162,7 +169,7 @@ def probe_pattern(matcher: Matcher) -> Probe | None:
         return None
     words = [_forms(w) for w in fold(matcher.query).split()]
     body = _SPACE.join(words) if matcher.mode == "phrase" else "|".join(words)
-    return Probe(re.compile(body, re.IGNORECASE), fold_trigger(matcher.query))
+    return Probe(re.compile(body, re.IGNORECASE), matcher.query)
 
 
 def _forms(word: str) -> str:

@@ -31,7 +31,7 @@ from memgpt_lite.engine.matching import FORGOTTEN, Matcher
 from memgpt_lite.engine.recording import BASES, belongs_to, header_line
 from memgpt_lite.engine.recording_scrub import RecordingScrub, scrub_recording, stamp_uid
 from memgpt_lite.engine.records import now_iso
-from memgpt_lite.engine.store import AgentRow, Store, snapshot
+from memgpt_lite.engine.store import AgentRow, Store, StoreError, snapshot
 from memgpt_lite.engine.store.scrub import LINES, PLACES, Unit
 from memgpt_lite.engine.store.forget import STORE
 
@@ -137,7 +137,10 @@ def plan_forget(store: Store, row: AgentRow, matcher: Matcher) -> ForgetPlan:
     plan.shared = _shared_with(store, row, plan.units)
     plan.projects = _worked_in(store, row, plan.units)
     for base in agent_bases(row):
-        found = snapshot.forget_in_base(base, row.id, matcher, apply=False)
+        try:
+            found = snapshot.forget_in_base(base, row.id, matcher, apply=False)
+        except (OSError, sqlite3.Error, StoreError):  # damaged: the forget names it
+            continue
         if found:
             plan.bases[base] = len(found)
     changed = {p.resolve() for p in plan.bases}
@@ -248,7 +251,11 @@ def _scrub_files(row: AgentRow, matcher: Matcher, result: ForgetResult) -> None:
         try:
             if snapshot.forget_in_base(base, row.id, matcher):
                 changed.add(base.resolve())
-        except (OSError, sqlite3.Error) as exc:  # unwritable or damaged: name it, go on
+        except StoreError:  # damaged: name it, and scrub the recordings all the same
+            result.problems.append(
+                f"{base} (it is damaged; a base snapshot only serves replays of recordings: "
+                "delete it, and the next command finishes the forget)")
+        except (OSError, sqlite3.Error) as exc:  # unwritable: name it, go on
             result.problems.append(f"{base} ({exc})")
     result.bases = len(changed)
     at = now_iso()

@@ -737,3 +737,30 @@ def test_the_stores_pre_filter_lets_through_every_text_a_query_matches_in_any_fo
                     probe = probe_pattern(matcher)
                     assert could_hold(probe, text), (query, mode, text)
                     assert could_hold(probe, json.dumps(text, ensure_ascii=False)), (query, text)
+
+
+def test_a_damaged_base_snapshot_is_named_and_the_recordings_are_scrubbed_all_the_same(
+        backend, capsys, monkeypatch):
+    """A base snapshot that is no longer a database: the preview and the forget ended in a
+    traceback (the damage sentence itself failed), and a forget finished later stopped at
+    it silently, leaving every recording unscrubbed."""
+    from memgpt_lite.engine.store import snapshot
+
+    monkeypatch.setattr(snapshot, "BASE_REFRESH_ROWS", 2)
+    with open_store() as store:
+        agent = scripted_agent(store, "a", [text_response("Noted.")] * 2)
+        list(agent.step("my locker is tulip-42"))
+        recorder = recording.start_recording(agent)  # from a base snapshot holding it
+        list(recording.recorded_step(agent, recorder, "again: tulip-42"))
+        recorder.close()
+        agent.close()
+        (base,) = privacy.agent_bases(store.get_agent("a"))
+    base.write_bytes(b"not a database" * 500)
+    assert cli.main(["forget", "tulip-42", "--agent", "a", "--dry-run"]) == 0
+    assert cli.main(["forget", "tulip-42", "--agent", "a", "--yes"]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"Not finished: cannot change {base} (it is damaged; a base snapshot only " in out
+    assert "tulip" not in recorder.path.read_text("utf-8")
+    base.unlink()
+    assert cli.main(["agents", "list"]) == 0
+    assert capsys.readouterr().err.startswith("Finished a forget cut off on")

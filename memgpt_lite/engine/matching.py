@@ -24,8 +24,9 @@ match found in the normal form is mapped back to the stored characters it came f
 only those change.
 
 A `[forgotten]` marker, the words of a fold or clip marker (see shrink.py) and the tag and
-clip marker of an attached file (attachments.py) are never part of a match (a match running over one keeps what lies either side): forgetting twice
-changes nothing the second time, even `forget forgotten` or `forget --any the full`.
+clip marker of an attached file (attachments.py) are never part of a match (a match running
+over one keeps what lies either side): forgetting twice changes nothing the second time,
+even `forget forgotten` or `forget --any the full`.
 """
 
 from __future__ import annotations

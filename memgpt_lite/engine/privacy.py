@@ -11,7 +11,8 @@ recording_scrub.py for recordings), so the preview is exactly what `forget` then
 4. the intent is crossed out, and the freed pages of the file and its WAL are wiped.
 
 Steps 3 and 4 are idempotent, so a forget cut off anywhere (kill -9, a recording that
-cannot be written) is finished by `finish_pending`, which every command that opens the store runs first.
+cannot be written) is finished by `finish_pending`, which every command that opens the
+store runs first.
 Exports written to disk are the user's files and are out of its reach.
 """
 

@@ -84,8 +84,9 @@ def _print_json(wanted: bool, plan: Any, result: Any) -> None:
 
 def finish_pending_forgets() -> None:
     """Finish a forget that was cut off (kill -9, an unwritable recording), before whatever
-    command runs next (but those of cli.KEEP_PENDING_FORGETS), and say so on stderr. Quiet when there is no database yet, or when it cannot
-    be opened (the command itself then says why)."""
+    command runs next (but those of cli.KEEP_PENDING_FORGETS), and say so on stderr. Quiet
+    when there is no database yet, or when it cannot be opened (the command itself then
+    says why)."""
     from memgpt_lite.engine import config, privacy
     from memgpt_lite.engine.store import StoreError, open_store
 

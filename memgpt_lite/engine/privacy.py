@@ -190,8 +190,8 @@ def _undo_unfinished(store: Store, agent_id: int) -> None:
 def forget(store: Store, plan: ForgetPlan) -> ForgetResult:
     """Carry out `plan` (hold the agent's lock from planning to here, so that it is exactly
     what was previewed): write the intent down, then change every place."""
-    intent = _same_intent(store, plan) or store.add_forget_intent(
-        plan.agent.id, plan.agent.uid, plan.matcher)
+    intent = store.add_forget_intent(plan.agent.id, plan.agent.uid, plan.matcher)
+    _drop_older_same(store, plan, intent)
     # Still bounded, as a resumed forget is: texts written since the preview (another
     # agent's line of the input history, a shared block) never met the pattern; a text it
     # runs away on is left and named (Matcher.undecided), never a hang or half a forget.
@@ -199,15 +199,15 @@ def forget(store: Store, plan: ForgetPlan) -> ForgetResult:
                       plan.units, plan.mark)
 
 
-def _same_intent(store: Store, plan: ForgetPlan) -> int | None:
-    """The pending intent of this very forget, if one is left (a file it could not change):
-    running the same forget again carries that one out, instead of writing down another
-    that every later command would try too."""
+def _drop_older_same(store: Store, plan: ForgetPlan, intent_id: int) -> None:
+    """Cross out an older pending intent of this very forget (a file it could not change):
+    the one just written down does all it had left, and every later command would otherwise
+    try both. Dropped after the new one is written, so that no moment has neither."""
     for intent in store.forget_intents():
-        if (intent.agent_id, intent.agent_uid) == (plan.agent.id, plan.agent.uid) \
-                and intent.matcher is not None and intent.matcher.spec() == plan.matcher.spec():
-            return intent.id
-    return None
+        if intent.id != intent_id and intent.matcher is not None \
+                and (intent.agent_id, intent.agent_uid) == (plan.agent.id, plan.agent.uid) \
+                and intent.matcher.spec() == plan.matcher.spec():
+            store.drop_forget_intent(intent.id)
 
 
 def _carry_out(store: Store, row: AgentRow | None, matcher: Matcher, intent_id: int,

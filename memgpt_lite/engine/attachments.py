@@ -30,6 +30,13 @@ CLIP_MARKER = ("\n[attachment clipped to fit the context: {cut:,} of {total:,} c
                "The whole file is stored in recall: conversation_search with words from the "
                "part you need shows that part.]")
 
+# The structure of a text attachment, which no forget may find words in ("name", "chars",
+# "attachment", the clip marker's "the whole file"): the tag around the file and its name's
+# quotes, and the clip marker (see `structure_spans`).
+_STRUCTURE = re.compile(
+    r'<attachment name="|" chars="\d+">\n|\n</attachment>|'
+    + re.escape(CLIP_MARKER.format(cut=0, total=0)).replace("0", r"[\d,]+"))
+
 
 class AttachmentError(ValueError):
     """A file that cannot be attached; the message is one sentence for the user."""
@@ -218,6 +225,12 @@ def _clipped(block: dict[str, Any]) -> str | None:
         return None
     marker = CLIP_MARKER.format(cut=len(body) - TEXT_SHOWN_CHARS, total=len(body))
     return text[:head.end()] + body[:TEXT_SHOWN_CHARS] + marker + "\n</attachment>"
+
+
+def structure_spans(text: str) -> list[tuple[int, int]]:
+    """Where the tag and clip marker of a text attachment are in `text` (a forget matches
+    the file's name and text, never these)."""
+    return [m.span() for m in _STRUCTURE.finditer(text)] if "attachment" in text else []
 
 
 def is_attachment(block: dict[str, Any]) -> bool:

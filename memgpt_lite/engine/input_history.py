@@ -76,8 +76,16 @@ class InputHistory:
 
 def drop_matching(lines: list[str], matcher: Matcher) -> tuple[list[str], list[str]]:
     """(lines kept, lines removed): a line goes when a match touches it, read as one text so
-    that a phrase typed over two lines is found."""
+    that a phrase typed over two lines is found. A regex that runs away on the whole is run
+    line by line (Matcher.undecided), so one such line keeps only itself."""
+    before = len(matcher.undecided)
     spans = matcher.spans("\n".join(lines))
+    if len(matcher.undecided) > before:
+        del matcher.undecided[before:]
+        spans, pos = [], 0
+        for line in lines:
+            spans += [(pos + a, pos + b) for a, b in matcher.spans(line)]
+            pos += len(line) + 1
     kept, gone, pos = [], [], 0
     for line in lines:
         end = pos + len(line) + 1  # with its line break

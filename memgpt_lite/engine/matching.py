@@ -12,23 +12,37 @@ Three modes, all ignoring case:
   case). Python's engine backtracks: a pattern such as `(a+)+$` can take longer than the
   universe's age on one long line. A matcher built from what the user typed gives up on a
   text after `REGEX_SECONDS` with one sentence (a `QueryError`); the preview runs first, so
-  a pattern that would hang never starts changing anything.
+  a pattern that would hang never starts changing anything. A forget being carried out
+  (or finished by a later command) meets texts its preview never saw, written since by
+  another process; it keeps the limit, and a text it gives up on is left as it is and
+  named (`undecided`) rather than stopping the forget half done or hanging it.
 
-A `[forgotten]` marker, and the words of a fold or clip marker (see shrink.py), are never
-part of a match (a match running over one keeps what lies either side): forgetting twice
-changes nothing the second time, even `forget forgotten` or `forget --any the full`.
+Text is compared in one Unicode form (NFKC), the query's and the stored text's alike: an
+accent written as one character (`é`) or as a letter and a combining accent (`e` + U+0301),
+and the full-width letters of an East Asian keyboard (`Ｃａｆé`), are the same text. A
+match found in the normal form is mapped back to the stored characters it came from, so
+only those change.
+
+A `[forgotten]` marker, the words of a fold or clip marker (see shrink.py) and the tag and
+clip marker of an attached file (attachments.py) are never part of a match (a match running
+over one keeps what lies either side): forgetting twice changes nothing the second time,
+even `forget forgotten` or `forget --any the full`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import signal
 import threading
+import time
+import unicodedata
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from memgpt_lite.engine.attachments import structure_spans
 from memgpt_lite.engine.shrink import marker_spans
 from memgpt_lite.engine.text import clean_text, quoted
 
@@ -62,11 +76,19 @@ class Matcher:
     mode: str
     pattern: re.Pattern[str]
     bounded: bool = False  # a regex gives up on a text after REGEX_SECONDS (see above)
+    # Give up on a text quietly (it counts as no match) and note it in `undecided`, instead
+    # of raising QueryError: for a forget under way (see above).
+    skip_slow: bool = False
+    undecided: list[int] = field(default_factory=list, compare=False)  # their sizes
+    _slow: set[int] = field(default_factory=set, compare=False, repr=False)
+    # What a bounded search found in a text (by its hash) that matched, or took long: the
+    # forget after a preview does what the preview found, however busy the machine is now.
+    _memo: dict[int, list[tuple[int, int]]] = field(default_factory=dict, compare=False,
+                                                    repr=False)
 
     @classmethod
     def build(cls, query: str, mode: str = "phrase", *, bounded: bool = True) -> Matcher:
-        """`bounded`: as for what the user types now. A forget already written down is
-        finished unbounded: its preview ran over the same texts, bounded, and finished."""
+        """`bounded`: a regex gives up on a text after REGEX_SECONDS (see above)."""
         if mode not in MODES:
             raise QueryError(f"Unknown match mode {mode!r} (modes: {', '.join(MODES)}).")
         # The one rule for text (text.py): bytes that are not UTF-8 (argv, a piped chat) were
@@ -80,7 +102,13 @@ class Matcher:
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any]) -> Matcher:
-        return cls.build(str(spec["query"]), str(spec.get("mode") or "phrase"), bounded=False)
+        """The matcher of a forget written down, to finish it (see `carrying_out`)."""
+        return cls.build(str(spec["query"]), str(spec.get("mode") or "phrase")).carrying_out()
+
+    def carrying_out(self) -> Matcher:
+        """This matcher for a forget under way: a text the pattern runs away on is left as
+        it is and named in `undecided` (each forget its own list)."""
+        return replace(self, skip_slow=True, undecided=[], _slow=set(), _memo=self._memo)
 
     def spec(self) -> dict[str, str]:
         return {"query": self.query, "mode": self.mode}
@@ -99,23 +127,43 @@ class Matcher:
         if not text:
             return []
         markers = [m.span() for m in _MARKER.finditer(text)] if FORGOTTEN in text else []
-        markers = sorted(markers + marker_spans(text))
+        markers = sorted(markers + marker_spans(text) + structure_spans(text))
         out = []
         for start, end in self._matches(text):
             out += [(a, b) for a, b in _outside(start, end, markers) if text[a:b].strip()]
         return out
 
     def _matches(self, text: str) -> list[tuple[int, int]]:
+        folded, origin = _folded(text)
+        if origin is None:
+            return self._find(folded, len(text))
+        return _merged([_back(a, b, origin, len(text))
+                        for a, b in self._find(folded, len(text))])
+
+    def _find(self, text: str, size: int) -> list[tuple[int, int]]:
         if not self.bounded:
             return [m.span() for m in self.pattern.finditer(text)]
+        key = hash(text)
+        if key in self._memo:
+            return list(self._memo[key])
+        if key in self._slow:  # given up on already: each place reads a text again
+            return []
+        began = time.monotonic()
         try:
             with _time_limit(REGEX_SECONDS):
-                return [m.span() for m in self.pattern.finditer(text)]
+                spans = [m.span() for m in self.pattern.finditer(text)]
         except _TooSlow:
+            if self.skip_slow:
+                self._slow.add(key)
+                self.undecided.append(size)  # its size only: never a copy of the text
+                return []
             raise QueryError(
                 f"The pattern {quoted(self.query)} took over {REGEX_SECONDS:g} s on one text of "
-                f"{len(text):,} characters and was stopped: it backtracks without end (nested "
+                f"{size:,} characters and was stopped: it backtracks without end (nested "
                 f"repeats such as (a+)+ do); write it without them.") from None
+        if spans or time.monotonic() - began > REGEX_SECONDS / 100:
+            self._memo[key] = spans
+        return spans
 
     def hits(self, text: str) -> bool:
         return bool(self.spans(text))
@@ -169,6 +217,118 @@ class Matcher:
         if len(flat) > width:
             flat = flat[: width - 1] + "…"
         return ("…" if lead else "") + flat
+
+
+def fold(text: str) -> str:
+    """`text` in the one Unicode form a forget compares (see the module docstring)."""
+    if text.isascii() or unicodedata.is_normalized("NFKC", text):
+        return text
+    return unicodedata.normalize("NFKC", text)
+
+
+def fold_trigger(query: str) -> frozenset[str]:
+    """The stored characters that may fold into a match of `query` (a phrase's or any-word's
+    words): a pre-filter, so that only texts holding one are folded before a search. They are
+    the characters whose NFKC form holds one of the query's letters, in any case (a
+    full-width letter, a ligature), and, when the query has letters beyond ASCII, the marks
+    that join the letter before them (an accent written apart, a Hangul vowel)."""
+    folded = fold(query)
+    wanted = {x for ch in folded for form in (ch, ch.lower(), ch.upper(), ch.casefold())
+              for x in form}
+    chars = {c for c, form in _foldable().items()
+             if any(x in wanted or x.lower() in wanted or x.upper() in wanted for x in form)}
+    if not folded.isascii():
+        chars |= _joining()
+    return frozenset(chars)  # a set, not a regex class: far quicker to check a text with
+
+
+@functools.cache
+def _foldable() -> dict[str, str]:
+    """Every character NFKC changes, with what it becomes (none beyond these planes)."""
+    out = {}
+    for cp in (*range(0x80, 0xD800), *range(0xE000, 0x20000), *range(0x2F800, 0x2FA20)):
+        form = unicodedata.normalize("NFKC", chr(cp))
+        if form != chr(cp):
+            out[chr(cp)] = form
+    return out
+
+
+@functools.cache
+def _joining() -> frozenset[str]:
+    """Characters that may compose with the one before them: marks, and Hangul's vowels and
+    final consonants written as jamo."""
+    marks = {chr(cp) for cp in (*range(0x300, 0xD800), *range(0xE000, 0x20000))
+             if unicodedata.combining(chr(cp)) or unicodedata.category(chr(cp))[0] == "M"}
+    jamo = {chr(cp) for cp in (*range(0x1160, 0x1200), *range(0xD7B0, 0xD800))}
+    return frozenset(marks | jamo)
+
+
+# Where text may change in NFKC: a run of characters beyond ASCII, with the ASCII letter
+# before it (`e` + a combining accent). ASCII itself never changes, nor joins what follows.
+_BEYOND_ASCII = re.compile(r"[\x00-\x7f]?[^\x00-\x7f]+")
+
+
+def _folded(text: str) -> tuple[str, list[tuple[int, int]] | None]:
+    """`text` as `fold` gives it, and for each of its characters the span of `text` it came
+    from (None when `text` is already in that form: the common case, and no copy is made).
+    Each cluster (a character with the marks that combine with it) is normalised on its
+    own, so every character of the result maps back to the stored characters it stands for;
+    ASCII between the runs that change is copied as it is."""
+    if text.isascii() or unicodedata.is_normalized("NFKC", text):
+        return text, None
+    pieces, origin, last = [], [], 0
+    for run in _BEYOND_ASCII.finditer(text):
+        pieces.append(text[last:run.start()])
+        origin += [(i, i + 1) for i in range(last, run.start())]
+        for start, end in _clusters(text, run.start(), run.end()):
+            piece = unicodedata.normalize("NFKC", text[start:end])
+            pieces.append(piece)
+            origin += [(start, end)] * len(piece)
+        last = run.end()
+    pieces.append(text[last:])
+    origin += [(i, i + 1) for i in range(last, len(text))]
+    return "".join(pieces), origin
+
+
+def _clusters(text: str, start: int, stop: int) -> Iterator[tuple[int, int]]:
+    if unicodedata.is_normalized("NFKC", text[start:stop]):  # a run that stays as it is
+        yield from ((i, i + 1) for i in range(start, stop))
+        return
+    for i in range(start + 1, stop):
+        if not _joins(text[start:i], text[i]):
+            yield start, i
+            start = i
+    yield start, stop
+
+
+def _joins(before: str, char: str) -> bool:
+    """Whether `char` changes in NFKC with the cluster `before` it (a combining accent, a
+    Hangul vowel after its consonant), so that the two are normalised together."""
+    if char.isascii() and before[-1].isascii():
+        return False
+    if unicodedata.combining(char):
+        return True
+    norm = unicodedata.normalize
+    return norm("NFKC", before + char) != norm("NFKC", before) + norm("NFKC", char)
+
+
+def _back(start: int, end: int, origin: list[tuple[int, int]], size: int) -> tuple[int, int]:
+    """A span of the folded text as the span of the stored text it came from."""
+    if start >= end:
+        at = origin[start][0] if start < len(origin) else size
+        return at, at
+    return origin[start][0], origin[end - 1][1]
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Two matches inside one cluster (`ﬁ` is `fi`) are one span of the stored text."""
+    out: list[tuple[int, int]] = []
+    for start, end in spans:
+        if out and start < out[-1][1]:
+            out[-1] = (out[-1][0], max(end, out[-1][1]))
+        else:
+            out.append((start, end))
+    return out
 
 
 def _outside(start: int, end: int, markers: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -236,10 +396,10 @@ def _lines(text: str) -> Iterator[tuple[int, str]]:
 def _compile(query: str, mode: str) -> re.Pattern[str]:
     if mode == "regex":
         try:
-            return re.compile(query, re.IGNORECASE)
+            return re.compile(fold(query), re.IGNORECASE)  # text is compared folded
         except re.error as exc:
             raise QueryError(f"{query!r} is not a valid regular expression ({exc}).") from None
-    words = query.split()
+    words = fold(query).split()
     if mode == "phrase":
         return re.compile(_edged(r"\s+".join(map(re.escape, words)), words[0], words[-1]),
                           re.IGNORECASE)

@@ -11,14 +11,14 @@ recording_scrub.py for recordings), so the preview is exactly what `forget` then
 4. the intent is crossed out, and the freed pages of the file and its WAL are wiped.
 
 Steps 3 and 4 are idempotent, so a forget cut off anywhere (kill -9, a recording that
-cannot be written) is finished by `finish_pending`, which every command runs first.
+cannot be written) is finished by `finish_pending`, which every command that opens the
+store runs first.
 Exports written to disk are the user's files and are out of its reach.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import shutil
 import sqlite3
@@ -32,7 +32,7 @@ from memgpt_lite.engine.matching import FORGOTTEN, Matcher
 from memgpt_lite.engine.recording import BASES, belongs_to, header_line, recording_files
 from memgpt_lite.engine.recording_scrub import RecordingScrub, scrub_recording, stamp_uid
 from memgpt_lite.engine.records import now_iso
-from memgpt_lite.engine.store import AgentRow, Store, snapshot
+from memgpt_lite.engine.store import AgentRow, Store, StoreError, snapshot
 from memgpt_lite.engine.store.scrub import LINES, PLACES, Unit
 from memgpt_lite.engine.store.forget import STORE
 
@@ -57,6 +57,10 @@ class ForgetPlan:
     # user-scope blocks that change → the other agents sharing them (the line goes for them
     # too, and from their writes in its history; their messages and recordings are theirs)
     shared: dict[str, list[str]] = field(default_factory=dict)
+    mark: tuple[int, ...] | None = None  # the store as the preview read it (forget_mark)
+    # projects whose blocks change → the other agents recorded working there (each saw the
+    # line; their messages and recordings are theirs, as with a shared block)
+    projects: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -76,7 +80,8 @@ class ForgetPlan:
                 "counts": self.counts(), "units": [u.to_dict() for u in self.units],
                 "base_snapshots": [str(p) for p in self.bases],
                 "recordings": [_recording_dict(r) for r in self.recordings],
-                "input_history": self.history, "shared_blocks": self.shared}
+                "input_history": self.history, "shared_blocks": self.shared,
+                "project_agents": self.projects}
 
 
 @dataclass
@@ -90,6 +95,8 @@ class ForgetResult:
     recordings: list[RecordingScrub] = field(default_factory=list)
     history: int = 0
     problems: list[str] = field(default_factory=list)  # files it could not change (yet)
+    # texts the pattern ran away on (written after the preview), left as they were
+    undecided: list[str] = field(default_factory=list)
     wal_clean: bool = True
     resumed_from: str | None = None  # when finished by a later command: when it started
 
@@ -109,6 +116,7 @@ class ForgetResult:
                 "base_snapshots": self.bases,
                 "recordings": [_recording_dict(r) for r in self.recordings],
                 "input_history_lines": self.history, "problems": self.problems,
+                "undecided": self.undecided,
                 "wal_emptied": self.wal_clean, "resumed_from": self.resumed_from}
 
 
@@ -125,10 +133,15 @@ def plan_forget(store: Store, row: AgentRow, matcher: Matcher) -> ForgetPlan:
     open by a process that died is undone first, as opening the agent would: its journal
     holds old values that its undo would otherwise bring back."""
     _undo_unfinished(store, row.id)
-    plan = ForgetPlan(row, matcher, store.forget_units(row.id, matcher))
+    mark = store.forget_mark()  # before reading: a write during the preview counts too
+    plan = ForgetPlan(row, matcher, store.forget_units(row.id, matcher), mark=mark)
     plan.shared = _shared_with(store, row, plan.units)
+    plan.projects = _worked_in(store, row, plan.units)
     for base in agent_bases(row):
-        found = snapshot.forget_in_base(base, row.id, matcher, apply=False)
+        try:
+            found = snapshot.forget_in_base(base, row.id, matcher, apply=False)
+        except (OSError, sqlite3.Error, StoreError):  # damaged: the forget names it
+            continue
         if found:
             plan.bases[base] = len(found)
     changed = {p.resolve() for p in plan.bases}
@@ -149,6 +162,23 @@ def _shared_with(store: Store, row: AgentRow, units: list[Unit]) -> dict[str, li
             for label in sorted(labels)}
 
 
+def _worked_in(store: Store, row: AgentRow, units: list[Unit]) -> dict[str, list[str]]:
+    """Of each project whose blocks change, the other agents whose recordings were made
+    there (a recording's header names its project): the line was in their context too."""
+    found: dict[str, set[str]] = {u.project: set() for u in units
+                                  if u.place == "project memory" and u.project}
+    folder = config.recordings_dir()
+    if not found or not folder.is_dir():
+        return {}
+    names = {a.uid: a.name for a in store.list_agents() if a.uid != row.uid}
+    for path in folder.rglob("*.jsonl"):
+        head = header_line(path)
+        uid = str(head.get("agent_uid") or path.parent.name)
+        if head.get("project") in found and uid in names:
+            found[str(head["project"])].add(names[uid])
+    return {root: sorted(agents) for root, agents in sorted(found.items())}
+
+
 def _undo_unfinished(store: Store, agent_id: int) -> None:
     for turn in store.unfinished_turns(agent_id):
         store.undo_turn(agent_id, turn)
@@ -161,30 +191,57 @@ def forget(store: Store, plan: ForgetPlan) -> ForgetResult:
     """Carry out `plan` (hold the agent's lock from planning to here, so that it is exactly
     what was previewed): write the intent down, then change every place."""
     intent = store.add_forget_intent(plan.agent.id, plan.agent.uid, plan.matcher)
-    # Unbounded from here, as a resumed forget is: the preview ran the pattern over these
-    # same texts within the limit, and a text a busy machine now takes longer over must
-    # not stop the forget half done.
-    matcher = dataclasses.replace(plan.matcher, bounded=False)
-    return _carry_out(store, plan.agent, matcher, intent, STORE, plan.units)
+    _drop_older_same(store, plan, intent)
+    # Still bounded, as a resumed forget is: texts written since the preview (another
+    # agent's line of the input history, a shared block) never met the pattern; a text it
+    # runs away on is left and named (Matcher.undecided), never a hang or half a forget.
+    return _carry_out(store, plan.agent, plan.matcher.carrying_out(), intent, STORE,
+                      plan.units, plan.mark)
+
+
+def _drop_older_same(store: Store, plan: ForgetPlan, intent_id: int) -> None:
+    """Cross out an older pending intent of this very forget (a file it could not change):
+    the one just written down does all it had left, and every later command would otherwise
+    try both. Dropped after the new one is written, so that no moment has neither."""
+    for intent in store.forget_intents():
+        if intent.id != intent_id and intent.matcher is not None \
+                and (intent.agent_id, intent.agent_uid) == (plan.agent.id, plan.agent.uid) \
+                and intent.matcher.spec() == plan.matcher.spec():
+            store.drop_forget_intent(intent.id)
 
 
 def _carry_out(store: Store, row: AgentRow | None, matcher: Matcher, intent_id: int,
-               stage: str, units: list[Unit] | None) -> ForgetResult:
+               stage: str, units: list[Unit] | None,
+               mark: tuple[int, ...] | None = None) -> ForgetResult:
     result = ForgetResult(row.name if row else "(deleted)", matcher)
     if row is not None:
         if stage == STORE:
-            _undo_unfinished(store, row.id)
-            result.units = units if units is not None else store.forget_units(row.id, matcher)
-            store.apply_forget(row.id, result.units, matcher, intent_id)
-        _scrub_files(row, matcher, result)
+            with _noting_undecided(matcher, result, "the store"):
+                _undo_unfinished(store, row.id)
+                result.units = store.apply_forget(row.id, units, matcher, intent_id, mark)
+        with _noting_undecided(matcher, result, "the recordings or their base snapshots"):
+            _scrub_files(row, matcher, result)
     try:
-        result.history = len(InputHistory(config.data_dir()).scrub(matcher))
+        with _noting_undecided(matcher, result, "the input history"):
+            result.history = len(InputHistory(config.data_dir()).scrub(matcher))
     except OSError as exc:
         result.problems.append(f"the input history ({exc.strerror or exc})")
     if not result.problems:
         store.drop_forget_intent(intent_id)
     result.wal_clean = store.wipe_freed()
     return result
+
+
+@contextlib.contextmanager
+def _noting_undecided(matcher: Matcher, result: ForgetResult, where: str) -> Any:
+    """Name the texts of `where` the pattern ran away on in the block (by size and place:
+    never a copy of what may be the very text being forgotten)."""
+    before = len(matcher.undecided)
+    try:
+        yield
+    finally:
+        result.undecided += [f"{size:,} characters in {where}"
+                             for size in matcher.undecided[before:]]
 
 
 def _scrub_files(row: AgentRow, matcher: Matcher, result: ForgetResult) -> None:
@@ -195,7 +252,11 @@ def _scrub_files(row: AgentRow, matcher: Matcher, result: ForgetResult) -> None:
         try:
             if snapshot.forget_in_base(base, row.id, matcher):
                 changed.add(base.resolve())
-        except (OSError, sqlite3.Error) as exc:  # unwritable or damaged: name it, go on
+        except StoreError:  # damaged: name it, and scrub the recordings all the same
+            result.problems.append(
+                f"{base} (it is damaged; a base snapshot only serves replays of recordings: "
+                "delete it, and the next command finishes the forget)")
+        except (OSError, sqlite3.Error) as exc:  # unwritable: name it, go on
             result.problems.append(f"{base} ({exc})")
     result.bases = len(changed)
     at = now_iso()
@@ -207,15 +268,22 @@ def _scrub_files(row: AgentRow, matcher: Matcher, result: ForgetResult) -> None:
             result.recordings.append(scrubbed)
 
 
-def finish_pending(store: Store) -> tuple[list[ForgetResult], list[str]]:
+def finish_pending(store: Store) -> tuple[list[ForgetResult], list[str], list[str]]:
     """Finish every forget that was cut off (see the module docstring), oldest first;
-    returns what was finished, and the agents whose forget must wait because another
-    process has them open (it is finished by a later command)."""
-    done, waiting = [], []
+    returns what was finished, the agents whose forget must wait because another process
+    has them open (it is finished by a later command), and a sentence for each forget that
+    cannot be finished at all (its query cannot be read back), which is crossed out."""
+    done, waiting, dropped = [], [], []
     for intent in store.forget_intents():
         row = store.get_agent_by_id(intent.agent_id)
         if row is not None and row.uid != intent.agent_uid:
             row = None  # that agent was deleted and its id reused
+        if intent.matcher is None:
+            store.drop_forget_intent(intent.id)
+            dropped.append(f"A forget started on {intent.created_at} in agent "
+                           f"{row.name if row else '(deleted)'!r} cannot be finished: "
+                           f"{intent.unreadable}; it was crossed out: run that forget again.")
+            continue
         with _agent_locked(store, row) as locked:
             if not locked:
                 waiting.append(row.name)  # type: ignore[union-attr]
@@ -225,7 +293,7 @@ def finish_pending(store: Store) -> tuple[list[ForgetResult], list[str]]:
             result = _carry_out(store, row, intent.matcher, intent.id, intent.stage, None)
             result.resumed_from = intent.created_at
             done.append(result)
-    return done, waiting
+    return done, waiting, dropped
 
 
 @contextlib.contextmanager

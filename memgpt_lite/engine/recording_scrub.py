@@ -88,8 +88,8 @@ def scrub_recording(path: Path, matcher: Matcher, changed_bases: set[Path] | Non
 
 
 def _cannot_match(raw: bytes, matcher: Matcher) -> bool:
-    needle = scrub.probe_pattern(matcher)
-    return needle is not None and needle.search(raw.decode("utf-8", "surrogateescape")) is None
+    return not scrub.could_hold(scrub.probe_pattern(matcher),
+                                raw.decode("utf-8", "surrogateescape"))
 
 
 def _parse(piece: bytes) -> tuple[str, Any]:

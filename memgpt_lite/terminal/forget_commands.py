@@ -40,7 +40,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
     _print_json(args.json, plan, result)
     if not args.json:
         render.print_forget_result(console, result)
-    return EXIT_ERROR if result.problems else EXIT_OK
+    return EXIT_ERROR if result.problems or result.undecided else EXIT_OK
 
 
 def forget_matcher(query: str, *, any_word: bool = False, regex: bool = False) -> Any:
@@ -83,9 +83,10 @@ def _print_json(wanted: bool, plan: Any, result: Any) -> None:
 
 
 def finish_pending_forgets() -> None:
-    """Finish a forget that was cut off (kill -9, an unwritable recording), whatever command
-    runs next, and say so on stderr. Quiet when there is no database yet, or when it cannot
-    be opened (the command itself then says why)."""
+    """Finish a forget that was cut off (kill -9, an unwritable recording), before whatever
+    command runs next (but those of cli.KEEP_PENDING_FORGETS), and say so on stderr. Quiet
+    when there is no database yet, or when it cannot be opened (the command itself then
+    says why)."""
     from memgpt_lite.engine import config, privacy
     from memgpt_lite.engine.store import StoreError, open_store
 
@@ -93,9 +94,11 @@ def finish_pending_forgets() -> None:
         return
     try:
         with open_store() as store:
-            results, waiting = privacy.finish_pending(store)
+            results, waiting, dropped = privacy.finish_pending(store)
     except StoreError:
         return
+    for sentence in dropped:
+        print(render.visible(sentence), file=sys.stderr)
     for result in results:
         print(render.visible(render.forget_summary(result)), file=sys.stderr)
     for name in waiting:

@@ -25,6 +25,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from memgpt_lite.engine.matching import REGEX_SECONDS
 from memgpt_lite.engine.text import shorten
 from memgpt_lite.engine.turns import turn_ranges
 
@@ -373,6 +374,12 @@ def print_forget_plan(console: Console, plan: ForgetPlan, *, full: bool = False)
             console.print(shown(f"  core memory {label!r} is shared with {', '.join(others)}: "
                                 "the line goes for them too (their own messages and recordings "
                                 f"keep it until you forget it with --agent {others[0]})"))
+    for root, others in plan.projects.items():
+        if others:
+            console.print(shown(f"  project memory of {root} goes for every agent working "
+                                f"there; {', '.join(others)} worked there too (their own "
+                                "messages and recordings keep the line until you forget it "
+                                f"with --agent {others[0]})"))
 
 
 def _place_note(plan: ForgetPlan, place: str) -> str:
@@ -440,13 +447,21 @@ def forget_summary(result: ForgetResult) -> str:
     if result.bases:
         files.append(f"{_count(result.bases, 'base snapshot')} rewritten")
     files.append(f"{_count(result.history, 'input history line')} removed")
-    head = (f"Finished a forget cut off on {_when(result.resumed_from)}: "
-            if result.resumed_from else "")
+    head = ""
+    if result.resumed_from:  # "finished" only when it is
+        done = "Tried again" if result.problems else "Finished"
+        head = f"{done} a forget cut off on {_when(result.resumed_from)}: "
     text = (f"{head}Forgot {result.matcher.describe()} in agent {result.agent!r}: "
             f"{', '.join(changed) or 'nothing in the store'}; {', '.join(files)}.")
     if result.problems:
         text += (f" Not finished: cannot change {'; '.join(result.problems)}; the next "
                  "memgpt-lite command tries again.")
+    if result.undecided:
+        text += (f" Left as {'it was' if len(result.undecided) == 1 else 'they were'}: "
+                 f"{_count(len(result.undecided), 'text')} the preview had not seen, on which "
+                 f"the pattern took over {REGEX_SECONDS:g} s ({'; '.join(result.undecided)}); "
+                 "forget {0} with a pattern without nested repeats.".format(
+                     "it" if len(result.undecided) == 1 else "them"))
     if not result.wal_clean:
         text += (" Another memgpt-lite process has the database open: its write-ahead log "
                  "keeps old pages until that process lets go of it.")

@@ -378,8 +378,8 @@ def forget(session: ChatSession, rest: str) -> None:
         session.say("a forget cannot be cancelled once it has started; finishing it")
         for result in privacy.finish_pending(store)[0]:
             session.say(render.forget_summary(result))
-    if session.reader is not None:
-        session.reader.forget(matcher)
+    if session.reader is not None:  # its lines may be more than the file the preview read
+        session.reader.forget(matcher.carrying_out())
 
 
 def help_(session: ChatSession, rest: str) -> None:

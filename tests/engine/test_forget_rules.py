@@ -56,6 +56,16 @@ def backend(request, monkeypatch):
     ("서울", "phrase", "서울에 살아요", True),
     ("กรุงเทพ", "phrase", "ฉันอยู่กรุงเทพมหานคร", True),
     ("café", "phrase", "Meet at CAFÉ Flore", True),
+    # One Unicode form on both sides: an accent composed or written apart, full-width letters
+    ("Café", "phrase", "Meet at Cafe\u0301 Flore", True),
+    ("Cafe\u0301", "phrase", "Meet at Café Flore", True),
+    ("Ｃａｆé", "phrase", "Meet at CAFÉ", True),
+    ("café", "phrase", "Ｃａｆｅ\u0301 au lait", True),
+    ("Rex", "phrase", "Ｒｅｘford", False),  # still whole words
+    ("Cafe", "phrase", "Cafe\u0301", False),  # the accent is part of the letter
+    ("Luna Café", "any", "at the Cafe\u0301", True),
+    ("caf\\w", "regex", "CAFE\u0301", True),
+    ("Ｃａｆé", "regex", "Cafe\u0301", True),
     ("Rex Luna", "any", "my cat Luna", True),
     ("Rex Luna", "any", "Lunar eclipse", False),
     (r"\d{3}-\d{4}", "regex", "call 555-0132", True),
@@ -75,6 +85,17 @@ def test_what_a_query_matches(query, mode, text, hit):
 def test_a_query_that_cannot_be_used_is_one_sentence(query, mode, sentence):
     with pytest.raises(QueryError, match=sentence):
         Matcher.build(query, mode)
+
+
+@pytest.mark.parametrize("query, text, left", [
+    ("Café", "a Cafe\u0301 b", f"a {FORGOTTEN} b"),
+    ("Cafe\u0301", "a Café b Ｃａｆé", f"a {FORGOTTEN} b {FORGOTTEN}"),
+    ("file", "my ﬁle and the ﬁ", f"my {FORGOTTEN} and the ﬁ"),  # a ligature is two letters
+    ("Rex", "Ｒｅｘ and Rex and Rexford", f"{FORGOTTEN} and {FORGOTTEN} and Rexford"),
+    ("Ñandú", "un N\u0303andu\u0301 y ñandú", f"un {FORGOTTEN} y {FORGOTTEN}"),
+])
+def test_a_match_in_another_unicode_form_replaces_exactly_its_own_characters(query, text, left):
+    assert Matcher.build(query).replace(text) == left
 
 
 def test_lines_touched_by_a_match_go_and_no_other():
@@ -213,6 +234,31 @@ def test_an_input_history_that_cannot_be_read_is_named_and_the_rest_is_forgotten
     with open_store() as store:
         assert "zanzibar" not in json.dumps([m.content for m in store.all_messages(
             store.get_agent("a").id)])
+
+
+def test_the_same_forget_again_after_a_failure_writes_down_no_second_one(backend, capsys):
+    """Each run of a forget that could not change the input history wrote down one more
+    intent, and every later command then tried each of them, saying "Finished a forget"
+    of each while it was not finished."""
+    history = config.data_dir() / "chat_history"
+    history.mkdir(parents=True)
+    for _ in range(3):  # the same text said again, the same forget again
+        with open_store() as store:
+            agent = scripted_agent(store, "a", [text_response("ok")])
+            list(agent.step("my locker code is zanzibar-7781"))
+            agent.close()
+        assert cli.main(["forget", "zanzibar-7781", "--agent", "a", "--yes"]) == 1
+    with open_store() as store:
+        assert len(store.forget_intents()) == 1
+    capsys.readouterr()
+    assert cli.main(["agents", "list"]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert err.count("a forget cut off") == 1 and err.startswith("Tried again a forget"), err
+    history.rmdir()
+    assert cli.main(["agents", "list"]) == 0
+    assert capsys.readouterr().err.startswith("Finished a forget cut off on")
+    with open_store() as store:
+        assert store.forget_intents() == []
 
 
 def test_a_turn_left_open_by_a_dead_process_cannot_bring_the_text_back(backend):
@@ -444,6 +490,31 @@ def test_no_version_of_a_block_seen_with_others_brings_a_forgotten_line_back(
     assert "Kiwi" not in capsys.readouterr().out
 
 
+def test_the_preview_names_the_other_agents_that_worked_in_a_project_it_changes(
+        backend, capsys, tmp_path):
+    """A project's block is seen by every agent working there: the forget removed the line,
+    but the other agent's own recordings (and the tool call that wrote it) kept it, and the
+    preview said nothing of them, as it does for a shared block."""
+    with open_store() as store:
+        b = Agent.open(store, "b", project=str(tmp_path), model_client=ScriptedModel([
+            tool_response([("core_memory_append", {"label": "project",
+                                                   "content": "Deploy key: kiwi-77"})]),
+            text_response("Noted.")], validate=True))
+        recorder = recording.start_recording(b)
+        assert list(recording.recorded_step(b, recorder, "remember the key"))[-1].completed
+        recorder.close()
+        b.close()
+        scripted_agent(store, "a", []).close()
+    assert cli.main(["forget", "kiwi-77", "--agent", "a", "--dry-run"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"project memory of {tmp_path} goes for every agent working there; b worked " \
+           "there too" in out and "--agent b" in out, out
+    assert cli.main(["forget", "kiwi-77", "--agent", "a", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["plan"]["project_agents"] == {str(tmp_path): ["b"]}
+    assert cli.main(["forget", "kiwi-77", "--agent", "b", "--json"]) == 0  # b: its own
+    assert json.loads(capsys.readouterr().out)["plan"]["project_agents"] == {str(tmp_path): []}
+
+
 def test_forgetting_one_fact_of_the_summary_keeps_the_others(backend):
     """The summariser writes one paragraph: forgetting its line erased every fact in it.
     The unit is the sentence: the preview lists it, and the rest of the summary stays."""
@@ -570,3 +641,126 @@ def test_a_pattern_over_an_earlier_marker_forgets_the_text_around_it():
     assert Matcher.build("forgotten").spans(text) == []
     assert Matcher.build(r"called \S+ I", "regex").replace(text) == (
         f"My dog is {FORGOTTEN * 3} live at 12 Elm Street.")
+
+
+# --------------------------------------------------------------------------- unicode forms
+
+
+def test_text_stored_in_another_unicode_form_is_forgotten_everywhere(backend, capsys,
+                                                                     monkeypatch):
+    """`forget Café` missed `Cafe` + a combining accent (what macOS and some keyboards
+    write) in every place, and the preview counted none of it; a full-width `Ｃａｆé` too."""
+    from memgpt_lite.engine.store import snapshot
+
+    monkeypatch.setattr(snapshot, "BASE_REFRESH_ROWS", 2)
+    apart, wide = "Cafe\u0301 Flore", "Ｃａｆé Flore"
+    with open_store() as store:
+        agent = scripted_agent(store, "a", [text_response("Noted.")] * 4)
+        store.add_passage(agent.id, f"We met at {apart}.", ["places"])
+        agent.edit_block("human", f"Likes {wide}\nLikes tea")
+        recorder = recording.start_recording(agent)
+        for text in (f"meet me at {apart}", "hello"):
+            list(recording.recorded_step(agent, recorder, text))
+        recorder.close()
+        agent.close()
+    InputHistory(config.data_dir()).append([f"meet me at {apart}", "hello"])
+    assert cli.main(["forget", "Café Flore", "--agent", "a", "--json"]) == 0
+    counts = json.loads(capsys.readouterr().out)["plan"]["counts"]
+    assert (counts["messages"], counts["passages"], counts["core memory"]) == (1, 1, 1)
+    assert counts["recordings"] == 1 and counts["input history"] == 1
+    assert counts["base snapshots"] == 1
+    assert cli.main(["forget", "Café Flore", "--agent", "a", "--yes"]) == 0
+    capsys.readouterr()
+    with open_store() as store:
+        row = store.get_agent("a")
+        stored = json.dumps([m.content for m in store.all_messages(row.id)]
+                            + [p.text for p in store.list_passages(row.id)]
+                            + [store.get_block(row.id, "human").value], ensure_ascii=False)
+        assert "Flore" not in stored and "hello" in stored and "Likes tea" in stored
+    assert "Flore" not in recorder.path.read_text("utf-8")
+    assert InputHistory(config.data_dir()).lines() == ["hello"]
+    for base in config.recordings_dir().rglob("bases/*.db"):
+        assert "Caf".encode() not in base.read_bytes() + b"".join(
+            p.read_bytes() for p in base.parent.glob(base.name + "-*"))
+    assert cli.main(["forget", "Café Flore", "--agent", "a", "--json"]) == 0  # nothing left
+    assert not any(json.loads(capsys.readouterr().out)["plan"]["counts"].values())
+
+
+# --------------------------------------------------------------------------- attachments
+
+
+def test_an_attached_files_tag_and_clip_marker_are_never_a_match(backend, capsys):
+    """`forget --any name` found "name" in the tag of every attached file (`<attachment
+    name="…"`), listed each such message though nobody wrote the word, and broke the tag;
+    `forget recall` did the same with the marker of a clipped file."""
+    from memgpt_lite.engine import attachments
+
+    small = attachments.from_bytes("notes.txt", b"my locker code is tulip-42")
+    big = attachments.from_bytes("log.txt", b"a quiet line\n" * 3_000)  # clipped in context
+    with open_store() as store:
+        agent = scripted_agent(store, "a", [text_response("Read them.")])
+        list(agent.step("see these files", attachments=[small.block(), big.block()]))
+        agent.close()
+    for query in ("name", "chars", "attachment", "recall", "the whole file"):
+        assert cli.main(["forget", "--any", query, "--agent", "a", "--json"]) == 0
+        plan = json.loads(capsys.readouterr().out)["plan"]
+        assert [u for u in plan["units"] if u["place"] == "messages"] == [], query
+    assert cli.main(["forget", "notes.txt", "--agent", "a", "--yes"]) == 0  # its name: yes
+    assert cli.main(["forget", "tulip-42", "--agent", "a", "--yes"]) == 0
+    capsys.readouterr()
+    with open_store() as store:
+        (user, _reply) = store.context_messages(store.get_agent("a").id)
+        first = user.content[0]["text"]
+        assert first == (f'<attachment name="{FORGOTTEN}" chars="26">\n'
+                         f'my locker code is {FORGOTTEN}\n</attachment>')
+        assert all(attachments.is_attachment(b) for b in user.api_content()[:2])
+
+
+def test_the_stores_pre_filter_lets_through_every_text_a_query_matches_in_any_form():
+    """The probe (SQLite runs it over every row) folds only a text holding a character that
+    may fold into a match; it must never drop one the matcher would find."""
+    import random
+
+    from memgpt_lite.engine.store.scrub import could_hold, probe_pattern
+
+    pool = ["a", "e", "f", "i", "k", "s", "C", " ", "\n", "é", "e\u0301", "É", "E\u0301",
+            "ﬁ", "Ｃ", "ａ", "ｆ", "ｅ", "ſ", "\u212a", "…", "，", "가", "\u1100\u1161",
+            "\u1161", "中", "①", "\u00a0", "\u0301", '"', "\\", "ǅ", "ß"]
+    queries = ["cafe", "Café", "file", "k", "sa", "가", "ck", "e\u0301", "Ｃａｆé", "1", "ß"]
+    rng = random.Random(7)
+    for _ in range(4_000):
+        text = "".join(rng.choice(pool) for _ in range(rng.randint(1, 10)))
+        for query in queries:
+            for mode in ("phrase", "any"):
+                matcher = Matcher.build(query, mode)
+                if matcher.hits(text):
+                    probe = probe_pattern(matcher)
+                    assert could_hold(probe, text), (query, mode, text)
+                    assert could_hold(probe, json.dumps(text, ensure_ascii=False)), (query, text)
+
+
+def test_a_damaged_base_snapshot_is_named_and_the_recordings_are_scrubbed_all_the_same(
+        backend, capsys, monkeypatch):
+    """A base snapshot that is no longer a database: the preview and the forget ended in a
+    traceback (the damage sentence itself failed), and a forget finished later stopped at
+    it silently, leaving every recording unscrubbed."""
+    from memgpt_lite.engine.store import snapshot
+
+    monkeypatch.setattr(snapshot, "BASE_REFRESH_ROWS", 2)
+    with open_store() as store:
+        agent = scripted_agent(store, "a", [text_response("Noted.")] * 2)
+        list(agent.step("my locker is tulip-42"))
+        recorder = recording.start_recording(agent)  # from a base snapshot holding it
+        list(recording.recorded_step(agent, recorder, "again: tulip-42"))
+        recorder.close()
+        agent.close()
+        (base,) = privacy.agent_bases(store.get_agent("a"))
+    base.write_bytes(b"not a database" * 500)
+    assert cli.main(["forget", "tulip-42", "--agent", "a", "--dry-run"]) == 0
+    assert cli.main(["forget", "tulip-42", "--agent", "a", "--yes"]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"Not finished: cannot change {base} (it is damaged; a base snapshot only " in out
+    assert "tulip" not in recorder.path.read_text("utf-8")
+    base.unlink()
+    assert cli.main(["agents", "list"]) == 0
+    assert capsys.readouterr().err.startswith("Finished a forget cut off on")

@@ -94,6 +94,8 @@ CASES = {
                                               keep=("My dog is called Rex and",)),
     "accents-and-emoji": Case("café flore ☕", gone=("Café Flore",)),
     "accented-word": Case("CAFÉ", gone=("Café",)),
+    "accent-typed-apart": Case("Cafe\u0301 Flore", gone=("Café Flore",)),  # e + U+0301
+    "full-width-letters": Case("ＣＡＦÉ ｆｌｏｒｅ", gone=("Café Flore",)),
     "quotes": Case('"blue" door', gone=('"blue" door',), keep=("Easy to find.",)),
     "thinking-block": Case("teal", gone=("teal",)),
     # The input history is one file for every agent: its lines go whichever agent they were for.
@@ -368,10 +370,13 @@ def test_a_regex_that_backtracks_without_end_is_stopped_with_one_sentence(tmp_pa
                         if b.get("type") == "text"]
 
 
-def test_a_regex_that_is_fine_still_forgets_and_a_written_down_forget_is_unbounded():
+def test_a_regex_that_is_fine_still_forgets_and_a_written_down_forget_gives_up_quietly():
+    """A forget written down is finished bounded too (texts written since its preview never
+    met the pattern), giving up on a text without raising (see matching.py)."""
     quick = Matcher.build("(a+)+$", "regex")
     assert quick.bounded and quick.spans("aaa") == [(0, 3)]
-    assert not Matcher.from_spec(quick.spec()).bounded
+    resumed = Matcher.from_spec(quick.spec())
+    assert resumed.bounded and resumed.skip_slow and resumed.spans("aaa") == [(0, 3)]
     assert not Matcher.build("a b").bounded  # phrases never backtrack without end
 
 
@@ -392,3 +397,66 @@ def test_a_previewed_regex_is_not_stopped_half_way_through_the_forget(monkeypatc
         assert not result.problems and store.forget_intents() == []
         assert store.get_block(agent.id, "human").value == "Likes tea"
         assert "4321" not in json.dumps([m.content for m in store.all_messages(agent.id)])
+
+
+RUNAWAY = r"(a+)+$|4321"  # the pin, and a pattern that backtracks without end on a's
+
+
+@pytest.mark.slow
+def test_a_forget_finished_later_never_hangs_on_a_text_written_after_its_preview():
+    """A forget cut off after it was written down is finished by the next command; a text
+    written since then (here: a message) never met the pattern in a preview. The resumed
+    forget ran it unbounded, and `(a+)+$` over a line of a's hung every command for good.
+    Now it gives up on that text after the limit, leaves it as it is and says so, and
+    finishes the rest (a subprocess, so a hang fails the test)."""
+    import subprocess
+    import sys
+
+    from rel_support import child_env
+
+    line = "a" * 5_000 + "!"
+    with SQLiteStore(config.db_path()) as store:
+        agent = Agent.open(store, "re", model_client=ScriptedModel([text_response("ok")] * 2))
+        assert list(agent.step("my pin is 4321"))[-1].completed
+        store.add_forget_intent(agent.id, agent.row.uid, Matcher.build(RUNAWAY, "regex"))
+        assert list(agent.step(line))[-1].completed  # written after the forget's preview
+        agent.close()
+    done = subprocess.run([sys.executable, "-m", "memgpt_lite", "core", "--agent", "re"],
+                          capture_output=True, text=True, timeout=120, env=child_env())
+    assert done.returncode == 0, done.stderr
+    err = " ".join(done.stderr.split())
+    assert "Finished a forget cut off" in err and "Traceback" not in err
+    assert "Left as it was: 1 text the preview had not seen, on which the pattern took " \
+           "over 3 s (5,001 characters in the store)" in err, err
+    with SQLiteStore(config.db_path()) as store:
+        assert store.forget_intents() == []
+        texts = [b["text"] for m in store.all_messages(store.get_agent("re").id)
+                 for b in m.content if b.get("type") == "text"]
+        assert line in texts and not [t for t in texts if "4321" in t]
+
+
+def test_a_forget_under_way_never_hangs_on_a_line_another_chat_added(monkeypatch, capsys):
+    """Between the preview and the forget, a chat on another agent adds a line to the input
+    history (one file for all agents): the forget ran the pattern over it unbounded."""
+    from memgpt_lite.engine.input_history import InputHistory
+    from memgpt_lite.terminal import cli
+
+    with SQLiteStore(config.db_path()) as store:
+        agent = Agent.open(store, "re", model_client=ScriptedModel([text_response("ok")]))
+        assert list(agent.step("my pin is 4321"))[-1].completed
+        agent.close()
+    history = InputHistory(config.data_dir())
+    history.append(["my pin is 4321"])
+    real_forget = privacy.forget
+
+    def another_chat_types_first(store, plan):
+        history.append(["a" * 5_000 + "!"])
+        return real_forget(store, plan)
+
+    monkeypatch.setattr(privacy, "forget", another_chat_types_first)
+    assert cli.main(["forget", "--regex", RUNAWAY, "--agent", "re", "--yes"]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "1 input history line removed" in out and "Left as it was: 1 text" in out, out
+    assert history.lines() == ["a" * 5_000 + "!"]
+    with SQLiteStore(config.db_path()) as store:
+        assert store.forget_intents() == []

@@ -620,3 +620,24 @@ def test_a_forget_elsewhere_takes_its_lines_from_an_open_chats_up_arrow(tmp_path
     in_memory = [reader.readline.get_history_item(i)
                  for i in range(1, reader.readline.get_current_history_length() + 1)]
     assert in_memory == ["typed in an earlier chat", "hello", "next message"]
+
+
+def test_a_forget_in_the_chat_never_hangs_on_a_line_of_its_up_arrow(chat_factory):
+    """The up-arrow can hold lines the history file does not (one it could not write): the
+    preview never met them, and `/forget --regex` that runs away on one stopped the chat with
+    a traceback after its forget was done. Such a line is now left, like any text the
+    preview had not seen, and the rest of the up-arrow is scrubbed."""
+    from memgpt_lite.terminal.user_input import LineReader
+
+    chat = chat_factory([text_response("Noted.")], confirm=lambda q: True)
+    chat.run("my locker is tulip-42")
+    reader = LineReader(None)  # no history file: the up-arrow alone
+    chat.session.reader = reader
+    for line in ("my locker is tulip-42", "a" * 5_000 + "!"):
+        reader._remember(line)
+    out = " ".join(chat.run("/forget --regex (a+)+$|tulip-42").split())
+    assert "Forgot the pattern" in out
+    assert chat.store.search_messages(chat.agent.id, "tulip").total == 0
+    in_memory = [reader.readline.get_history_item(i)
+                 for i in range(1, reader.readline.get_current_history_length() + 1)]
+    assert in_memory == ["a" * 5_000 + "!"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -486,3 +487,48 @@ def test_a_new_agents_first_paste_fits_a_server_counting_more_than_the_guess(tmp
     usage = [e for e in events if e["kind"] == "usage"]
     assert usage and usage[0]["context_tokens"] <= usage[0]["budget"] == 28_952, usage
     assert counts == 1
+
+
+def test_which_commands_finish_a_forget_cut_off_is_what_the_docs_say(capsys):
+    """The docs said the next command, whatever it is, finishes a forget cut off, while
+    `config`, `completion` and `models` never did: the docs now name them, and only them."""
+    from memgpt_lite.engine.matching import Matcher
+    from memgpt_lite.engine.store import open_store
+
+    with open_store() as store:
+        row = store.create_agent("a", {}, {"human": ("Code: tulip-42", 100)})
+        store.add_forget_intent(row.id, row.uid, Matcher.build("tulip-42"))
+    docs = " ".join((Path(__file__).parents[2] / "docs" / "forgetting.md").read_text().split())
+    named = docs.split("next memgpt-lite command finishes it**")[1].split("## ")[0]
+    assert set(re.findall(r"every command but (.+?), which never open", named)[0]
+               .replace(" and ", ", ").replace("`", "").split(", ")) \
+        == set(cli.KEEP_PENDING_FORGETS)
+    for argv in (["models"], ["completion", "bash"], ["config", "path"]):
+        assert cli.main(argv) == 0, argv
+        assert "Finished a forget" not in capsys.readouterr().err, argv
+    with open_store() as store:
+        assert len(store.forget_intents()) == 1
+    assert cli.main(["agents", "list"]) == 0
+    assert "Finished a forget cut off on" in capsys.readouterr().err
+    with open_store() as store:
+        assert store.forget_intents() == []
+        assert store.get_block(store.get_agent("a").id, "human").value == ""
+
+
+def test_a_forget_written_down_whose_query_cannot_be_read_back_stops_no_command(capsys):
+    """A pattern another Python (or memgpt-lite) version accepted, or a damaged row: every
+    command, `doctor` included, died with a traceback before it started."""
+    from memgpt_lite.engine.matching import Matcher
+    from memgpt_lite.engine.store import open_store
+
+    with open_store() as store:
+        row = store.create_agent("a", {}, {"human": ("Code: tulip-42", 100)})
+        store.add_forget_intent(row.id, row.uid, Matcher.build("tulip-42"))
+        store.db.execute("UPDATE forget_intents SET spec = ?",
+                         (json.dumps({"query": "(", "mode": "regex"}),))
+    assert cli.main(["agents", "list"]) == 0
+    err = capsys.readouterr().err
+    assert "in agent 'a' cannot be finished: its query cannot be read back ('(' is not a " \
+           "valid regular expression" in err and err.rstrip().endswith("run that forget again.")
+    assert cli.main(["agents", "list"]) == 0
+    assert capsys.readouterr().err == ""  # said once: it was crossed out

@@ -740,6 +740,45 @@ def test_forget_while_the_server_runs_reaches_what_it_wrote():
 
 
 @pytest.mark.slow
+def test_what_the_server_wrote_while_a_forgets_preview_waited_is_forgotten_too(db_env):
+    """The server takes no agent lock: a passage and a core memory line it wrote between
+    the preview and the answer to it survived the forget, which did only the preview's
+    units. The forget reaches every match the store holds when it runs (docs/forgetting.md)."""
+    from memgpt_lite.engine import privacy
+    from memgpt_lite.engine.matching import Matcher
+
+    where = db_env.get("MEMGPT_LITE_DATABASE_URL") or config.db_path()
+
+    async def main():
+        async with Client(server_params(db_env), client_info=CLIENT) as client:
+            await client.call_tool("archival_insert", {"content": "The code is tulip-42."})
+            with open_store(where) as store:
+                row = store.get_agent("work")
+                lock = store.agent_lock("work")  # as `memgpt-lite forget` holds it
+                lock.acquire(5)
+                try:
+                    plan = privacy.plan_forget(store, row, Matcher.build("tulip-42"))
+                    assert plan.counts()["passages"] == 1
+                    for name, args in (("archival_insert", {"content": "Again: tulip-42."}),
+                                       ("core_memory_append", {"label": "human",
+                                                               "content": "Code: tulip-42."})):
+                        assert not (await client.call_tool(name, args)).is_error
+                    result = privacy.forget(store, plan)
+                finally:
+                    lock.release()
+            search = await client.call_tool("archival_search", {"query": "tulip"})
+            view = await client.call_tool("core_memory_view", {})
+            return result, text(search), text(view)
+
+    result, search, view = run(main)
+    assert result.actions()[("passages", "delete")] == 2
+    assert result.actions()[("core memory", "remove lines")] == 1
+    assert "No matches" in search and "tulip-42" not in view
+    core = memgpt(db_env, "core", "--agent", "work")
+    assert core.returncode == 0 and "tulip" not in core.stdout
+
+
+@pytest.mark.slow
 def test_a_server_whose_postgres_connection_was_cut_reconnects(pg_url):
     import psycopg
 

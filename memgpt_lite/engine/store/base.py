@@ -105,9 +105,10 @@ class ForgetIntent:
     id: int
     agent_id: int
     agent_uid: str
-    matcher: Matcher
+    matcher: Matcher | None  # None: its query cannot be read back (see `unreadable`)
     stage: str
     created_at: str
+    unreadable: str = ""  # why, in one sentence
 
 
 @dataclass
@@ -121,11 +122,14 @@ class Unit:
     lines: list[str] = field(default_factory=list)  # LINES: the lines that go
     turn_id: int | None = None
     role: str | None = None
+    project: str | None = None  # project memory: the project's root
 
     def to_dict(self) -> dict[str, Any]:
         out = {"place": self.place, "id": self.key, "action": self.action, "text": self.text}
         if self.lines:
             out["lines"] = self.lines
+        if self.project is not None:
+            out["project"] = self.project
         if self.turn_id is not None:
             out.update(turn=self.turn_id, role=self.role)
         return out
@@ -329,8 +333,17 @@ class Store(Protocol):
         """What forgetting `matcher` changes in the agent's rows (store/scrub.py units)."""
         ...
 
-    def apply_forget(self, agent_id: int, units: list[Unit], matcher: Matcher,
-                     intent_id: int | None = None) -> None: ...
+    def forget_mark(self) -> tuple[int, ...]:
+        """A value every write a forget could have to reach changes (see store/forget.py)."""
+        ...
+
+    def apply_forget(self, agent_id: int, units: list[Unit] | None, matcher: Matcher,
+                     intent_id: int | None = None,
+                     mark: tuple[int, ...] | None = None) -> list[Unit]:
+        """Change the units (found anew when None, or when the store changed since `mark`)
+        in one transaction; returns the units changed."""
+        ...
+
     def wipe_freed(self) -> bool:
         """Leave no freed copy of deleted text where the backend can reach it (SQLite: the
         file and its WAL; Postgres: VACUUM); False when that could not be finished now."""

@@ -30,12 +30,14 @@ has no such units.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from memgpt_lite.engine.matching import FORGOTTEN, Matcher
+from memgpt_lite.engine.matching import FORGOTTEN, Matcher, fold, fold_trigger
 from memgpt_lite.engine.records import now_iso
 from memgpt_lite.engine.search import index_text, plain_text
 from memgpt_lite.engine.shrink import refold
@@ -133,15 +135,41 @@ def probe(db: Database, matcher: Matcher) -> Callable[[str], str]:
     return db.text_filter(_prober(probe_pattern(matcher)))
 
 
-def probe_pattern(matcher: Matcher) -> re.Pattern[str] | None:
-    """A pattern every stored form of a match fits (None: anything may match, a regex):
-    each word as written or as JSON escapes it, with the matcher's rule for case; a
-    phrase's words in order, apart by whitespace written either way."""
+@dataclass(frozen=True)
+class Probe:
+    """What every stored form of a match fits (see `probe_pattern`)."""
+
+    needle: re.Pattern[str]
+    query: str
+
+    @functools.cached_property
+    def trigger(self) -> frozenset[str]:
+        """Stored characters that may fold into a match (made when first needed: most
+        stores never need it, and it costs a pass over Unicode once)."""
+        return fold_trigger(self.query)
+
+    def could_hold(self, text: str) -> bool:
+        """Whether `text` may hold a match: as stored, or in the form the matcher compares
+        (an accent written apart, a full-width letter; see matching.py). Only a text with
+        a character that may fold into a match is folded: the probe sees every row."""
+        if self.needle.search(text) is not None:
+            return True
+        if text.isascii() or self.trigger.isdisjoint(text):
+            return False
+        folded = fold(text)
+        return folded is not text and self.needle.search(folded) is not None
+
+
+def probe_pattern(matcher: Matcher) -> Probe | None:
+    """What every stored form of a match fits (None: anything may match, a regex): each
+    word as written or as JSON escapes it, with the matcher's rule for case; a phrase's
+    words in order, apart by whitespace written either way. The words are in the matcher's
+    Unicode form; stored text is checked in it too (`Probe.could_hold`)."""
     if matcher.mode == "regex":
         return None
-    words = [_forms(w) for w in matcher.query.split()]
+    words = [_forms(w) for w in fold(matcher.query).split()]
     body = _SPACE.join(words) if matcher.mode == "phrase" else "|".join(words)
-    return re.compile(body, re.IGNORECASE)
+    return Probe(re.compile(body, re.IGNORECASE), matcher.query)
 
 
 def _forms(word: str) -> str:
@@ -149,9 +177,13 @@ def _forms(word: str) -> str:
     return "(?:" + "|".join(map(re.escape, sorted(forms))) + ")"
 
 
-def _prober(needle: re.Pattern[str] | None) -> Callable[[object], bool]:
+def could_hold(probe: Probe | None, text: str) -> bool:
+    return probe is None or probe.could_hold(text)
+
+
+def _prober(probe: Probe | None) -> Callable[[object], bool]:
     def forget_probe(text: object) -> bool:
-        return isinstance(text, str) and (needle is None or needle.search(text) is not None)
+        return isinstance(text, str) and could_hold(probe, text)
 
     return forget_probe
 
@@ -432,7 +464,7 @@ class ProjectBlockPlace:
             gone = matcher.drop_lines(value)[1]
             if gone:
                 units.append(Unit(self.name, row_id, LINES, f"{label!r} of {project}",
-                                  lines=gone))
+                                  lines=gone, project=project))
         return units
 
     def apply(self, w: Writer, units: list[Unit], matcher: Matcher) -> None:

@@ -522,6 +522,32 @@ def test_vectors_are_stored_scanned_and_dropped_with_their_rows(store, agent):
     assert store.vector_models(agent.id) == {}
 
 
+# ---------------------------------------------------------------- forget
+
+
+def test_a_forget_reaches_what_another_connection_wrote_after_its_preview(store, agent,
+                                                                          store_target):
+    """`memgpt-lite mcp` writes without the agent's lock: a passage it stored while the
+    preview waited for the user's answer survived a forget that did only the preview's
+    units. The store changed since the preview's mark, so the units are found anew."""
+    from memgpt_lite.engine.matching import Matcher
+
+    matcher = Matcher.build("tulip-42")
+    store.add_passage(agent.id, "the code is tulip-42")
+    mark = store.forget_mark()
+    units = store.forget_units(agent.id, matcher)
+    with open_store(store_target) as other:  # another process, in effect
+        other.add_passage(agent.id, "again: tulip-42")
+        other.set_block(agent.id, "human", "Code: tulip-42\nLikes tea")
+    done = store.apply_forget(agent.id, units, matcher, mark=mark)
+    assert sorted(u.place for u in done) == ["block history", "core memory", "passages",
+                                             "passages"]
+    assert store.forget_units(agent.id, matcher) == []
+    assert store.get_block(agent.id, "human").value == "Likes tea"
+    unchanged = store.forget_mark()
+    assert store.apply_forget(agent.id, [], matcher, mark=unchanged) == []
+
+
 # ---------------------------------------------------------------- integrity
 
 

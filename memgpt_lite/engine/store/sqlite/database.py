@@ -156,10 +156,12 @@ class SQLiteDatabase(Transactions):
     def _connect(self) -> _Connection:
         if not self.read_only:
             try:
-                return sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
-                                       factory=_Connection)
+                conn = sqlite3.connect(self.path, isolation_level=None,
+                                       check_same_thread=False, factory=_Connection)
             except sqlite3.Error as exc:
                 raise sqlite_error(self.path, exc) from None
+            conn.path = self.path
+            return conn
         # Reading a WAL database needs files beside it; where none can be made (`immutable`)
         # SQLite reads the file alone, which nothing can be writing on a read-only medium.
         uri, error = self.path.resolve().as_uri(), None
@@ -167,6 +169,7 @@ class SQLiteDatabase(Transactions):
             try:
                 conn = sqlite3.connect(uri + flags, uri=True, isolation_level=None,
                                        check_same_thread=False, factory=_Connection)
+                conn.path = self.path  # before the first read: a damaged file names itself
                 conn.execute("SELECT count(*) FROM sqlite_master").fetchall()
                 return conn
             except sqlite3.Error as exc:

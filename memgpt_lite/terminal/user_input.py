@@ -57,7 +57,7 @@ class LineReader:
         readline.clear_history()
         self.history_problem: str | None = None  # why the file could not be read, if so
         for line in self._saved_lines():
-            readline.add_history(line)
+            self._add(line)
         self._seen = self._stamp()  # the history file as the up-arrow last followed it
 
     def _saved_lines(self) -> list[str]:
@@ -94,13 +94,13 @@ class LineReader:
         if self.history_problem:  # unreadable now: keep what the up-arrow has
             return
         rl, kept = self.readline, set(lines)
-        mine = [rl.get_history_item(i) or "" for i in range(1, rl.get_current_history_length() + 1)]
+        mine = self._items()
         if all(line in kept for line in mine):
             return
         rl.clear_history()
         for line in mine:
             if line in kept:
-                rl.add_history(line)
+                self._add(line)
 
     def read(self) -> str:
         self._follow_forgets()
@@ -130,7 +130,7 @@ class LineReader:
             self.readline.set_pre_input_hook(None)
 
     def _insert(self, text: str) -> None:
-        self.readline.insert_text(text)
+        self.readline.insert_text(_for_readline(text))
         self.readline.redisplay()
 
     def _read_line(self, prompt: str) -> str:
@@ -147,24 +147,61 @@ class LineReader:
         redacted, self.in_key = redact_message(text, self.in_key)
         lines = [line for line in redacted.split("\n") if line.strip()]
         for line in lines:
-            self.readline.add_history(line)
+            self._add(line)
         if self.history is not None:
             with contextlib.suppress(OSError):  # history is a convenience; never fail a chat
                 self.history.append(lines)
 
     def forget(self, matcher: Matcher) -> None:
         """Drop the lines a forget removed from the file from the up-arrow too."""
-        rl = self.readline
-        count = rl.get_current_history_length()
-        lines = [rl.get_history_item(i) or "" for i in range(1, count + 1)]
-        kept, gone = drop_matching(lines, matcher)
+        kept, gone = drop_matching(self._items(), matcher)
         if gone:
-            rl.clear_history()
+            self.readline.clear_history()
             for line in kept:
-                rl.add_history(line)
+                self._add(line)
+
+    def _add(self, line: str) -> None:
+        self.readline.add_history(_for_readline(line))
+
+    def _items(self) -> list[str]:
+        """The up-arrow's lines, as text."""
+        rl = self.readline
+        return [_from_readline(rl.get_history_item(i) or "")
+                for i in range(1, rl.get_current_history_length() + 1)]
 
     def save(self) -> None:
         """Nothing left to write: every message was added to the file as it was sent."""
+
+
+def _for_readline(text: str) -> str:
+    """`text` as readline can hold it. readline keeps bytes in the locale's encoding, and
+    Python's UTF-8 mode (the C or POSIX locale: LANG unset, LC_ALL=C, most containers)
+    leaves that ASCII while the terminal reads and writes UTF-8: there `add_history("café")`
+    raised and ended the chat. Text the locale cannot encode is handed over as the bytes
+    stdin's encoding gives it (as surrogate escapes), which is what readline gets when it
+    is typed, and what input() decodes back when the up-arrow recalls it."""
+    try:
+        text.encode(_readline_encoding())
+    except UnicodeEncodeError:
+        raw = text.encode(sys.stdin.encoding or "utf-8", "replace")
+        return raw.decode("ascii", "surrogateescape")
+    return text
+
+
+def _from_readline(text: str) -> str:
+    """A line readline gave back, as text: bytes the locale could not decode came as
+    surrogate escapes (see _for_readline)."""
+    if not any("\udc80" <= ch <= "\udcff" for ch in text):
+        return text
+    raw = text.encode(_readline_encoding(), "surrogateescape")
+    return raw.decode(sys.stdin.encoding or "utf-8", "replace")
+
+
+def _readline_encoding() -> str:
+    """The locale's own encoding, which readline uses (not UTF-8 mode's)."""
+    import locale
+
+    return locale.getencoding()
 
 
 def _pending_input(timeout: float) -> bool:

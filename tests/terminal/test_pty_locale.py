@@ -1,0 +1,69 @@
+"""`memgpt-lite chat` on a real pseudo-terminal under locales and terminals other than a
+UTF-8 xterm: the C locale (LC_ALL=C, where Python reads and writes UTF-8 but readline keeps
+ASCII), a Latin-1 locale, and TERM=dumb."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from memgpt_lite.engine import config
+from memgpt_lite.lab.fake_server import FakeAnthropicServer
+from memgpt_lite.lab.scripted import text_response
+
+pytestmark = pytest.mark.slow  # every test here starts real processes
+
+pexpect = pytest.importorskip("pexpect")
+
+PROMPT = "you› "
+UP = "\x1b[A"
+
+
+@pytest.fixture
+def server():
+    with FakeAnthropicServer() as srv:
+        yield srv
+
+
+def spawn_chat(server, env: dict[str, str], *args: str, encoding: str = "utf-8"):
+    full = dict(os.environ, ANTHROPIC_BASE_URL=server.base_url, ANTHROPIC_API_KEY="test",
+                TERM="xterm-256color", COLUMNS="100", LINES="30")
+    for name in ("LANG", "LC_ALL", "LC_CTYPE", "LANGUAGE"):
+        full.pop(name, None)
+    full.update(env)
+    return pexpect.spawn(sys.executable, ["-m", "memgpt_lite", "chat", "--no-record", *args],
+                         env=full, dimensions=(30, 100), encoding=encoding,
+                         codec_errors="replace", timeout=20)
+
+
+def last_user_texts(server) -> list[str]:
+    return [body["messages"][-1]["content"][-1]["text"] for body in server.requests]
+
+
+def test_the_c_locale_keeps_non_ascii_typing_and_the_up_arrow(server):
+    """Under LC_ALL=C readline keeps ASCII: a history file with `café` in it, or a typed
+    `héllo 日本`, ended the chat with a traceback and the message was lost."""
+    history = config.data_dir() / "chat_history"
+    history.parent.mkdir(parents=True, exist_ok=True)
+    history.write_text("an old café line\n", encoding="utf-8")
+    server.enqueue(text_response("First answer."))
+    server.enqueue(text_response("Second answer."))
+    child = spawn_chat(server, {"LC_ALL": "C"})
+    try:
+        child.expect_exact(PROMPT)
+        child.sendline("héllo 日本")
+        child.expect_exact("First answer.")
+        child.expect_exact(PROMPT)
+        child.send(UP)  # the message just sent, recalled whole
+        child.send("\r")
+        child.expect_exact("Second answer.")
+        child.expect_exact(PROMPT)
+        child.sendeof()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0, child.before
+    assert last_user_texts(server) == ["héllo 日本", "héllo 日本"]
+    assert history.read_text(encoding="utf-8") == "an old café line\nhéllo 日本\nhéllo 日本\n"

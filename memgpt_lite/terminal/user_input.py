@@ -104,14 +104,23 @@ class LineReader:
 
     def read(self) -> str:
         self._follow_forgets()
-        lines = [self._input(PROMPT)]
+        lines = [self._input(self._fitting(PROMPT))]
         while lines[-1].endswith("\\") or _pending_input(PASTE_GAP_SECONDS):
             if lines[-1].endswith("\\"):
                 lines[-1] = lines[-1][:-1]
-            lines.append(self._input(CONTINUATION_PROMPT))
+            lines.append(self._input(self._fitting(CONTINUATION_PROMPT)))
         text = "\n".join(lines)
         self._remember(text)
         return text
+
+    def _fitting(self, prompt: str) -> str:
+        """The prompt in characters the terminal's encoding has (`you> ` in Latin-1)."""
+        out = sys.stderr if self.prompt_to_stderr else sys.stdout
+        try:
+            prompt.encode(getattr(out, "encoding", None) or "utf-8")
+        except (UnicodeEncodeError, LookupError):
+            return prompt.replace("›", ">").replace("…", "...")
+        return prompt
 
     def _input(self, prompt: str) -> str:
         typed = self.type_ahead.take() if self.type_ahead is not None else ""

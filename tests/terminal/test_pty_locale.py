@@ -67,3 +67,35 @@ def test_the_c_locale_keeps_non_ascii_typing_and_the_up_arrow(server):
     assert child.exitstatus == 0, child.before
     assert last_user_texts(server) == ["héllo 日本", "héllo 日本"]
     assert history.read_text(encoding="utf-8") == "an old café line\nhéllo 日本\nhéllo 日本\n"
+
+
+def latin1_locale(folder) -> dict[str, str]:
+    """A Latin-1 locale compiled into `folder` (LOCPATH), or a skip naming why not."""
+    import shutil
+    import subprocess
+
+    if shutil.which("localedef") is None:
+        pytest.skip("localedef is not installed (glibc's libc-bin)")
+    made = subprocess.run(["localedef", "-i", "en_US", "-f", "ISO-8859-1",
+                           str(folder / "en_US.ISO-8859-1")], capture_output=True, check=False)
+    if not (folder / "en_US.ISO-8859-1").exists():
+        pytest.skip(f"no Latin-1 locale could be made: {made.stderr.decode(errors='replace')}")
+    return {"LOCPATH": str(folder), "LANG": "en_US.ISO-8859-1"}
+
+
+def test_a_latin1_terminal_gets_question_marks_not_a_traceback(server, tmp_path):
+    """In a Latin-1 locale the prompt's `›` (and any emoji of a reply) cannot be written:
+    the chat ended with a UnicodeEncodeError at its first prompt."""
+    server.enqueue(text_response("Olá — emoji 🎉 and café"))
+    child = spawn_chat(server, latin1_locale(tmp_path), encoding="latin-1")
+    try:
+        child.expect_exact("you> ")
+        child.sendline("café olá")
+        child.expect_exact("Olá ? emoji ? and café")
+        child.expect_exact("you> ")
+        child.sendeof()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0, child.before
+    assert last_user_texts(server) == ["café olá"]

@@ -27,6 +27,7 @@ from memgpt_lite.engine.input_history import InputHistory, drop_matching
 from memgpt_lite.engine.matching import Matcher
 from memgpt_lite.engine.redact import redact_message
 from memgpt_lite.terminal.exit_codes import EXIT_USAGE, UserError
+from memgpt_lite.terminal.render import dumb_terminal
 
 PROMPT = "you› "
 CONTINUATION_PROMPT = "  … "
@@ -51,7 +52,8 @@ class LineReader:
         self.in_key: str | bool | None = False  # a secret the last message left open (redact)
         # With stdout redirected to a file the prompt must still reach the user.
         self.prompt_to_stderr = prompt_to_stderr
-        readline.parse_and_bind("set enable-bracketed-paste on")
+        if not dumb_terminal():  # readline leaves it off there: its codes would show
+            readline.parse_and_bind("set enable-bracketed-paste on")
         readline.set_history_length(2000)
         readline.set_auto_history(False)  # a message is added whole, redacted (_remember)
         readline.clear_history()

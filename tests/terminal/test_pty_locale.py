@@ -99,3 +99,34 @@ def test_a_latin1_terminal_gets_question_marks_not_a_traceback(server, tmp_path)
         child.close(force=True)
     assert child.exitstatus == 0, child.before
     assert last_user_texts(server) == ["café olá"]
+
+
+def test_a_dumb_terminal_gets_no_escape_codes_and_lines_of_its_width(server):
+    """TERM=dumb (Emacs' shell): the prompt forced bracketed paste on, writing `ESC[?2004h`
+    around every line typed, and rich took the terminal for 80 columns, so at 40 every
+    padded line of a reply wrapped onto a second row."""
+    server.enqueue(text_response(" ".join(f"word{i}" for i in range(40))))
+    env = {"TERM": "dumb", "LANG": "C.UTF-8"}
+    full = dict(os.environ, ANTHROPIC_BASE_URL=server.base_url, ANTHROPIC_API_KEY="test", **env)
+    full.pop("COLUMNS", None)
+    full.pop("LINES", None)
+    child = pexpect.spawn(sys.executable, ["-m", "memgpt_lite", "chat", "--no-record"],
+                          env=full, dimensions=(24, 40), encoding="utf-8", timeout=20)
+    try:
+        child.expect_exact(PROMPT)
+        seen = child.before + child.after
+        child.sendline("hello")
+        child.expect_exact("word39")
+        seen += child.before + child.after
+        child.expect_exact(PROMPT)
+        seen += child.before + child.after
+        child.sendline("/exit")
+        child.expect(pexpect.EOF)
+        seen += child.before
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0, seen
+    assert "\x1b" not in seen, repr(seen)
+    assert "word0 word1" in seen
+    reply = [line for line in seen.split("\r\n") if "word" in line]
+    assert len(reply) > 3 and max(len(line) for line in reply) <= 40, reply

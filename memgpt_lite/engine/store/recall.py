@@ -229,9 +229,11 @@ class RecallMixin(ConversationsMixin):
     def last_turn_ids(self, agent_id: int, n: int) -> list[int]:
         """The current conversation's newest `n` finished turns, oldest first, whether in the
         queue or evicted from it (a failed turn's message is not a finished turn)."""
+        # A count past what SQL binds (64 bits: `/pop 99999999999999999999`) is every turn;
+        # bound as it was, it raised OverflowError and ended the chat.
         rows = self.db.query("SELECT DISTINCT turn_id FROM messages WHERE agent_id = ? AND "
                              "conversation_id = ? AND status = '' ORDER BY turn_id DESC LIMIT ?",
-                             (agent_id, self.current_conversation(agent_id), n))
+                             (agent_id, self.current_conversation(agent_id), min(n, 2**63 - 1)))
         return sorted(r[0] for r in rows)
 
     # ---------------------------------------------------------------- search

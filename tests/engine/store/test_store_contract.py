@@ -435,6 +435,15 @@ def test_commit_and_pop_turns(store, agent):
     assert store.context_messages(agent.id) == [] and store.count_passages(agent.id) == 0
 
 
+def test_the_last_turns_asked_for_past_what_sql_binds_are_every_turn(store, agent):
+    """`/pop 99999999999999999999`: the count overflowed SQL's 64 bits and ended the chat."""
+    for turn in (1, 2):
+        user = text_msg("user", f"message {turn}", turn)
+        store.begin_turn(agent.id, user)
+        store.commit_turn(agent.id, user, [text_msg("assistant", "noted", turn)])
+    assert store.last_turn_ids(agent.id, 10**20) == [1, 2]
+
+
 # ---------------------------------------------------------------- transfer
 
 

@@ -331,7 +331,8 @@ class TypeAhead:
         quiet[3] &= ~(termios.ECHO | termios.ECHOCTL)
         termios.tcsetattr(fd, termios.TCSANOW, quiet)  # TCSANOW: keep what was typed ahead
         try:
-            yield
+            with _stoppable(fd, saved, termios):
+                yield
         finally:
             self.text += _drain(fd, quiet, termios)
             termios.tcsetattr(fd, termios.TCSANOW, saved)
@@ -357,6 +358,42 @@ class TypeAhead:
     def take(self) -> str:
         text, self.text = self.text, ""
         return text
+
+
+@contextlib.contextmanager
+def _stoppable(fd: int, saved: list, termios: Any) -> Iterator[None]:
+    """Ctrl-Z while the model answers: the shell gets the terminal as it was before the turn
+    (echo on, the cursor shown; it was left with no cursor), and `fg` puts back the modes
+    the turn had (the shell had turned echo on again, so typing went into the reply)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():  # only it has handlers
+        yield
+        return
+
+    def stop(_signum: int, _frame: Any) -> None:
+        now = termios.tcgetattr(fd)
+        termios.tcsetattr(fd, termios.TCSANOW, saved)
+        _show_cursor()
+        signal.signal(signal.SIGTSTP, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTSTP)  # stopped here until `fg`
+        signal.signal(signal.SIGTSTP, stop)
+        termios.tcsetattr(fd, termios.TCSANOW, now)
+
+    previous = signal.signal(signal.SIGTSTP, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTSTP, previous)
+
+
+def _show_cursor() -> None:
+    """The cursor shown again (a live region hides it), on a terminal that takes codes."""
+    if sys.stdout.isatty() and not dumb_terminal():
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.write("\x1b[?25h")
+            sys.stdout.flush()
 
 
 def _drain(fd: int, attrs: list, termios: object) -> str:

@@ -126,13 +126,17 @@ class LineReader:
 
     def _input(self, prompt: str) -> str:
         typed = self.type_ahead.take() if self.type_ahead is not None else ""
-        if "\n" in typed:  # Enter was pressed while the model answered: that line is sent
-            line, _, rest = typed.partition("\n")
+        if "\n" in typed:  # Enter was pressed while the model answered: that text is sent
+            # All its lines as one message, as a paste at the prompt is: sent a line each,
+            # a paste of 50 lines while the model answered became 50 turns, one after another.
+            text, _, rest = typed.rpartition("\n")
             self.type_ahead.text = rest  # type: ignore[union-attr]
+            text = text.replace("\\\n", "\n")  # a line ended with \ continues, as typed
+            more = "\n" + self._fitting(CONTINUATION_PROMPT)
             out = sys.stderr if self.prompt_to_stderr else sys.stdout
-            out.write(prompt + line + "\n")
+            out.write(prompt + text.replace("\n", more) + "\n")
             out.flush()
-            return line
+            return text
         if typed:  # shown on the prompt, editable, as if typed there
             self.readline.set_pre_input_hook(lambda: self._insert(typed))
         try:

@@ -150,6 +150,29 @@ def test_keys_typed_while_the_model_answers_wait_for_the_prompt(server):
     assert typed == [PROMPT + "typed ahead"], "\n".join(lines)  # on the prompt only
 
 
+def test_lines_pasted_while_the_model_answers_are_sent_next_as_one_message(server):
+    """Text pasted (or typed with Enter) while the model answers is sent when it is done,
+    its lines as one message, as a paste at the prompt is: it was sent a line at a time,
+    three lines making three turns one after another, the user never seeing a prompt."""
+    server.enqueue(hang(seconds=3))  # the first token takes a while
+    term = Terminal(server)
+    try:
+        term.child.sendline("first question")
+        term.expect("thinking")
+        term.child.send("one\rtwo \\\rthree\rand still typing")
+        term.expect("Fake reply to: first question")
+        term.expect("Fake reply to: one")
+        term.expect(PROMPT)
+        term.pump(1.0)
+        lines = term.lines()
+    finally:
+        term.close()
+    sent = [body["messages"][-1]["content"][-1]["text"] for body in server.requests]
+    assert sent[-1] == "one\ntwo \nthree", sent
+    assert len(server.requests) == 3, sent  # the hung call retried once, then one message
+    assert lines[-1] == PROMPT + "and still typing", lines  # the line without its Enter
+
+
 def test_arrow_keys_pressed_while_the_model_answers_leave_no_escape_codes(server):
     server.enqueue(hang(seconds=3))
     term = Terminal(server)

@@ -332,7 +332,9 @@ class TypeAhead:
             return
         termios, fd, saved = tty
         quiet = list(saved)
-        quiet[3] &= ~(termios.ECHO | termios.ECHOCTL)
+        # Not canonical either: the kernel holds at most 4,095 characters of a line it
+        # edits, and a longer paste lost the rest; its editing keys are done in _drain.
+        quiet[3] &= ~(termios.ECHO | termios.ECHOCTL | termios.ICANON)
         termios.tcsetattr(fd, termios.TCSANOW, quiet)  # TCSANOW: keep what was typed ahead
         try:
             with _stoppable(fd, saved, termios):
@@ -412,13 +414,36 @@ def _drain(fd: int, attrs: list, termios: object) -> str:
     with contextlib.suppress(OSError):
         while chunk := os.read(fd, 4096):
             chunks.append(chunk)
-    typed = b"".join(chunks).decode("utf-8", errors="replace").replace("\r", "\n")
-    return _KEYS.sub("", typed)
+    encoding = getattr(sys.stdin, "encoding", None) or "utf-8"
+    typed = b"".join(chunks).decode(encoding, errors="replace").replace("\r", "\n")
+    return _CONTROLS.sub("", _edited(_SEQUENCES.sub("", typed)))
+
+
+def _edited(typed: str) -> str:
+    """The line editing a canonical terminal does: Backspace erases a character, Ctrl-U
+    the line, Ctrl-W a word (never past a line already ended with Enter)."""
+    out: list[str] = []
+    for ch in typed:
+        if ch in "\x7f\x08":
+            if out and out[-1] != "\n":
+                out.pop()
+        elif ch == "\x15":
+            while out and out[-1] != "\n":
+                out.pop()
+        elif ch == "\x17":
+            while out and out[-1] in " \t":
+                out.pop()
+            while out and out[-1] not in " \t\n":
+                out.pop()
+        else:
+            out.append(ch)
+    return "".join(out)
 
 
 # Keys that are not text: an arrow, Home or F5 (escape sequences), Alt+key, other controls.
 # Put on the prompt they would be literal characters (`^[[A` after pressing Up), not keys.
-_KEYS = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|O[^\n]|[^\n])?|[\x00-\x08\x0b-\x1f\x7f]")
+_SEQUENCES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|O[^\n]|[^\n])?")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 typing_hidden = TypeAhead().hidden  # for callers that do not need what was typed

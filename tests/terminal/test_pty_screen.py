@@ -173,6 +173,29 @@ def test_lines_pasted_while_the_model_answers_are_sent_next_as_one_message(serve
     assert lines[-1] == PROMPT + "and still typing", lines  # the line without its Enter
 
 
+def test_a_long_line_typed_while_the_model_answers_is_kept_whole_and_edited(server):
+    """The terminal's own line editing held at most 4,095 characters of a line typed while
+    the model answered, and dropped the rest of a longer paste; Backspace and Ctrl-W
+    typed meanwhile still edit it."""
+    server.enqueue(hang(seconds=3))  # the first token takes a while
+    term = Terminal(server)
+    long = "y" * 6000
+    try:
+        term.child.sendline("first question")
+        term.expect("thinking")
+        for start in range(0, len(long), 1000):
+            term.child.send(long[start:start + 1000])
+        term.child.send(" end\x7f\x7fnd two words\x17\x17now")
+        term.expect("Fake reply to: first question")
+        term.expect(PROMPT)
+        term.pump(1.0)
+        term.child.send("\r")
+        term.expect("Fake reply to: yyy")
+    finally:
+        term.close()
+    assert server.requests[-1]["messages"][-1]["content"][-1]["text"] == long + " end now"
+
+
 def test_arrow_keys_pressed_while_the_model_answers_leave_no_escape_codes(server):
     server.enqueue(hang(seconds=3))
     term = Terminal(server)

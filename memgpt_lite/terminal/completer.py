@@ -37,6 +37,8 @@ class Completer:
         command = slash.find(words[0][1:].lower()) if words[0].startswith("/") else None
         if command is None:
             return []
+        if command.completes == "files" and not command.words and len(words) > 1:
+            return _within_path(before.split(maxsplit=1)[1], text)
         return [c for c in self._candidates(command, words[1:], text) if c.startswith(text)]
 
     def _candidates(self, command: slash.Command, args: list[str], text: str) -> list[str]:
@@ -72,6 +74,15 @@ def _files(text: str) -> list[str]:
         shown = text + path[len(expanded):] if expanded != text else path
         found.append(shown + "/" if os.path.isdir(path) else shown)
     return found
+
+
+def _within_path(typed: str, text: str) -> list[str]:
+    """Files for a path with a space in it (`/add ~/my notes/a`): readline completes only
+    the word after the last space, so the path is the whole argument and each match is
+    given from that word on (a folder with a space in its name could not be entered)."""
+    path = typed + text
+    cut = len(typed)
+    return [found[cut:] for found in _files(path) if found.startswith(path)]
 
 
 def install(reader: Any, session: Any) -> Completer:

@@ -267,6 +267,13 @@ def test_completion_candidates(chats, tmp_path):
     assert done("/add ", str(tmp_path / "no")) == [str(tmp_path / "notes.md")]
     assert done("/add ", str(tmp_path / "su")) == [str(tmp_path / "sub") + "/"]
     assert done("", "hello") == [] and done("hello ", "wor") == []
+    # A folder with a space in its name: readline's word is what follows the last space.
+    (tmp_path / "my notes").mkdir()
+    (tmp_path / "my notes" / "plan.md").write_text("x")
+    assert done("/add ", str(tmp_path / "my")) == [str(tmp_path / "my notes") + "/"]
+    assert done(f"/add {tmp_path}/my ", "notes/p") == ["notes/plan.md"]
+    assert done(f"/add {tmp_path}/my ", "") == ["notes/"]
+    assert done(f"/add {tmp_path}/my ", "x") == []
 
 
 def test_a_failed_turn_fixed_by_retry_exits_zero(chats):

@@ -110,7 +110,11 @@ class LineReader:
         while lines[-1].endswith("\\") or _pending_input(PASTE_GAP_SECONDS):
             if lines[-1].endswith("\\"):
                 lines[-1] = lines[-1][:-1]
-            lines.append(self._input(self._fitting(CONTINUATION_PROMPT)))
+            try:
+                lines.append(self._input(self._fitting(CONTINUATION_PROMPT)))
+            except EOFError:  # Ctrl-D there leaves the chat: the lines typed wait on the ↑
+                self._remember("\n".join(lines))
+                raise
         text = "\n".join(lines)
         self._remember(text)
         return text

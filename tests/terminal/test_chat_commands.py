@@ -116,7 +116,8 @@ def test_a_document_that_cannot_be_read_is_one_sentence(chats):
                        ("=== human\nx\n", "is not a block heading"),
                        ("=== a ===\nx\n=== a ===\ny\n", "appears twice"),
                        ("=== bad label! ===\nx\n", "is not a block heading"),
-                       ("=== new · limit 0 ===\nx\n", "limit must be between")):
+                       ("=== new · limit 0 ===\nx\n", "limit must be between"),
+                       ("=== new · limit , ===\nx\n", "line 1: the limit ',' is not a number")):
         chat = chats(edits=[bad, lambda doc: doc])
         out = chat.run("/memory")
         assert words in out.splitlines()[0], (bad, out)

@@ -76,8 +76,11 @@ def make_console(file: Any = None, *, plain: bool | None = None, width: int | No
         return Console(file=file, highlight=False, width=width)
     if plain:  # piped: lines end where the text ends (no padding) and are not cut at the width
         target = _FollowStdout() if file is None and wrap else stream
+        # force_terminal: rich takes FORCE_COLOR (or TTY_COMPATIBLE) for a terminal, and a
+        # pipe then got spinners and progress bars drawn with cursor codes.
         return Console(file=StrippedLines(target), color_system=None, no_color=True,
-                       highlight=False, emoji=False, soft_wrap=True, width=width or 100)
+                       highlight=False, emoji=False, soft_wrap=True, width=width or 100,
+                       force_terminal=_isatty(target))
     if width is None and dumb_terminal():
         return Console(file=stream, highlight=False, **_dumb_size(stream))
     return Console(file=stream, highlight=False, width=width)

@@ -154,6 +154,10 @@ def test_piped_a_new_agent_is_announced_and_a_failed_first_turn_leaves_none(serv
     assert names == {"travel", "trips"}
     assert not any((config.recordings_dir()).rglob("*.jsonl")) or all(
         "typo" not in p.read_text() for p in config.recordings_dir().rglob("*.jsonl"))
+    # Left before any message: there was none to lose (it was said to have gone with it).
+    left = run(server, "chat", "--agent", "idle", stdin=b"/exit\n")
+    assert left.returncode == 0
+    assert b"agent 'idle' was not kept: nothing was sent to it\n" in left.stderr
 
 
 def test_memory_in_the_editor_on_a_terminal(server, tmp_path):

@@ -245,7 +245,8 @@ def edit_in_editor(text: str) -> str | None:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         try:
-            result = subprocess.run([*shlex.split(editor), name], check=False)
+            result = subprocess.run([*shlex.split(editor), name], check=False,
+                                    stdout=_screen())
         except (OSError, ValueError) as exc:  # not found, not executable, unbalanced quotes
             reason = getattr(exc, "strerror", None) or exc
             raise EditorError(f"cannot run {editor!r} ({reason}); set $VISUAL or $EDITOR"
@@ -260,6 +261,18 @@ def edit_in_editor(text: str) -> str | None:
     finally:
         with contextlib.suppress(OSError):  # already gone, or a folder the editor made
             os.unlink(name)
+
+
+def _screen() -> int | None:
+    """Where the editor draws: the terminal. With stdout redirected (`chat > transcript.md`)
+    it drew its screen into that file, leaving the user before a blank terminal that
+    seemed to hang; stderr is the terminal then. None: stdout, as inherited."""
+    try:
+        if sys.stdout.isatty() or not sys.stderr.isatty():
+            return None
+        return sys.stderr.fileno()
+    except (AttributeError, ValueError, OSError):  # a stream without a descriptor (tests)
+        return None
 
 
 def answer(question: str) -> str:

@@ -339,6 +339,32 @@ def test_with_stdout_redirected_commands_and_questions_reach_the_terminal(server
     assert out.read_text() == "> you: my code word is zebra\n\nNoted.\n"  # the transcript only
 
 
+def test_the_editor_draws_on_the_terminal_with_stdout_redirected(server, tmp_path):
+    """`chat > transcript.md` then /memory: the editor inherited stdout, so it drew its
+    screen into the transcript and the user faced a blank terminal that seemed to hang."""
+    editor = tmp_path / "edit.sh"
+    editor.write_text("#!/bin/sh\n[ -t 1 ] && echo 'editor on the terminal'\n"
+                      "printf '=== human ===\\nName: Ada.\\n' > \"$1\"\n")
+    editor.chmod(0o755)
+    out = tmp_path / "t.md"
+    env = {**os.environ, "ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": "t",
+           "TERM": "xterm-256color", "EDITOR": str(editor)}
+    env.pop("VISUAL", None)
+    child = pexpect.spawn("bash", ["-c", f"{sys.executable} -m memgpt_lite chat --no-record "
+                                         f"> {out}"], env=env, encoding="utf-8", timeout=30)
+    try:
+        child.expect_exact("you› ")
+        child.sendline("/memory")
+        child.expect_exact("editor on the terminal")
+        child.expect_exact("human: saved · 10/5,000 chars")
+        child.expect_exact("you› ")
+        child.sendeof()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert out.read_text() == ""  # no message was sent: the transcript has nothing yet
+
+
 def test_a_delete_question_reaches_the_terminal_with_stdout_redirected(server, tmp_path):
     make_agents("scratch")
     env = {**os.environ, "ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": "t"}

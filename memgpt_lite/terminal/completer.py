@@ -9,6 +9,7 @@ import os
 from typing import Any
 
 from memgpt_lite.terminal import slash
+from memgpt_lite.terminal.user_input import for_readline, from_readline, line_before_word
 
 
 class Completer:
@@ -22,11 +23,12 @@ class Completer:
 
     def complete(self, text: str, state: int) -> str | None:
         if state == 0:
-            line = self.readline.get_line_buffer()
             # Python's readline adds nothing after a completed word: a space is added here
-            # (not after a folder, whose files come next).
-            self._matches = [m if m.endswith("/") else m + " "
-                             for m in self.matches(line[:self.readline.get_begidx()], text)]
+            # (not after a folder, whose files come next). Text goes to and from readline
+            # in the form it holds (a C locale: café as bytes; it raised, no match shown).
+            before = line_before_word(self.readline)
+            self._matches = [for_readline(m if m.endswith("/") else m + " ")
+                             for m in self.matches(before, from_readline(text))]
         return self._matches[state] if state < len(self._matches) else None
 
     def matches(self, before: str, text: str) -> list[str]:

@@ -149,7 +149,7 @@ class LineReader:
             self.readline.set_pre_input_hook(None)
 
     def _insert(self, text: str) -> None:
-        self.readline.insert_text(_for_readline(text))
+        self.readline.insert_text(for_readline(text))
         self.readline.redisplay()
 
     def _read_line(self, prompt: str) -> str:
@@ -180,40 +180,48 @@ class LineReader:
                 self._add(line)
 
     def _add(self, line: str) -> None:
-        self.readline.add_history(_for_readline(line))
+        self.readline.add_history(for_readline(line))
 
     def _items(self) -> list[str]:
         """The up-arrow's lines, as text."""
         rl = self.readline
-        return [_from_readline(rl.get_history_item(i) or "")
+        return [from_readline(rl.get_history_item(i) or "")
                 for i in range(1, rl.get_current_history_length() + 1)]
 
     def save(self) -> None:
         """Nothing left to write: every message was added to the file as it was sent."""
 
 
-def _for_readline(text: str) -> str:
+def for_readline(text: str) -> str:
     """`text` as readline can hold it. readline keeps bytes in the locale's encoding, and
     Python's UTF-8 mode (the C or POSIX locale: LANG unset, LC_ALL=C, most containers)
     leaves that ASCII while the terminal reads and writes UTF-8: there `add_history("café")`
     raised and ended the chat. Text the locale cannot encode is handed over as the bytes
     stdin's encoding gives it (as surrogate escapes), which is what readline gets when it
     is typed, and what input() decodes back when the up-arrow recalls it."""
-    try:
-        text.encode(_readline_encoding())
+    try:  # a file name's bytes that are not UTF-8 (surrogate escapes) pass as they are
+        text.encode(_readline_encoding(), "surrogateescape")
     except UnicodeEncodeError:
         raw = text.encode(sys.stdin.encoding or "utf-8", "replace")
         return raw.decode("ascii", "surrogateescape")
     return text
 
 
-def _from_readline(text: str) -> str:
+def from_readline(text: str) -> str:
     """A line readline gave back, as text: bytes the locale could not decode came as
-    surrogate escapes (see _for_readline)."""
+    surrogate escapes (see for_readline)."""
     if not any("\udc80" <= ch <= "\udcff" for ch in text):
         return text
     raw = text.encode(_readline_encoding(), "surrogateescape")
     return raw.decode(sys.stdin.encoding or "utf-8", "replace")
+
+
+def line_before_word(readline: Any) -> str:
+    """The line up to the word Tab completes. readline counts that place in bytes of the
+    locale's encoding, so the line is cut as bytes (a `naïve/` before the word shifted
+    it) and decoded as typed."""
+    raw = readline.get_line_buffer().encode(_readline_encoding(), "surrogateescape")
+    return raw[:readline.get_begidx()].decode(sys.stdin.encoding or "utf-8", "replace")
 
 
 def _readline_encoding() -> str:

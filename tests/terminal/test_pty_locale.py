@@ -130,3 +130,22 @@ def test_a_dumb_terminal_gets_no_escape_codes_and_lines_of_its_width(server):
     assert "word0 word1" in seen
     reply = [line for line in seen.split("\r\n") if "word" in line]
     assert len(reply) > 3 and max(len(line) for line in reply) <= 40, reply
+
+
+def test_tab_completes_a_file_name_that_is_not_ascii_in_the_c_locale(server, tmp_path):
+    """Under LC_ALL=C readline could not take `naïve.md` back from the completer (it raised,
+    and readline shows nothing then): Tab did nothing for such a name."""
+    (tmp_path / "naïve.md").write_text("notes")
+    child = spawn_chat(server, {"LC_ALL": "C"})
+    try:
+        child.expect_exact(PROMPT)
+        child.send(f"/add {tmp_path}/na\t")
+        child.expect_exact("naïve.md")
+        child.send("\r")
+        child.expect_exact("naïve.md (5 chars) will be sent with your next message")
+        child.expect_exact(PROMPT)
+        child.sendeof()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0, child.before

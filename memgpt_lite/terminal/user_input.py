@@ -131,11 +131,7 @@ class LineReader:
     def _input(self, prompt: str) -> str:
         typed = self.type_ahead.take() if self.type_ahead is not None else ""
         if "\n" in typed:  # Enter was pressed while the model answered: that text is sent
-            # All its lines as one message, as a paste at the prompt is: sent a line each,
-            # a paste of 50 lines while the model answered became 50 turns, one after another.
-            text, _, rest = typed.rpartition("\n")
-            self.type_ahead.text = rest  # type: ignore[union-attr]
-            text = text.replace("\\\n", "\n")  # a line ended with \ continues, as typed
+            text, self.type_ahead.text = _first_input(typed)  # type: ignore[union-attr]
             more = "\n" + self._fitting(CONTINUATION_PROMPT)
             out = sys.stderr if self.prompt_to_stderr else sys.stdout
             out.write(prompt + text.replace("\n", more) + "\n")
@@ -229,6 +225,21 @@ def _readline_encoding() -> str:
     import locale
 
     return locale.getencoding()
+
+
+def _first_input(typed: str) -> tuple[str, str]:
+    """What typed-ahead text sends first, and what waits. Its lines are one message, as a
+    paste at the prompt is (sent a line each, a paste of 50 lines while the model answered
+    became 50 turns in a row); a slash command is a line of its own, so `/tokens⏎/cost⏎`
+    typed ahead runs both. What follows the last Enter waits on the prompt."""
+    done, _, partial = typed.rpartition("\n")
+    lines = done.split("\n")
+    command = [i for i, line in enumerate(lines) if line.startswith("/")
+               and not line.startswith("//")]
+    take = 1 if command[:1] == [0] else command[0] if command else len(lines)
+    text = "\n".join(lines[:take]).replace("\\\n", "\n")  # a line ended with \ goes on
+    waiting = "\n".join(lines[take:])
+    return text, f"{waiting}\n{partial}" if waiting else partial
 
 
 def _pending_input(timeout: float) -> bool:

@@ -153,15 +153,18 @@ def test_keys_typed_while_the_model_answers_wait_for_the_prompt(server):
 def test_lines_pasted_while_the_model_answers_are_sent_next_as_one_message(server):
     """Text pasted (or typed with Enter) while the model answers is sent when it is done,
     its lines as one message, as a paste at the prompt is: it was sent a line at a time,
-    three lines making three turns one after another, the user never seeing a prompt."""
+    three lines making three turns one after another, the user never seeing a prompt. A
+    slash command typed ahead still runs on its own."""
     server.enqueue(hang(seconds=3))  # the first token takes a while
     term = Terminal(server)
     try:
         term.child.sendline("first question")
         term.expect("thinking")
-        term.child.send("one\rtwo \\\rthree\rand still typing")
+        term.child.send("one\rtwo \\\rthree\r/tokens\rand still typing")
         term.expect("Fake reply to: first question")
         term.expect("Fake reply to: one")
+        term.expect(PROMPT + "/tokens")  # a command typed ahead is a line of its own
+        term.expect("cache hit")
         term.expect(PROMPT)
         term.pump(1.0)
         lines = term.lines()

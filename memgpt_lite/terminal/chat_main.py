@@ -265,10 +265,13 @@ def _drop_if_empty(meta: Console, store: Any, agent: Any, session: ChatSession) 
                 return
             store.delete_agent(row.name)
         privacy.delete_agent_files(row, config.data_dir())
+    # The turn's error said the message is kept; with the agent it goes too. A chat left
+    # before any message (/exit, Ctrl-D) had none to lose, and was told it had.
+    sent = session.tally.turns or session.interrupted_turns or session.message_stored
+    why = ("no turn of it finished (its unanswered message went with it)" if sent
+           else "nothing was sent to it")
     with contextlib.suppress(BrokenPipeError, OSError):
-        # The turn's error said the message is kept; with the agent it goes too.
-        meta.print(render.shown(f"· agent {row.name!r} was not kept: no turn of it finished "
-                                "(its unanswered message went with it)", "dim"))
+        meta.print(render.shown(f"· agent {row.name!r} was not kept: {why}", "dim"))
 
 
 def _written_by_others(store: Any, agent_id: int) -> bool:

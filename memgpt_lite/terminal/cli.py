@@ -46,10 +46,21 @@ def main(argv: list[str] | None = None) -> int:
         print("memgpt-lite: Windows is not supported yet: it needs a POSIX system (Linux or "
               "macOS; on Windows, WSL).", file=sys.stderr)
         return EXIT_ERROR
+    _write_leniently()
     try:
         return _main(argv)
     except BrokenPipeError:
         return _reader_left()
+
+
+def _write_leniently() -> None:
+    """A character the terminal's encoding cannot write (an emoji in a reply, the prompt's
+    `›`, in a Latin-1 locale) is written as `?`: stdout's strict default raised there and
+    ended the program with a traceback, a chat at its first prompt."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, ValueError):  # not a text stream, closed
+            if stream.errors == "strict":
+                stream.reconfigure(errors="replace")
 
 
 def _main(argv: list[str]) -> int:

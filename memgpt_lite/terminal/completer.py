@@ -9,6 +9,7 @@ import os
 from typing import Any
 
 from memgpt_lite.terminal import slash
+from memgpt_lite.terminal.user_input import for_readline, from_readline, line_before_word
 
 
 class Completer:
@@ -22,11 +23,12 @@ class Completer:
 
     def complete(self, text: str, state: int) -> str | None:
         if state == 0:
-            line = self.readline.get_line_buffer()
             # Python's readline adds nothing after a completed word: a space is added here
-            # (not after a folder, whose files come next).
-            self._matches = [m if m.endswith("/") else m + " "
-                             for m in self.matches(line[:self.readline.get_begidx()], text)]
+            # (not after a folder, whose files come next). Text goes to and from readline
+            # in the form it holds (a C locale: café as bytes; it raised, no match shown).
+            before = line_before_word(self.readline)
+            self._matches = [for_readline(m if m.endswith("/") else m + " ")
+                             for m in self.matches(before, from_readline(text))]
         return self._matches[state] if state < len(self._matches) else None
 
     def matches(self, before: str, text: str) -> list[str]:
@@ -37,6 +39,8 @@ class Completer:
         command = slash.find(words[0][1:].lower()) if words[0].startswith("/") else None
         if command is None:
             return []
+        if command.completes == "files" and not command.words and len(words) > 1:
+            return _within_path(before.split(maxsplit=1)[1], text)
         return [c for c in self._candidates(command, words[1:], text) if c.startswith(text)]
 
     def _candidates(self, command: slash.Command, args: list[str], text: str) -> list[str]:
@@ -72,6 +76,15 @@ def _files(text: str) -> list[str]:
         shown = text + path[len(expanded):] if expanded != text else path
         found.append(shown + "/" if os.path.isdir(path) else shown)
     return found
+
+
+def _within_path(typed: str, text: str) -> list[str]:
+    """Files for a path with a space in it (`/add ~/my notes/a`): readline completes only
+    the word after the last space, so the path is the whole argument and each match is
+    given from that word on (a folder with a space in its name could not be entered)."""
+    path = typed + text
+    cut = len(typed)
+    return [found[cut:] for found in _files(path) if found.startswith(path)]
 
 
 def install(reader: Any, session: Any) -> Completer:

@@ -90,8 +90,13 @@ def _section(found: re.Match[str], number: int, before: list[Section]) -> Sectio
         raise DocumentError(f"line {number}: block {label!r} appears twice; keep one section "
                             "of it.")
     limit = _LIMIT.search(found.group("info"))
-    return Section(label, "", int(limit.group(1).replace(",", "").replace("_", ""))
-                   if limit else None, number)
+    if limit is None:
+        return Section(label, "", None, number)
+    digits = limit.group(1).replace(",", "").replace("_", "")
+    if not digits:  # `limit ,`: int("") said "invalid literal for int() with base 10"
+        raise DocumentError(f"line {number}: the limit {limit.group(1)!r} is not a number; "
+                            "write it as limit 2,000.")
+    return Section(label, "", int(digits), number)
 
 
 def _value(lines: list[str]) -> str:

@@ -79,9 +79,33 @@ def make_console(file: Any = None, *, plain: bool | None = None, width: int | No
         return Console(file=file, highlight=False, width=width)
     if plain:  # piped: lines end where the text ends (no padding) and are not cut at the width
         target = _FollowStdout() if file is None and wrap else stream
+        # force_terminal: rich takes FORCE_COLOR (or TTY_COMPATIBLE) for a terminal, and a
+        # pipe then got spinners and progress bars drawn with cursor codes.
         return Console(file=StrippedLines(target), color_system=None, no_color=True,
-                       highlight=False, emoji=False, soft_wrap=True, width=width or 100)
+                       highlight=False, emoji=False, soft_wrap=True, width=width or 100,
+                       force_terminal=_isatty(target))
+    if width is None and dumb_terminal():
+        return Console(file=stream, highlight=False, **_dumb_size(stream))
     return Console(file=stream, highlight=False, width=width)
+
+
+def dumb_terminal() -> bool:
+    """TERM=dumb (Emacs' shell, some IDE consoles): a terminal that takes no escape codes."""
+    import os
+
+    return os.environ.get("TERM", "").lower() in ("dumb", "unknown")
+
+
+def _dumb_size(stream: Any) -> dict[str, int]:
+    """The size a dumb terminal really has: rich takes every dumb terminal for 80 columns,
+    so a narrower one wrapped each padded line onto a second row."""
+    import os
+
+    try:
+        size = os.get_terminal_size(stream.fileno())
+    except (AttributeError, ValueError, OSError):
+        return {}
+    return {"width": size.columns, "height": size.lines} if size.columns else {}
 
 
 class _FollowStdout:

@@ -27,6 +27,7 @@ from memgpt_lite.engine.input_history import InputHistory, drop_matching
 from memgpt_lite.engine.matching import Matcher
 from memgpt_lite.engine.redact import redact_message
 from memgpt_lite.terminal.exit_codes import EXIT_USAGE, UserError
+from memgpt_lite.terminal.render import dumb_terminal
 
 PROMPT = "you› "
 CONTINUATION_PROMPT = "  … "
@@ -51,13 +52,14 @@ class LineReader:
         self.in_key: str | bool | None = False  # a secret the last message left open (redact)
         # With stdout redirected to a file the prompt must still reach the user.
         self.prompt_to_stderr = prompt_to_stderr
-        readline.parse_and_bind("set enable-bracketed-paste on")
+        if not dumb_terminal():  # readline leaves it off there: its codes would show
+            readline.parse_and_bind("set enable-bracketed-paste on")
         readline.set_history_length(2000)
         readline.set_auto_history(False)  # a message is added whole, redacted (_remember)
         readline.clear_history()
         self.history_problem: str | None = None  # why the file could not be read, if so
         for line in self._saved_lines():
-            readline.add_history(line)
+            self._add(line)
         self._seen = self._stamp()  # the history file as the up-arrow last followed it
 
     def _saved_lines(self) -> list[str]:
@@ -94,34 +96,47 @@ class LineReader:
         if self.history_problem:  # unreadable now: keep what the up-arrow has
             return
         rl, kept = self.readline, set(lines)
-        mine = [rl.get_history_item(i) or "" for i in range(1, rl.get_current_history_length() + 1)]
+        mine = self._items()
         if all(line in kept for line in mine):
             return
         rl.clear_history()
         for line in mine:
             if line in kept:
-                rl.add_history(line)
+                self._add(line)
 
     def read(self) -> str:
         self._follow_forgets()
-        lines = [self._input(PROMPT)]
+        lines = [self._input(self._fitting(PROMPT))]
         while lines[-1].endswith("\\") or _pending_input(PASTE_GAP_SECONDS):
             if lines[-1].endswith("\\"):
                 lines[-1] = lines[-1][:-1]
-            lines.append(self._input(CONTINUATION_PROMPT))
+            try:
+                lines.append(self._input(self._fitting(CONTINUATION_PROMPT)))
+            except EOFError:  # Ctrl-D there leaves the chat: the lines typed wait on the ↑
+                self._remember("\n".join(lines))
+                raise
         text = "\n".join(lines)
         self._remember(text)
         return text
 
+    def _fitting(self, prompt: str) -> str:
+        """The prompt in characters the terminal's encoding has (`you> ` in Latin-1)."""
+        out = sys.stderr if self.prompt_to_stderr else sys.stdout
+        try:
+            prompt.encode(getattr(out, "encoding", None) or "utf-8")
+        except (UnicodeEncodeError, LookupError):
+            return prompt.replace("›", ">").replace("…", "...")
+        return prompt
+
     def _input(self, prompt: str) -> str:
         typed = self.type_ahead.take() if self.type_ahead is not None else ""
-        if "\n" in typed:  # Enter was pressed while the model answered: that line is sent
-            line, _, rest = typed.partition("\n")
-            self.type_ahead.text = rest  # type: ignore[union-attr]
+        if "\n" in typed:  # Enter was pressed while the model answered: that text is sent
+            text, self.type_ahead.text = _first_input(typed)  # type: ignore[union-attr]
+            more = "\n" + self._fitting(CONTINUATION_PROMPT)
             out = sys.stderr if self.prompt_to_stderr else sys.stdout
-            out.write(prompt + line + "\n")
+            out.write(prompt + text.replace("\n", more) + "\n")
             out.flush()
-            return line
+            return text
         if typed:  # shown on the prompt, editable, as if typed there
             self.readline.set_pre_input_hook(lambda: self._insert(typed))
         try:
@@ -130,7 +145,7 @@ class LineReader:
             self.readline.set_pre_input_hook(None)
 
     def _insert(self, text: str) -> None:
-        self.readline.insert_text(text)
+        self.readline.insert_text(for_readline(text))
         self.readline.redisplay()
 
     def _read_line(self, prompt: str) -> str:
@@ -147,24 +162,84 @@ class LineReader:
         redacted, self.in_key = redact_message(text, self.in_key)
         lines = [line for line in redacted.split("\n") if line.strip()]
         for line in lines:
-            self.readline.add_history(line)
+            self._add(line)
         if self.history is not None:
             with contextlib.suppress(OSError):  # history is a convenience; never fail a chat
                 self.history.append(lines)
 
     def forget(self, matcher: Matcher) -> None:
         """Drop the lines a forget removed from the file from the up-arrow too."""
-        rl = self.readline
-        count = rl.get_current_history_length()
-        lines = [rl.get_history_item(i) or "" for i in range(1, count + 1)]
-        kept, gone = drop_matching(lines, matcher)
+        kept, gone = drop_matching(self._items(), matcher)
         if gone:
-            rl.clear_history()
+            self.readline.clear_history()
             for line in kept:
-                rl.add_history(line)
+                self._add(line)
+
+    def _add(self, line: str) -> None:
+        self.readline.add_history(for_readline(line))
+
+    def _items(self) -> list[str]:
+        """The up-arrow's lines, as text."""
+        rl = self.readline
+        return [from_readline(rl.get_history_item(i) or "")
+                for i in range(1, rl.get_current_history_length() + 1)]
 
     def save(self) -> None:
         """Nothing left to write: every message was added to the file as it was sent."""
+
+
+def for_readline(text: str) -> str:
+    """`text` as readline can hold it. readline keeps bytes in the locale's encoding, and
+    Python's UTF-8 mode (the C or POSIX locale: LANG unset, LC_ALL=C, most containers)
+    leaves that ASCII while the terminal reads and writes UTF-8: there `add_history("café")`
+    raised and ended the chat. Text the locale cannot encode is handed over as the bytes
+    stdin's encoding gives it (as surrogate escapes), which is what readline gets when it
+    is typed, and what input() decodes back when the up-arrow recalls it."""
+    try:  # a file name's bytes that are not UTF-8 (surrogate escapes) pass as they are
+        text.encode(_readline_encoding(), "surrogateescape")
+    except UnicodeEncodeError:
+        raw = text.encode(sys.stdin.encoding or "utf-8", "replace")
+        return raw.decode("ascii", "surrogateescape")
+    return text
+
+
+def from_readline(text: str) -> str:
+    """A line readline gave back, as text: bytes the locale could not decode came as
+    surrogate escapes (see for_readline)."""
+    if not any("\udc80" <= ch <= "\udcff" for ch in text):
+        return text
+    raw = text.encode(_readline_encoding(), "surrogateescape")
+    return raw.decode(sys.stdin.encoding or "utf-8", "replace")
+
+
+def line_before_word(readline: Any) -> str:
+    """The line up to the word Tab completes. readline counts that place in bytes of the
+    locale's encoding, so the line is cut as bytes (a `naïve/` before the word shifted
+    it) and decoded as typed."""
+    raw = readline.get_line_buffer().encode(_readline_encoding(), "surrogateescape")
+    return raw[:readline.get_begidx()].decode(sys.stdin.encoding or "utf-8", "replace")
+
+
+def _readline_encoding() -> str:
+    """The locale's own encoding, which readline uses (not UTF-8 mode's)."""
+    import locale
+
+    return locale.getencoding()
+
+
+def _first_input(typed: str) -> tuple[str, str]:
+    """What typed-ahead text sends first, and what waits. Its lines are one message, as a
+    paste at the prompt is (sent a line each, a paste of 50 lines while the model answered
+    became 50 turns in a row); a slash command is a line of its own, so `/tokens⏎/cost⏎`
+    typed ahead runs both. What follows the last Enter waits on the prompt."""
+    done, _, partial = typed.rpartition("\n")
+    lines = done.split("\n")
+    command = [i for i, line in enumerate(lines) if line.startswith("/")
+               and not line.startswith("//")]
+    take = 1 if command[:1] == [0] else command[0] if command else len(lines)
+    text = "\n".join(lines[:take]).replace("\\\n", "\n")  # a line ended with \ goes on
+    waiting = "\n".join(lines[take:])
+    return text, f"{waiting}\n{partial}" if waiting else partial
 
 
 def _pending_input(timeout: float) -> bool:
@@ -189,7 +264,8 @@ def edit_in_editor(text: str) -> str | None:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         try:
-            result = subprocess.run([*shlex.split(editor), name], check=False)
+            result = subprocess.run([*shlex.split(editor), name], check=False,
+                                    stdout=_screen())
         except (OSError, ValueError) as exc:  # not found, not executable, unbalanced quotes
             reason = getattr(exc, "strerror", None) or exc
             raise EditorError(f"cannot run {editor!r} ({reason}); set $VISUAL or $EDITOR"
@@ -204,6 +280,18 @@ def edit_in_editor(text: str) -> str | None:
     finally:
         with contextlib.suppress(OSError):  # already gone, or a folder the editor made
             os.unlink(name)
+
+
+def _screen() -> int | None:
+    """Where the editor draws: the terminal. With stdout redirected (`chat > transcript.md`)
+    it drew its screen into that file, leaving the user before a blank terminal that
+    seemed to hang; stderr is the terminal then. None: stdout, as inherited."""
+    try:
+        if sys.stdout.isatty() or not sys.stderr.isatty():
+            return None
+        return sys.stderr.fileno()
+    except (AttributeError, ValueError, OSError):  # a stream without a descriptor (tests)
+        return None
 
 
 def answer(question: str) -> str:
@@ -280,10 +368,13 @@ class TypeAhead:
             return
         termios, fd, saved = tty
         quiet = list(saved)
-        quiet[3] &= ~(termios.ECHO | termios.ECHOCTL)
+        # Not canonical either: the kernel holds at most 4,095 characters of a line it
+        # edits, and a longer paste lost the rest; its editing keys are done in _drain.
+        quiet[3] &= ~(termios.ECHO | termios.ECHOCTL | termios.ICANON)
         termios.tcsetattr(fd, termios.TCSANOW, quiet)  # TCSANOW: keep what was typed ahead
         try:
-            yield
+            with _stoppable(fd, saved, termios):
+                yield
         finally:
             self.text += _drain(fd, quiet, termios)
             termios.tcsetattr(fd, termios.TCSANOW, saved)
@@ -311,6 +402,42 @@ class TypeAhead:
         return text
 
 
+@contextlib.contextmanager
+def _stoppable(fd: int, saved: list, termios: Any) -> Iterator[None]:
+    """Ctrl-Z while the model answers: the shell gets the terminal as it was before the turn
+    (echo on, the cursor shown; it was left with no cursor), and `fg` puts back the modes
+    the turn had (the shell had turned echo on again, so typing went into the reply)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():  # only it has handlers
+        yield
+        return
+
+    def stop(_signum: int, _frame: Any) -> None:
+        now = termios.tcgetattr(fd)
+        termios.tcsetattr(fd, termios.TCSANOW, saved)
+        _show_cursor()
+        signal.signal(signal.SIGTSTP, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTSTP)  # stopped here until `fg`
+        signal.signal(signal.SIGTSTP, stop)
+        termios.tcsetattr(fd, termios.TCSANOW, now)
+
+    previous = signal.signal(signal.SIGTSTP, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTSTP, previous)
+
+
+def _show_cursor() -> None:
+    """The cursor shown again (a live region hides it), on a terminal that takes codes."""
+    if sys.stdout.isatty() and not dumb_terminal():
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.write("\x1b[?25h")
+            sys.stdout.flush()
+
+
 def _drain(fd: int, attrs: list, termios: object) -> str:
     """What was typed and not yet read, read at once: in canonical mode a line without its
     Enter would stay invisible to the prompt's reader until Enter is pressed."""
@@ -323,13 +450,36 @@ def _drain(fd: int, attrs: list, termios: object) -> str:
     with contextlib.suppress(OSError):
         while chunk := os.read(fd, 4096):
             chunks.append(chunk)
-    typed = b"".join(chunks).decode("utf-8", errors="replace").replace("\r", "\n")
-    return _KEYS.sub("", typed)
+    encoding = getattr(sys.stdin, "encoding", None) or "utf-8"
+    typed = b"".join(chunks).decode(encoding, errors="replace").replace("\r", "\n")
+    return _CONTROLS.sub("", _edited(_SEQUENCES.sub("", typed)))
+
+
+def _edited(typed: str) -> str:
+    """The line editing a canonical terminal does: Backspace erases a character, Ctrl-U
+    the line, Ctrl-W a word (never past a line already ended with Enter)."""
+    out: list[str] = []
+    for ch in typed:
+        if ch in "\x7f\x08":
+            if out and out[-1] != "\n":
+                out.pop()
+        elif ch == "\x15":
+            while out and out[-1] != "\n":
+                out.pop()
+        elif ch == "\x17":
+            while out and out[-1] in " \t":
+                out.pop()
+            while out and out[-1] not in " \t\n":
+                out.pop()
+        else:
+            out.append(ch)
+    return "".join(out)
 
 
 # Keys that are not text: an arrow, Home or F5 (escape sequences), Alt+key, other controls.
 # Put on the prompt they would be literal characters (`^[[A` after pressing Up), not keys.
-_KEYS = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|O[^\n]|[^\n])?|[\x00-\x08\x0b-\x1f\x7f]")
+_SEQUENCES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|O[^\n]|[^\n])?")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 typing_hidden = TypeAhead().hidden  # for callers that do not need what was typed

@@ -116,7 +116,8 @@ def test_a_document_that_cannot_be_read_is_one_sentence(chats):
                        ("=== human\nx\n", "is not a block heading"),
                        ("=== a ===\nx\n=== a ===\ny\n", "appears twice"),
                        ("=== bad label! ===\nx\n", "is not a block heading"),
-                       ("=== new · limit 0 ===\nx\n", "limit must be between")):
+                       ("=== new · limit 0 ===\nx\n", "limit must be between"),
+                       ("=== new · limit , ===\nx\n", "line 1: the limit ',' is not a number")):
         chat = chats(edits=[bad, lambda doc: doc])
         out = chat.run("/memory")
         assert words in out.splitlines()[0], (bad, out)
@@ -267,6 +268,13 @@ def test_completion_candidates(chats, tmp_path):
     assert done("/add ", str(tmp_path / "no")) == [str(tmp_path / "notes.md")]
     assert done("/add ", str(tmp_path / "su")) == [str(tmp_path / "sub") + "/"]
     assert done("", "hello") == [] and done("hello ", "wor") == []
+    # A folder with a space in its name: readline's word is what follows the last space.
+    (tmp_path / "my notes").mkdir()
+    (tmp_path / "my notes" / "plan.md").write_text("x")
+    assert done("/add ", str(tmp_path / "my")) == [str(tmp_path / "my notes") + "/"]
+    assert done(f"/add {tmp_path}/my ", "notes/p") == ["notes/plan.md"]
+    assert done(f"/add {tmp_path}/my ", "") == ["notes/"]
+    assert done(f"/add {tmp_path}/my ", "x") == []
 
 
 def test_a_failed_turn_fixed_by_retry_exits_zero(chats):

@@ -1,6 +1,7 @@
 """`memgpt-lite chat` on a real pseudo-terminal against the fake Anthropic server on
 127.0.0.1: streamed reply, /core, a pasted multi-line message, Ctrl-C during a hanging
-reply, Ctrl-D — then the store is checked for consistency; a damaged input history."""
+reply, Ctrl-D — then the store is checked for consistency; a damaged input history; Ctrl-D
+at the continuation prompt."""
 
 from __future__ import annotations
 
@@ -221,3 +222,30 @@ def test_sighup_at_the_prompt_keeps_the_session_and_frees_the_agent(server):
         agent = store.get_agent("kept")
         turns = {m.turn_id for m in store.context_messages(agent.id)}
         assert turns == {1, 2}
+
+
+def test_ctrl_d_at_the_continuation_prompt_keeps_the_lines_typed(server):
+    """Ctrl-D at `  … ` (a line ended with a backslash) leaves the chat, as at the prompt;
+    the line typed before it was neither sent nor kept, so it was gone for good."""
+    server.enqueue(text_response("Got it back."))
+    child = spawn_chat(server, "--no-record")
+    try:
+        child.sendline("a long thought \\")
+        child.expect_exact("  … ")
+        child.sendeof()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+    assert server.requests == []
+    again = spawn_chat(server, "--no-record")
+    try:
+        again.send("\x1b[A")  # Up: the line typed last time
+        again.send("\r")
+        again.expect_exact("Got it back.")
+        again.expect_exact(PROMPT)
+        again.sendeof()
+        again.expect(pexpect.EOF)
+    finally:
+        again.close(force=True)
+    assert last_user_texts(server) == ["a long thought "]

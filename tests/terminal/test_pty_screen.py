@@ -1,8 +1,8 @@
 """What the user sees: `memgpt-lite chat` on a real pseudo-terminal against the fake server,
 its output fed through a terminal emulator (pyte), and the screen checked: Ctrl-C or a resize
 mid-stream leaves each line of the reply once, keys typed while the model answers are not
-echoed into the reply (they wait for the next prompt), and Ctrl-C at a y/N question ends
-its line."""
+echoed into the reply (they wait for the next prompt, also after Ctrl-Z and `fg` in a real
+shell), and Ctrl-C at a y/N question ends its line."""
 
 from __future__ import annotations
 
@@ -150,6 +150,55 @@ def test_keys_typed_while_the_model_answers_wait_for_the_prompt(server):
     assert typed == [PROMPT + "typed ahead"], "\n".join(lines)  # on the prompt only
 
 
+def test_lines_pasted_while_the_model_answers_are_sent_next_as_one_message(server):
+    """Text pasted (or typed with Enter) while the model answers is sent when it is done,
+    its lines as one message, as a paste at the prompt is: it was sent a line at a time,
+    three lines making three turns one after another, the user never seeing a prompt. A
+    slash command typed ahead still runs on its own."""
+    server.enqueue(hang(seconds=3))  # the first token takes a while
+    term = Terminal(server)
+    try:
+        term.child.sendline("first question")
+        term.expect("thinking")
+        term.child.send("one\rtwo \\\rthree\r/tokens\rand still typing")
+        term.expect("Fake reply to: first question")
+        term.expect("Fake reply to: one")
+        term.expect(PROMPT + "/tokens")  # a command typed ahead is a line of its own
+        term.expect("cache hit")
+        term.expect(PROMPT)
+        term.pump(1.0)
+        lines = term.lines()
+    finally:
+        term.close()
+    sent = [body["messages"][-1]["content"][-1]["text"] for body in server.requests]
+    assert sent[-1] == "one\ntwo \nthree", sent
+    assert len(server.requests) == 3, sent  # the hung call retried once, then one message
+    assert lines[-1] == PROMPT + "and still typing", lines  # the line without its Enter
+
+
+def test_a_long_line_typed_while_the_model_answers_is_kept_whole_and_edited(server):
+    """The terminal's own line editing held at most 4,095 characters of a line typed while
+    the model answered, and dropped the rest of a longer paste; Backspace and Ctrl-W
+    typed meanwhile still edit it."""
+    server.enqueue(hang(seconds=3))  # the first token takes a while
+    term = Terminal(server)
+    long = "y" * 6000
+    try:
+        term.child.sendline("first question")
+        term.expect("thinking")
+        for start in range(0, len(long), 1000):
+            term.child.send(long[start:start + 1000])
+        term.child.send(" end\x7f\x7fnd two words\x17\x17now")
+        term.expect("Fake reply to: first question")
+        term.expect(PROMPT)
+        term.pump(1.0)
+        term.child.send("\r")
+        term.expect("Fake reply to: yyy")
+    finally:
+        term.close()
+    assert server.requests[-1]["messages"][-1]["content"][-1]["text"] == long + " end now"
+
+
 def test_arrow_keys_pressed_while_the_model_answers_leave_no_escape_codes(server):
     server.enqueue(hang(seconds=3))
     term = Terminal(server)
@@ -168,6 +217,52 @@ def test_arrow_keys_pressed_while_the_model_answers_leave_no_escape_codes(server
     assert [line for line in lines if line.startswith(PROMPT)][-1] == PROMPT + "to go", lines
     sent = server.requests[-1]["messages"][-1]["content"]
     assert "\x1b" not in str(sent)
+
+
+def test_ctrl_z_mid_stream_gives_the_shell_a_cursor_and_fg_keeps_typing_hidden(server):
+    """Ctrl-Z while a reply streams, in a real shell: its prompt came back with the cursor
+    hidden (the live region's), and after `fg` the shell's echo was on again, so what was
+    typed went into the reply instead of waiting for the next prompt."""
+    from memgpt_lite.lab.fake_server import trickle
+
+    server.enqueue(trickle(0.3))  # a reply that streams for a few seconds
+    server.enqueue(text_response("Second answer."))
+    env = dict(os.environ, ANTHROPIC_BASE_URL=server.base_url, ANTHROPIC_API_KEY="test",
+               TERM="xterm-256color", PS1="SHELL$ ")
+    env.pop("COLUMNS", None)
+    env.pop("LINES", None)
+    shell = pexpect.spawn("bash", ["--norc", "--noprofile", "-i"], env=env,
+                          dimensions=(24, 100), encoding="utf-8", timeout=30)
+    try:
+        shell.expect_exact("SHELL$ ")
+        shell.sendline(f"{sys.executable} -m memgpt_lite chat --no-record")
+        shell.expect_exact(PROMPT)
+        shell.sendline("first question")
+        shell.expect_exact("Fake reply")
+        stopped = shell.before + shell.after  # the live region hid the cursor in here
+        shell.sendcontrol("z")
+        shell.expect_exact("Stopped")
+        stopped += shell.before
+        shell.expect_exact("SHELL$ ")
+        shell.sendline("stty -a")
+        shell.expect_exact("SHELL$ ")
+        modes = shell.before
+        shell.sendline("fg")
+        shell.expect_exact("Fake reply")
+        shell.send("typed ahead")
+        shell.expect_exact(PROMPT, timeout=60)
+        streamed = shell.before
+        shell.send("\r")
+        shell.expect_exact("Second answer.")
+        shell.expect_exact(PROMPT)
+        shell.sendeof()
+        shell.expect_exact("SHELL$ ")
+    finally:
+        shell.close(force=True)
+    assert stopped.rfind("\x1b[?25h") > stopped.rfind("\x1b[?25l"), repr(stopped)
+    assert " echo " in modes and "-echo " not in modes, modes
+    assert "typed ahead" not in streamed, repr(streamed)
+    assert server.requests[-1]["messages"][-1]["content"][-1]["text"] == "typed ahead"
 
 
 def test_ctrl_c_at_the_forget_question_ends_its_line(server):

@@ -154,6 +154,10 @@ def test_piped_a_new_agent_is_announced_and_a_failed_first_turn_leaves_none(serv
     assert names == {"travel", "trips"}
     assert not any((config.recordings_dir()).rglob("*.jsonl")) or all(
         "typo" not in p.read_text() for p in config.recordings_dir().rglob("*.jsonl"))
+    # Left before any message: there was none to lose (it was said to have gone with it).
+    left = run(server, "chat", "--agent", "idle", stdin=b"/exit\n")
+    assert left.returncode == 0
+    assert b"agent 'idle' was not kept: nothing was sent to it\n" in left.stderr
 
 
 def test_memory_in_the_editor_on_a_terminal(server, tmp_path):
@@ -333,6 +337,32 @@ def test_with_stdout_redirected_commands_and_questions_reach_the_terminal(server
     finally:
         child.close(force=True)
     assert out.read_text() == "> you: my code word is zebra\n\nNoted.\n"  # the transcript only
+
+
+def test_the_editor_draws_on_the_terminal_with_stdout_redirected(server, tmp_path):
+    """`chat > transcript.md` then /memory: the editor inherited stdout, so it drew its
+    screen into the transcript and the user faced a blank terminal that seemed to hang."""
+    editor = tmp_path / "edit.sh"
+    editor.write_text("#!/bin/sh\n[ -t 1 ] && echo 'editor on the terminal'\n"
+                      "printf '=== human ===\\nName: Ada.\\n' > \"$1\"\n")
+    editor.chmod(0o755)
+    out = tmp_path / "t.md"
+    env = {**os.environ, "ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": "t",
+           "TERM": "xterm-256color", "EDITOR": str(editor)}
+    env.pop("VISUAL", None)
+    child = pexpect.spawn("bash", ["-c", f"{sys.executable} -m memgpt_lite chat --no-record "
+                                         f"> {out}"], env=env, encoding="utf-8", timeout=30)
+    try:
+        child.expect_exact("you› ")
+        child.sendline("/memory")
+        child.expect_exact("editor on the terminal")
+        child.expect_exact("human: saved · 10/5,000 chars")
+        child.expect_exact("you› ")
+        child.sendeof()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert out.read_text() == ""  # no message was sent: the transcript has nothing yet
 
 
 def test_a_delete_question_reaches_the_terminal_with_stdout_redirected(server, tmp_path):

@@ -645,6 +645,30 @@ def test_doctor_repair_and_eval_show_plain_progress_when_piped(capsys, monkeypat
     assert "  rebuilding search indexes: 2/2 (100%) · b" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("variable", ["FORCE_COLOR", "TTY_COMPATIBLE"])
+def test_forced_colour_does_not_make_a_pipe_a_terminal(variable, monkeypatch):
+    """rich takes FORCE_COLOR (or TTY_COMPATIBLE) for a terminal: a piped console then drew
+    spinners and progress bars with cursor codes into the pipe."""
+    monkeypatch.setenv(variable, "1")
+    out = io.StringIO()
+    console = make_console(out, plain=True)
+    assert not console.is_terminal
+    with console.status("waiting…"):
+        pass
+    assert "\x1b" not in out.getvalue()
+
+
+@pytest.mark.slow
+def test_a_piped_chat_with_forced_colour_writes_no_escape_codes(server):
+    """`FORCE_COLOR=1 memgpt-lite chat -p … 2> log`: the window check near its minimum
+    drew its spinner into the log."""
+    server.enqueue(text_response("Fine."))
+    proc = run_cli("chat", "-p", "hi", "--no-record", "--context-window", "6000",
+                   env={**server_env(server), "FORCE_COLOR": "1"})
+    assert "measuring the context window" not in proc.stderr
+    assert "\x1b" not in proc.stdout + proc.stderr, proc.stderr
+
+
 @pytest.mark.slow
 def test_doctor_never_writes_to_a_damaged_file():
     damage_middle_page()

@@ -122,6 +122,18 @@ def environment() -> dict[str, str]:
     return env
 
 
+def file_sources() -> dict[str, str]:
+    """Variable → `file PATH` for each process-wide setting whose value `environment()`
+    takes from the config file, so a sentence about it names the file's key, not a
+    variable the user never set."""
+    loaded, out = load(), {}
+    for key in loaded.values:
+        setting = BY_KEY[key]
+        if setting.env and not setting.agent and not os.environ.get(setting.env, "").strip():
+            out[setting.env] = f"file {loaded.path}"
+    return out
+
+
 def env_value(var: str) -> str | None:
     """The value of a process-wide setting's variable: the environment's, else the config
     file's (as text); None when neither sets it."""

@@ -16,14 +16,14 @@ from memgpt_lite.terminal.exit_codes import EXIT_OK, UserError
 def configured_embedder(spec: str | None = None) -> Any:
     """The embedder of `spec` (as MEMGPT_LITE_EMBEDDER: onnx:FOLDER, http or none) with the
     other settings from the environment; None for keyword-only search."""
-    from memgpt_lite.engine.config_file import environment
+    from memgpt_lite.engine.config_file import environment, file_sources
     from memgpt_lite.engine.embeddings import EmbeddingConfig, EmbeddingError
 
-    env = environment()
-    if spec:
-        env["MEMGPT_LITE_EMBEDDER"] = spec
+    env, names = environment(), file_sources()
+    if spec:  # --embedder: named as the flag in any sentence about it
+        env["MEMGPT_LITE_EMBEDDER"], names["MEMGPT_LITE_EMBEDDER"] = spec, "flag --embedder"
     try:
-        return EmbeddingConfig.from_env(env).build()
+        return EmbeddingConfig.from_env(env, names).build()
     except EmbeddingError as exc:
         raise UserError(str(exc)) from None
 

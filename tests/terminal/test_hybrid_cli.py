@@ -180,3 +180,22 @@ def test_eval_locomo_prints_keyword_dense_and_hybrid_side_by_side(tmp_path):
     # The tool shows hybrid and keyword results; dense alone has no tool output to budget.
     assert report["methods"]["hybrid"]["overall"]["in 1000 tokens"] is not None
     assert report["methods"]["dense"]["overall"]["in 1000 tokens"] is None
+
+
+def test_index_names_the_flag_or_the_config_file_that_gave_the_embedder(capsys):
+    """`index --embedder http` said 'MEMGPT_LITE_EMBEDDER=http needs ...' though no such
+    variable was set; so did `embedder = "http"` in the config file."""
+    from memgpt_lite.engine import config_file
+    from memgpt_lite.terminal import cli
+
+    seed("ada", ["text"])
+    assert cli.main(["index", "--embedder", "http"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("memgpt-lite: --embedder http needs MEMGPT_LITE_EMBEDDINGS_URL"), err
+    assert cli.main(["config", "set", "embedder", "http"]) == 0
+    assert cli.main(["config", "set", "embeddings_model", "m"]) == 0
+    capsys.readouterr()
+    assert cli.main(["index"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == (f'memgpt-lite: embedder = "http" in {config_file.config_path()} needs '
+                   "embeddings_url in that file (or MEMGPT_LITE_EMBEDDINGS_URL).")

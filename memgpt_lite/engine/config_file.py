@@ -16,7 +16,7 @@ import contextlib
 import os
 import re
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -158,20 +158,30 @@ _KEY_LINE = re.compile(r"^\s*([A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')\s*=")  # bare o
 _TABLE_LINE = re.compile(r"^\s*\[\[?\s*[A-Za-z0-9_.\"' -]+\]\]?\s*(#.*)?$")
 
 
-def set_value(key: str, text: str, path: Path | None = None) -> Any:
+def set_value(key: str, text: str, path: Path | None = None,
+              check: Callable[[dict[str, Any]], None] | None = None,
+              usable: Callable[[Any, Any, str], Any] | None = None) -> Any:
     """Check `text` as setting `key` and write it to the file (created when missing);
-    returns the value as written. ConfigError for an unknown key or a bad value."""
+    returns the value as written. ConfigError for an unknown key or a bad value. So that
+    nothing is written that the next command refuses, the caller may add the readers' own
+    checks: `usable(setting, value, label)` gives the value to write (the file a path
+    names, the store a URL names, each checked by its reader), and `check` sees the file's
+    values as they would be, before anything is written."""
     setting = _file_setting(key)
     value = parse_text(setting, text, key)
+    if usable is not None:
+        value = usable(setting, value, f"{key} {text.strip()}")
     path = path or config_path()
     _check_replaceable(path)
     with _locked(path):
-        _rewrite(path, key, f"{key} = {toml_value(value)}")
+        _rewrite(path, key, f"{key} = {toml_value(value)}", check)
     return value
 
 
-def unset(key: str, path: Path | None = None) -> bool:
-    """Remove `key` from the file; False when it was not there."""
+def unset(key: str, path: Path | None = None,
+          check: Callable[[dict[str, Any]], None] | None = None) -> bool:
+    """Remove `key` from the file; False when it was not there. `check`: as for
+    `set_value` (the default that comes back must work with the rest of the file)."""
     _file_setting(key)
     path = path or config_path()
     _check_replaceable(path)
@@ -180,7 +190,7 @@ def unset(key: str, path: Path | None = None) -> bool:
     with _locked(path):
         if not path.exists() or key not in _parse(path, _read(path)):
             return False  # (a folder is named by _read)
-        _rewrite(path, key, None)
+        _rewrite(path, key, None, check)
     return True
 
 
@@ -219,9 +229,10 @@ def _file_setting(key: str) -> Any:
     return setting
 
 
-def _rewrite(path: Path, key: str, line: str | None) -> None:
+def _rewrite(path: Path, key: str, line: str | None,
+             check: Callable[[dict[str, Any]], None] | None = None) -> None:
     """Replace (or add, or with None remove) the top-level line of `key`, keeping every
-    other line; the result must still parse, else nothing is written."""
+    other line; the result must still parse (and pass `check`), else nothing is written."""
     old = _read(path, strict=True) if path.exists() else HEADER
     lines = _edited(old.splitlines(), key, line)
     text = "\n".join(lines).rstrip("\n") + "\n"
@@ -232,6 +243,8 @@ def _rewrite(path: Path, key: str, line: str | None) -> None:
         what = f"add the line {line}" if line else f"remove the line of {key}"
         raise ConfigError(f"The config file {path} is laid out in a way `config set` cannot "
                           f"change line by line; {what} by hand (nothing was changed).") from None
+    if check is not None:
+        check(_checked(path, _parse(path, text)).values)
     # A file written on Windows keeps its line ends.
     _replace(path, text.replace("\n", "\r\n") if "\r\n" in old else text)
     _cache.pop(path, None)

@@ -186,7 +186,7 @@ class OnnxEmbedder:
         self.folder = Path(folder).expanduser()
         self.threads, self.pooling, self.max_tokens = max(1, threads), pooling, max_tokens
         self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
-        self.model_file = _onnx_file(self.folder, f" (from {source})" if source else "")
+        self.model_file = model_file(self.folder, f" (from {source})" if source else "")
         self.name = f"onnx:{self.folder.name}:{_file_id(self.model_file)}"
         self._session: Any = None
         self._tokenizer: Any = None
@@ -248,7 +248,7 @@ class OnnxEmbedder:
         return (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
 
 
-def _onnx_file(folder: Path, source: str = "") -> Path:
+def model_file(folder: Path, source: str = "") -> Path:
     """The model file in `folder`; `source`: where the folder was named, for the sentence."""
     if not folder.is_dir():  # a typo in the path: "holds no tokenizer.json" would mislead
         raise EmbeddingError(f"There is no folder {folder}{source}; give the folder of an ONNX "

@@ -17,7 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from memgpt_lite.engine.setting_rules import FIELD_RULES, ConfigError, check_setting
+from memgpt_lite.engine.setting_rules import (
+    FIELD_RULES,
+    ConfigError,
+    check_setting,
+    database_problem,
+)
 
 PRECEDENCE = "a flag > the environment > the agent's stored value > the config file > the default"
 
@@ -195,6 +200,9 @@ def _check_database(setting: Setting, value: Any, label: str) -> str:
     text = _check_text(setting, value, label).strip()
     if not text:
         raise ConfigError(f"{label} must be a postgresql:// URL (or a SQLite file).")
+    problem = database_problem(text)
+    if problem:
+        raise ConfigError(f"{label}: {problem}")
     return text
 
 

@@ -59,3 +59,19 @@ def resolve_model(name: str) -> str:
         if wanted.lower() in aliases:
             return model
     return wanted
+
+
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def database_problem(target: str) -> str | None:
+    """Why `target` names no store memgpt-lite can open (one sentence), or None: a
+    postgresql:// URL, sqlite:///PATH or a plain path. The store (open_store) and the config
+    file (`database_url`, read or set) both ask this, so a URL `config set` takes is one the
+    next command opens."""
+    text = target.strip()
+    lower = text.lower()
+    if lower.startswith(POSTGRES_SCHEMES) or lower.startswith("sqlite:///") or "://" not in text:
+        return None
+    return (f"{text.split('://')[0]:.40}:// databases are not supported; use a postgresql:// URL "
+            "or a SQLite file.")

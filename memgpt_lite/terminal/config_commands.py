@@ -87,12 +87,81 @@ def cmd_config_set(args: argparse.Namespace) -> int:
     from memgpt_lite.engine.config_file import config_path, set_value
     from memgpt_lite.engine.registry import BY_KEY, shown_value
 
-    value = set_value(args.key, args.value)
+    value = set_value(args.key, args.value, usable=_usable,
+                      check=lambda values: _file_applies(values, args.key))
     print(render.visible(f"{args.key} = {shown_value(BY_KEY[args.key], value)} in "
                          f"{config_path()}."))
     _note_environment([args.key])
     _warn_unknown_models({args.key: value})  # a typo here reaches every agent
     return EXIT_OK
+
+
+def _usable(setting: Any, value: Any, label: str) -> Any:
+    """`value` as a reader will use it, checked by that reader's own rule (ConfigError
+    naming `label`): a price table that loads, a model folder that holds a model, a store
+    that can be opened. A relative path becomes absolute, since the file applies in every
+    working directory. (Here, above the engine's modules: each of them reads the config
+    file, so the file cannot import them.)"""
+    from pathlib import Path
+
+    from memgpt_lite.engine.config import ConfigError
+
+    if setting.key == "prices":
+        from memgpt_lite.engine.tokens import price_file
+
+        value = str(Path(value).expanduser().absolute())
+        price_file(value, label)
+    elif setting.key == "embedder" and value.lower().startswith("onnx:"):
+        from memgpt_lite.engine.embeddings import EmbeddingError, model_file
+
+        folder = Path(value.partition(":")[2]).expanduser().absolute()
+        try:
+            model_file(folder)
+        except EmbeddingError as exc:
+            raise ConfigError(f"{label}: {exc}") from None
+        value = f"onnx:{folder}"
+    elif setting.key == "database_url":
+        from memgpt_lite.engine.store import sqlite_path, target_problem
+
+        problem = target_problem(value)
+        if problem:
+            raise ConfigError(f"{label}: {problem}")
+        local = sqlite_path(value)
+        value = str(local.absolute()) if local is not None else value
+    return value
+
+
+def _file_applies(values: dict[str, Any], given: str) -> None:
+    """UserError unless the file's agent settings, as they would be, work together for an
+    agent with nothing of its own: a window that holds one turn of a new agent, max output
+    tokens the model writes, thinking with room to think. What the next chat refuses is
+    refused here, and the file stays as it was. `given`: the key being set, named as typed."""
+    from memgpt_lite.engine.config import ConfigError, Settings
+    from memgpt_lite.engine.memory import default_blocks
+    from memgpt_lite.engine.records import Block
+
+    own = {k: v for k, v in values.items() if k in user_settings()}
+    try:
+        settings = Settings(**own).check("setting", room=False)
+    except ConfigError as exc:
+        raise UserError(str(exc), EXIT_USAGE) from None
+    where = {k: "given here" if k == given else "in the config file" if k in own
+             else "the default" for k in user_settings()}
+    _check_thinking(settings, where)
+    blocks = [Block(label, value, limit)
+              for label, (value, limit) in default_blocks(settings.block_limit).items()]
+    agent_checks.check_window(settings, blocks, None, {
+        k: k if k == given else f"{k} in the config file" for k in own})
+
+
+def _check_thinking(settings: Any, where: dict[str, str]) -> None:
+    """Thinking spends up to its budget of the max output tokens: UserError unless there is
+    more (`where`: how each of the two settings was given)."""
+    if settings.thinking and settings.max_output_tokens <= settings.thinking_budget:
+        raise UserError(f"thinking=on ({where['thinking']}) needs max_output_tokens above "
+                        f"{settings.thinking_budget:,}; it is "
+                        f"{settings.max_output_tokens:,} ({where['max_output_tokens']}).",
+                        EXIT_USAGE)
 
 
 def _note_environment(keys: Any) -> None:
@@ -109,7 +178,7 @@ def _note_environment(keys: Any) -> None:
 def cmd_config_unset(args: argparse.Namespace) -> int:
     from memgpt_lite.engine.config_file import config_path, unset
 
-    removed = unset(args.key)
+    removed = unset(args.key, check=lambda values: _file_applies(values, args.key))
     where = config_path()
     print(render.visible(f"{args.key} removed from {where}." if removed else
                          f"{args.key} is not set in {where}; nothing changed."))
@@ -199,13 +268,9 @@ def cmd_agents_set(args: argparse.Namespace) -> int:
             Settings.from_dict(settings.to_dict(), where="setting")
         except ConfigError as exc:
             raise UserError(str(exc), EXIT_USAGE) from None
-        if settings.thinking and settings.max_output_tokens <= settings.thinking_budget:
-            # Either may come from elsewhere (the config file, the environment), unchanged here.
-            where = {k: "given here" if k in changes else _from(v) for k, v in sources.items()}
-            raise UserError(f"thinking=on ({where['thinking']}) needs max_output_tokens above "
-                            f"{settings.thinking_budget:,}; it is "
-                            f"{settings.max_output_tokens:,} ({where['max_output_tokens']}).",
-                            EXIT_USAGE)
+        # Either may come from elsewhere (the config file, the environment), unchanged here.
+        _check_thinking(settings, {k: "given here" if k in changes else _from(v)
+                                   for k, v in sources.items()})
         # Named as the user gave each (the config file's, a variable), those set here by key.
         named = {**agent_checks.named_settings(sources), **{k: k for k in changes}}
         agent_checks.check_window(settings, store.get_blocks(row.id), row.state.get("counter"),

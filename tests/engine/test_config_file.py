@@ -91,7 +91,8 @@ def test_a_bad_price_table_from_the_file_is_named_as_the_file_has_it(monkeypatch
     from memgpt_lite.engine import tokens
 
     missing = tmp_path / "missing.json"
-    config_file.set_value("prices", str(missing))
+    path().parent.mkdir(parents=True)  # by hand: `config set` refuses a file that is not there
+    path().write_text(f"prices = {config_file.toml_value(str(missing))}\n")
     with pytest.raises(ConfigError) as caught:
         tokens.price_table()
     assert str(caught.value).startswith(f"prices = {missing} in {path()} is not a readable")
@@ -164,3 +165,24 @@ def test_a_layout_set_cannot_change_line_by_line_says_what_to_add_by_hand():
                                           r'line by line; add the line model = "claude-haiku'):
         config_file.set_value("model", "haiku")
     assert path().read_text() == "model.x = 1\n"
+
+
+def test_a_bad_database_url_edited_by_hand_is_named_with_the_file():
+    path().parent.mkdir(parents=True)
+    path().write_text('database_url = "mysql://u@h/db"\n')
+    with pytest.raises(ConfigError, match=f"^database_url in {path()}: mysql:// databases"):
+        config_file.load()
+
+
+def test_a_database_path_with_a_tilde_in_the_file_is_the_home_folders(tmp_path, monkeypatch):
+    """The shell expands `--db ~/mem.db`; in the file nothing did, and the store was made
+    in a folder named `~` under the working directory."""
+    from memgpt_lite.engine.store import open_store
+
+    monkeypatch.setenv("HOME", str(tmp_path / "me"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "me").mkdir()
+    path().parent.mkdir(parents=True)
+    path().write_text('database_url = "~/mem.db"\n')
+    open_store().close()
+    assert (tmp_path / "me" / "mem.db").is_file() and not (tmp_path / "~").exists()

@@ -285,3 +285,62 @@ def test_agents_set_notes_a_variable_that_comes_first_as_config_set_does(monkeyp
     assert cli.main(["agents", "set", "a", "model=haiku", "thinking=off"]) == 0
     assert capsys.readouterr().err == (
         "note: MEMGPT_LITE_MODEL is set in this environment and comes first.\n")
+
+
+@pytest.mark.parametrize("lines, args, words", [
+    ("", ["context_window", "5000"], "context_window 5,000 is too small"),
+    ("", ["max_output_tokens", "99999"], "max_output_tokens 99,999 is more than"),
+    ("max_output_tokens = 1000\n", ["thinking", "on"],
+     "thinking=on (given here) needs max_output_tokens above 1,024; it is 1,000 (in the "
+     "config file)."),
+    ("context_window = 9000\n", ["max_output_tokens", "6000"],
+     "context_window in the config file 9,000 is too small"),
+    ("max_output_tokens = 40000\ncontext_window = 50000\n", ["unset", "context_window"],
+     "40,000 leaves too little of the 32,000-token context window"),
+])
+def test_set_refuses_settings_the_next_chat_refuses(lines, args, words, capsys):
+    """`config set context_window 5000` was written; then every chat said the config
+    file's window was too small."""
+    path().parent.mkdir(parents=True)
+    path().write_text("# mine\n" + lines)
+    before = path().read_bytes()
+    command = ["config", *args] if args[0] == "unset" else ["config", "set", *args]
+    assert cli.main(command) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and words in err, err
+    assert path().read_bytes() == before
+
+
+@pytest.mark.parametrize("key, text, words", [
+    ("database_url", "mysql://u@h/db", "database_url: mysql:// databases are not supported"),
+    ("database_url", "sqlite:///", "/ is a directory, not a memgpt-lite database"),
+    ("database_url", "{tmp}", "is a directory, not a memgpt-lite database"),
+    ("database_url", "{tmp}/notes.txt", "notes.txt is not a SQLite database"),
+    ("prices", "{tmp}/missing.json", "is not a readable JSON price table"),
+    ("prices", "{tmp}/notes.txt", "is not a readable JSON price table"),
+    ("embedder", "onnx:{tmp}/typo", "There is no folder"),
+    ("embedder", "onnx:{tmp}", "holds no tokenizer.json"),
+])
+def test_set_refuses_what_the_next_command_would_refuse(key, text, words, tmp_path, capsys):
+    """`config set database_url mysql://...` was written, and every command after it
+    refused the file; so were a price table or a model folder that is not there."""
+    (tmp_path / "notes.txt").write_text("not a database, not JSON\n")
+    path().parent.mkdir(parents=True)
+    path().write_text("# mine\nmodel = \"haiku\"\n")
+    before = path().read_bytes()
+    assert cli.main(["config", "set", key, text.format(tmp=tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and words in err, err
+    assert path().read_bytes() == before
+
+
+def test_a_relative_path_is_written_as_the_folder_it_was_set_in(tmp_path, monkeypatch):
+    """The file applies in every folder: `prices.json` set in one folder named another
+    file (or none) in the next."""
+    (tmp_path / "prices.json").write_text('{"m": [1, 2]}')
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["config", "set", "prices", "prices.json"]) == 0
+    assert cli.main(["config", "set", "database_url", "mem.db"]) == 0
+    monkeypatch.chdir("/")
+    assert config_file.load().values["prices"] == str(tmp_path / "prices.json")
+    assert config_file.load().values["database_url"] == str(tmp_path / "mem.db")

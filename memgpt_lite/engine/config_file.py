@@ -209,9 +209,12 @@ def _check_replaceable(path: Path) -> None:
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
     """The file's write lock (a file beside it: the config file itself is replaced, so a
-    lock on it would be on the old file), so that two `config set` at once both land."""
+    lock on it would be on the old file), so that two `config set` at once both land. Beside
+    the file the links lead to (as replace_file writes there): two links to one file, set
+    through each at once, must take one lock."""
+    real = Path(os.path.realpath(path))
     try:
-        with held_lock(path.parent / f".{path.name}.lock", LOCK_WAIT):
+        with held_lock(real.parent / f".{real.name}.lock", LOCK_WAIT):
             yield
     except LockBusy:
         raise ConfigError(f"The config file {path} stayed locked by another memgpt-lite "

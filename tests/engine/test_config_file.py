@@ -186,3 +186,47 @@ def test_a_database_path_with_a_tilde_in_the_file_is_the_home_folders(tmp_path, 
     path().write_text('database_url = "~/mem.db"\n')
     open_store().close()
     assert (tmp_path / "me" / "mem.db").is_file() and not (tmp_path / "~").exists()
+
+
+@pytest.mark.slow
+def test_two_links_to_one_file_take_one_lock(tmp_path):
+    """A config file reached through two symlinks had a lock file beside each link: a
+    `config set` through one did not wait for one through the other, and a change was lost.
+    One process holds the lock through the first link; `config set` through the second must
+    wait for it (and, held too long, change nothing)."""
+    import os
+    import subprocess
+    import sys
+
+    real = tmp_path / "real" / "config.toml"
+    real.parent.mkdir()
+    real.write_text("# mine\nmodel = \"haiku\"\n")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, second = tmp_path / "a" / "config.toml", tmp_path / "b" / "link.toml"
+    first.symlink_to(real)
+    second.symlink_to(first)  # a link to the link
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, pathlib\n"
+         "from memgpt_lite.engine import config_file\n"
+         "with config_file._locked(pathlib.Path(sys.argv[1])):\n"
+         "    print('held', flush=True)\n"
+         "    sys.stdin.read()\n", str(first)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        setter = subprocess.run(
+            [sys.executable, "-m", "memgpt_lite", "config", "set", "context_window", "16000"],
+            capture_output=True, text=True, timeout=120,
+            env=dict(os.environ, MEMGPT_LITE_CONFIG=str(second)))
+    finally:
+        holder.stdin.close()
+        holder.wait(30)
+    assert setter.returncode == 2, setter.stderr
+    assert "stayed locked by another memgpt-lite" in setter.stderr
+    assert real.read_text() == "# mine\nmodel = \"haiku\"\n" and second.is_symlink()
+    assert not (tmp_path / "a" / ".config.toml.lock").exists()
+    assert not (tmp_path / "b" / ".link.toml.lock").exists()
+    # Free again: the change lands in the real file, through both links.
+    assert config_file.set_value("context_window", "16000", second) == 16000
+    assert tomllib.loads(first.read_text())["context_window"] == 16000 and first.is_symlink()

@@ -239,24 +239,41 @@ def _rewrite(path: Path, key: str, line: str | None,
     old = _read(path, strict=True) if path.exists() else HEADER
     lines = _edited(old.splitlines(), key, line)
     text = "\n".join(lines).rstrip("\n") + "\n"
+    what = f"add the line {line}" if line else f"remove the line of {key}"
+    cannot = (f"The config file {path} is laid out in a way `config set` cannot change line "
+              f"by line; {what} by hand (nothing was changed).")
     try:
-        _parse(path, text)  # never write a file that would not load
+        new = _parse(path, text)  # never write a file that would not load
     except ConfigError:
         _parse(path, old)  # when the file itself does not, name its line, not the edit's
-        what = f"add the line {line}" if line else f"remove the line of {key}"
-        raise ConfigError(f"The config file {path} is laid out in a way `config set` cannot "
-                          f"change line by line; {what} by hand (nothing was changed).") from None
+        raise ConfigError(cannot) from None
+    if not _only_key_changed(old, new, key, line):
+        raise ConfigError(cannot)
     if check is not None:
-        check(_checked(path, _parse(path, text)).values)
+        check(_checked(path, new).values)
     # A file written on Windows keeps its line ends.
     _replace(path, text.replace("\n", "\r\n") if "\r\n" in old else text)
     _cache.pop(path, None)
 
 
+def _only_key_changed(old: str, new: dict[str, Any], key: str, line: str | None) -> bool:
+    """Whether the edit changed the top-level `key` alone: a line the edit took for ours may
+    sit in a table whose header the line rules do not see (`["a]b"]`), or in a multi-line
+    string. An old file that does not parse (a key twice) has nothing to compare with."""
+    try:
+        expected = tomllib.loads(old)
+    except tomllib.TOMLDecodeError:
+        return True
+    expected.pop(key, None)
+    if line is not None:
+        expected.update(tomllib.loads(line))
+    return new == expected
+
+
 def _edited(lines: list[str], key: str, line: str | None) -> list[str]:
     out: list[str] = []
     placed = line is None
-    in_table = False
+    in_table = done = False
     for current in lines:
         if _TABLE_LINE.match(current):  # a table: our keys all live above it
             if not placed:
@@ -264,7 +281,10 @@ def _edited(lines: list[str], key: str, line: str | None) -> list[str]:
                 placed = True
             in_table = True
         found = _KEY_LINE.match(current)
-        if found and not in_table and found.group(1).strip("\"'") == key:
+        # Only the first: a top-level key is there once, so a later line of that name is in
+        # a table (see _only_key_changed).
+        if found and not in_table and not done and found.group(1).strip("\"'") == key:
+            done = True
             if not placed:
                 out.append(line)  # type: ignore[arg-type]
                 placed = True

@@ -230,3 +230,22 @@ def test_two_links_to_one_file_take_one_lock(tmp_path):
     # Free again: the change lands in the real file, through both links.
     assert config_file.set_value("context_window", "16000", second) == 16000
     assert tomllib.loads(first.read_text())["context_window"] == 16000 and first.is_symlink()
+
+
+@pytest.mark.parametrize("text", [
+    '["a]b"]\nmodel = "mine"\n',  # a table header the line rules do not read as one
+    "['x y'.\"a]\"]\nmodel = \"mine\"\n[servers]\nlist = [\n  1,\n]\n",
+])
+def test_a_line_in_a_table_is_never_taken_for_the_setting(text):
+    """`config set model haiku` rewrote `model` in the user's own table `["a]b"]` and said
+    it was set, while the top-level model stayed unset."""
+    path().parent.mkdir(parents=True)
+    path().write_text(text)
+    with pytest.raises(ConfigError, match="add the line model = \"claude-haiku-5-5\" by hand"):
+        config_file.set_value("model", "haiku")
+    assert path().read_text() == text
+    path().write_text('model = "opus"\n' + text)  # the real line above the tables is found
+    config_file.set_value("model", "haiku")
+    data = tomllib.loads(path().read_text())
+    assert data["model"] == "claude-haiku-5-5"
+    assert path().read_text().endswith(text)

@@ -22,8 +22,10 @@ DB_FILENAME = "memgpt_lite.db"
 
 def data_dir() -> Path:
     """The one place that decides where data lives: $MEMGPT_LITE_HOME, else the
-    platformdirs user data dir. Not created here; the store creates it (0700)."""
-    override = os.environ.get("MEMGPT_LITE_HOME")
+    platformdirs user data dir. Not created here; the store creates it (0700). Blank (only
+    spaces) counts as unset, as for every variable: ` ` was a folder named so in the working
+    directory, while `config show` named the default."""
+    override = os.environ.get("MEMGPT_LITE_HOME", "").strip()
     if override:
         return Path(override).expanduser()
     import platformdirs  # imported lazily: keeps `--help` fast

@@ -274,10 +274,10 @@ def parse_seconds(text: str, name: str) -> float:
     try:
         value = float(str(text).strip().removesuffix("s"))
     except ValueError:
-        raise ConfigError(f"{name} must be a number of seconds, got {text!r}.") from None
+        raise ConfigError(f"{name} must be a number of seconds, got {text!r:.60}.") from None
     if not 0 < value <= MAX_TIMEOUT:
         raise ConfigError(f"{name} must be between 0 and {MAX_TIMEOUT:,.0f} seconds, "
-                          f"got {text!r}.")
+                          f"got {text!r:.60}.")
     return value
 
 
@@ -296,7 +296,7 @@ def parse_positive_int(text: str, name: str) -> int:
     try:
         value = int(str(text).replace("_", "").replace(",", ""))
     except ValueError:
-        raise ConfigError(f"{name} must be a whole number, got {text!r}.") from None
+        raise ConfigError(f"{name} must be a whole number, got {text!r:.60}.") from None
     if value <= 0:
-        raise ConfigError(f"{name} must be positive, got {value}.")
+        raise ConfigError(f"{name} must be positive, got {value!r:.60}.")
     return value

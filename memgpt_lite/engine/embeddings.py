@@ -314,7 +314,7 @@ class EmbeddingConfig:
         kind = kind.lower() or "none"
         if kind not in ("none", "onnx", "http"):
             raise EmbeddingError(f"{_label('MEMGPT_LITE_EMBEDDER', names)} must be onnx:FOLDER, "
-                                 f"http or none, got {spec!r}.")
+                                 f"http or none, got {spec!r:.60}.")
         return cls(kind, path, env.get("MEMGPT_LITE_EMBEDDINGS_URL", ""),
                    env.get("MEMGPT_LITE_EMBEDDINGS_MODEL", ""),
                    env.get("MEMGPT_LITE_EMBEDDINGS_KEY") or None,
@@ -417,11 +417,11 @@ def _number(env: dict[str, str], name: str, default: float,
     try:
         value = float(text)
     except ValueError:
-        raise EmbeddingError(f"{label} must be a number, got {text!r}.") from None
+        raise EmbeddingError(f"{label} must be a number, got {text!r:.60}.") from None
     if not math.isfinite(value):  # a socket timeout or thread count must be a real number
-        raise EmbeddingError(f"{label} must be a finite number, got {text!r}.")
+        raise EmbeddingError(f"{label} must be a finite number, got {text!r:.60}.")
     if value <= 0:
-        raise EmbeddingError(f"{label} must be positive, got {text!r}.")
+        raise EmbeddingError(f"{label} must be positive, got {text!r:.60}.")
     return _registry_checked(name, text, label)
 
 

@@ -116,19 +116,19 @@ def parse_text(setting: Setting, text: str, label: str) -> Any:
         flags = {"on": True, "true": True, "yes": True, "1": True,
                  "off": False, "false": False, "no": False, "0": False}
         if text.lower() not in flags:
-            raise ConfigError(f"{label} must be on or off, got {text!r}.")
+            raise ConfigError(f"{label} must be on or off, got {text!r:.60}.")
         return flags[text.lower()]
     if setting.kind in ("tokens", "count"):
         try:
             value: Any = int(text.replace("_", "").replace(",", ""))
         except ValueError:
-            raise ConfigError(f"{label} must be a whole number, got {text!r}.") from None
+            raise ConfigError(f"{label} must be a whole number, got {text!r:.60}.") from None
         return check_value(setting, value, label)
     if setting.kind == "seconds":
         try:
             value = float(text.removesuffix("s"))
         except ValueError:
-            raise ConfigError(f"{label} must be a number of seconds, got {text!r}.") from None
+            raise ConfigError(f"{label} must be a number of seconds, got {text!r:.60}.") from None
         return check_value(setting, value, label)
     return check_value(setting, text, label)
 
@@ -157,7 +157,7 @@ def _check_int(setting: Setting, value: Any, label: str) -> int:
         raise ConfigError(f"{label} must be a whole number, got {value!r:.40}.")
     high = 100_000_000 if setting.kind == "tokens" else 1_024
     if not 1 <= value <= high:
-        raise ConfigError(f"{label} must be between 1 and {high:,}, got {value!r}.")
+        raise ConfigError(f"{label} must be between 1 and {high:,}, got {value!r:.60}.")
     return value
 
 
@@ -165,7 +165,7 @@ def _check_seconds(setting: Setting, value: Any, label: str) -> float:
     if not (_is(value, int) or _is(value, float)):
         raise ConfigError(f"{label} must be a number of seconds, got {value!r:.40}.")
     if not 0 < value <= 3_600:
-        raise ConfigError(f"{label} must be between 0 and 3,600 seconds, got {value!r}.")
+        raise ConfigError(f"{label} must be between 0 and 3,600 seconds, got {value!r:.60}.")
     return float(value)
 
 

@@ -76,9 +76,9 @@ SETTINGS: tuple[Setting, ...] = (
             "seconds an embeddings call may take", default=10.0),
     Setting("embeddings_input_type", "MEMGPT_LITE_EMBEDDINGS_INPUT_TYPE", "bool",
             "send input_type (Voyage AI)", default=False),
-    Setting("embed_query_prefix", "MEMGPT_LITE_EMBED_QUERY_PREFIX", "text",
+    Setting("embed_query_prefix", "MEMGPT_LITE_EMBED_QUERY_PREFIX", "prefix",
             "text put before every query embedded (e5 models: 'query: ')"),
-    Setting("embed_passage_prefix", "MEMGPT_LITE_EMBED_PASSAGE_PREFIX", "text",
+    Setting("embed_passage_prefix", "MEMGPT_LITE_EMBED_PASSAGE_PREFIX", "prefix",
             "text put before every passage embedded (e5 models: 'passage: ')"),
     Setting("embed_threads", "MEMGPT_LITE_EMBED_THREADS", "count",
             "onnxruntime's threads for a local model", default=1),
@@ -110,8 +110,10 @@ def environment_rows() -> list[tuple[str, str]]:
 
 def parse_text(setting: Setting, text: str, label: str) -> Any:
     """A value typed as text (`config set`, an environment variable) as its setting's type,
-    checked (ConfigError naming `label`)."""
-    text = text.strip()
+    checked (ConfigError naming `label`). Spaces around it are dropped, except from a
+    prefix: e5 models want `query: ` with its space."""
+    if setting.kind != "prefix":
+        text = text.strip()
     if setting.kind == "bool":
         flags = {"on": True, "true": True, "yes": True, "1": True,
                  "off": False, "false": False, "no": False, "0": False}
@@ -207,8 +209,9 @@ def _check_database(setting: Setting, value: Any, label: str) -> str:
 
 
 _CHECKS = {"bool": _check_bool, "tokens": _check_int, "count": _check_int,
-           "seconds": _check_seconds, "text": _check_text, "path": _check_text,
-           "model": _check_model, "embedder": _check_embedder, "database": _check_database}
+           "seconds": _check_seconds, "text": _check_text, "prefix": _check_text,
+           "path": _check_text, "model": _check_model, "embedder": _check_embedder,
+           "database": _check_database}
 
 
 def as_text(value: Any) -> str:

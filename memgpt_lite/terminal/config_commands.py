@@ -52,7 +52,7 @@ def setting_rows(file_values: dict[str, Any]) -> list[tuple[str, str, str]]:
         env = os.environ.get(setting.env or "", "").strip()
         if env:
             # Paths as given (a data dir whose name is not UTF-8 works: shown with \xNN).
-            value: Any = (env if setting.kind == "text" else path_text(env)
+            value: Any = (env if setting.kind in ("text", "prefix") else path_text(env)
                           if setting.kind == "path" else parse_text(setting, env, setting.env))
             source = f"env {setting.env}"
         elif setting.key in file_values:

@@ -344,3 +344,18 @@ def test_a_relative_path_is_written_as_the_folder_it_was_set_in(tmp_path, monkey
     monkeypatch.chdir("/")
     assert config_file.load().values["prices"] == str(tmp_path / "prices.json")
     assert config_file.load().values["database_url"] == str(tmp_path / "mem.db")
+
+
+def test_a_prefix_keeps_its_space(capsys):
+    """`config set embed_query_prefix "query: "` wrote "query:": e5 models then embedded
+    'query:text', not the 'query: text' they were trained on (the variable kept it)."""
+    from memgpt_lite.engine.embeddings import EmbeddingConfig
+
+    assert cli.main(["config", "set", "embed_query_prefix", "query: "]) == 0
+    assert cli.main(["config", "set", "embed_passage_prefix", "passage: "]) == 0
+    assert cli.main(["config", "set", "embeddings_model", "  e5  "]) == 0  # names: trimmed
+    data = tomllib.loads(path().read_text())
+    assert (data["embed_query_prefix"], data["embed_passage_prefix"]) == ("query: ", "passage: ")
+    assert data["embeddings_model"] == "e5"
+    found = EmbeddingConfig.from_env()
+    assert (found.query_prefix, found.passage_prefix) == ("query: ", "passage: ")

@@ -12,6 +12,7 @@ from typing import Any
 from memgpt_lite.engine.setting_rules import (  # noqa: F401 - part of this module's API
     FIELD_RULES,
     ConfigError,
+    base_url_problem,
     check_setting,
 )
 
@@ -243,26 +244,6 @@ MODEL_MAX_OUTPUT = {"claude-sonnet-5-5": 64_000, "claude-haiku-5-5": 64_000,
 
 def _check_field(name: str, value: Any, where: str) -> None:
     check_setting(name, value, f"{where}.{name}")
-
-
-def base_url_problem(url: str, name: str = "ANTHROPIC_BASE_URL") -> str | None:
-    """Why `url` cannot be the API's base URL (one sentence), or None: it must be http(s)
-    with a host and, if any, a port that exists."""
-    from urllib.parse import urlsplit
-
-    wanted = f"{name} must be an http:// or https:// URL such as http://127.0.0.1:8765"
-    if url != url.strip() or any(c.isspace() or not c.isprintable() for c in url):
-        return f"{wanted}; got {url!r:.80}, which holds spaces or control characters."
-    try:
-        parts = urlsplit(url)
-        port = parts.port  # a port out of 0-65535 (or not a number) raises here
-    except ValueError as exc:
-        return f"{wanted}; got {url!r:.80} ({exc})."
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return f"{wanted}; got {url!r:.80}."
-    if port == 0:
-        return f"{wanted}; got {url!r:.80} (port 0)."
-    return None
 
 
 DEFAULT_TIMEOUT = 120.0  # seconds a model call may take in all, retries included

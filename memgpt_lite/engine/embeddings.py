@@ -315,7 +315,11 @@ class EmbeddingConfig:
         if kind not in ("none", "onnx", "http"):
             raise EmbeddingError(f"{_label('MEMGPT_LITE_EMBEDDER', names)} must be onnx:FOLDER, "
                                  f"http or none, got {spec!r:.60}.")
-        return cls(kind, path, env.get("MEMGPT_LITE_EMBEDDINGS_URL", ""),
+        url = env.get("MEMGPT_LITE_EMBEDDINGS_URL", "").strip()
+        if url:  # the rule `config set` applies: an http(s) URL with a host
+            _registry_checked("MEMGPT_LITE_EMBEDDINGS_URL", url,
+                              _label("MEMGPT_LITE_EMBEDDINGS_URL", names))
+        return cls(kind, path, url,
                    env.get("MEMGPT_LITE_EMBEDDINGS_MODEL", ""),
                    env.get("MEMGPT_LITE_EMBEDDINGS_KEY") or None,
                    _number(env, "MEMGPT_LITE_EMBEDDINGS_TIMEOUT", 10.0, names),

@@ -20,6 +20,7 @@ from typing import Any
 from memgpt_lite.engine.setting_rules import (
     FIELD_RULES,
     ConfigError,
+    base_url_problem,
     check_setting,
     database_problem,
 )
@@ -66,7 +67,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("embedder", "MEMGPT_LITE_EMBEDDER", "embedder",
             "hybrid search: onnx:FOLDER (a local model), http (an endpoint) or none "
             "(unset: the model `embeddings install` made the default, if any)"),
-    Setting("embeddings_url", "MEMGPT_LITE_EMBEDDINGS_URL", "text",
+    Setting("embeddings_url", "MEMGPT_LITE_EMBEDDINGS_URL", "url",
             "the embeddings endpoint's API base, e.g. http://localhost:11434/v1"),
     Setting("embeddings_model", "MEMGPT_LITE_EMBEDDINGS_MODEL", "text",
             "the endpoint's embedding model"),
@@ -198,6 +199,15 @@ def _check_embedder(setting: Setting, value: Any, label: str) -> str:
     return text
 
 
+def _check_url(setting: Setting, value: Any, label: str) -> str:
+    """The rule of ANTHROPIC_BASE_URL: an endpoint a request can be sent to."""
+    text = _check_text(setting, value, label).strip()
+    problem = base_url_problem(text, label, "http://localhost:11434/v1")
+    if problem:
+        raise ConfigError(problem)
+    return text
+
+
 def _check_database(setting: Setting, value: Any, label: str) -> str:
     text = _check_text(setting, value, label).strip()
     if not text:
@@ -211,7 +221,7 @@ def _check_database(setting: Setting, value: Any, label: str) -> str:
 _CHECKS = {"bool": _check_bool, "tokens": _check_int, "count": _check_int,
            "seconds": _check_seconds, "text": _check_text, "prefix": _check_text,
            "path": _check_text, "model": _check_model, "embedder": _check_embedder,
-           "database": _check_database}
+           "database": _check_database, "url": _check_url}
 
 
 def as_text(value: Any) -> str:

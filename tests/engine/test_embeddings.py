@@ -189,3 +189,18 @@ def test_the_environment_is_read_with_the_rule_config_set_uses():
             ("MEMGPT_LITE_EMBED_THREADS", "5000", "must be between 1 and 1,024")):
         with pytest.raises(EmbeddingError, match=f"{var} {words}"):
             EmbeddingConfig.from_env({**base, var: text})
+
+
+def test_an_endpoint_url_is_checked_as_the_apis_is(capsys):
+    """`config set embeddings_url notaurl` was written; `index` then failed on 'unknown url
+    type: notaurl/embeddings', and the variable's value the same way."""
+    from memgpt_lite.terminal import cli
+
+    assert cli.main(["config", "set", "embeddings_url", "localhost:11434"]) == 2
+    assert capsys.readouterr().err.startswith(
+        "memgpt-lite: embeddings_url must be an http:// or https:// URL such as "
+        "http://localhost:11434/v1; got 'localhost:11434'")
+    env = {"MEMGPT_LITE_EMBEDDER": "http", "MEMGPT_LITE_EMBEDDINGS_MODEL": "m"}
+    for url in ("ftp://x", "http://h:99999/v1", "http:// h/v1"):
+        with pytest.raises(EmbeddingError, match="^MEMGPT_LITE_EMBEDDINGS_URL must be an http"):
+            EmbeddingConfig.from_env({**env, "MEMGPT_LITE_EMBEDDINGS_URL": url})

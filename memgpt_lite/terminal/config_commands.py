@@ -13,10 +13,18 @@ from memgpt_lite.terminal import agent_checks, render
 from memgpt_lite.terminal.exit_codes import EXIT_OK, EXIT_USAGE, UserError
 
 
+def _shown_path(path: Any) -> str:
+    """A path as these commands print it: bytes that are not UTF-8 as `\\xNN` (text.py's
+    rule), so the name printed tells the file apart from its neighbours, never as U+FFFD."""
+    from memgpt_lite.engine.text import path_text
+
+    return path_text(str(path))
+
+
 def cmd_config_path(args: argparse.Namespace) -> int:
     from memgpt_lite.engine.config_file import config_path
 
-    print(render.visible(config_path()))
+    print(render.visible(_shown_path(config_path())))
     return EXIT_OK
 
 
@@ -27,7 +35,7 @@ def cmd_config_show(args: argparse.Namespace) -> int:
     console = render.make_console()
     state = "" if loaded.exists else " (not created yet: `memgpt-lite config set KEY VALUE` " \
                                      "creates it)"
-    console.print(render.shown(f"config file {loaded.path}{state}"))
+    console.print(render.shown(f"config file {_shown_path(loaded.path)}{state}"))
     render.print_settings(console, setting_rows(loaded.values))
     from memgpt_lite.engine.registry import AGENT_KEYS
 
@@ -90,7 +98,7 @@ def cmd_config_set(args: argparse.Namespace) -> int:
     value = set_value(args.key, args.value, usable=_usable,
                       check=lambda values: _file_applies(values, args.key))
     print(render.visible(f"{args.key} = {shown_value(BY_KEY[args.key], value)} in "
-                         f"{config_path()}."))
+                         f"{_shown_path(config_path())}."))
     _note_environment([args.key])
     _warn_unknown_models({args.key: value})  # a typo here reaches every agent
     return EXIT_OK
@@ -179,7 +187,7 @@ def cmd_config_unset(args: argparse.Namespace) -> int:
     from memgpt_lite.engine.config_file import config_path, unset
 
     removed = unset(args.key, check=lambda values: _file_applies(values, args.key))
-    where = config_path()
+    where = _shown_path(config_path())
     print(render.visible(f"{args.key} removed from {where}." if removed else
                          f"{args.key} is not set in {where}; nothing changed."))
     return EXIT_OK
@@ -191,17 +199,18 @@ def warn_unknown(loaded: Any) -> None:
     them in the file and would otherwise be told they are not settings)."""
     from memgpt_lite.engine.registry import BY_KEY
 
+    where = _shown_path(loaded.path)
     env_only = [k for k in loaded.unknown if k in BY_KEY and BY_KEY[k].env]
     unknown = [k for k in loaded.unknown if k not in env_only]
     if unknown:
         keys = ", ".join(repr(k) for k in unknown)
-        print(render.visible(f"memgpt-lite: warning: the config file {loaded.path} holds "
+        print(render.visible(f"memgpt-lite: warning: the config file {where} holds "
                              f"{keys}, not a setting (ignored; `memgpt-lite config show` lists "
                              "the settings)."), file=sys.stderr)
     if env_only:
         keys = ", ".join(repr(k) for k in env_only)
         variables = ", ".join(str(BY_KEY[k].env) for k in env_only)
-        print(render.visible(f"memgpt-lite: warning: the config file {loaded.path} holds "
+        print(render.visible(f"memgpt-lite: warning: the config file {where} holds "
                              f"{keys}, which the config file cannot set (ignored; set "
                              f"{variables} instead)."), file=sys.stderr)
 

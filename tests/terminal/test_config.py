@@ -359,3 +359,16 @@ def test_a_prefix_keeps_its_space(capsys):
     assert data["embeddings_model"] == "e5"
     found = EmbeddingConfig.from_env()
     assert (found.query_prefix, found.passage_prefix) == ("query: ", "passage: ")
+
+
+def test_a_config_path_that_is_not_utf8_is_printed_apart_from_its_neighbours(tmp_path,
+                                                                            monkeypatch, capsys):
+    """`config path` printed `c\\xff.toml` as `c�.toml`: a name no file has, the same for
+    `c\\xfe.toml`."""
+    odd = os.fsdecode(os.fsencode(tmp_path) + b"/c\xff.toml")
+    monkeypatch.setenv("MEMGPT_LITE_CONFIG", odd)
+    assert cli.main(["config", "path"]) == 0
+    assert capsys.readouterr().out == f"{tmp_path}/c\\xff.toml\n"
+    assert cli.main(["config", "set", "model", "haiku"]) == 0
+    assert f"in {tmp_path}/c\\xff.toml." in capsys.readouterr().out
+    assert os.path.exists(os.fsencode(tmp_path) + b"/c\xff.toml")

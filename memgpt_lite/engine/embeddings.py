@@ -418,8 +418,8 @@ def _number(env: dict[str, str], name: str, default: float,
     if not text:
         return default
     label = _label(name, names or {})
-    try:
-        value = float(text)
+    try:  # seconds may say so (`3s`), as MEMGPT_LITE_TIMEOUT and `config set` take them
+        value = float(text.removesuffix("s") if name.endswith("_TIMEOUT") else text)
     except ValueError:
         raise EmbeddingError(f"{label} must be a number, got {text!r:.60}.") from None
     if not math.isfinite(value):  # a socket timeout or thread count must be a real number

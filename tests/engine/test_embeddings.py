@@ -204,3 +204,9 @@ def test_an_endpoint_url_is_checked_as_the_apis_is(capsys):
     for url in ("ftp://x", "http://h:99999/v1", "http:// h/v1"):
         with pytest.raises(EmbeddingError, match="^MEMGPT_LITE_EMBEDDINGS_URL must be an http"):
             EmbeddingConfig.from_env({**env, "MEMGPT_LITE_EMBEDDINGS_URL": url})
+
+
+def test_an_endpoint_timeout_may_say_seconds_as_every_timeout_does():
+    env = {"MEMGPT_LITE_EMBEDDER": "http", "MEMGPT_LITE_EMBEDDINGS_URL": "http://127.0.0.1:1",
+           "MEMGPT_LITE_EMBEDDINGS_MODEL": "m", "MEMGPT_LITE_EMBEDDINGS_TIMEOUT": "3s"}
+    assert EmbeddingConfig.from_env(env).timeout == 3.0

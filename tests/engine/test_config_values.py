@@ -1,5 +1,5 @@
-"""config.py: where data lives and what each setting's variable means, as `config show`
-says it."""
+"""config.py (and the registry it reads): where data lives, and a bad value refused in a short
+sentence wherever it enters."""
 
 from __future__ import annotations
 

@@ -316,6 +316,8 @@ def test_set_refuses_settings_the_next_chat_refuses(lines, args, words, capsys):
     ("database_url", "sqlite:///", "/ is a directory, not a memgpt-lite database"),
     ("database_url", "{tmp}", "is a directory, not a memgpt-lite database"),
     ("database_url", "{tmp}/notes.txt", "notes.txt is not a SQLite database"),
+    ("database_url", "{tmp}/foreign.db", "foreign.db is a SQLite database from another program"),
+    ("database_url", "{tmp}/newer.db", "newer.db was written by a newer memgpt-lite"),
     ("prices", "{tmp}/missing.json", "is not a readable JSON price table"),
     ("prices", "{tmp}/notes.txt", "is not a readable JSON price table"),
     ("embedder", "onnx:{tmp}/typo", "There is no folder"),
@@ -324,7 +326,14 @@ def test_set_refuses_settings_the_next_chat_refuses(lines, args, words, capsys):
 def test_set_refuses_what_the_next_command_would_refuse(key, text, words, tmp_path, capsys):
     """`config set database_url mysql://...` was written, and every command after it
     refused the file; so were a price table or a model folder that is not there."""
+    import sqlite3
+
     (tmp_path / "notes.txt").write_text("not a database, not JSON\n")
+    with sqlite3.connect(tmp_path / "foreign.db") as foreign:
+        foreign.execute("CREATE TABLE photos (x)")
+    with sqlite3.connect(tmp_path / "newer.db") as newer:
+        newer.execute("CREATE TABLE schema_migrations (name TEXT)")
+        newer.execute("INSERT INTO schema_migrations VALUES ('from_the_future')")
     path().parent.mkdir(parents=True)
     path().write_text("# mine\nmodel = \"haiku\"\n")
     before = path().read_bytes()

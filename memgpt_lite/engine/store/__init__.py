@@ -64,8 +64,9 @@ def target_problem(target: str) -> str | None:
     if problem or path is None:
         return problem
     from memgpt_lite.engine.store.sqlite.database import file_problem
+    from memgpt_lite.engine.store.sqlite.store import file_schema_problem
 
-    return file_problem(path)
+    return file_problem(path) or (file_schema_problem(path) if path.is_file() else None)
 
 
 def _sqlite(path: Path) -> Store:

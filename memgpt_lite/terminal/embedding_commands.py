@@ -123,8 +123,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     embedder = configured_embedder(args.embedder)
     if embedder is None:
-        raise UserError("No embedder is configured: set MEMGPT_LITE_EMBEDDER (onnx:FOLDER or "
-                        "http; see docs/search.md) or pass --embedder.")
+        raise UserError(_no_embedder(args.embedder))
     console = Console(highlight=False)
     with open_store() as store:
         agents = [a for a in store.list_agents() if args.agent in (None, a.name)]
@@ -139,6 +138,22 @@ def cmd_index(args: argparse.Namespace) -> int:
             console.print(f"agent {agent.name!r}: {done:,} rows embedded with {embedder.name}",
                           markup=False)
     return EXIT_OK
+
+
+def _no_embedder(flag: str | None) -> str:
+    """Why `index` has no embedder, naming what turned it off (`none` from the flag, a
+    variable or the config file's line) when something did."""
+    from memgpt_lite.engine.config_file import env_value, named
+
+    how = "give onnx:FOLDER or http (see docs/search.md)"
+    if flag:
+        return f"--embedder {flag.strip()} asks for keyword search only; {how}."
+    spec = env_value("MEMGPT_LITE_EMBEDDER")
+    if spec:
+        return (f"{named('MEMGPT_LITE_EMBEDDER', spec)} turns hybrid search off; {how} there, "
+                "or pass --embedder.")
+    return ("No embedder is configured: set MEMGPT_LITE_EMBEDDER (onnx:FOLDER or http; see "
+            "docs/search.md) or pass --embedder.")
 
 
 def _index_one(console: Console, store: Any, agent: Any, embedder: Any,

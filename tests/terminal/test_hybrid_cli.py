@@ -199,3 +199,20 @@ def test_index_names_the_flag_or_the_config_file_that_gave_the_embedder(capsys):
     err = capsys.readouterr().err.strip()
     assert err == (f'memgpt-lite: embedder = "http" in {config_file.config_path()} needs '
                    "embeddings_url in that file (or MEMGPT_LITE_EMBEDDINGS_URL).")
+
+
+def test_index_names_what_turned_the_embedder_off(capsys):
+    """`embedder = "none"` in the config file: index said 'No embedder is configured: set
+    MEMGPT_LITE_EMBEDDER', which the user had not and which the file did set."""
+    from memgpt_lite.engine import config_file
+    from memgpt_lite.terminal import cli
+
+    seed("ada", ["text"])
+    assert cli.main(["config", "set", "embedder", "none"]) == 0
+    capsys.readouterr()
+    assert cli.main(["index"]) == 1
+    assert capsys.readouterr().err == (
+        f'memgpt-lite: embedder = none in {config_file.config_path()} turns hybrid search off; '
+        "give onnx:FOLDER or http (see docs/search.md) there, or pass --embedder.\n")
+    assert cli.main(["index", "--embedder", "none"]) == 1
+    assert "--embedder none asks for keyword search only" in capsys.readouterr().err

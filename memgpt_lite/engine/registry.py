@@ -173,10 +173,12 @@ def _check_seconds(setting: Setting, value: Any, label: str) -> float:
 
 
 def _check_text(setting: Setting, value: Any, label: str) -> str:
+    # A secret is never echoed, not even in the sentence that refuses it.
+    got = "" if setting.secret else f", got {value!r:.40}"
     if not _is(value, str):
-        raise ConfigError(f"{label} must be text, got {value!r:.40}.")
+        raise ConfigError(f"{label} must be text{got}.")
     if not value.isprintable():
-        raise ConfigError(f"{label} must be printable text, got {value!r:.40}.")
+        raise ConfigError(f"{label} must be printable text{got}.")
     if len(value) > 2_000:
         raise ConfigError(f"{label} must have at most 2,000 characters.")
     return value

@@ -381,3 +381,14 @@ def test_a_config_path_that_is_not_utf8_is_printed_apart_from_its_neighbours(tmp
     assert cli.main(["config", "set", "model", "haiku"]) == 0
     assert f"in {tmp_path}/c\\xff.toml." in capsys.readouterr().out
     assert os.path.exists(os.fsencode(tmp_path) + b"/c\xff.toml")
+
+
+def test_a_refused_key_is_not_echoed(capsys):
+    """`config set embeddings_key` with a pasted control character printed the key back."""
+    assert cli.main(["config", "set", "embeddings_key", "sk-secret-123\x01"]) == 2
+    err = capsys.readouterr().err
+    assert err == "memgpt-lite: embeddings_key must be printable text.\n"
+    path().parent.mkdir(parents=True, exist_ok=True)
+    path().write_text("embeddings_key = 12345\n")
+    assert cli.main(["config", "show"]) == 2
+    assert "12345" not in capsys.readouterr().err

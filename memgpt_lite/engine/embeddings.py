@@ -321,7 +321,7 @@ class EmbeddingConfig:
                               _label("MEMGPT_LITE_EMBEDDINGS_URL", names))
         return cls(kind, path, url,
                    env.get("MEMGPT_LITE_EMBEDDINGS_MODEL", ""),
-                   env.get("MEMGPT_LITE_EMBEDDINGS_KEY") or None,
+                   _api_key(env, names),
                    _number(env, "MEMGPT_LITE_EMBEDDINGS_TIMEOUT", 10.0, names),
                    int(_number(env, "MEMGPT_LITE_EMBED_THREADS", 1, names)),
                    env.get("MEMGPT_LITE_EMBED_QUERY_PREFIX", ""),
@@ -427,6 +427,16 @@ def _number(env: dict[str, str], name: str, default: float,
     if value <= 0:
         raise EmbeddingError(f"{label} must be positive, got {text!r:.60}.")
     return _registry_checked(name, text, label)
+
+
+def _api_key(env: dict[str, str], names: dict[str, str]) -> str | None:
+    """The endpoint's key, checked as `config set` checks it (a newline pasted with it, or
+    a character no HTTP header holds, was a traceback at the first request)."""
+    text = env.get("MEMGPT_LITE_EMBEDDINGS_KEY", "").strip()
+    if not text:
+        return None
+    return str(_registry_checked("MEMGPT_LITE_EMBEDDINGS_KEY", text,
+                                 _label("MEMGPT_LITE_EMBEDDINGS_KEY", names)))
 
 
 def _switch(env: dict[str, str], name: str, names: dict[str, str]) -> bool:

@@ -179,6 +179,8 @@ def _check_text(setting: Setting, value: Any, label: str) -> str:
         raise ConfigError(f"{label} must be text{got}.")
     if not value.isprintable():
         raise ConfigError(f"{label} must be printable text{got}.")
+    if setting.secret and not value.isascii():  # else http.client fails on encoding it
+        raise ConfigError(f"{label} must be ASCII text: a key is sent in an HTTP header.")
     if len(value) > 2_000:
         raise ConfigError(f"{label} must have at most 2,000 characters.")
     return value

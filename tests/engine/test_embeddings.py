@@ -210,3 +210,16 @@ def test_an_endpoint_timeout_may_say_seconds_as_every_timeout_does():
     env = {"MEMGPT_LITE_EMBEDDER": "http", "MEMGPT_LITE_EMBEDDINGS_URL": "http://127.0.0.1:1",
            "MEMGPT_LITE_EMBEDDINGS_MODEL": "m", "MEMGPT_LITE_EMBEDDINGS_TIMEOUT": "3s"}
     assert EmbeddingConfig.from_env(env).timeout == 3.0
+
+
+def test_a_key_no_http_header_can_hold_is_one_sentence_that_does_not_echo_it():
+    """A key with a newline pasted inside, or letters outside Latin-1, was a traceback from
+    http.client at the first request."""
+    env = {"MEMGPT_LITE_EMBEDDER": "http", "MEMGPT_LITE_EMBEDDINGS_URL": "http://127.0.0.1:1",
+           "MEMGPT_LITE_EMBEDDINGS_MODEL": "m"}
+    for key in ("sk-abc\ndef", "ключ-123"):
+        with pytest.raises(EmbeddingError, match="^MEMGPT_LITE_EMBEDDINGS_KEY must be") as info:
+            EmbeddingConfig.from_env({**env, "MEMGPT_LITE_EMBEDDINGS_KEY": key})
+        assert key not in str(info.value) and "\n" not in str(info.value)
+    found = EmbeddingConfig.from_env({**env, "MEMGPT_LITE_EMBEDDINGS_KEY": " sk-abc\r\n"})
+    assert found.api_key == "sk-abc"  # a key file's line end is not part of the key

@@ -148,6 +148,10 @@ def _file_applies(values: dict[str, Any], given: str) -> None:
     from memgpt_lite.engine.memory import default_blocks
     from memgpt_lite.engine.records import Block
 
+    given = given.strip().replace("-", "_")
+    if given not in user_settings():
+        return  # the agent settings are as they were (and a window near its minimum would
+        # be counted with the API again for nothing)
     own = {k: v for k, v in values.items() if k in user_settings()}
     try:
         settings = Settings(**own).check("setting", room=False)

@@ -392,3 +392,16 @@ def test_a_refused_key_is_not_echoed(capsys):
     path().write_text("embeddings_key = 12345\n")
     assert cli.main(["config", "show"]) == 2
     assert "12345" not in capsys.readouterr().err
+
+
+def test_a_setting_no_agent_reads_is_set_without_counting_the_window(monkeypatch, capsys):
+    """Every `config set` checked the window, so with a key set and a window near its
+    minimum in the file, `config set timeout 30` asked the API to count tokens."""
+    from memgpt_lite.terminal import agent_checks
+
+    path().parent.mkdir(parents=True)
+    path().write_text("context_window = 9000\n")
+    monkeypatch.setattr(agent_checks, "check_window",
+                        lambda *a, **k: pytest.fail("the window was checked"))
+    assert cli.main(["config", "set", "timeout", "30"]) == 0
+    assert cli.main(["config", "unset", "timeout"]) == 0

@@ -143,17 +143,26 @@ def cmd_index(args: argparse.Namespace) -> int:
 def _no_embedder(flag: str | None) -> str:
     """Why `index` has no embedder, naming what turned it off (`none` from the flag, a
     variable or the config file's line) when something did."""
-    from memgpt_lite.engine.config_file import env_value, named
+    from memgpt_lite.engine.config_file import env_value
 
     how = "give onnx:FOLDER or http (see docs/search.md)"
     if flag:
         return f"--embedder {flag.strip()} asks for keyword search only; {how}."
-    spec = env_value("MEMGPT_LITE_EMBEDDER")
-    if spec:
-        return (f"{named('MEMGPT_LITE_EMBEDDER', spec)} turns hybrid search off; {how} there, "
-                "or pass --embedder.")
+    if env_value("MEMGPT_LITE_EMBEDDER"):
+        return f"{_off()}; {how} there, or pass --embedder."
     return ("No embedder is configured: set MEMGPT_LITE_EMBEDDER (onnx:FOLDER or http; see "
             "docs/search.md) or pass --embedder.")
+
+
+def _off() -> str:
+    """What leaves hybrid search off, for the doctor: the line or variable that says
+    `none`, else that nothing configures an embedder."""
+    from memgpt_lite.engine.config_file import env_value, named
+
+    spec = env_value("MEMGPT_LITE_EMBEDDER")
+    if spec:
+        return f"{named('MEMGPT_LITE_EMBEDDER', spec)} turns hybrid search off"
+    return "no embedder is configured (MEMGPT_LITE_EMBEDDER)"
 
 
 def _index_one(console: Console, store: Any, agent: Any, embedder: Any,
@@ -187,8 +196,7 @@ def doctor_vectors(store: Any, ok: Callable[[str], None], warn: Callable[[str], 
         what = (f"{missing['messages']:,} of {counts['messages']['rows']:,} messages and "
                 f"{missing['passages']:,} of {counts['passages']['rows']:,} passages")
         if model is None:
-            warn(f"agent {agent.name!r} has vectors but no embedder is configured "
-                 "(MEMGPT_LITE_EMBEDDER): search uses keywords only")
+            warn(f"agent {agent.name!r} has vectors but {_off()}: search uses keywords only")
         elif any(missing.values()):
             warn(f"agent {agent.name!r}: {what} lack vectors of {model} (keyword search "
                  "still finds them); run `memgpt-lite index`")

@@ -216,3 +216,24 @@ def test_index_names_what_turned_the_embedder_off(capsys):
         "give onnx:FOLDER or http (see docs/search.md) there, or pass --embedder.\n")
     assert cli.main(["index", "--embedder", "none"]) == 1
     assert "--embedder none asks for keyword search only" in capsys.readouterr().err
+
+
+def test_doctor_names_the_line_that_turned_hybrid_search_off():
+    """With `embedder = "none"` in the config file the doctor said 'no embedder is
+    configured (MEMGPT_LITE_EMBEDDER)', a variable the user never set."""
+    import numpy as np
+
+    from memgpt_lite.engine import config_file
+    from memgpt_lite.terminal import cli
+    from memgpt_lite.terminal.embedding_commands import doctor_vectors
+
+    seed("ada", ["text"])
+    assert cli.main(["config", "set", "embedder", "none"]) == 0
+    with SQLiteStore(config.db_path()) as store:
+        row = store.get_agent("ada")
+        assert store.put_vectors(row.id, "messages", "m", [1], np.array([[1.0, 0.0]])) == 1
+        said: list[str] = []
+        doctor_vectors(store, said.append, said.append)
+    assert said == [f"agent 'ada' has vectors but embedder = none in "
+                    f"{config_file.config_path()} turns hybrid search off: search uses "
+                    "keywords only"]

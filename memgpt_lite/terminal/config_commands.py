@@ -164,6 +164,39 @@ def _file_applies(values: dict[str, Any], given: str) -> None:
               for label, (value, limit) in default_blocks(settings.block_limit).items()]
     agent_checks.check_window(settings, blocks, None, {
         k: k if k == given else f"{k} in the config file" for k in own})
+    _each_agent_applies(own, given)
+
+
+def _each_agent_applies(own: dict[str, Any], given: str) -> None:
+    """UserError when the file's values would leave an existing agent that takes them
+    (having no value of its own for them) with settings its next chat refuses: the chat's
+    rule (chat_main.chat_settings) on the agent's own core memory. A store that cannot be
+    opened now is the next command's to report."""
+    from memgpt_lite.engine.config import ConfigError, Settings, own_settings
+    from memgpt_lite.engine.store import StoreError, open_store
+
+    try:
+        store = open_store()
+    except (StoreError, ConfigError, OSError):
+        return
+    with store:
+        for row in store.list_agents():
+            mine = own_settings(row.settings)
+            named = {k: k if k == given else f"{k} in the config file"
+                     for k in own if k not in mine}
+            if given not in named:
+                continue  # the agent keeps its own value of what is set here
+            settings = Settings(**{**own, **mine})
+            try:
+                settings.check("setting", room=False)
+                _check_thinking(settings, {k: "given here" if k == given else "in the config "
+                                           "file" if k in named else "the agent's own"
+                                           for k in user_settings()})
+                if {"context_window", "max_output_tokens"} & set(named):
+                    agent_checks.check_window(settings, store.get_blocks(row.id),
+                                              row.state.get("counter"), named)
+            except (UserError, ConfigError) as exc:
+                raise UserError(f"For agent {row.name!r}: {exc}", EXIT_USAGE) from None
 
 
 def _check_thinking(settings: Any, where: dict[str, str]) -> None:

@@ -405,3 +405,25 @@ def test_a_setting_no_agent_reads_is_set_without_counting_the_window(monkeypatch
                         lambda *a, **k: pytest.fail("the window was checked"))
     assert cli.main(["config", "set", "timeout", "30"]) == 0
     assert cli.main(["config", "unset", "timeout"]) == 0
+
+
+def test_set_refuses_what_an_existing_agent_s_next_chat_refuses(capsys):
+    """An agent with 8,000 max output tokens of its own: `config set context_window 10000`
+    was written, and that agent's every chat then refused the config file's window."""
+    with SQLiteStore(config.db_path()) as store:
+        Agent.open(store, "a", model_client=ScriptedModel([text_response("ok")])).close()
+        Agent.open(store, "big", model_client=ScriptedModel([text_response("ok")])).close()
+    assert cli.main(["agents", "set", "a", "max_output_tokens=8000"]) == 0
+    assert cli.main(["agents", "set", "big", "model=opus", "context_window=100000"]) == 0
+    capsys.readouterr()
+    assert cli.main(["config", "set", "context_window", "10000"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("memgpt-lite: For agent 'a': context_window 10,000 is too small"), err
+    assert not path().exists() or "context_window" not in path().read_text()
+    assert cli.main(["config", "set", "context_window", "100000"]) == 0
+    assert cli.main(["config", "set", "max_output_tokens", "40000"]) == 2
+    assert capsys.readouterr().err.strip().endswith(
+        "For agent 'big': max_output_tokens 40,000 is more than claude-opus-5-5 writes in one "
+        "reply; use at most 32,000.")
+    assert "max_output_tokens" not in path().read_text()
+    assert cli.main(["config", "set", "max_output_tokens", "30000"]) == 0  # fits them all

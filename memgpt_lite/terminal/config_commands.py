@@ -172,10 +172,18 @@ def _each_agent_applies(own: dict[str, Any], given: str) -> None:
     (having no value of its own for them) with settings its next chat refuses: the chat's
     rule (chat_main.chat_settings) on the agent's own core memory. A store that cannot be
     opened now is the next command's to report."""
-    from memgpt_lite.engine.config import ConfigError, Settings, own_settings
+    from memgpt_lite.engine.config import (
+        ConfigError,
+        Settings,
+        database_url,
+        db_path,
+        own_settings,
+    )
     from memgpt_lite.engine.store import StoreError, open_store
 
     try:
+        if not database_url() and not db_path().exists():
+            return  # no agent yet, and no data dir to make for nothing
         store = open_store()
     except (StoreError, ConfigError, OSError):
         return

@@ -427,3 +427,8 @@ def test_set_refuses_what_an_existing_agent_s_next_chat_refuses(capsys):
         "reply; use at most 32,000.")
     assert "max_output_tokens" not in path().read_text()
     assert cli.main(["config", "set", "max_output_tokens", "30000"]) == 0  # fits them all
+
+
+def test_set_makes_no_data_dir():
+    assert cli.main(["config", "set", "context_window", "20000"]) == 0
+    assert not config.data_dir().exists()

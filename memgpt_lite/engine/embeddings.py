@@ -316,12 +316,12 @@ class EmbeddingConfig:
             raise EmbeddingError(f"{_label('MEMGPT_LITE_EMBEDDER', names)} must be onnx:FOLDER, "
                                  f"http or none, got {spec!r:.60}.")
         url = env.get("MEMGPT_LITE_EMBEDDINGS_URL", "").strip()
-        if url:  # the rule `config set` applies: an http(s) URL with a host
+        if url and kind == "http":  # the rule `config set` applies: http(s) with a host
             _registry_checked("MEMGPT_LITE_EMBEDDINGS_URL", url,
                               _label("MEMGPT_LITE_EMBEDDINGS_URL", names))
         return cls(kind, path, url,
                    env.get("MEMGPT_LITE_EMBEDDINGS_MODEL", ""),
-                   _api_key(env, names),
+                   _api_key(env, names) if kind == "http" else None,
                    _number(env, "MEMGPT_LITE_EMBEDDINGS_TIMEOUT", 10.0, names),
                    int(_number(env, "MEMGPT_LITE_EMBED_THREADS", 1, names)),
                    env.get("MEMGPT_LITE_EMBED_QUERY_PREFIX", ""),

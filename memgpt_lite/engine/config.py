@@ -12,6 +12,7 @@ from typing import Any
 from memgpt_lite.engine.setting_rules import (  # noqa: F401 - part of this module's API
     FIELD_RULES,
     ConfigError,
+    base_url_problem,
     check_seconds,
     check_setting,
 )
@@ -24,8 +25,10 @@ DB_FILENAME = "memgpt_lite.db"
 
 def data_dir() -> Path:
     """The one place that decides where data lives: $MEMGPT_LITE_HOME, else the
-    platformdirs user data dir. Not created here; the store creates it (0700)."""
-    override = os.environ.get("MEMGPT_LITE_HOME")
+    platformdirs user data dir. Not created here; the store creates it (0700). Blank (only
+    spaces) counts as unset, as for every variable: ` ` was a folder named so in the working
+    directory, while `config show` named the default."""
+    override = os.environ.get("MEMGPT_LITE_HOME", "").strip()
     if override:
         return Path(override).expanduser()
     import platformdirs  # imported lazily: keeps `--help` fast
@@ -245,26 +248,6 @@ def _check_field(name: str, value: Any, where: str) -> None:
     check_setting(name, value, f"{where}.{name}")
 
 
-def base_url_problem(url: str, name: str = "ANTHROPIC_BASE_URL") -> str | None:
-    """Why `url` cannot be the API's base URL (one sentence), or None: it must be http(s)
-    with a host and, if any, a port that exists."""
-    from urllib.parse import urlsplit
-
-    wanted = f"{name} must be an http:// or https:// URL such as http://127.0.0.1:8765"
-    if url != url.strip() or any(c.isspace() or not c.isprintable() for c in url):
-        return f"{wanted}; got {quoted(url)}, which holds spaces or control characters."
-    try:
-        parts = urlsplit(url)
-        port = parts.port  # a port out of 0-65535 (or not a number) raises here
-    except ValueError as exc:
-        return f"{wanted}; got {quoted(url)} ({exc})."
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return f"{wanted}; got {quoted(url)}."
-    if port == 0:
-        return f"{wanted}; got {quoted(url)} (port 0)."
-    return None
-
-
 DEFAULT_TIMEOUT = 120.0  # seconds a model call may take in all, retries included
 
 
@@ -273,7 +256,8 @@ def parse_seconds(text: str, name: str) -> float:
     try:
         value = float(str(text).strip().removesuffix("s"))
     except ValueError:
-        raise ConfigError(f"{name} must be a number of seconds, got {text!r}.") from None
+        raise ConfigError(f"{name} must be a number of seconds, got "
+                          f"{quoted(text, 60)}.") from None
     return check_seconds(value, name, text)
 
 
@@ -292,7 +276,7 @@ def parse_positive_int(text: str, name: str) -> int:
     try:
         value = int(str(text).replace("_", "").replace(",", ""))
     except ValueError:
-        raise ConfigError(f"{name} must be a whole number, got {text!r}.") from None
+        raise ConfigError(f"{name} must be a whole number, got {quoted(text, 60)}.") from None
     if value <= 0:
-        raise ConfigError(f"{name} must be positive, got {value}.")
+        raise ConfigError(f"{name} must be positive, got {quoted(value, 60)}.")
     return value

@@ -16,7 +16,7 @@ import contextlib
 import os
 import re
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -122,6 +122,18 @@ def environment() -> dict[str, str]:
     return env
 
 
+def file_sources() -> dict[str, str]:
+    """Variable → `file PATH` for each process-wide setting whose value `environment()`
+    takes from the config file, so a sentence about it names the file's key, not a
+    variable the user never set."""
+    loaded, out = load(), {}
+    for key in loaded.values:
+        setting = BY_KEY[key]
+        if setting.env and not setting.agent and not os.environ.get(setting.env, "").strip():
+            out[setting.env] = f"file {loaded.path}"
+    return out
+
+
 def env_value(var: str) -> str | None:
     """The value of a process-wide setting's variable: the environment's, else the config
     file's (as text); None when neither sets it."""
@@ -146,20 +158,30 @@ _KEY_LINE = re.compile(r"^\s*([A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')\s*=")  # bare o
 _TABLE_LINE = re.compile(r"^\s*\[\[?\s*[A-Za-z0-9_.\"' -]+\]\]?\s*(#.*)?$")
 
 
-def set_value(key: str, text: str, path: Path | None = None) -> Any:
+def set_value(key: str, text: str, path: Path | None = None,
+              check: Callable[[dict[str, Any]], None] | None = None,
+              usable: Callable[[Any, Any, str], Any] | None = None) -> Any:
     """Check `text` as setting `key` and write it to the file (created when missing);
-    returns the value as written. ConfigError for an unknown key or a bad value."""
+    returns the value as written. ConfigError for an unknown key or a bad value. So that
+    nothing is written that the next command refuses, the caller may add the readers' own
+    checks: `usable(setting, value, label)` gives the value to write (the file a path
+    names, the store a URL names, each checked by its reader), and `check` sees the file's
+    values as they would be, before anything is written."""
     setting = _file_setting(key)
     value = parse_text(setting, text, key)
+    if usable is not None:
+        value = usable(setting, value, f"{key} {text.strip()}")
     path = path or config_path()
     _check_replaceable(path)
     with _locked(path):
-        _rewrite(path, key, f"{key} = {toml_value(value)}")
+        _rewrite(path, key, f"{key} = {toml_value(value)}", check)
     return value
 
 
-def unset(key: str, path: Path | None = None) -> bool:
-    """Remove `key` from the file; False when it was not there."""
+def unset(key: str, path: Path | None = None,
+          check: Callable[[dict[str, Any]], None] | None = None) -> bool:
+    """Remove `key` from the file; False when it was not there. `check`: as for
+    `set_value` (the default that comes back must work with the rest of the file)."""
     _file_setting(key)
     path = path or config_path()
     _check_replaceable(path)
@@ -168,7 +190,7 @@ def unset(key: str, path: Path | None = None) -> bool:
     with _locked(path):
         if not path.exists() or key not in _parse(path, _read(path)):
             return False  # (a folder is named by _read)
-        _rewrite(path, key, None)
+        _rewrite(path, key, None, check)
     return True
 
 
@@ -187,9 +209,12 @@ def _check_replaceable(path: Path) -> None:
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
     """The file's write lock (a file beside it: the config file itself is replaced, so a
-    lock on it would be on the old file), so that two `config set` at once both land."""
+    lock on it would be on the old file), so that two `config set` at once both land. Beside
+    the file the links lead to (as replace_file writes there): two links to one file, set
+    through each at once, must take one lock."""
+    real = Path(os.path.realpath(path))
     try:
-        with held_lock(path.parent / f".{path.name}.lock", LOCK_WAIT):
+        with held_lock(real.parent / f".{real.name}.lock", LOCK_WAIT):
             yield
     except LockBusy:
         raise ConfigError(f"The config file {path} stayed locked by another memgpt-lite "
@@ -207,28 +232,48 @@ def _file_setting(key: str) -> Any:
     return setting
 
 
-def _rewrite(path: Path, key: str, line: str | None) -> None:
+def _rewrite(path: Path, key: str, line: str | None,
+             check: Callable[[dict[str, Any]], None] | None = None) -> None:
     """Replace (or add, or with None remove) the top-level line of `key`, keeping every
-    other line; the result must still parse, else nothing is written."""
+    other line; the result must still parse (and pass `check`), else nothing is written."""
     old = _read(path, strict=True) if path.exists() else HEADER
     lines = _edited(old.splitlines(), key, line)
     text = "\n".join(lines).rstrip("\n") + "\n"
+    what = f"add the line {line}" if line else f"remove the line of {key}"
+    cannot = (f"The config file {path} is laid out in a way `config set` cannot change line "
+              f"by line; {what} by hand (nothing was changed).")
     try:
-        _parse(path, text)  # never write a file that would not load
+        new = _parse(path, text)  # never write a file that would not load
     except ConfigError:
         _parse(path, old)  # when the file itself does not, name its line, not the edit's
-        what = f"add the line {line}" if line else f"remove the line of {key}"
-        raise ConfigError(f"The config file {path} is laid out in a way `config set` cannot "
-                          f"change line by line; {what} by hand (nothing was changed).") from None
+        raise ConfigError(cannot) from None
+    if not _only_key_changed(old, new, key, line):
+        raise ConfigError(cannot)
+    if check is not None:
+        check(_checked(path, new).values)
     # A file written on Windows keeps its line ends.
     _replace(path, text.replace("\n", "\r\n") if "\r\n" in old else text)
     _cache.pop(path, None)
 
 
+def _only_key_changed(old: str, new: dict[str, Any], key: str, line: str | None) -> bool:
+    """Whether the edit changed the top-level `key` alone: a line the edit took for ours may
+    sit in a table whose header the line rules do not see (`["a]b"]`), or in a multi-line
+    string. An old file that does not parse (a key twice) has nothing to compare with."""
+    try:
+        expected = tomllib.loads(old)
+    except tomllib.TOMLDecodeError:
+        return True
+    expected.pop(key, None)
+    if line is not None:
+        expected.update(tomllib.loads(line))
+    return new == expected
+
+
 def _edited(lines: list[str], key: str, line: str | None) -> list[str]:
     out: list[str] = []
     placed = line is None
-    in_table = False
+    in_table = done = False
     for current in lines:
         if _TABLE_LINE.match(current):  # a table: our keys all live above it
             if not placed:
@@ -236,7 +281,10 @@ def _edited(lines: list[str], key: str, line: str | None) -> list[str]:
                 placed = True
             in_table = True
         found = _KEY_LINE.match(current)
-        if found and not in_table and found.group(1).strip("\"'") == key:
+        # Only the first: a top-level key is there once, so a later line of that name is in
+        # a table (see _only_key_changed).
+        if found and not in_table and not done and found.group(1).strip("\"'") == key:
+            done = True
             if not placed:
                 out.append(line)  # type: ignore[arg-type]
                 placed = True

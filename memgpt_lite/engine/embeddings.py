@@ -23,9 +23,11 @@ import math
 import socket
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+
+from memgpt_lite.engine.text import quoted
 
 MAX_BATCH = 64  # texts per request or per ONNX run: bounded memory, steady progress
 MAX_TEXT_CHARS = 2_000  # models read ~256 tokens; longer texts only cost time
@@ -181,11 +183,12 @@ class OnnxEmbedder:
     Nothing is loaded until the first `embed`; onnxruntime runs `threads` intra-op threads."""
 
     def __init__(self, folder: str | Path, *, threads: int = 1, pooling: str = "mean",
-                 max_tokens: int = 256, query_prefix: str = "", passage_prefix: str = ""):
+                 max_tokens: int = 256, query_prefix: str = "", passage_prefix: str = "",
+                 source: str = ""):
         self.folder = Path(folder).expanduser()
         self.threads, self.pooling, self.max_tokens = max(1, threads), pooling, max_tokens
         self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
-        self.model_file = _onnx_file(self.folder)
+        self.model_file = model_file(self.folder, f" (from {source})" if source else "")
         self.name = f"onnx:{self.folder.name}:{_file_id(self.model_file)}"
         self._session: Any = None
         self._tokenizer: Any = None
@@ -247,18 +250,19 @@ class OnnxEmbedder:
         return (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
 
 
-def _onnx_file(folder: Path) -> Path:
+def model_file(folder: Path, source: str = "") -> Path:
+    """The model file in `folder`; `source`: where the folder was named, for the sentence."""
     if not folder.is_dir():  # a typo in the path: "holds no tokenizer.json" would mislead
-        raise EmbeddingError(f"There is no folder {folder}; give the folder of an ONNX "
+        raise EmbeddingError(f"There is no folder {folder}{source}; give the folder of an ONNX "
                              "sentence-embedding model (see docs/search.md).")
     if not (folder / "tokenizer.json").is_file():
-        raise EmbeddingError(f"{folder} holds no tokenizer.json; give the folder of an ONNX "
-                             "sentence-embedding model (see docs/search.md).")
+        raise EmbeddingError(f"{folder}{source} holds no tokenizer.json; give the folder of an "
+                             "ONNX sentence-embedding model (see docs/search.md).")
     candidates = [folder / "model.onnx"] + sorted(folder.glob("*.onnx"))
     for path in candidates:
         if path.is_file():
             return path
-    raise EmbeddingError(f"{folder} holds no .onnx model file.")
+    raise EmbeddingError(f"{folder}{source} holds no .onnx model file.")
 
 
 def _file_id(path: Path) -> str:
@@ -275,7 +279,10 @@ def _file_id(path: Path) -> str:
 
 @dataclass
 class EmbeddingConfig:
-    """Which embedder to use, from the environment (see docs/search.md)."""
+    """Which embedder to use, from the environment (see docs/search.md). `names`: how the
+    user gave each variable's value when it was not the environment (see `_label`), so a
+    sentence about it names the config file's line or the flag, never a variable the user
+    did not set."""
 
     kind: str = "none"  # none | onnx | http
     path: str = ""
@@ -288,53 +295,102 @@ class EmbeddingConfig:
     passage_prefix: str = ""
     input_type: bool = False
     pooling: str = "mean"
+    names: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> EmbeddingConfig:
+    def from_env(cls, env: dict[str, str] | None = None,
+                 names: dict[str, str] | None = None) -> EmbeddingConfig:
+        """From `env` (variable → text); None: the config file's values under the real
+        environment, each named as it was given (`config_file.file_sources`)."""
         if env is None:
-            from memgpt_lite.engine.config_file import environment
+            from memgpt_lite.engine.config_file import environment, file_sources
 
-            env = environment()  # the config file's values under the real environment
-        env = dict(env)
+            env, names = environment(), {**file_sources(), **(names or {})}
+        env, names = dict(env), dict(names or {})
         spec = env.get("MEMGPT_LITE_EMBEDDER", "").strip()
         if not spec:
-            installed = _installed_default(env)
+            installed = _installed_default(env, names)
             if installed is not None:
                 return installed
         kind, _, path = spec.partition(":")
         kind = kind.lower() or "none"
         if kind not in ("none", "onnx", "http"):
-            raise EmbeddingError(f"MEMGPT_LITE_EMBEDDER must be onnx:FOLDER, http or none, "
-                                 f"got {spec!r}.")
-        return cls(kind, path, env.get("MEMGPT_LITE_EMBEDDINGS_URL", ""),
+            raise EmbeddingError(f"{_label('MEMGPT_LITE_EMBEDDER', names)} must be onnx:FOLDER, "
+                                 f"http or none, got {quoted(spec, 60)}.")
+        url = env.get("MEMGPT_LITE_EMBEDDINGS_URL", "").strip()
+        if url and kind == "http":  # the rule `config set` applies: http(s) with a host
+            _registry_checked("MEMGPT_LITE_EMBEDDINGS_URL", url,
+                              _label("MEMGPT_LITE_EMBEDDINGS_URL", names))
+        return cls(kind, path, url,
                    env.get("MEMGPT_LITE_EMBEDDINGS_MODEL", ""),
-                   env.get("MEMGPT_LITE_EMBEDDINGS_KEY") or None,
-                   _number(env, "MEMGPT_LITE_EMBEDDINGS_TIMEOUT", 10.0),
-                   int(_number(env, "MEMGPT_LITE_EMBED_THREADS", 1)),
+                   _api_key(env, names) if kind == "http" else None,
+                   _number(env, "MEMGPT_LITE_EMBEDDINGS_TIMEOUT", 10.0, names),
+                   int(_number(env, "MEMGPT_LITE_EMBED_THREADS", 1, names)),
                    env.get("MEMGPT_LITE_EMBED_QUERY_PREFIX", ""),
                    env.get("MEMGPT_LITE_EMBED_PASSAGE_PREFIX", ""),
-                   env.get("MEMGPT_LITE_EMBEDDINGS_INPUT_TYPE", "").lower() in ("1", "yes", "true"))
+                   _switch(env, "MEMGPT_LITE_EMBEDDINGS_INPUT_TYPE", names), names=names)
 
     def build(self) -> Embedder | None:
         """The configured embedder (not loaded yet), or None for keyword-only search."""
         if self.kind != "none":
             _require_numpy()
         prefixes = {"query_prefix": self.query_prefix, "passage_prefix": self.passage_prefix}
+        spec = _given("MEMGPT_LITE_EMBEDDER", f"{self.kind}:{self.path}"
+                      if self.kind == "onnx" else self.kind, self.names)
         if self.kind == "onnx":
             if not self.path:
-                raise EmbeddingError("MEMGPT_LITE_EMBEDDER=onnx:FOLDER needs the model's folder.")
+                raise EmbeddingError(f"{spec} needs the model's folder (onnx:FOLDER).")
             return OnnxEmbedder(self.path, threads=self.threads, pooling=self.pooling,
-                                **prefixes)
+                                source=spec, **prefixes)
         if self.kind == "http":
-            if not (self.url and self.model):
-                raise EmbeddingError("MEMGPT_LITE_EMBEDDER=http needs MEMGPT_LITE_EMBEDDINGS_URL "
-                                     "and MEMGPT_LITE_EMBEDDINGS_MODEL.")
+            missing = [v for v, value in (("MEMGPT_LITE_EMBEDDINGS_URL", self.url),
+                                          ("MEMGPT_LITE_EMBEDDINGS_MODEL", self.model))
+                       if not value]
+            if missing:
+                raise EmbeddingError(f"{spec} needs {_to_set(missing, self.names)}.")
             return HttpEmbedder(self.url, self.model, api_key=self.api_key,
                                 timeout=self.timeout, input_type=self.input_type, **prefixes)
         return None
 
 
-def _installed_default(env: dict[str, str]) -> EmbeddingConfig | None:
+def _key(var: str) -> str:
+    from memgpt_lite.engine.registry import SETTINGS
+
+    return next((s.key for s in SETTINGS if s.env == var), var)
+
+
+def _label(var: str, names: dict[str, str]) -> str:
+    """How a sentence names `var`'s setting: the flag (`flag --embedder`), the config file's
+    key (`file PATH`), else the variable itself."""
+    source = names.get(var, "")
+    if source.startswith("flag "):
+        return source.removeprefix("flag ")
+    if source.startswith("file "):
+        return f"{_key(var)} in {source.removeprefix('file ')}"
+    return var
+
+
+def _given(var: str, value: str, names: dict[str, str]) -> str:
+    """`var`'s setting with its value, as the user wrote it (see `_label`)."""
+    source = names.get(var, "")
+    if source.startswith("flag "):
+        return f"{source.removeprefix('flag ')} {value}"
+    if source.startswith("file "):
+        return f"{_key(var)} = {json.dumps(value)} in {source.removeprefix('file ')}"
+    return f"{var}={value}"
+
+
+def _to_set(missing: list[str], names: dict[str, str]) -> str:
+    """The settings still to set, named where the embedder itself was set first: the config
+    file's keys when it came from the file, else the variables."""
+    variables = " and ".join(missing)
+    keys = " and ".join(_key(v) for v in missing)
+    if names.get("MEMGPT_LITE_EMBEDDER", "").startswith("file "):
+        return f"{keys} in that file (or {variables})"
+    return f"{variables} (or {keys} in the config file)"
+
+
+def _installed_default(env: dict[str, str], names: dict[str, str]) -> EmbeddingConfig | None:
     """The model `memgpt-lite embeddings install` made the default, when there is one."""
     from memgpt_lite.engine.model_catalog import default_model
 
@@ -342,10 +398,11 @@ def _installed_default(env: dict[str, str]) -> EmbeddingConfig | None:
     if found is None:
         return None
     folder, manifest = found
-    return EmbeddingConfig("onnx", str(folder), threads=int(_number(
-        env, "MEMGPT_LITE_EMBED_THREADS", 1)), pooling=str(manifest.get("pooling") or "mean"),
+    threads = int(_number(env, "MEMGPT_LITE_EMBED_THREADS", 1, names))
+    return EmbeddingConfig(
+        "onnx", str(folder), threads=threads, pooling=str(manifest.get("pooling") or "mean"),
         query_prefix=str(manifest.get("query_prefix") or ""),
-        passage_prefix=str(manifest.get("passage_prefix") or ""))
+        passage_prefix=str(manifest.get("passage_prefix") or ""), names=names)
 
 
 def _require_numpy() -> None:
@@ -357,16 +414,45 @@ def _require_numpy() -> None:
                              "(or pip install numpy for an endpoint).") from None
 
 
-def _number(env: dict[str, str], name: str, default: float) -> float:
+def _number(env: dict[str, str], name: str, default: float,
+            names: dict[str, str] | None = None) -> float:
     text = env.get(name, "").strip()
     if not text:
         return default
-    try:
-        value = float(text)
+    label = _label(name, names or {})
+    try:  # seconds may say so (`3s`), as MEMGPT_LITE_TIMEOUT and `config set` take them
+        value = float(text.removesuffix("s") if name.endswith("_TIMEOUT") else text)
     except ValueError:
-        raise EmbeddingError(f"{name} must be a number, got {text!r}.") from None
+        raise EmbeddingError(f"{label} must be a number, got {quoted(text, 60)}.") from None
     if not math.isfinite(value):  # a socket timeout or thread count must be a real number
-        raise EmbeddingError(f"{name} must be a finite number, got {text!r}.")
+        raise EmbeddingError(f"{label} must be a finite number, got {quoted(text, 60)}.")
     if value <= 0:
-        raise EmbeddingError(f"{name} must be positive, got {text!r}.")
-    return value
+        raise EmbeddingError(f"{label} must be positive, got {quoted(text, 60)}.")
+    return _registry_checked(name, text, label)
+
+
+def _api_key(env: dict[str, str], names: dict[str, str]) -> str | None:
+    """The endpoint's key, checked as `config set` checks it (a newline pasted with it, or
+    a character no HTTP header holds, was a traceback at the first request)."""
+    text = env.get("MEMGPT_LITE_EMBEDDINGS_KEY", "").strip()
+    if not text:
+        return None
+    return str(_registry_checked("MEMGPT_LITE_EMBEDDINGS_KEY", text,
+                                 _label("MEMGPT_LITE_EMBEDDINGS_KEY", names)))
+
+
+def _switch(env: dict[str, str], name: str, names: dict[str, str]) -> bool:
+    text = env.get(name, "").strip()
+    return bool(text) and bool(_registry_checked(name, text, _label(name, names)))
+
+
+def _registry_checked(name: str, text: str, label: str) -> Any:
+    """`text` as the settings registry reads the variable (its bounds, `on` for a switch):
+    the rule `config set` applies, so the environment is not looser than the file."""
+    from memgpt_lite.engine.registry import BY_KEY, parse_text
+    from memgpt_lite.engine.setting_rules import ConfigError
+
+    try:
+        return parse_text(BY_KEY[_key(name)], text, label)
+    except ConfigError as exc:
+        raise EmbeddingError(str(exc)) from None

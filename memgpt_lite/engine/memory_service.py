@@ -121,6 +121,8 @@ class MemoryService:
 
     def __init__(self, store: Store, row: AgentRow, project: Path):
         self.store, self.row = store, row
+        self.created = False  # whether open() made the agent (the command says so)
+        self.former: list[str] = []  # names the agent had while served (renamed meanwhile)
         self.project = Path(path_text(str(project)))  # named as the store keys it, as text
         self.project_text = str(self.project)  # bytes not UTF-8 already escaped: JSON takes it
         self.tools = MemoryTools(store, row.id, clock=lambda: utc_iso(datetime.now(timezone.utc)))
@@ -142,8 +144,11 @@ class MemoryService:
             if problem:
                 raise ConfigError(problem)
             settings = Settings()
-            row, _ = store.create_agent_once(name, settings.to_dict(),
-                                             default_blocks(settings.block_limit))
+            row, created = store.create_agent_once(name, settings.to_dict(),
+                                                   default_blocks(settings.block_limit))
+            service = cls(store, row, project)
+            service.created = created
+            return service
         return cls(store, row, project)
 
     def refresh(self) -> bool:
@@ -151,6 +156,8 @@ class MemoryService:
         agent was deleted since."""
         row = self.store.get_agent_by_id(self.row.id)
         if row is not None:
+            if row.name != self.row.name and self.row.name not in self.former:
+                self.former.append(self.row.name)
             self.row = row
         return row is not None
 
@@ -257,6 +264,19 @@ class MemoryService:
             return None
         label = unquote(uri[len(head):])
         return next((self._resource(b) for b in self.blocks() if b.label == label), None)
+
+    def moved(self, uri: str) -> str | None:
+        """The sentence for a URI under a name the agent had before a rename while this
+        server ran (a client lists resources once and keeps their URIs); None otherwise."""
+        for old in self.former:
+            head = f"{URI_PREFIX}{quote(old, safe='')}/core/"
+            if uri.startswith(head):
+                label = unquote(uri[len(head):])
+                where = (block_uri(self.row.name, label) if any(
+                    b.label == label for b in self.blocks()) else "resources/list names them")
+                return (f"The agent {old!r} was renamed {self.row.name!r}; its core memory "
+                        f"is served under the new name ({shorten(where, 200)}).")
+        return None
 
     def _resource(self, block: Block) -> BlockResource:
         scope = f"scope {block.scope}"

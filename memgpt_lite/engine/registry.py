@@ -20,8 +20,10 @@ from typing import Any
 from memgpt_lite.engine.setting_rules import (
     FIELD_RULES,
     ConfigError,
+    base_url_problem,
     check_seconds,
     check_setting,
+    database_problem,
 )
 from memgpt_lite.engine.text import quoted
 
@@ -67,7 +69,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("embedder", "MEMGPT_LITE_EMBEDDER", "embedder",
             "hybrid search: onnx:FOLDER (a local model), http (an endpoint) or none "
             "(unset: the model `embeddings install` made the default, if any)"),
-    Setting("embeddings_url", "MEMGPT_LITE_EMBEDDINGS_URL", "text",
+    Setting("embeddings_url", "MEMGPT_LITE_EMBEDDINGS_URL", "url",
             "the embeddings endpoint's API base, e.g. http://localhost:11434/v1"),
     Setting("embeddings_model", "MEMGPT_LITE_EMBEDDINGS_MODEL", "text",
             "the endpoint's embedding model"),
@@ -77,9 +79,9 @@ SETTINGS: tuple[Setting, ...] = (
             "seconds an embeddings call may take", default=10.0),
     Setting("embeddings_input_type", "MEMGPT_LITE_EMBEDDINGS_INPUT_TYPE", "bool",
             "send input_type (Voyage AI)", default=False),
-    Setting("embed_query_prefix", "MEMGPT_LITE_EMBED_QUERY_PREFIX", "text",
+    Setting("embed_query_prefix", "MEMGPT_LITE_EMBED_QUERY_PREFIX", "prefix",
             "text put before every query embedded (e5 models: 'query: ')"),
-    Setting("embed_passage_prefix", "MEMGPT_LITE_EMBED_PASSAGE_PREFIX", "text",
+    Setting("embed_passage_prefix", "MEMGPT_LITE_EMBED_PASSAGE_PREFIX", "prefix",
             "text put before every passage embedded (e5 models: 'passage: ')"),
     Setting("embed_threads", "MEMGPT_LITE_EMBED_THREADS", "count",
             "onnxruntime's threads for a local model", default=1),
@@ -111,25 +113,28 @@ def environment_rows() -> list[tuple[str, str]]:
 
 def parse_text(setting: Setting, text: str, label: str) -> Any:
     """A value typed as text (`config set`, an environment variable) as its setting's type,
-    checked (ConfigError naming `label`)."""
-    text = text.strip()
+    checked (ConfigError naming `label`). Spaces around it are dropped, except from a
+    prefix: e5 models want `query: ` with its space."""
+    if setting.kind != "prefix":
+        text = text.strip()
     if setting.kind == "bool":
         flags = {"on": True, "true": True, "yes": True, "1": True,
                  "off": False, "false": False, "no": False, "0": False}
         if text.lower() not in flags:
-            raise ConfigError(f"{label} must be on or off, got {text!r}.")
+            raise ConfigError(f"{label} must be on or off, got {quoted(text, 60)}.")
         return flags[text.lower()]
     if setting.kind in ("tokens", "count"):
         try:
             value: Any = int(text.replace("_", "").replace(",", ""))
         except ValueError:
-            raise ConfigError(f"{label} must be a whole number, got {text!r}.") from None
+            raise ConfigError(f"{label} must be a whole number, got {quoted(text, 60)}.") from None
         return check_value(setting, value, label)
     if setting.kind == "seconds":
         try:
             value = float(text.removesuffix("s"))
         except ValueError:
-            raise ConfigError(f"{label} must be a number of seconds, got {text!r}.") from None
+            raise ConfigError(f"{label} must be a number of seconds, got "
+                              f"{quoted(text, 60)}.") from None
         return check_value(setting, value, label)
     return check_value(setting, text, label)
 
@@ -158,7 +163,7 @@ def _check_int(setting: Setting, value: Any, label: str) -> int:
         raise ConfigError(f"{label} must be a whole number, got {quoted(value, 40)}.")
     high = 100_000_000 if setting.kind == "tokens" else 1_024
     if not 1 <= value <= high:
-        raise ConfigError(f"{label} must be between 1 and {high:,}, got {value!r}.")
+        raise ConfigError(f"{label} must be between 1 and {high:,}, got {quoted(value, 60)}.")
     return value
 
 
@@ -169,10 +174,14 @@ def _check_seconds(setting: Setting, value: Any, label: str) -> float:
 
 
 def _check_text(setting: Setting, value: Any, label: str) -> str:
+    # A secret is never echoed, not even in the sentence that refuses it.
+    got = "" if setting.secret else f", got {quoted(value, 40)}"
     if not _is(value, str):
-        raise ConfigError(f"{label} must be text, got {quoted(value, 40)}.")
+        raise ConfigError(f"{label} must be text{got}.")
     if not value.isprintable():
-        raise ConfigError(f"{label} must be printable text, got {quoted(value, 40)}.")
+        raise ConfigError(f"{label} must be printable text{got}.")
+    if setting.secret and not value.isascii():  # else http.client fails on encoding it
+        raise ConfigError(f"{label} must be ASCII text: a key is sent in an HTTP header.")
     if len(value) > 2_000:
         raise ConfigError(f"{label} must have at most 2,000 characters.")
     return value
@@ -196,16 +205,29 @@ def _check_embedder(setting: Setting, value: Any, label: str) -> str:
     return text
 
 
+def _check_url(setting: Setting, value: Any, label: str) -> str:
+    """The rule of ANTHROPIC_BASE_URL: an endpoint a request can be sent to."""
+    text = _check_text(setting, value, label).strip()
+    problem = base_url_problem(text, label, "http://localhost:11434/v1")
+    if problem:
+        raise ConfigError(problem)
+    return text
+
+
 def _check_database(setting: Setting, value: Any, label: str) -> str:
     text = _check_text(setting, value, label).strip()
     if not text:
         raise ConfigError(f"{label} must be a postgresql:// URL (or a SQLite file).")
+    problem = database_problem(text)
+    if problem:
+        raise ConfigError(f"{label}: {problem}")
     return text
 
 
 _CHECKS = {"bool": _check_bool, "tokens": _check_int, "count": _check_int,
-           "seconds": _check_seconds, "text": _check_text, "path": _check_text,
-           "model": _check_model, "embedder": _check_embedder, "database": _check_database}
+           "seconds": _check_seconds, "text": _check_text, "prefix": _check_text,
+           "path": _check_text, "model": _check_model, "embedder": _check_embedder,
+           "database": _check_database, "url": _check_url}
 
 
 def as_text(value: Any) -> str:

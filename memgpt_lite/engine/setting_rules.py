@@ -1,5 +1,6 @@
 """What a setting may be, with no other module of the package below it: the error for a bad
-value, the bounds of each per-agent setting, the known models and their aliases. The settings
+value, the bounds of each per-agent setting, the known models and their aliases, what a URL
+of the API or an embeddings endpoint and a store's URL must look like. The settings
 registry (registry.py) and the config file (config_file.py) check values with these, and
 config.py and tokens.py re-export them."""
 
@@ -73,3 +74,40 @@ def resolve_model(name: str) -> str:
         if wanted.lower() in aliases:
             return model
     return wanted
+
+
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def database_problem(target: str) -> str | None:
+    """Why `target` names no store memgpt-lite can open (one sentence), or None: a
+    postgresql:// URL, sqlite:///PATH or a plain path. The store (open_store) and the config
+    file (`database_url`, read or set) both ask this, so a URL `config set` takes is one the
+    next command opens."""
+    text = target.strip()
+    lower = text.lower()
+    if lower.startswith(POSTGRES_SCHEMES) or lower.startswith("sqlite:///") or "://" not in text:
+        return None
+    return (f"{text.split('://')[0]:.40}:// databases are not supported; use a postgresql:// URL "
+            "or a SQLite file.")
+
+
+def base_url_problem(url: str, name: str = "ANTHROPIC_BASE_URL",
+                     example: str = "http://127.0.0.1:8765") -> str | None:
+    """Why `url` cannot be the API's base URL (one sentence), or None: it must be http(s)
+    with a host and, if any, a port that exists. The embeddings endpoint's URL too."""
+    from urllib.parse import urlsplit
+
+    wanted = f"{name} must be an http:// or https:// URL such as {example}"
+    if url != url.strip() or any(c.isspace() or not c.isprintable() for c in url):
+        return f"{wanted}; got {quoted(url)}, which holds spaces or control characters."
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # a port out of 0-65535 (or not a number) raises here
+    except ValueError as exc:
+        return f"{wanted}; got {quoted(url)} ({exc})."
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"{wanted}; got {quoted(url)}."
+    if port == 0:
+        return f"{wanted}; got {quoted(url)} (port 0)."
+    return None

@@ -249,11 +249,11 @@ def price_table() -> dict[str, tuple[float, float]]:
     path = env_value("MEMGPT_LITE_PRICES")
     if not path:
         return dict(PRICES)
-    return {**PRICES, **_price_file(path, named("MEMGPT_LITE_PRICES", path))}
+    return {**PRICES, **price_file(path, named("MEMGPT_LITE_PRICES", path))}
 
 
 @functools.lru_cache(maxsize=4)
-def _price_file(path: str, where: str) -> dict[str, tuple[float, float]]:
+def price_file(path: str, where: str) -> dict[str, tuple[float, float]]:
     """Read once per path: costs are computed after every model call. `where` names the
     setting as the user gave it (the variable, or the config file's key)."""
     try:

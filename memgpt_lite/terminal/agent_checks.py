@@ -4,7 +4,9 @@ an agent read as its next open leaves it (a turn cut off by kill -9 undone first
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 from typing import Any
 
 from memgpt_lite.terminal.exit_codes import EXIT_USAGE, UserError
@@ -14,13 +16,19 @@ def check_window(settings: Any, blocks: list[Any], counter_state: Any,
                  named: dict[str, str]) -> None:
     """UserError unless the window holds the fixed part of a request and one turn, measured
     as the chat measures it at its start (exactly, with the API's free count_tokens, when a
-    key or server is set), so that no window is stored that the next chat refuses."""
+    key or server is set), so that no window is stored that the next chat refuses. A count
+    that fails leaves the estimate, and a line on stderr says why (see `_Count`)."""
     from memgpt_lite.engine.window import window_floor
     from memgpt_lite.engine.config import ConfigError, check_room
 
+    count = _Count.make()
     try:
-        check_room(settings, window_floor(settings, blocks, counter_state, _token_count()),
-                   named)
+        floor = window_floor(settings, blocks, counter_state, count and count.count)
+    finally:
+        if count is not None:
+            count.report()
+    try:
+        check_room(settings, floor, named)
     except ConfigError as exc:
         raise UserError(str(exc), EXIT_USAGE) from None
 
@@ -35,19 +43,86 @@ def named_settings(sources: dict[str, str]) -> dict[str, str]:
     return named
 
 
-def _token_count() -> Any:
-    """The API's count_tokens when a key or a server is set (else None: the estimate)."""
-    from memgpt_lite.engine.config import ConfigError
-    from memgpt_lite.engine.errors import ModelError
-    from memgpt_lite.engine.model import AnthropicClient
+COUNT_WAIT = 15.0  # seconds a count may take at most: a command waits on it, not a chat
 
-    if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")
-            or os.environ.get("ANTHROPIC_BASE_URL")):
-        return None
+
+class _Count:
+    """The API's count_tokens for a check of the window, said while it runs (a status line
+    on a terminal, a line on stderr when piped: a server that never answers would otherwise
+    look like a command that hangs), and its failure said afterwards in one sentence."""
+
+    def __init__(self, client: Any, wait: float, how: str):
+        self.client, self.wait, self.how = client, wait, how
+        self.failure: Any = None
+
+    @classmethod
+    def make(cls) -> _Count | None:
+        """A count when a key or a server is set (else None: the estimate)."""
+        from memgpt_lite.engine.config import ConfigError
+        from memgpt_lite.engine.errors import ModelError
+        from memgpt_lite.engine.model import AnthropicClient
+
+        if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")
+                or os.environ.get("ANTHROPIC_BASE_URL")):
+            return None
+        wait, how = _count_deadline()
+        try:
+            return cls(AnthropicClient(max_retries=0, timeout=wait, timeout_source=how), wait,
+                       how)
+        except (ConfigError, ModelError):
+            return None  # a bad key or URL is the chat's to report; the estimate stands
+
+    def count(self, request: Any) -> int:
+        from memgpt_lite.engine.errors import ModelError
+        from memgpt_lite.terminal import render
+
+        console = render.make_console(sys.stderr)
+        what = (f"measuring the context window with {self.client.host} (it is near its "
+                f"minimum; waiting at most {self.wait:g} s)…")
+        if console.is_terminal:
+            waiting: Any = console.status(render.visible(what))
+        else:
+            print(render.visible(f"memgpt-lite: {what}"), file=sys.stderr, flush=True)
+            waiting = contextlib.nullcontext()
+        try:
+            with waiting:
+                return int(self.client.count_tokens(request))
+        except ModelError as exc:
+            self.failure = exc
+            raise
+
+    def report(self) -> None:
+        from memgpt_lite.engine.errors import APIConnectionError
+        from memgpt_lite.terminal import render
+
+        exc = self.failure
+        if exc is None:
+            return
+        if isinstance(exc, APIConnectionError) and exc.message.startswith("Gave up waiting"):
+            line = (f"{self.client.host} did not answer the token count within "
+                    f"{self.wait:g} s ({self.how}), so the window was checked by the estimate.")
+        else:
+            line = (f"counting tokens with {self.client.host} failed ({exc.message.rstrip('.')}),"
+                    f" so the window was checked by the estimate.")
+        print(render.visible(f"memgpt-lite: warning: {line}"), file=sys.stderr)
+
+
+def _count_deadline() -> tuple[float, str]:
+    """How long a count may take, and what sets that in the user's words: the model call
+    timeout when it is shorter (set in the environment or the config file), else
+    COUNT_WAIT. A timeout the chat would refuse is the chat's to report."""
+    from memgpt_lite.engine.config import ConfigError, timeout_setting
+    from memgpt_lite.engine.config_file import env_value, named
+
     try:
-        return AnthropicClient(max_retries=0, timeout=15.0).count_tokens
-    except (ConfigError, ModelError):
-        return None  # a bad key or URL is the chat's to report; the estimate stands
+        chat = timeout_setting()
+    except ConfigError:
+        chat = COUNT_WAIT
+    if chat < COUNT_WAIT:
+        given = named("MEMGPT_LITE_TIMEOUT", env_value("MEMGPT_LITE_TIMEOUT") or "")
+        return chat, f"the model call timeout, set by {given}"
+    return COUNT_WAIT, (f"the most a count waits; MEMGPT_LITE_TIMEOUT or `memgpt-lite config "
+                        f"set timeout SECONDS` below {COUNT_WAIT:g} shortens it")
 
 
 def check_imported_window(doc: dict[str, Any]) -> None:

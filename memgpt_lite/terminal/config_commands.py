@@ -13,10 +13,18 @@ from memgpt_lite.terminal import agent_checks, render
 from memgpt_lite.terminal.exit_codes import EXIT_OK, EXIT_USAGE, UserError
 
 
+def _shown_path(path: Any) -> str:
+    """A path as these commands print it: bytes that are not UTF-8 as `\\xNN` (text.py's
+    rule), so the name printed tells the file apart from its neighbours, never as U+FFFD."""
+    from memgpt_lite.engine.text import path_text
+
+    return path_text(str(path))
+
+
 def cmd_config_path(args: argparse.Namespace) -> int:
     from memgpt_lite.engine.config_file import config_path
 
-    print(render.visible(config_path()))
+    print(render.visible(_shown_path(config_path())))
     return EXIT_OK
 
 
@@ -27,7 +35,7 @@ def cmd_config_show(args: argparse.Namespace) -> int:
     console = render.make_console()
     state = "" if loaded.exists else " (not created yet: `memgpt-lite config set KEY VALUE` " \
                                      "creates it)"
-    console.print(render.shown(f"config file {loaded.path}{state}"))
+    console.print(render.shown(f"config file {_shown_path(loaded.path)}{state}"))
     render.print_settings(console, setting_rows(loaded.values))
     from memgpt_lite.engine.registry import AGENT_KEYS
 
@@ -52,7 +60,7 @@ def setting_rows(file_values: dict[str, Any]) -> list[tuple[str, str, str]]:
         env = os.environ.get(setting.env or "", "").strip()
         if env:
             # Paths as given (a data dir whose name is not UTF-8 works: shown with \xNN).
-            value: Any = (env if setting.kind == "text" else path_text(env)
+            value: Any = (env if setting.kind in ("text", "prefix") else path_text(env)
                           if setting.kind == "path" else parse_text(setting, env, setting.env))
             source = f"env {setting.env}"
         elif setting.key in file_values:
@@ -87,12 +95,126 @@ def cmd_config_set(args: argparse.Namespace) -> int:
     from memgpt_lite.engine.config_file import config_path, set_value
     from memgpt_lite.engine.registry import BY_KEY, shown_value
 
-    value = set_value(args.key, args.value)
+    value = set_value(args.key, args.value, usable=_usable,
+                      check=lambda values: _file_applies(values, args.key))
     print(render.visible(f"{args.key} = {shown_value(BY_KEY[args.key], value)} in "
-                         f"{config_path()}."))
+                         f"{_shown_path(config_path())}."))
     _note_environment([args.key])
     _warn_unknown_models({args.key: value})  # a typo here reaches every agent
     return EXIT_OK
+
+
+def _usable(setting: Any, value: Any, label: str) -> Any:
+    """`value` as a reader will use it, checked by that reader's own rule (ConfigError
+    naming `label`): a price table that loads, a model folder that holds a model, a store
+    that can be opened. A relative path becomes absolute, since the file applies in every
+    working directory. (Here, above the engine's modules: each of them reads the config
+    file, so the file cannot import them.)"""
+    from pathlib import Path
+
+    from memgpt_lite.engine.config import ConfigError
+
+    if setting.key == "prices":
+        from memgpt_lite.engine.tokens import price_file
+
+        value = str(Path(value).expanduser().absolute())
+        price_file(value, label)
+    elif setting.key == "embedder" and value.lower().startswith("onnx:"):
+        from memgpt_lite.engine.embeddings import EmbeddingError, model_file
+
+        folder = Path(value.partition(":")[2]).expanduser().absolute()
+        try:
+            model_file(folder)
+        except EmbeddingError as exc:
+            raise ConfigError(f"{label}: {exc}") from None
+        value = f"onnx:{folder}"
+    elif setting.key == "database_url":
+        from memgpt_lite.engine.store import sqlite_path, target_problem
+
+        problem = target_problem(value)
+        if problem:
+            raise ConfigError(f"{label}: {problem}")
+        local = sqlite_path(value)
+        value = str(local.absolute()) if local is not None else value
+    return value
+
+
+def _file_applies(values: dict[str, Any], given: str) -> None:
+    """UserError unless the file's agent settings, as they would be, work together for an
+    agent with nothing of its own: a window that holds one turn of a new agent, max output
+    tokens the model writes, thinking with room to think. What the next chat refuses is
+    refused here, and the file stays as it was. `given`: the key being set, named as typed."""
+    from memgpt_lite.engine.config import ConfigError, Settings
+    from memgpt_lite.engine.memory import default_blocks
+    from memgpt_lite.engine.records import Block
+
+    given = given.strip().replace("-", "_")
+    if given not in user_settings():
+        return  # the agent settings are as they were (and a window near its minimum would
+        # be counted with the API again for nothing)
+    own = {k: v for k, v in values.items() if k in user_settings()}
+    try:
+        settings = Settings(**own).check("setting", room=False)
+    except ConfigError as exc:
+        raise UserError(str(exc), EXIT_USAGE) from None
+    where = {k: "given here" if k == given else "in the config file" if k in own
+             else "the default" for k in user_settings()}
+    _check_thinking(settings, where)
+    blocks = [Block(label, value, limit)
+              for label, (value, limit) in default_blocks(settings.block_limit).items()]
+    agent_checks.check_window(settings, blocks, None, {
+        k: k if k == given else f"{k} in the config file" for k in own})
+    _each_agent_applies(own, given)
+
+
+def _each_agent_applies(own: dict[str, Any], given: str) -> None:
+    """UserError when the file's values would leave an existing agent that takes them
+    (having no value of its own for them) with settings its next chat refuses: the chat's
+    rule (chat_main.chat_settings) on the agent's own core memory. A store that cannot be
+    opened now is the next command's to report."""
+    from memgpt_lite.engine.config import (
+        ConfigError,
+        Settings,
+        database_url,
+        db_path,
+        own_settings,
+    )
+    from memgpt_lite.engine.store import StoreError, open_store
+
+    try:
+        if not database_url() and not db_path().exists():
+            return  # no agent yet, and no data dir to make for nothing
+        store = open_store()
+    except (StoreError, ConfigError, OSError):
+        return
+    with store:
+        for row in store.list_agents():
+            mine = own_settings(row.settings)
+            named = {k: k if k == given else f"{k} in the config file"
+                     for k in own if k not in mine}
+            if given not in named:
+                continue  # the agent keeps its own value of what is set here
+            settings = Settings(**{**own, **mine})
+            try:
+                settings.check("setting", room=False)
+                _check_thinking(settings, {k: "given here" if k == given else "in the config "
+                                           "file" if k in named else "the agent's own"
+                                           for k in user_settings()})
+                if {"context_window", "max_output_tokens"} & set(named):
+                    agent_checks.check_window(settings, store.get_blocks(row.id),
+                                              row.state.get("counter"), named)
+            except (UserError, ConfigError) as exc:
+                raise UserError(f"For agent {row.name!r}: {exc}", EXIT_USAGE) from None
+
+
+def _check_thinking(settings: Any, where: dict[str, str]) -> None:
+    """Thinking spends up to its budget of the max output tokens: UserError unless there is
+    more (`where`: how each of the two settings was given)."""
+    if settings.thinking and settings.max_output_tokens <= settings.thinking_budget:
+        raise UserError(f"thinking=on ({where['thinking']}) needs max_output_tokens above "
+                        f"{settings.thinking_budget:,}; it is "
+                        f"{settings.max_output_tokens:,} ({where['max_output_tokens']}).",
+                        EXIT_USAGE)
 
 
 def _note_environment(keys: Any) -> None:
@@ -109,8 +231,8 @@ def _note_environment(keys: Any) -> None:
 def cmd_config_unset(args: argparse.Namespace) -> int:
     from memgpt_lite.engine.config_file import config_path, unset
 
-    removed = unset(args.key)
-    where = config_path()
+    removed = unset(args.key, check=lambda values: _file_applies(values, args.key))
+    where = _shown_path(config_path())
     print(render.visible(f"{args.key} removed from {where}." if removed else
                          f"{args.key} is not set in {where}; nothing changed."))
     return EXIT_OK
@@ -122,17 +244,18 @@ def warn_unknown(loaded: Any) -> None:
     them in the file and would otherwise be told they are not settings)."""
     from memgpt_lite.engine.registry import BY_KEY
 
+    where = _shown_path(loaded.path)
     env_only = [k for k in loaded.unknown if k in BY_KEY and BY_KEY[k].env]
     unknown = [k for k in loaded.unknown if k not in env_only]
     if unknown:
         keys = ", ".join(repr(k) for k in unknown)
-        print(render.visible(f"memgpt-lite: warning: the config file {loaded.path} holds "
+        print(render.visible(f"memgpt-lite: warning: the config file {where} holds "
                              f"{keys}, not a setting (ignored; `memgpt-lite config show` lists "
                              "the settings)."), file=sys.stderr)
     if env_only:
         keys = ", ".join(repr(k) for k in env_only)
         variables = ", ".join(str(BY_KEY[k].env) for k in env_only)
-        print(render.visible(f"memgpt-lite: warning: the config file {loaded.path} holds "
+        print(render.visible(f"memgpt-lite: warning: the config file {where} holds "
                              f"{keys}, which the config file cannot set (ignored; set "
                              f"{variables} instead)."), file=sys.stderr)
 
@@ -199,13 +322,9 @@ def cmd_agents_set(args: argparse.Namespace) -> int:
             Settings.from_dict(settings.to_dict(), where="setting")
         except ConfigError as exc:
             raise UserError(str(exc), EXIT_USAGE) from None
-        if settings.thinking and settings.max_output_tokens <= settings.thinking_budget:
-            # Either may come from elsewhere (the config file, the environment), unchanged here.
-            where = {k: "given here" if k in changes else _from(v) for k, v in sources.items()}
-            raise UserError(f"thinking=on ({where['thinking']}) needs max_output_tokens above "
-                            f"{settings.thinking_budget:,}; it is "
-                            f"{settings.max_output_tokens:,} ({where['max_output_tokens']}).",
-                            EXIT_USAGE)
+        # Either may come from elsewhere (the config file, the environment), unchanged here.
+        _check_thinking(settings, {k: "given here" if k in changes else _from(v)
+                                   for k, v in sources.items()})
         # Named as the user gave each (the config file's, a variable), those set here by key.
         named = {**agent_checks.named_settings(sources), **{k: k for k in changes}}
         agent_checks.check_window(settings, store.get_blocks(row.id), row.state.get("counter"),

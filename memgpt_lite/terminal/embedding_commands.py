@@ -16,14 +16,14 @@ from memgpt_lite.terminal.exit_codes import EXIT_OK, UserError
 def configured_embedder(spec: str | None = None) -> Any:
     """The embedder of `spec` (as MEMGPT_LITE_EMBEDDER: onnx:FOLDER, http or none) with the
     other settings from the environment; None for keyword-only search."""
-    from memgpt_lite.engine.config_file import environment
+    from memgpt_lite.engine.config_file import environment, file_sources
     from memgpt_lite.engine.embeddings import EmbeddingConfig, EmbeddingError
 
-    env = environment()
-    if spec:
-        env["MEMGPT_LITE_EMBEDDER"] = spec
+    env, names = environment(), file_sources()
+    if spec:  # --embedder: named as the flag in any sentence about it
+        env["MEMGPT_LITE_EMBEDDER"], names["MEMGPT_LITE_EMBEDDER"] = spec, "flag --embedder"
     try:
-        return EmbeddingConfig.from_env(env).build()
+        return EmbeddingConfig.from_env(env, names).build()
     except EmbeddingError as exc:
         raise UserError(str(exc)) from None
 
@@ -123,8 +123,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     embedder = configured_embedder(args.embedder)
     if embedder is None:
-        raise UserError("No embedder is configured: set MEMGPT_LITE_EMBEDDER (onnx:FOLDER or "
-                        "http; see docs/search.md) or pass --embedder.")
+        raise UserError(_no_embedder(args.embedder))
     console = Console(highlight=False)
     with open_store() as store:
         agents = [a for a in store.list_agents() if args.agent in (None, a.name)]
@@ -139,6 +138,31 @@ def cmd_index(args: argparse.Namespace) -> int:
             console.print(f"agent {agent.name!r}: {done:,} rows embedded with {embedder.name}",
                           markup=False)
     return EXIT_OK
+
+
+def _no_embedder(flag: str | None) -> str:
+    """Why `index` has no embedder, naming what turned it off (`none` from the flag, a
+    variable or the config file's line) when something did."""
+    from memgpt_lite.engine.config_file import env_value
+
+    how = "give onnx:FOLDER or http (see docs/search.md)"
+    if flag:
+        return f"--embedder {flag.strip()} asks for keyword search only; {how}."
+    if env_value("MEMGPT_LITE_EMBEDDER"):
+        return f"{_off()}; {how} there, or pass --embedder."
+    return ("No embedder is configured: set MEMGPT_LITE_EMBEDDER (onnx:FOLDER or http; see "
+            "docs/search.md) or pass --embedder.")
+
+
+def _off() -> str:
+    """What leaves hybrid search off, for the doctor: the line or variable that says
+    `none`, else that nothing configures an embedder."""
+    from memgpt_lite.engine.config_file import env_value, named
+
+    spec = env_value("MEMGPT_LITE_EMBEDDER")
+    if spec:
+        return f"{named('MEMGPT_LITE_EMBEDDER', spec)} turns hybrid search off"
+    return "no embedder is configured (MEMGPT_LITE_EMBEDDER)"
 
 
 def _index_one(console: Console, store: Any, agent: Any, embedder: Any,
@@ -172,8 +196,7 @@ def doctor_vectors(store: Any, ok: Callable[[str], None], warn: Callable[[str], 
         what = (f"{missing['messages']:,} of {counts['messages']['rows']:,} messages and "
                 f"{missing['passages']:,} of {counts['passages']['rows']:,} passages")
         if model is None:
-            warn(f"agent {agent.name!r} has vectors but no embedder is configured "
-                 "(MEMGPT_LITE_EMBEDDER): search uses keywords only")
+            warn(f"agent {agent.name!r} has vectors but {_off()}: search uses keywords only")
         elif any(missing.values()):
             warn(f"agent {agent.name!r}: {what} lack vectors of {model} (keyword search "
                  "still finds them); run `memgpt-lite index`")

@@ -64,6 +64,8 @@ def run_mcp(agent_name: str, project: str | None) -> int:
         store.close()
         raise
     try:
+        if service.created:
+            _say_created(store, service.row.name)
         _attach_dense(service)
         anyio.run(serve, build_server(service))
     except BaseExceptionGroup as group:
@@ -84,6 +86,26 @@ def run_mcp(agent_name: str, project: str | None) -> int:
     finally:
         service.close()  # the store it runs on now (a new one after a reconnect)
     return 0
+
+
+def _say_created(store: Any, name: str) -> None:
+    """One line on stderr for an agent this start created (as documented) beside others: a
+    typo in a client's config would otherwise serve a new, empty memory unseen. Names the
+    agents whose names are close to it, the likely meant ones."""
+    import difflib
+
+    others = [a.name for a in store.list_agents() if a.name != name]
+    if not others:  # the first agent of this data dir: nothing to mistype (as the chat)
+        return
+    close = difflib.get_close_matches(name, others, n=3, cutoff=0.6)
+    if close:
+        known = "; close to it: " + ", ".join(repr(n) for n in close)
+    else:
+        known = "; the agents here: " + ", ".join(repr(n) for n in others[:5]) + (
+            ", …" if len(others) > 5 else "")
+    # repr: names are quoted with any control character escaped (no rich at start-up)
+    _notice(f"memgpt-lite: mcp created the agent {name!r} and serves it (no agent had that "
+            f"name{known}).")
 
 
 def _check_pipes() -> None:
@@ -332,9 +354,9 @@ def build_server(service: MemoryService) -> Server[Any]:
         _refuse_if_gone(service)
         found = service.read(str(params.uri))
         if found is None:  # the URI as sent, cut short: a client may send megabytes of it
-            raise MCPError(INVALID_PARAMS, f"There is no core memory block at "
-                                           f"{shorten(str(params.uri), 200)}; resources/list "
-                                           "names the blocks.")
+            raise MCPError(INVALID_PARAMS, service.moved(str(params.uri)) or (
+                f"There is no core memory block at {shorten(str(params.uri), 200)}; "
+                "resources/list names the blocks."))
         return types.ReadResourceResult(contents=[
             types.TextResourceContents(uri=found.uri, text=found.text, mime_type=TEXT)])
 

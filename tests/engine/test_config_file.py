@@ -91,7 +91,8 @@ def test_a_bad_price_table_from_the_file_is_named_as_the_file_has_it(monkeypatch
     from memgpt_lite.engine import tokens
 
     missing = tmp_path / "missing.json"
-    config_file.set_value("prices", str(missing))
+    path().parent.mkdir(parents=True)  # by hand: `config set` refuses a file that is not there
+    path().write_text(f"prices = {config_file.toml_value(str(missing))}\n")
     with pytest.raises(ConfigError) as caught:
         tokens.price_table()
     assert str(caught.value).startswith(f"prices = {missing} in {path()} is not a readable")
@@ -164,3 +165,87 @@ def test_a_layout_set_cannot_change_line_by_line_says_what_to_add_by_hand():
                                           r'line by line; add the line model = "claude-haiku'):
         config_file.set_value("model", "haiku")
     assert path().read_text() == "model.x = 1\n"
+
+
+def test_a_bad_database_url_edited_by_hand_is_named_with_the_file():
+    path().parent.mkdir(parents=True)
+    path().write_text('database_url = "mysql://u@h/db"\n')
+    with pytest.raises(ConfigError, match=f"^database_url in {path()}: mysql:// databases"):
+        config_file.load()
+
+
+def test_a_database_path_with_a_tilde_in_the_file_is_the_home_folders(tmp_path, monkeypatch):
+    """The shell expands `--db ~/mem.db`; in the file nothing did, and the store was made
+    in a folder named `~` under the working directory."""
+    from memgpt_lite.engine.store import open_store
+
+    monkeypatch.setenv("HOME", str(tmp_path / "me"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "me").mkdir()
+    path().parent.mkdir(parents=True)
+    path().write_text('database_url = "~/mem.db"\n')
+    open_store().close()
+    assert (tmp_path / "me" / "mem.db").is_file() and not (tmp_path / "~").exists()
+
+
+@pytest.mark.slow
+def test_two_links_to_one_file_take_one_lock(tmp_path):
+    """A config file reached through two symlinks had a lock file beside each link: a
+    `config set` through one did not wait for one through the other, and a change was lost.
+    One process holds the lock through the first link; `config set` through the second must
+    wait for it (and, held too long, change nothing)."""
+    import os
+    import subprocess
+    import sys
+
+    real = tmp_path / "real" / "config.toml"
+    real.parent.mkdir()
+    real.write_text("# mine\nmodel = \"haiku\"\n")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, second = tmp_path / "a" / "config.toml", tmp_path / "b" / "link.toml"
+    first.symlink_to(real)
+    second.symlink_to(first)  # a link to the link
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, pathlib\n"
+         "from memgpt_lite.engine import config_file\n"
+         "with config_file._locked(pathlib.Path(sys.argv[1])):\n"
+         "    print('held', flush=True)\n"
+         "    sys.stdin.read()\n", str(first)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        setter = subprocess.run(
+            [sys.executable, "-m", "memgpt_lite", "config", "set", "context_window", "16000"],
+            capture_output=True, text=True, timeout=120,
+            env=dict(os.environ, MEMGPT_LITE_CONFIG=str(second)))
+    finally:
+        holder.stdin.close()
+        holder.wait(30)
+    assert setter.returncode == 2, setter.stderr
+    assert "stayed locked by another memgpt-lite" in setter.stderr
+    assert real.read_text() == "# mine\nmodel = \"haiku\"\n" and second.is_symlink()
+    assert not (tmp_path / "a" / ".config.toml.lock").exists()
+    assert not (tmp_path / "b" / ".link.toml.lock").exists()
+    # Free again: the change lands in the real file, through both links.
+    assert config_file.set_value("context_window", "16000", second) == 16000
+    assert tomllib.loads(first.read_text())["context_window"] == 16000 and first.is_symlink()
+
+
+@pytest.mark.parametrize("text", [
+    '["a]b"]\nmodel = "mine"\n',  # a table header the line rules do not read as one
+    "['x y'.\"a]\"]\nmodel = \"mine\"\n[servers]\nlist = [\n  1,\n]\n",
+])
+def test_a_line_in_a_table_is_never_taken_for_the_setting(text):
+    """`config set model haiku` rewrote `model` in the user's own table `["a]b"]` and said
+    it was set, while the top-level model stayed unset."""
+    path().parent.mkdir(parents=True)
+    path().write_text(text)
+    with pytest.raises(ConfigError, match="add the line model = \"claude-haiku-5-5\" by hand"):
+        config_file.set_value("model", "haiku")
+    assert path().read_text() == text
+    path().write_text('model = "opus"\n' + text)  # the real line above the tables is found
+    config_file.set_value("model", "haiku")
+    data = tomllib.loads(path().read_text())
+    assert data["model"] == "claude-haiku-5-5"
+    assert path().read_text().endswith(text)

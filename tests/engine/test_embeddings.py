@@ -145,3 +145,81 @@ def test_an_embedder_without_numpy_is_one_sentence(monkeypatch):
     with pytest.raises(EmbeddingError, match="needs numpy: pip install"):
         EmbeddingConfig.from_env(env).build()
     assert EmbeddingConfig.from_env({}).build() is None  # keyword-only needs nothing
+
+
+def test_a_sentence_names_the_config_files_key_when_the_value_came_from_it(tmp_path):
+    """`embedder = "http"` in the config file, no URL: the error said
+    'MEMGPT_LITE_EMBEDDER=http needs MEMGPT_LITE_EMBEDDINGS_URL ...', a variable the user
+    never set, so they looked for it in their shell."""
+    from memgpt_lite.engine import config_file
+
+    path = config_file.config_path()
+    path.parent.mkdir(parents=True)
+    path.write_text('embedder = "http"\nembeddings_timeout = 3\n')
+    with pytest.raises(EmbeddingError) as info:
+        EmbeddingConfig.from_env().build()
+    assert str(info.value) == (f'embedder = "http" in {path} needs embeddings_url and '
+                               "embeddings_model in that file (or MEMGPT_LITE_EMBEDDINGS_URL "
+                               "and MEMGPT_LITE_EMBEDDINGS_MODEL).")
+    path.write_text(f'embedder = "onnx:{tmp_path}/typo"\n')
+    with pytest.raises(EmbeddingError) as info:
+        EmbeddingConfig.from_env().build()
+    assert f'(from embedder = "onnx:{tmp_path}/typo" in {path})' in str(info.value)
+    assert "MEMGPT_LITE" not in str(info.value)
+
+
+def test_a_flag_is_named_as_the_flag():
+    names = {"MEMGPT_LITE_EMBEDDER": "flag --embedder"}
+    for spec, words in (("magic", "--embedder must be onnx:FOLDER"),
+                        ("http", "--embedder http needs MEMGPT_LITE_EMBEDDINGS_URL")):
+        with pytest.raises(EmbeddingError, match=words):
+            EmbeddingConfig.from_env({"MEMGPT_LITE_EMBEDDER": spec}, names).build()
+
+
+def test_the_environment_is_read_with_the_rule_config_set_uses():
+    """MEMGPT_LITE_EMBEDDINGS_INPUT_TYPE=on was read as off (only 1/yes/true counted), and a
+    timeout `config set` refuses was taken from the environment."""
+    base = {"MEMGPT_LITE_EMBEDDER": "http", "MEMGPT_LITE_EMBEDDINGS_URL": "http://127.0.0.1:1",
+            "MEMGPT_LITE_EMBEDDINGS_MODEL": "m"}
+    on = EmbeddingConfig.from_env({**base, "MEMGPT_LITE_EMBEDDINGS_INPUT_TYPE": "on"})
+    assert on.input_type
+    for var, text, words in (
+            ("MEMGPT_LITE_EMBEDDINGS_INPUT_TYPE", "maybe", "must be on or off"),
+            ("MEMGPT_LITE_EMBEDDINGS_TIMEOUT", "99999", "must be more than 0 and at most 3,600"),
+            ("MEMGPT_LITE_EMBED_THREADS", "5000", "must be between 1 and 1,024")):
+        with pytest.raises(EmbeddingError, match=f"{var} {words}"):
+            EmbeddingConfig.from_env({**base, var: text})
+
+
+def test_an_endpoint_url_is_checked_as_the_apis_is(capsys):
+    """`config set embeddings_url notaurl` was written; `index` then failed on 'unknown url
+    type: notaurl/embeddings', and the variable's value the same way."""
+    from memgpt_lite.terminal import cli
+
+    assert cli.main(["config", "set", "embeddings_url", "localhost:11434"]) == 2
+    assert capsys.readouterr().err.startswith(
+        "memgpt-lite: embeddings_url must be an http:// or https:// URL such as "
+        "http://localhost:11434/v1; got 'localhost:11434'")
+    env = {"MEMGPT_LITE_EMBEDDER": "http", "MEMGPT_LITE_EMBEDDINGS_MODEL": "m"}
+    for url in ("ftp://x", "http://h:99999/v1", "http:// h/v1"):
+        with pytest.raises(EmbeddingError, match="^MEMGPT_LITE_EMBEDDINGS_URL must be an http"):
+            EmbeddingConfig.from_env({**env, "MEMGPT_LITE_EMBEDDINGS_URL": url})
+
+
+def test_an_endpoint_timeout_may_say_seconds_as_every_timeout_does():
+    env = {"MEMGPT_LITE_EMBEDDER": "http", "MEMGPT_LITE_EMBEDDINGS_URL": "http://127.0.0.1:1",
+           "MEMGPT_LITE_EMBEDDINGS_MODEL": "m", "MEMGPT_LITE_EMBEDDINGS_TIMEOUT": "3s"}
+    assert EmbeddingConfig.from_env(env).timeout == 3.0
+
+
+def test_a_key_no_http_header_can_hold_is_one_sentence_that_does_not_echo_it():
+    """A key with a newline pasted inside, or letters outside Latin-1, was a traceback from
+    http.client at the first request."""
+    env = {"MEMGPT_LITE_EMBEDDER": "http", "MEMGPT_LITE_EMBEDDINGS_URL": "http://127.0.0.1:1",
+           "MEMGPT_LITE_EMBEDDINGS_MODEL": "m"}
+    for key in ("sk-abc\ndef", "ключ-123"):
+        with pytest.raises(EmbeddingError, match="^MEMGPT_LITE_EMBEDDINGS_KEY must be") as info:
+            EmbeddingConfig.from_env({**env, "MEMGPT_LITE_EMBEDDINGS_KEY": key})
+        assert key not in str(info.value) and "\n" not in str(info.value)
+    found = EmbeddingConfig.from_env({**env, "MEMGPT_LITE_EMBEDDINGS_KEY": " sk-abc\r\n"})
+    assert found.api_key == "sk-abc"  # a key file's line end is not part of the key

@@ -412,3 +412,25 @@ def test_a_root_whose_name_is_not_utf8_is_served_as_text(stores, tmp_path):
     chat = Agent.open(chat_store, "work", model_client=ScriptedModel([]), lock_wait=None,
                       project=str(root))
     assert next(b for b in chat.blocks() if b.label == "project").value == "Tabs."
+
+
+def test_a_uri_under_the_old_name_of_a_renamed_agent_names_the_new_one(stores, tmp_path):
+    """A client keeps the URIs it listed; after a rename they read as 'no block there',
+    and nothing said the agent was now under another name."""
+    chat_store, mcp_store = stores
+    service = serve(mcp_store, tmp_path)
+    assert service.created  # the first open of a name makes the agent
+    old = service.resources()[1].uri
+    chat_store.rename_agent("work", "home")
+    assert service.read(old) is None
+    assert service.moved(old) == ("The agent 'work' was renamed 'home'; its core memory is "
+                                  "served under the new name (memgpt-lite://agents/home/core/"
+                                  "human).")
+    assert "resources/list names them" in service.moved(block_uri("work", "nope"))
+    assert service.moved(block_uri("other", "human")) is None
+
+
+def test_open_says_whether_it_created_the_agent(tmp_path):
+    with open_store() as store:
+        assert MemoryService.open(store, "new-one", tmp_path).created
+        assert not MemoryService.open(store, "new-one", tmp_path).created

@@ -285,3 +285,150 @@ def test_agents_set_notes_a_variable_that_comes_first_as_config_set_does(monkeyp
     assert cli.main(["agents", "set", "a", "model=haiku", "thinking=off"]) == 0
     assert capsys.readouterr().err == (
         "note: MEMGPT_LITE_MODEL is set in this environment and comes first.\n")
+
+
+@pytest.mark.parametrize("lines, args, words", [
+    ("", ["context_window", "5000"], "context_window 5,000 is too small"),
+    ("", ["max_output_tokens", "99999"], "max_output_tokens 99,999 is more than"),
+    ("max_output_tokens = 1000\n", ["thinking", "on"],
+     "thinking=on (given here) needs max_output_tokens above 1,024; it is 1,000 (in the "
+     "config file)."),
+    ("context_window = 9000\n", ["max_output_tokens", "6000"],
+     "context_window in the config file 9,000 is too small"),
+    ("max_output_tokens = 40000\ncontext_window = 50000\n", ["unset", "context_window"],
+     "40,000 leaves too little of the 32,000-token context window"),
+])
+def test_set_refuses_settings_the_next_chat_refuses(lines, args, words, capsys):
+    """`config set context_window 5000` was written; then every chat said the config
+    file's window was too small."""
+    path().parent.mkdir(parents=True)
+    path().write_text("# mine\n" + lines)
+    before = path().read_bytes()
+    command = ["config", *args] if args[0] == "unset" else ["config", "set", *args]
+    assert cli.main(command) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and words in err, err
+    assert path().read_bytes() == before
+
+
+@pytest.mark.parametrize("key, text, words", [
+    ("database_url", "mysql://u@h/db", "database_url: mysql:// databases are not supported"),
+    ("database_url", "sqlite:///", "/ is a directory, not a memgpt-lite database"),
+    ("database_url", "{tmp}", "is a directory, not a memgpt-lite database"),
+    ("database_url", "{tmp}/notes.txt", "notes.txt is not a SQLite database"),
+    ("database_url", "{tmp}/foreign.db", "foreign.db is a SQLite database from another program"),
+    ("database_url", "{tmp}/newer.db", "newer.db was written by a newer memgpt-lite"),
+    ("prices", "{tmp}/missing.json", "is not a readable JSON price table"),
+    ("prices", "{tmp}/notes.txt", "is not a readable JSON price table"),
+    ("embedder", "onnx:{tmp}/typo", "There is no folder"),
+    ("embedder", "onnx:{tmp}", "holds no tokenizer.json"),
+])
+def test_set_refuses_what_the_next_command_would_refuse(key, text, words, tmp_path, capsys):
+    """`config set database_url mysql://...` was written, and every command after it
+    refused the file; so were a price table or a model folder that is not there."""
+    import sqlite3
+
+    (tmp_path / "notes.txt").write_text("not a database, not JSON\n")
+    with sqlite3.connect(tmp_path / "foreign.db") as foreign:
+        foreign.execute("CREATE TABLE photos (x)")
+    with sqlite3.connect(tmp_path / "newer.db") as newer:
+        newer.execute("CREATE TABLE schema_migrations (name TEXT)")
+        newer.execute("INSERT INTO schema_migrations VALUES ('from_the_future')")
+    path().parent.mkdir(parents=True)
+    path().write_text("# mine\nmodel = \"haiku\"\n")
+    before = path().read_bytes()
+    assert cli.main(["config", "set", key, text.format(tmp=tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and words in err, err
+    assert path().read_bytes() == before
+
+
+def test_a_relative_path_is_written_as_the_folder_it_was_set_in(tmp_path, monkeypatch):
+    """The file applies in every folder: `prices.json` set in one folder named another
+    file (or none) in the next."""
+    (tmp_path / "prices.json").write_text('{"m": [1, 2]}')
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["config", "set", "prices", "prices.json"]) == 0
+    assert cli.main(["config", "set", "database_url", "mem.db"]) == 0
+    monkeypatch.chdir("/")
+    assert config_file.load().values["prices"] == str(tmp_path / "prices.json")
+    assert config_file.load().values["database_url"] == str(tmp_path / "mem.db")
+
+
+def test_a_prefix_keeps_its_space(capsys):
+    """`config set embed_query_prefix "query: "` wrote "query:": e5 models then embedded
+    'query:text', not the 'query: text' they were trained on (the variable kept it)."""
+    from memgpt_lite.engine.embeddings import EmbeddingConfig
+
+    assert cli.main(["config", "set", "embed_query_prefix", "query: "]) == 0
+    assert cli.main(["config", "set", "embed_passage_prefix", "passage: "]) == 0
+    assert cli.main(["config", "set", "embeddings_model", "  e5  "]) == 0  # names: trimmed
+    data = tomllib.loads(path().read_text())
+    assert (data["embed_query_prefix"], data["embed_passage_prefix"]) == ("query: ", "passage: ")
+    assert data["embeddings_model"] == "e5"
+    found = EmbeddingConfig.from_env()
+    assert (found.query_prefix, found.passage_prefix) == ("query: ", "passage: ")
+
+
+def test_a_config_path_that_is_not_utf8_is_printed_apart_from_its_neighbours(tmp_path,
+                                                                            monkeypatch, capsys):
+    """`config path` printed `c\\xff.toml` as `c�.toml`: a name no file has, the same for
+    `c\\xfe.toml`."""
+    odd = os.fsdecode(os.fsencode(tmp_path) + b"/c\xff.toml")
+    monkeypatch.setenv("MEMGPT_LITE_CONFIG", odd)
+    assert cli.main(["config", "path"]) == 0
+    assert capsys.readouterr().out == f"{tmp_path}/c\\xff.toml\n"
+    assert cli.main(["config", "set", "model", "haiku"]) == 0
+    assert f"in {tmp_path}/c\\xff.toml." in capsys.readouterr().out
+    assert os.path.exists(os.fsencode(tmp_path) + b"/c\xff.toml")
+
+
+def test_a_refused_key_is_not_echoed(capsys):
+    """`config set embeddings_key` with a pasted control character printed the key back."""
+    assert cli.main(["config", "set", "embeddings_key", "sk-secret-123\x01"]) == 2
+    err = capsys.readouterr().err
+    assert err == "memgpt-lite: embeddings_key must be printable text.\n"
+    path().parent.mkdir(parents=True, exist_ok=True)
+    path().write_text("embeddings_key = 12345\n")
+    assert cli.main(["config", "show"]) == 2
+    assert "12345" not in capsys.readouterr().err
+
+
+def test_a_setting_no_agent_reads_is_set_without_counting_the_window(monkeypatch, capsys):
+    """Every `config set` checked the window, so with a key set and a window near its
+    minimum in the file, `config set timeout 30` asked the API to count tokens."""
+    from memgpt_lite.terminal import agent_checks
+
+    path().parent.mkdir(parents=True)
+    path().write_text("context_window = 9000\n")
+    monkeypatch.setattr(agent_checks, "check_window",
+                        lambda *a, **k: pytest.fail("the window was checked"))
+    assert cli.main(["config", "set", "timeout", "30"]) == 0
+    assert cli.main(["config", "unset", "timeout"]) == 0
+
+
+def test_set_refuses_what_an_existing_agent_s_next_chat_refuses(capsys):
+    """An agent with 8,000 max output tokens of its own: `config set context_window 10000`
+    was written, and that agent's every chat then refused the config file's window."""
+    with SQLiteStore(config.db_path()) as store:
+        Agent.open(store, "a", model_client=ScriptedModel([text_response("ok")])).close()
+        Agent.open(store, "big", model_client=ScriptedModel([text_response("ok")])).close()
+    assert cli.main(["agents", "set", "a", "max_output_tokens=8000"]) == 0
+    assert cli.main(["agents", "set", "big", "model=opus", "context_window=100000"]) == 0
+    capsys.readouterr()
+    assert cli.main(["config", "set", "context_window", "10000"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("memgpt-lite: For agent 'a': context_window 10,000 is too small"), err
+    assert not path().exists() or "context_window" not in path().read_text()
+    assert cli.main(["config", "set", "context_window", "100000"]) == 0
+    assert cli.main(["config", "set", "max_output_tokens", "40000"]) == 2
+    assert capsys.readouterr().err.strip().endswith(
+        "For agent 'big': max_output_tokens 40,000 is more than claude-opus-5-5 writes in one "
+        "reply; use at most 32,000.")
+    assert "max_output_tokens" not in path().read_text()
+    assert cli.main(["config", "set", "max_output_tokens", "30000"]) == 0  # fits them all
+
+
+def test_set_makes_no_data_dir():
+    assert cli.main(["config", "set", "context_window", "20000"]) == 0
+    assert not config.data_dir().exists()

@@ -180,3 +180,60 @@ def test_eval_locomo_prints_keyword_dense_and_hybrid_side_by_side(tmp_path):
     # The tool shows hybrid and keyword results; dense alone has no tool output to budget.
     assert report["methods"]["hybrid"]["overall"]["in 1000 tokens"] is not None
     assert report["methods"]["dense"]["overall"]["in 1000 tokens"] is None
+
+
+def test_index_names_the_flag_or_the_config_file_that_gave_the_embedder(capsys):
+    """`index --embedder http` said 'MEMGPT_LITE_EMBEDDER=http needs ...' though no such
+    variable was set; so did `embedder = "http"` in the config file."""
+    from memgpt_lite.engine import config_file
+    from memgpt_lite.terminal import cli
+
+    seed("ada", ["text"])
+    assert cli.main(["index", "--embedder", "http"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("memgpt-lite: --embedder http needs MEMGPT_LITE_EMBEDDINGS_URL"), err
+    assert cli.main(["config", "set", "embedder", "http"]) == 0
+    assert cli.main(["config", "set", "embeddings_model", "m"]) == 0
+    capsys.readouterr()
+    assert cli.main(["index"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == (f'memgpt-lite: embedder = "http" in {config_file.config_path()} needs '
+                   "embeddings_url in that file (or MEMGPT_LITE_EMBEDDINGS_URL).")
+
+
+def test_index_names_what_turned_the_embedder_off(capsys):
+    """`embedder = "none"` in the config file: index said 'No embedder is configured: set
+    MEMGPT_LITE_EMBEDDER', which the user had not and which the file did set."""
+    from memgpt_lite.engine import config_file
+    from memgpt_lite.terminal import cli
+
+    seed("ada", ["text"])
+    assert cli.main(["config", "set", "embedder", "none"]) == 0
+    capsys.readouterr()
+    assert cli.main(["index"]) == 1
+    assert capsys.readouterr().err == (
+        f'memgpt-lite: embedder = none in {config_file.config_path()} turns hybrid search off; '
+        "give onnx:FOLDER or http (see docs/search.md) there, or pass --embedder.\n")
+    assert cli.main(["index", "--embedder", "none"]) == 1
+    assert "--embedder none asks for keyword search only" in capsys.readouterr().err
+
+
+def test_doctor_names_the_line_that_turned_hybrid_search_off():
+    """With `embedder = "none"` in the config file the doctor said 'no embedder is
+    configured (MEMGPT_LITE_EMBEDDER)', a variable the user never set."""
+    import numpy as np
+
+    from memgpt_lite.engine import config_file
+    from memgpt_lite.terminal import cli
+    from memgpt_lite.terminal.embedding_commands import doctor_vectors
+
+    seed("ada", ["text"])
+    assert cli.main(["config", "set", "embedder", "none"]) == 0
+    with SQLiteStore(config.db_path()) as store:
+        row = store.get_agent("ada")
+        assert store.put_vectors(row.id, "messages", "m", [1], np.array([[1.0, 0.0]])) == 1
+        said: list[str] = []
+        doctor_vectors(store, said.append, said.append)
+    assert said == [f"agent 'ada' has vectors but embedder = none in "
+                    f"{config_file.config_path()} turns hybrid search off: search uses "
+                    "keywords only"]

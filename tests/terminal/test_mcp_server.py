@@ -959,3 +959,34 @@ def test_help_and_chat_never_import_the_sdk():
             allowed = {"memgpt_lite.engine.project"} if args[0] == "chat" else set()
             assert not [m for m in imported if m.split(".")[0] in sdk[:2]
                         or (m in sdk and m not in allowed)], args
+
+
+def test_an_old_uri_after_a_rename_is_answered_with_the_new_name(service):
+    async def main():
+        async with Client(build_server(service), mode="legacy") as client:
+            with open_store() as other:  # a chat renames the agent meanwhile
+                other.rename_agent("work", "home")
+            with pytest.raises(MCPError) as info:
+                await client.read_resource("memgpt-lite://agents/work/core/human")
+            return info.value.error.message
+
+    assert run(main) == ("The agent 'work' was renamed 'home'; its core memory is served "
+                         "under the new name (memgpt-lite://agents/home/core/human).")
+
+
+@pytest.mark.slow
+def test_a_name_that_is_no_agent_yet_is_created_and_said_on_stderr():
+    """`mcp --agent wrok` (a typo in a client's config) silently served a new, empty agent
+    beside 'work'."""
+    with open_store() as store:
+        MemoryService.open(store, "work", Path.cwd())
+    typo = subprocess.run([*cli_command(), "mcp", "--agent", "wrok"], input="",
+                          capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    assert typo.returncode == 0 and typo.stdout == ""
+    assert typo.stderr == ("memgpt-lite: mcp created the agent 'wrok' and serves it (no agent "
+                           "had that name; close to it: 'work').\n")
+    again = subprocess.run([*cli_command(), "mcp", "--agent", "wrok"], input="",
+                           capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    assert again.returncode == 0 and again.stderr == ""  # it exists now: nothing to say
+    with open_store() as store:
+        assert sorted(a.name for a in store.list_agents()) == ["work", "wrok"]

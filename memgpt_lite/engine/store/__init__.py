@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from memgpt_lite.engine.setting_rules import POSTGRES_SCHEMES, database_problem
 from memgpt_lite.engine.store.base import (
     AgentRow,
     BlockChanged,
@@ -15,11 +16,11 @@ from memgpt_lite.engine.store.base import (
     Store,
     StoreError,
 )
+from memgpt_lite.engine.text import quoted
 
 __all__ = ["AgentRow", "BlockChanged", "IntegrityProblem", "Store", "StoreError", "open_store",
            "is_postgres_url"]
 
-POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 POSTGRES_EXTRA = "pip install 'memgpt-lite[postgres]'"
 
 
@@ -40,12 +41,33 @@ def open_store(target: str | Path | None = None) -> Store:
     text = target.strip()
     if is_postgres_url(text):
         return _postgres(text)
+    problem = database_problem(text)
+    path = sqlite_path(text)
+    if problem or path is None:
+        raise StoreError(problem or f"{quoted(text, 60)} is not a database.")
+    return _sqlite(path)
+
+
+def sqlite_path(target: str) -> Path | None:
+    """The SQLite file `target` names (a path, ~ expanded, or sqlite:///PATH); None for a
+    URL of another kind."""
+    text = target.strip()
     if text.lower().startswith("sqlite:///"):
-        return _sqlite(Path(text[len("sqlite://"):]))
-    if "://" in text:
-        raise StoreError(f"{text.split('://')[0]}:// databases are not supported; use a "
-                         "postgresql:// URL or a SQLite file.")
-    return _sqlite(Path(text))
+        return Path(text[len("sqlite://"):]).expanduser()
+    return None if "://" in text else Path(text).expanduser()
+
+
+def target_problem(target: str) -> str | None:
+    """Why open_store cannot open `target` (one sentence), or None; a Postgres server is not
+    reached here. What `config set database_url` checks before it writes."""
+    problem = database_problem(target)
+    path = sqlite_path(target)
+    if problem or path is None:
+        return problem
+    from memgpt_lite.engine.store.sqlite.database import file_problem
+    from memgpt_lite.engine.store.sqlite.store import file_schema_problem
+
+    return file_problem(path) or (file_schema_problem(path) if path.is_file() else None)
 
 
 def _sqlite(path: Path) -> Store:

@@ -358,6 +358,25 @@ def _has_text(text: object) -> bool:
     return isinstance(text, str)
 
 
+def file_problem(path: Path) -> str | None:
+    """Why `path` cannot be opened as a database (one sentence), or None: a folder, a file
+    that cannot be read or is not SQLite. A path that does not exist yet is fine (it is
+    created). `config set database_url` asks this too, so the next command opens it."""
+    if path.is_dir():
+        return f"{path} is a directory, not a memgpt-lite database."
+    if not path.exists():
+        return None
+    try:
+        with open(path, "rb") as f:
+            header = f.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        return f"{path} cannot be read ({exc.strerror})."
+    if header and header != SQLITE_HEADER:
+        return (f"{path} is not a SQLite database; it was left untouched. Move it away or "
+                "point MEMGPT_LITE_HOME elsewhere.")
+    return None
+
+
 def prepare_file(path: Path) -> None:
     """Create the data dir (0700) and the db file (0600) if missing; refuse a file that is
     not SQLite before SQLite touches it."""
@@ -372,17 +391,10 @@ def prepare_file(path: Path) -> None:
         except OSError as exc:  # a read-only mount, no permission
             raise StoreError(f"Cannot create the data directory {path.parent} "
                              f"({exc.strerror}); check MEMGPT_LITE_HOME.") from None
-    if path.is_dir():
-        raise StoreError(f"{path} is a directory, not a memgpt-lite database.")
+    problem = file_problem(path)
+    if problem:
+        raise StoreError(problem)
     if path.exists():
-        try:
-            with open(path, "rb") as f:
-                header = f.read(len(SQLITE_HEADER))
-        except OSError as exc:
-            raise StoreError(f"{path} cannot be read ({exc.strerror}).") from None
-        if header and header != SQLITE_HEADER:
-            raise StoreError(f"{path} is not a SQLite database; it was left untouched. "
-                             "Move it away or point MEMGPT_LITE_HOME elsewhere.")
         return
     try:
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))

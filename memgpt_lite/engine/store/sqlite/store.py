@@ -65,16 +65,10 @@ class SQLiteStore(SQLStore):
 
     def _check_schema(self, db: SQLiteDatabase) -> None:
         tables = db.tables()
-        if not tables:
-            return
-        if "schema_migrations" not in tables:
-            raise StoreError(f"{db.path} is a SQLite database from another program, not "
-                             "memgpt-lite; it was left untouched.")
-        known = {name for name, _ in MIGRATIONS}
-        unknown = [n for n in _applied(db) if n not in known]
-        if unknown:
-            raise StoreError(f"{db.path} was written by a newer memgpt-lite (unknown schema "
-                             f"migration {unknown[0]!r}); upgrade memgpt-lite to open it.")
+        problem = schema_problem(db.path, tables,
+                                 _applied(db) if "schema_migrations" in tables else [])
+        if problem:
+            raise StoreError(problem)
 
     @staticmethod
     def _refuse_pending(db: SQLiteDatabase) -> None:
@@ -154,6 +148,41 @@ class SQLiteStore(SQLStore):
         finally:
             conn.execute("DETACH DATABASE base")
         return rev
+
+
+def schema_problem(path: Path, tables: set[str], applied: list[str]) -> str | None:
+    """Why a SQLite file holding `tables` (and these migrations) is no database this
+    version opens: another program's, or a newer memgpt-lite's. None for an empty file."""
+    if not tables:
+        return None
+    if "schema_migrations" not in tables:
+        return f"{path} is a SQLite database from another program, not memgpt-lite; it was " \
+               "left untouched."
+    known = {name for name, _ in MIGRATIONS}
+    unknown = [n for n in applied if n not in known]
+    if unknown:
+        return (f"{path} was written by a newer memgpt-lite (unknown schema migration "
+                f"{unknown[0]!r}); upgrade memgpt-lite to open it.")
+    return None
+
+
+def file_schema_problem(path: Path) -> str | None:
+    """`schema_problem` of an existing file, read only: nothing is created or migrated
+    (`config set database_url` asks before it writes the file's name)."""
+    try:
+        conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+    except (sqlite3.Error, ValueError) as exc:
+        return f"{path} cannot be opened as a database ({exc})."
+    try:
+        tables = {r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+        applied = ([r[0] for r in conn.execute("SELECT name FROM schema_migrations")]
+                   if "schema_migrations" in tables else [])
+    except sqlite3.Error as exc:
+        return f"{path} cannot be read as a database ({exc})."
+    finally:
+        conn.close()
+    return schema_problem(path, tables, applied)
 
 
 def _applied(db: SQLiteDatabase) -> list[str]:

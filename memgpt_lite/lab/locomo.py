@@ -76,21 +76,40 @@ def _sample_problem(sample: dict[str, Any]) -> str | None:
         if re.fullmatch(r"session_\d+", key) and isinstance(turns, list) \
                 and not all(isinstance(t, dict) for t in turns):
             return f"has a {key!r} whose utterances are not all objects"
+        if re.fullmatch(r"session_\d+_date_time", key):
+            problem = _date_problem(key, turns)
+            if problem:
+                return problem
+    return None
+
+
+def _date_problem(key: str, value: Any) -> str | None:
+    """A session date the runner cannot use: not text, or written like one but no real
+    time (a minute of 99, 31 February, the year 9999 that leaves no day after it). A text
+    of another form is no date at all: its session is undated, as one without a date."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        return f"has a {key!r} that is not text ({value!r})"[:200]
+    if _LOCOMO_TIME.search(value) and locomo_time(value) is None:
+        return f"has a {key!r} ({value!r}) that is not a real time before the year 9999"[:200]
     return None
 
 
 def locomo_time(text: str | None) -> str | None:
     """'1:56 pm on 8 May, 2023' → '2023-05-08T13:56:00Z' (None when unparseable)."""
-    m = _LOCOMO_TIME.search(text or "")
+    m = _LOCOMO_TIME.search(text) if isinstance(text, str) else None
     if not m:
         return None
     hour, minute, ampm, day, month, year = m.groups()
+    if int(hour) > 12 or int(year) > 9998:  # the run's clock starts a day after
+        return None
     try:
         moment = datetime.strptime(f"{day} {month[:3]} {year}", "%d %b %Y")
-    except ValueError:
+        hour_24 = int(hour) % 12 + (12 if ampm.lower() == "pm" else 0)
+        return utc_iso(moment.replace(hour=hour_24, minute=int(minute), tzinfo=timezone.utc))
+    except ValueError:  # 31 February, a minute of 99
         return None
-    hour_24 = int(hour) % 12 + (12 if ampm.lower() == "pm" else 0)
-    return utc_iso(moment.replace(hour=hour_24, minute=int(minute), tzinfo=timezone.utc))
 
 
 @dataclass
@@ -110,7 +129,7 @@ def locomo_utterances(conversation: dict[str, Any]) -> list[Utterance]:
     for n in numbers:
         start = locomo_time(conversation.get(f"session_{n}_date_time"))
         for i, turn in enumerate(conversation[f"session_{n}"]):
-            text = str(turn.get("text", ""))
+            text = str(turn.get("text") or "")
             if turn.get("blip_caption"):
                 text += f" [shares a photo: {turn['blip_caption']}]"
             at = utc_iso(parse_iso(start) + timedelta(seconds=30 * i)) if start else None
@@ -144,8 +163,10 @@ def store_locomo_conversation(store: Any, agent_id: int, sample: dict[str, Any])
 
 
 def _evidence(qa: dict[str, Any]) -> list[str]:
+    given = qa.get("evidence") or []
     ids: list[str] = []
-    for item in qa.get("evidence") or []:
+    # One id given alone ("D1:3") is one id, not the four characters a loop would read.
+    for item in given if isinstance(given, list) else [given]:
         ids += [x for x in re.split(r"[;,\s]+", str(item)) if x]
     return ids
 
@@ -173,26 +194,41 @@ def run_locomo(path: str | Path, *, retrieval_only: bool = True, model_client: A
     options = {"embedder": embedder, "keyword_weight": keyword_weight, "layout": layout,
                "weights": weights}
     rows: list[dict[str, Any]] = []
+    skipped = 0
     with _locomo_store(db) as store:
         for s_index, sample in enumerate(samples):
             for row in _sample_rows(store, sample, s_index, model_client or _NoModel(),
                                     settings or Settings(), retrieval_only, judge, limit,
                                     options):
+                if row is None:
+                    skipped += 1
+                    continue
                 rows.append(row)
                 if progress:
                     progress(f"sample {s_index + 1}/{len(samples)} · question {len(rows)}")
+    if not rows:  # scored, it would be a table of nothing that looks like a run
+        raise _nothing_to_score(path, skipped, retrieval_only)
     metrics = METRICS if retrieval_only else ("f1",) + (("judge",) if judge else ())
     report = {"dataset": "locomo", "file": str(path),
               "mode": "retrieval" if retrieval_only else "answer",
               "model": None if retrieval_only else (settings or Settings()).model,
               "metrics": list(metrics), "by_category": _by_category(rows, metrics),
               "overall": _means(rows, metrics), "categories 1-4": _means(_core(rows), metrics),
-              "questions": rows}
+              "questions": rows, "skipped": skipped,
+              "evidence_not_found": sum(1 for r in rows if r.get("evidence_not_found"))}
     if retrieval_only:
         report["embedder"] = getattr(embedder, "name", None)
         report["backend"] = "postgres" if db else "sqlite"
         report["methods"] = _method_tables(rows, metrics)
     return report
+
+
+def _nothing_to_score(path: str | Path, skipped: int, retrieval_only: bool) -> ScenarioError:
+    if not skipped:
+        return ScenarioError(f"{path} holds no questions (every sample's 'qa' is empty)")
+    why = "names its evidence" if retrieval_only else "has a gold 'answer'"
+    return ScenarioError(f"{path}: none of its {skipped} questions {why}, so none can be "
+                         f"scored {'for retrieval' if retrieval_only else 'by its answer'}")
 
 
 @contextmanager
@@ -232,9 +268,10 @@ def _core(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _sample_rows(store: Any, sample: dict[str, Any], s_index: int, client: Any,
                  settings: Settings, retrieval_only: bool, judge: Any, limit: int | None,
-                 options: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """The rows of one sample's scorable questions, asked of a fresh agent that holds the
-    sample's conversation."""
+                 options: dict[str, Any]) -> Iterator[dict[str, Any] | None]:
+    """The rows of one sample's questions (None for one that cannot be scored in this
+    mode, so the report can count it), asked of a fresh agent that holds the sample's
+    conversation."""
     from memgpt_lite.engine.agent import Agent
 
     agent = Agent.open(store, f"locomo-{s_index + 1}", model_client=client, settings=settings,
@@ -243,9 +280,7 @@ def _sample_rows(store: Any, sample: dict[str, Any], s_index: int, client: Any,
         mapping = store_locomo_conversation(store, agent.id, sample)
         side = _Side(store, agent.id, mapping, options) if retrieval_only else None
         for qa in sample["qa"][:limit]:
-            row = _locomo_question(sample, s_index, qa, agent, side, judge)
-            if row is not None:
-                yield row
+            yield _locomo_question(sample, s_index, qa, agent, side, judge)
     finally:
         agent.close()
 
@@ -329,6 +364,11 @@ def _locomo_recall(row: dict[str, Any], evidence: list[str], side: _Side) -> dic
     best = "hybrid" if side.dense is not None else "keyword"
     row.update(row["methods"][best])
     row["evidence"], row["retrieved"] = evidence, retrieved[best]
+    # Evidence the conversation lacks (a typo in the file) can never be found: counted as a
+    # miss, and the report says how many questions have some.
+    missing = [e for e in evidence if e not in side.texts]
+    if missing:
+        row["evidence_not_found"] = missing
     return row
 
 

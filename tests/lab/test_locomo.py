@@ -1,0 +1,112 @@
+"""LoCoMo files (memgpt_lite/lab/locomo.py) as they come: a bad one is one sentence naming
+the file and the sample, and the printed tables say what their n leaves out."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+from types import SimpleNamespace
+
+import pytest
+from rich.console import Console
+
+from memgpt_lite.lab import locomo
+from memgpt_lite.lab.harness import ScenarioError
+from memgpt_lite.terminal import eval_commands, render
+
+SAMPLE = {"sample_id": "s1",
+          "conversation": {"speaker_a": "Ann", "speaker_b": "Bo",
+                           "session_1_date_time": "1:56 pm on 8 May, 2023",
+                           "session_1": [
+                               {"speaker": "Ann", "dia_id": "D1:1",
+                                "text": "I adopted a dog named Pepper."},
+                               {"speaker": "Bo", "dia_id": "D1:2", "text": "Lovely!"}]},
+          "qa": [{"question": "What is the name of Ann's dog?", "answer": "Pepper",
+                  "evidence": ["D1:1"], "category": 4}]}
+
+
+@pytest.fixture
+def console(monkeypatch):
+    out = io.StringIO()
+    monkeypatch.setattr(render, "make_console",
+                        lambda **_: Console(file=out, width=200, color_system=None))
+    return out
+
+
+def write(tmp_path, change) -> str:
+    sample = copy.deepcopy(SAMPLE)
+    change(sample)
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps([sample]))
+    return str(path)
+
+
+def run(path: str) -> int:
+    return eval_commands.cmd_eval(SimpleNamespace(scenario="locomo", file=path, json=None,
+                                                  retrieval_only=True, model=None))
+
+
+def dated(text):
+    return lambda s: s["conversation"].__setitem__("session_1_date_time", text)
+
+
+@pytest.mark.parametrize("change,says", [
+    (dated("1:99 pm on 8 May, 2023"), "'session_1_date_time' ('1:99 pm on 8 May, 2023')"),
+    (dated("11:56 pm on 31 December, 9999"), "that is not a real time before the year 9999"),
+    (dated(5), "has a 'session_1_date_time' that is not text (5)"),
+], ids=["minute 99", "year 9999", "a number"])
+def test_a_session_date_that_is_no_time_is_one_sentence(change, says, tmp_path, console):
+    """Each was a traceback (ValueError, OverflowError, TypeError)."""
+    path = write(tmp_path, change)
+    assert run(path) == 2
+    printed = " ".join(console.getvalue().split())
+    assert printed.startswith(f"memgpt-lite: {path}: sample 0 has a")
+    assert says in printed
+
+
+def test_a_date_of_another_form_leaves_its_session_undated(tmp_path):
+    path = write(tmp_path, dated("the day after"))
+    assert locomo.run_locomo(path)["overall"]["recall@5"] == 1.0
+
+
+@pytest.mark.parametrize("evidence", ["D1:1", ["D1:1"]])
+def test_evidence_given_as_one_text_is_one_id(evidence, tmp_path):
+    """"D1:1" alone was read as four ids ("D", "1", ":", "1"): recall 0, silently."""
+    path = write(tmp_path, lambda s: s["qa"][0].__setitem__("evidence", evidence))
+    result = locomo.run_locomo(path)
+    assert result["overall"]["recall@5"] == 1.0 and result["evidence_not_found"] == 0
+
+
+def test_evidence_the_conversation_lacks_is_counted_and_said(tmp_path, console):
+    path = write(tmp_path, lambda s: s["qa"][0].__setitem__("evidence", 5))  # was a TypeError
+    assert run(path) == 0
+    assert "1 scored question(s) name evidence the conversation does not have" in \
+        console.getvalue()
+
+
+def test_questions_not_scored_are_counted_under_the_table(tmp_path, console):
+    def add(sample):
+        sample["qa"].append({"question": "What is Bo's job?", "adversarial_answer": "nurse",
+                             "category": 5})
+    path = write(tmp_path, add)
+    assert run(path) == 0
+    assert "1 question(s) not scored: no evidence (not in n)" in console.getvalue()
+    assert locomo.run_locomo(path)["skipped"] == 1
+
+
+def test_a_file_without_categories_one_to_four_prints_a_dash_not_a_traceback(tmp_path,
+                                                                            console):
+    """Its 'categories 1-4' row has n = 0 and no figures: the table's format raised."""
+    path = write(tmp_path, lambda s: s["qa"][0].__setitem__("category", 5))
+    assert run(path) == 0
+    row = next(line for line in console.getvalue().splitlines() if "categories 1-4" in line)
+    assert "│ 0 │" in row and "—" in row
+
+
+def test_a_file_whose_questions_cannot_be_scored_is_one_sentence(tmp_path, console):
+    path = write(tmp_path, lambda s: s["qa"][0].pop("evidence"))
+    assert run(path) == 2
+    assert "none of its 1 questions names its evidence" in " ".join(console.getvalue().split())
+    with pytest.raises(ScenarioError, match="holds no questions"):
+        locomo.run_locomo(write(tmp_path, lambda s: s.__setitem__("qa", [])))

@@ -42,7 +42,8 @@ _LOCOMO_TIME = re.compile(r"(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+(\w+)
 def load_locomo(path: str | Path) -> list[dict[str, Any]]:
     """The samples of a locomo10.json-format file (a list, or one sample)."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8", errors="replace"))
+        # utf-8-sig: a file saved by Notepad starts with a byte-order mark JSON refuses.
+        data = json.loads(Path(path).read_text(encoding="utf-8-sig", errors="replace"))
     except FileNotFoundError:
         raise ScenarioError(f"no LoCoMo file at {path}") from None
     except (json.JSONDecodeError, RecursionError):

@@ -108,7 +108,8 @@ class Scenario:
     def load(cls, path: str | Path) -> Scenario:
         path = Path(path)
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8", errors="replace"))
+            # utf-8-sig: a file saved by Notepad starts with a byte-order mark TOML refuses.
+            data = tomllib.loads(path.read_text(encoding="utf-8-sig", errors="replace"))
         except FileNotFoundError:
             raise ScenarioError(f"no scenario file at {path}") from None
         except tomllib.TOMLDecodeError as exc:

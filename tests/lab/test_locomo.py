@@ -110,3 +110,10 @@ def test_a_file_whose_questions_cannot_be_scored_is_one_sentence(tmp_path, conso
     assert "none of its 1 questions names its evidence" in " ".join(console.getvalue().split())
     with pytest.raises(ScenarioError, match="holds no questions"):
         locomo.run_locomo(write(tmp_path, lambda s: s.__setitem__("qa", [])))
+
+
+def test_a_file_saved_with_a_byte_order_mark_is_read(tmp_path):
+    """Notepad's UTF-8 starts with one; the file was refused as not JSON."""
+    path = tmp_path / "locomo.json"
+    path.write_text("\ufeff" + json.dumps([SAMPLE]), encoding="utf-8")
+    assert locomo.run_locomo(path)["overall"]["recall@5"] == 1.0

@@ -70,3 +70,10 @@ def test_a_long_run_near_the_end_of_the_calendar_is_fine_when_it_fits():
     scenario = Scenario.from_dict({"clock": "9998-12-30T00:00:00Z", "clock_step": 0,
                                    "session": [{"inputs": ["a", "b"]}]})
     assert scenario.clock_step == 0
+
+
+def test_a_file_saved_with_a_byte_order_mark_is_read(tmp_path):
+    """Notepad's UTF-8 starts with one; the file was refused as not valid TOML."""
+    path = tmp_path / "mine.toml"
+    path.write_text("\ufeff" + ONE, encoding="utf-8")
+    assert Scenario.load(path).inputs == ["hi", "again"]

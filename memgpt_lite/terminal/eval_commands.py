@@ -192,11 +192,23 @@ def _check_recorded_scenario(recorded: Any, scenario: scenarios.Scenario, file: 
                           f"--replay {file}`")
     # A run cut short (Ctrl-C, a kill) diverges where it ends, which would otherwise be
     # told as a changed scenario; its last turn says so (a changed scenario's may be whole).
-    turns = recorded.turns
-    if turns and turns[-1].ends_early and len(turns) <= len(scenario.inputs):
-        raise _UsageError(f"{file} holds {len(turns) - 1} of the {len(scenario.inputs)} "
+    whole = _whole_turns(recorded.turns, scenario.inputs)
+    if whole is not None:
+        raise _UsageError(f"{file} holds {whole} of the {len(scenario.inputs)} "
                           f"turns of scenario {scenario.name!r}: that run was cut short "
                           f"(interrupted or killed), so it cannot be scored; run it live again")
+
+
+def _whole_turns(turns: list[Any], inputs: list[str]) -> int | None:
+    """How many whole turns a run cut short holds (None: it was not cut short). A run
+    stopped inside a turn ends with that turn cut; one stopped between two turns (or before
+    the first) ends whole, with fewer turns than the scenario, each the input it has now:
+    had the scenario changed instead, some input would differ."""
+    if turns and turns[-1].ends_early and len(turns) <= len(inputs):
+        return len(turns) - 1
+    if len(turns) < len(inputs) and [t.text for t in turns] == inputs[:len(turns)]:
+        return len(turns)
+    return None
 
 
 def _folder_name(scenario: str) -> str:

@@ -1,0 +1,58 @@
+"""`memgpt-lite eval --replay` (memgpt_lite/terminal/eval_commands.py) of a run cut short
+between two turns: it says how many turns the recording holds, not that the scenario
+changed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memgpt_lite.engine import recording
+from memgpt_lite.lab import scenarios
+from memgpt_lite.lab.scenarios import Scenario
+from memgpt_lite.lab.scripted import ScriptedModel, text_response
+from memgpt_lite.terminal import cli
+
+SCENARIO = ('name = "three"\n[[session]]\ninputs = ["My dog is Pepper.", "I like jazz."]\n'
+            '[[session]]\nrestart = true\ninputs = ["What is my dog called?"]\n'
+            '[[check]]\ntype = "reply_contains"\ntext = "Pepper"\n')
+
+
+def recorded_run(tmp_path: Path) -> tuple[Path, Path]:
+    scenario = tmp_path / "three.toml"
+    scenario.write_text(SCENARIO)
+    run = tmp_path / "run.jsonl"
+    replies = [text_response("Noted."), text_response("Nice."), text_response("Pepper.")]
+    scenarios.run_scenario(Scenario.load(scenario), ScriptedModel(replies),
+                           recorder=recording.Recorder(run))
+    return scenario, run
+
+
+@pytest.mark.parametrize("kept,whole", [(0, 0), (1, 1), (2, 2)])
+def test_eval_replay_of_a_run_stopped_between_turns_says_it_was_cut_short(
+        kept, whole, tmp_path, capsys):
+    """Killed after turn `kept` had ended (its memory line written; after turn 2 the
+    restart line too), or before the first: this said the scenario had changed since."""
+    scenario, run = recorded_run(tmp_path)
+    assert cli.main(["eval", str(scenario), "--replay", str(run)]) == 0
+    capsys.readouterr()
+    lines = run.read_text(encoding="utf-8").splitlines(keepends=True)
+    ends = [i for i, line in enumerate(lines) if '"type":"memory"' in line]
+    end = ends[kept - 1] + 1 if kept else 1
+    run.write_text("".join(lines[:end + (kept == 2)]), encoding="utf-8")
+    assert cli.main(["eval", str(scenario), "--replay", str(run)]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert (f"{run} holds {whole} of the 3 turns of scenario 'three': that run was cut "
+            "short (interrupted or killed)") in out
+    assert "changed" not in out
+
+
+def test_eval_replay_of_a_scenario_with_an_input_added_since_says_it_changed(tmp_path,
+                                                                           capsys):
+    scenario, run = recorded_run(tmp_path)
+    scenario.write_text(SCENARIO.replace('"What is my dog called?"',
+                                         '"Hello again.", "What is my dog called?"'))
+    assert cli.main(["eval", str(scenario), "--replay", str(run)]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert "the scenario changed since that run" in out and "cut short" not in out

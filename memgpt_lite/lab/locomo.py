@@ -319,9 +319,14 @@ def _dense_side(store: Any, agent_id: int, options: dict[str, Any]) -> CachedDen
     if embedder is None:
         return None
     from memgpt_lite.engine.dense import DenseRecall
+    from memgpt_lite.engine.embeddings import EmbeddingError
     from memgpt_lite.engine.indexer import index_agent
 
-    index_agent(store, agent_id, embedder)
+    try:
+        index_agent(store, agent_id, embedder)
+    except EmbeddingError as exc:  # without the vectors, dense and hybrid mean nothing
+        raise ScenarioError(f"the embedder could not embed the conversation: {exc} "
+                            "(dense and hybrid cannot be scored without it)") from None
     return CachedDense(DenseRecall(store, agent_id, embedder), options.get("keyword_weight"))
 
 

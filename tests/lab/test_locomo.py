@@ -117,3 +117,37 @@ def test_a_file_saved_with_a_byte_order_mark_is_read(tmp_path):
     path = tmp_path / "locomo.json"
     path.write_text("\ufeff" + json.dumps([SAMPLE]), encoding="utf-8")
     assert locomo.run_locomo(path)["overall"]["recall@5"] == 1.0
+
+
+class QueriesFail:
+    """Embeds the conversation, then fails on every question (the endpoint went away)."""
+
+    def __init__(self):
+        from memgpt_lite.lab.fake_embeddings import ConceptEmbedder
+
+        self.inner = ConceptEmbedder()
+        self.name, self.dim = self.inner.name, self.inner.dim
+
+    def embed(self, texts, *, query=False):
+        from memgpt_lite.engine.embeddings import EmbeddingError
+
+        if query:
+            raise EmbeddingError("The embeddings endpoint cannot be reached.")
+        return self.inner.embed(texts, query=query)
+
+
+def test_an_embedder_that_fails_stops_the_run_rather_than_scoring_keywords_as_hybrid(
+        tmp_path, console):
+    """Failing on the conversation was an EmbeddingError traceback; failing on the questions
+    scored dense as finding nothing and hybrid as keyword search, under their names."""
+    from memgpt_lite.lab.fake_embeddings import ConceptEmbedder
+
+    path = write(tmp_path, lambda s: None)
+    assert locomo.run_locomo(path, embedder=ConceptEmbedder())["methods"]["dense"]
+    broken = ConceptEmbedder()
+    broken.fail = "The embeddings endpoint cannot be reached."
+    with pytest.raises(ScenarioError, match="the embedder could not embed the conversation"):
+        locomo.run_locomo(path, embedder=broken)
+    with pytest.raises(ScenarioError, match="the embedder failed on the question "
+                                            "\"What is the name of Ann's dog"):
+        locomo.run_locomo(path, embedder=QueriesFail())

@@ -195,7 +195,7 @@ def run_locomo(path: str | Path, *, retrieval_only: bool = True, model_client: A
     options = {"embedder": embedder, "keyword_weight": keyword_weight, "layout": layout,
                "weights": weights}
     rows: list[dict[str, Any]] = []
-    skipped = 0
+    skipped, failed = 0, []
     with _locomo_store(db) as store:
         for s_index, sample in enumerate(samples):
             for row in _sample_rows(store, sample, s_index, model_client or _NoModel(),
@@ -204,9 +204,15 @@ def run_locomo(path: str | Path, *, retrieval_only: bool = True, model_client: A
                 if row is None:
                     skipped += 1
                     continue
+                if "error" in row:  # no answer to score: a wrong one would be a guess
+                    failed.append(row)
+                    continue
                 rows.append(row)
                 if progress:
                     progress(f"sample {s_index + 1}/{len(samples)} · question {len(rows)}")
+    if not rows and failed:
+        raise ScenarioError(f"{path}: the model call failed for every question, so none "
+                            f"was scored (first: {failed[0]['error']})")
     if not rows:  # scored, it would be a table of nothing that looks like a run
         raise _nothing_to_score(path, skipped, retrieval_only)
     metrics = METRICS if retrieval_only else ("f1",) + (("judge",) if judge else ())
@@ -215,7 +221,7 @@ def run_locomo(path: str | Path, *, retrieval_only: bool = True, model_client: A
               "model": None if retrieval_only else (settings or Settings()).model,
               "metrics": list(metrics), "by_category": _by_category(rows, metrics),
               "overall": _means(rows, metrics), "categories 1-4": _means(_core(rows), metrics),
-              "questions": rows, "skipped": skipped,
+              "questions": rows, "skipped": skipped, "failed": failed,
               "evidence_not_found": sum(1 for r in rows if r.get("evidence_not_found"))}
     if retrieval_only:
         report["embedder"] = getattr(embedder, "name", None)
@@ -379,7 +385,10 @@ def _locomo_recall(row: dict[str, Any], evidence: list[str], side: _Side) -> dic
 
 
 def _locomo_answer(row: dict[str, Any], answer: str, agent: Any, judge: Any) -> dict[str, Any]:
-    reply = _ask(agent, row["question"])
+    reply, error = _ask(agent, row["question"])
+    if error is not None:
+        row.update(answer=answer, error=error)
+        return row
     row.update(answer=answer, reply=reply, f1=token_f1(reply, answer))
     if judge is not None:
         verdict = ask_judge(judge, f"The reply gives this answer: {answer}", row["question"], reply)
@@ -387,14 +396,24 @@ def _locomo_answer(row: dict[str, Any], answer: str, agent: Any, judge: Any) -> 
     return row
 
 
-def _ask(agent: Any, question: str) -> str:
-    """One question as one turn; the turn is then removed so questions stay independent."""
-    reply = ""
+def _ask(agent: Any, question: str) -> tuple[str, str | None]:
+    """One question as one turn, the turn then removed so questions stay independent:
+    (reply, None), or ("", why) when a model call failed and the turn has no answer."""
+    reply, error, turn = "", None, None
     for event in agent.step(question):
-        if event.kind == "turn_end":
-            reply = event.text  # type: ignore[union-attr]
-    agent.pop_turns(1)
-    return reply
+        if event.kind == "error":
+            error = error or event.message  # type: ignore[union-attr]
+        elif event.kind == "turn_end":
+            reply, turn = event.text, event.turn_id  # type: ignore[union-attr]
+            if event.completed:  # type: ignore[union-attr]
+                error = None
+            else:
+                error = error or "the turn did not complete"
+    # By its id: a failed turn is no finished turn, so "the last one" would be the stored
+    # conversation's last turn, and every later question would be asked without it.
+    if turn is not None:
+        agent.store.pop_turns(agent.id, [turn])
+    return reply, error
 
 
 def _category_name(category: Any) -> str:

@@ -122,19 +122,27 @@ def run_nested_kv(path: str | Path, model_client: Any, *, settings: Settings | N
     correct when the final value is in the reply. Accuracy per nesting level."""
     settings = settings or Settings()
     examples = load_nested_kv(path)
-    rows = []
+    rows, failed = [], []
     for i, ex in enumerate(examples, 1):
-        reply, searches = _run_kv_example(ex, model_client, settings)
-        rows.append({"key": ex.key, "level": ex.level, "answer": ex.answer, "reply": reply,
-                     "correct": ex.answer.lower() in reply.lower(), "searches": searches})
+        reply, searches, error = _run_kv_example(ex, model_client, settings)
+        row = {"key": ex.key, "level": ex.level, "answer": ex.answer, "reply": reply,
+               "correct": ex.answer.lower() in reply.lower(), "searches": searches}
+        if error is not None:  # no answer to score: a wrong one would be a guess
+            failed.append({"key": ex.key, "level": ex.level, "error": error})
+        else:
+            rows.append(row)
         if progress:
             progress(f"example {i}/{len(examples)}")
+    if not rows:
+        raise ScenarioError(f"{path}: the model call failed for every example, so none was "
+                            f"scored (first: {failed[0]['error']})")
     levels: dict[int, list[bool]] = defaultdict(list)
     for r in rows:
         levels[r["level"]].append(r["correct"])
     return {"dataset": "nested_kv", "file": str(path), "model": settings.model,
             "by_level": {str(k): _accuracy(v) for k, v in sorted(levels.items())},
-            "overall": _accuracy([r["correct"] for r in rows]), "questions": rows}
+            "overall": _accuracy([r["correct"] for r in rows]), "questions": rows,
+            "failed": failed}
 
 
 def _accuracy(correct: list[bool]) -> dict[str, Any]:
@@ -142,8 +150,10 @@ def _accuracy(correct: list[bool]) -> dict[str, Any]:
             "accuracy": round(sum(correct) / len(correct), 4) if correct else None}
 
 
-def _run_kv_example(ex: KVExample, model_client: Any, settings: Settings) -> tuple[str, int]:
-    """(reply, archival searches) of a fresh agent that holds the example's pairs."""
+def _run_kv_example(ex: KVExample, model_client: Any,
+                    settings: Settings) -> tuple[str, int, str | None]:
+    """(reply, archival searches, why the turn failed or None) of a fresh agent that holds
+    the example's pairs."""
     from memgpt_lite.engine.agent import Agent
     from memgpt_lite.engine.store import open_store
 
@@ -156,11 +166,17 @@ def _run_kv_example(ex: KVExample, model_client: Any, settings: Settings) -> tup
             return _ask_kv(agent, ex.key)
 
 
-def _ask_kv(agent: Any, key: str) -> tuple[str, int]:
-    reply, searches = "", 0
+def _ask_kv(agent: Any, key: str) -> tuple[str, int, str | None]:
+    reply, searches, error = "", 0, None
     for event in agent.step(KV_QUESTION.format(key=key)):
         if event.kind == "tool_call" and event.call.name == "archival_search":  # type: ignore[union-attr]
             searches += 1
+        elif event.kind == "error":
+            error = error or event.message  # type: ignore[union-attr]
         elif event.kind == "turn_end":
             reply = event.text  # type: ignore[union-attr]
-    return reply, searches
+            if event.completed:  # type: ignore[union-attr]
+                error = None
+            else:
+                error = error or "the turn did not complete"
+    return reply, searches, error

@@ -135,6 +135,14 @@ def _print_locomo_left_out(console: Console, result: dict[str, Any]) -> None:
     if lacking:
         console.print(f"{lacking:,} scored question(s) name evidence the conversation does not "
                       "have: counted as missed", markup=False)
+    _print_failed(console, result.get("failed") or [], "question")
+
+
+def _print_failed(console: Console, failed: list[dict[str, Any]], what: str) -> None:
+    """Items whose model call failed: no answer to score, so not in n."""
+    if failed:
+        console.print(f"{len(failed):,} {what}(s) not scored: the model call failed (not in n; "
+                      f"first: {shown(str(failed[0].get('error')))})", markup=False)
 
 
 def print_nested_kv(console: Console, result: dict[str, Any]) -> None:
@@ -143,6 +151,7 @@ def print_nested_kv(console: Console, result: dict[str, Any]) -> None:
     for level, stats in [*result["by_level"].items(), ("overall", result["overall"])]:
         table.add_row(str(level), str(stats["n"]), _pct(stats["accuracy"]))
     console.print(table)
+    _print_failed(console, result.get("failed") or [], "example")
 
 
 def _label_width(labels: Any, most: int) -> int:

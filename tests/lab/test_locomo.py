@@ -151,3 +151,41 @@ def test_an_embedder_that_fails_stops_the_run_rather_than_scoring_keywords_as_hy
     with pytest.raises(ScenarioError, match="the embedder failed on the question "
                                             "\"What is the name of Ann's dog"):
         locomo.run_locomo(path, embedder=QueriesFail())
+
+
+def answered(tmp_path, script):
+    from memgpt_lite.lab.scripted import ScriptedModel
+
+    def more(sample):
+        sample["qa"].append({"question": "What did Bo say?", "answer": "Lovely",
+                             "evidence": ["D1:2"], "category": 4})
+    return locomo.run_locomo(write(tmp_path, more), retrieval_only=False,
+                             model_client=ScriptedModel(script))
+
+
+def test_a_question_whose_model_call_failed_is_not_scored_and_takes_nothing_with_it(
+        tmp_path, console):
+    """It was scored as a wrong answer (F1 0), and undoing it undid the stored
+    conversation's last turn instead, so every later question lacked it."""
+    from memgpt_lite.engine.agent import Agent
+    from memgpt_lite.engine.errors import AuthError
+    from memgpt_lite.engine.store import open_store
+    from memgpt_lite.lab.scripted import ScriptedModel, text_response
+
+    result = answered(tmp_path, [AuthError("Bad key."), text_response("Lovely")])
+    assert result["overall"] == {"n": 1, "f1": 1.0}
+    assert [f["error"] for f in result["failed"]] == ["Bad key."]
+    from memgpt_lite.terminal import eval_render
+
+    eval_render.print_locomo(Console(file=console, width=200, color_system=None), result)
+    assert "1 question(s) not scored: the model call failed (not in n; first: Bad key.)" in \
+        console.getvalue()
+    with pytest.raises(ScenarioError, match="the model call failed for every question"):
+        answered(tmp_path, [AuthError("Bad key.")] * 2)
+    with open_store(tmp_path / "s.db") as store:
+        agent = Agent.open(store, "q", model_client=ScriptedModel([AuthError("Bad key.")]))
+        locomo.store_locomo_conversation(store, agent.id, SAMPLE)
+        before = [m.id for m in store.all_messages(agent.id)]
+        assert locomo._ask(agent, "What is the dog's name?") == ("", "Bad key.")
+        assert [m.id for m in store.all_messages(agent.id)] == before
+        agent.close()

@@ -46,3 +46,18 @@ def test_a_jsonl_line_cut_short_is_named(tmp_path):
     path.write_text(json.dumps(GOOD) + "\n" + json.dumps(GOOD)[:20])
     with pytest.raises(ScenarioError, match=f"^{path}: line 2 is not JSON"):
         nested_kv.load_nested_kv(path)
+
+
+def test_an_example_whose_model_call_failed_is_not_scored(tmp_path):
+    """It was scored as a wrong answer: a bad key read as a model that cannot follow."""
+    from memgpt_lite.engine.errors import AuthError
+    from memgpt_lite.lab.scripted import ScriptedModel, text_response
+
+    path = tmp_path / "kv.jsonl"
+    path.write_text((json.dumps(GOOD) + "\n") * 2)
+    model = ScriptedModel([AuthError("Bad key."), text_response("c")])
+    result = nested_kv.run_nested_kv(path, model)
+    assert result["overall"] == {"n": 1, "accuracy": 1.0}
+    assert result["failed"] == [{"key": "a", "level": 1, "error": "Bad key."}]
+    with pytest.raises(ScenarioError, match="the model call failed for every example"):
+        nested_kv.run_nested_kv(path, ScriptedModel([AuthError("Bad key.")] * 2))

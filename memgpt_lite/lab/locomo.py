@@ -73,6 +73,10 @@ def _sample_problem(sample: dict[str, Any]) -> str | None:
         return "has a 'conversation' that is not an object"
     if not isinstance(qa, list) or not all(isinstance(q, dict) for q in qa):
         return "has a 'qa' that is not a list of questions"
+    for n, q in enumerate(qa):
+        # Nothing to search for or to ask: the API refuses an empty message.
+        if not isinstance(q.get("question"), str) or not q["question"].strip():
+            return f"has question {n} with no 'question' text (empty, missing or not text)"
     for key, turns in conversation.items():
         if re.fullmatch(r"session_\d+", key) and isinstance(turns, list) \
                 and not all(isinstance(t, dict) for t in turns):

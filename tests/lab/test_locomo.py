@@ -189,3 +189,21 @@ def test_a_question_whose_model_call_failed_is_not_scored_and_takes_nothing_with
         assert locomo._ask(agent, "What is the dog's name?") == ("", "Bad key.")
         assert [m.id for m in store.all_messages(agent.id)] == before
         agent.close()
+
+
+@pytest.mark.parametrize("question", ["", "  ", None, 5])
+def test_a_question_without_text_is_one_sentence(question, tmp_path, console, monkeypatch):
+    """Answering, an empty question was a ValueError traceback (a turn needs a message);
+    in retrieval it was searched for and scored as a miss."""
+    from memgpt_lite.lab.scripted import ScriptedModel, text_response
+
+    model = ScriptedModel([text_response("Pepper")])
+    monkeypatch.setattr(eval_commands, "_live_client", lambda args: model)
+    path = write(tmp_path, lambda s: s["qa"][0].__setitem__("question", question))
+    for retrieval in (True, False):
+        args = SimpleNamespace(scenario="locomo", file=path, json=None, model=None,
+                               retrieval_only=retrieval)
+        assert eval_commands.cmd_eval(args) == 2
+    printed = " ".join(console.getvalue().split())
+    assert f"{path}: sample 0 has question 0 with no 'question' text" in printed
+    assert model.requests == []

@@ -398,7 +398,15 @@ def _scenario_report(scenario: Scenario, model: str, source: str,
             "checks": checks, "passed": passed, "failed": len(scored) - passed,
             "skipped": len(checks) - len(scored),
             "score": round(passed / len(scored), 4) if scored else 1.0,
-            "totals": totals(state.turns)}
+            "totals": totals(state.turns), "failed_turns": failed_turns(state.turns)}
+
+
+def failed_turns(turns: list[TurnRecord]) -> list[dict[str, Any]]:
+    """The turns that did not complete, each with the first error it met: their checks
+    score an empty reply, which says nothing of the model unless the report says why."""
+    return [{"turn": t.index, "error": next((e.message for e in t.of("error")),
+                                            "the turn did not complete")}
+            for t in turns if not t.completed]
 
 
 def totals(turns: list[TurnRecord]) -> dict[str, Any]:

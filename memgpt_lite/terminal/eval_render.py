@@ -46,6 +46,11 @@ def print_score_table(console: Console, report: dict[str, Any]) -> None:
                   f"({report['score']:.0%}) · {t['turns']} turns · {t['model_calls']} model calls"
                   f" · {t['tool_calls']} tool calls · {t['input_tokens']:,} input tokens · "
                   f"${t['cost_usd']:.4f}")
+    failed = report.get("failed_turns") or []
+    if failed:
+        first = failed[0]
+        console.print(shown(f"{len(failed)} of {t['turns']} turns failed, so their checks "
+                            f"scored no reply (turn {first['turn']}: {first['error']})", "red"))
     for d in report.get("replay_divergences") or []:
         console.print(shown(f"  replay divergence: {d}", "yellow"))
 

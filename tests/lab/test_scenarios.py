@@ -77,3 +77,21 @@ def test_a_file_saved_with_a_byte_order_mark_is_read(tmp_path):
     path = tmp_path / "mine.toml"
     path.write_text("\ufeff" + ONE, encoding="utf-8")
     assert Scenario.load(path).inputs == ["hi", "again"]
+
+
+def test_a_turn_whose_model_call_failed_is_named_under_the_score(tmp_path):
+    """A run against a bad key scored every check FAIL ("turn 2 said ''") with nothing
+    saying the model was never reached."""
+    from memgpt_lite.engine.errors import AuthError
+    from memgpt_lite.lab import scenarios
+    from memgpt_lite.terminal import eval_render
+
+    scenario = Scenario.from_dict({"session": [{"inputs": ["hi", "again"]}],
+                                   "check": [{"type": "reply_contains", "text": "ok"}]})
+    model = ScriptedModel([text_response("ok"), AuthError("The API key was rejected.")])
+    report = scenarios.run_scenario(scenario, model)
+    assert report["failed_turns"] == [{"turn": 2, "error": "The API key was rejected."}]
+    out = io.StringIO()
+    eval_render.print_score_table(Console(file=out, width=200, color_system=None), report)
+    assert "1 of 2 turns failed, so their checks scored no reply (turn 2: The API key was " \
+           "rejected.)" in out.getvalue()

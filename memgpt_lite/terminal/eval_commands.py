@@ -141,6 +141,8 @@ def _run_one(console: Console, scenario: scenarios.Scenario, args: argparse.Name
     judge = None
     model = getattr(args, "model", None)
     if replay_file:
+        # A file, or the id `memgpt-lite sessions` shows for it, as `replay` takes.
+        replay_file = str(recording.find_recording(replay_file))
         recorded = recording.Recording.load(replay_file)
         _check_recorded_scenario(recorded, scenario, replay_file)
         client: Any = replay_mod.ReplayModelClient(recorded)

@@ -56,3 +56,20 @@ def test_eval_replay_of_a_scenario_with_an_input_added_since_says_it_changed(tmp
     assert cli.main(["eval", str(scenario), "--replay", str(run)]) == 2
     out = " ".join(capsys.readouterr().out.split())
     assert "the scenario changed since that run" in out and "cut short" not in out
+
+
+def test_eval_replay_takes_the_id_that_sessions_shows(tmp_path, capsys, monkeypatch):
+    """`sessions` lists an eval's recording with an id, which `replay` takes; `eval
+    --replay ID` said there was no recording at ID."""
+    from memgpt_lite.engine.config import recordings_dir
+
+    scenario = tmp_path / "three.toml"
+    scenario.write_text(SCENARIO)
+    run = recordings_dir() / "eval-three" / "20261202T060726Z.jsonl"
+    replies = [text_response("Noted."), text_response("Nice."), text_response("Pepper.")]
+    scenarios.run_scenario(Scenario.load(scenario), ScriptedModel(replies),
+                           recorder=recording.Recorder(run))
+    assert cli.main(["sessions"]) == 0
+    assert "20261202T060726Z" in capsys.readouterr().out
+    assert cli.main(["eval", str(scenario), "--replay", "20261202T060726Z"]) == 0
+    assert "score 1/1" in " ".join(capsys.readouterr().out.split())

@@ -132,6 +132,10 @@ class Scenario:
             raise ScenarioError(f"scenario {default_name!r} has no [[session]] with inputs")
         main = str(data.get("agent") or "eval")
         agents = [_agent(a, i) for i, a in enumerate(_tables(data, "agents"), 1)]
+        twice = next((a.name for i, a in enumerate(agents) if a.name in
+                      {b.name for b in agents[:i]}), None)
+        if twice is not None:  # the second would be refused when the run starts
+            raise ScenarioError(f"[[agents]] names {twice!r} twice")
         names = {main} | {a.name for a in agents}
         stray = next((s.agent for s in sessions if s.agent and s.agent not in names), None)
         if stray is not None:
@@ -213,6 +217,9 @@ def _session(raw: Any, number: int) -> SessionSpec:
         raise ScenarioError(f"[[session]] {number} needs inputs = [\"...\", ...]")
     if raw.get("clock"):
         parse_clock(str(raw["clock"]))
+    if not isinstance(raw.get("restart", False), bool):  # "no" would read as a restart
+        raise ScenarioError(f"[[session]] {number}: restart must be true or false, got "
+                            f"{raw['restart']!r}"[:200])
     for i, text in enumerate(raw.get("inputs", []), 1):
         # The API refuses an empty message, and a table or number is no message at all.
         if not isinstance(text, str) or not text.strip():

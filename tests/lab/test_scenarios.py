@@ -32,6 +32,10 @@ BAD_FILES = [
     ('[[session]]\ninputs = [""]\n', "[[session]] 1: input 1 must be a text that is not empty"),
     ('[[session]]\ninputs = ["hi", "   "]\n', "input 2 must be a text that is not empty"),
     ("[[session]]\ninputs = [1, {a = 1}]\n", "input 1 must be a text that is not empty"),
+    ('[[session]]\nrestart = "no"\ninputs = ["hi"]\n',
+     "[[session]] 1: restart must be true or false, got 'no'"),
+    ('[[agents]]\nname = "b"\n[[agents]]\nname = "b"\n[[session]]\nagent = "b"\n'
+     'inputs = ["hi"]\n', "[[agents]] names 'b' twice"),
 ]
 
 

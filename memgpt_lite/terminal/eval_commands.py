@@ -49,9 +49,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if getattr(args, "compare", None):
             return _compare(console, args.compare)
         dataset = _dataset_name(args)
-        if dataset is not None:
-            return _dataset(console, dataset, args)
-        return _scenarios(console, args)
+        try:
+            if dataset is not None:
+                return _dataset(console, dataset, args)
+            return _scenarios(console, args)
+        except KeyboardInterrupt:
+            # Nothing keeps a run's place: say so before the command line says "interrupted".
+            console.print(Text("The eval was stopped before its end: a run cut short cannot "
+                               "be resumed or scored, and no report was written (an earlier "
+                               "--json file is kept); run it again.", style="yellow"))
+            raise
     except (ScenarioError, recording.RecordingError, _UsageError) as exc:
         render.print_error(console, str(exc))
         return EXIT_USAGE

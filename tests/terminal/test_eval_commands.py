@@ -73,3 +73,24 @@ def test_eval_replay_takes_the_id_that_sessions_shows(tmp_path, capsys, monkeypa
     assert "20261202T060726Z" in capsys.readouterr().out
     assert cli.main(["eval", str(scenario), "--replay", "20261202T060726Z"]) == 0
     assert "score 1/1" in " ".join(capsys.readouterr().out.split())
+
+
+def test_an_eval_stopped_by_ctrl_c_says_it_cannot_be_resumed(tmp_path, capsys, monkeypatch):
+    """It said only "interrupted": nothing told whether the run could be picked up again or
+    whether the --json file was now half a report."""
+    from memgpt_lite.lab import locomo
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(locomo, "run_locomo", stopped)
+    report = tmp_path / "r.json"
+    report.write_text("{}")
+    data = tmp_path / "locomo.json"
+    data.write_text("[]")
+    assert cli.main(["eval", "locomo", str(data), "--retrieval-only", "--json",
+                     str(report)]) == 130
+    captured = capsys.readouterr()
+    assert "a run cut short cannot be resumed or scored, and no report was written" in \
+        " ".join((captured.out + captured.err).split())
+    assert report.read_text() == "{}"

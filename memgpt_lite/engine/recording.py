@@ -26,6 +26,10 @@ version, 2; version 1 is still read) and a `"type"`:
                  another agent's passages would shift them in a replay that lacks them);
                  written before the next event once known, each line listing all so far
                  (older recordings have one line, after the turn's events)
+    message_ids  likewise the ids the turn's new messages got, written only when another
+                 agent's messages made them skip (SQLite numbers messages across the data
+                 dir, and hybrid search's recorded candidates name them); without it the
+                 replay's own numbering gives the same ids
     shared_block a block read with a value written elsewhere (another agent sharing it, or
                  another process serving this agent, e.g. an MCP client): label, value and
                  `after`, the number of the turn's recorded events before that read; replay
@@ -401,7 +405,10 @@ class _TurnLog:
         self.other = None if self.watch is not None or recorder.agent_uid is None else agent.name
         self.readings: list[str] = []
         self.started = False
-        self.ids_written = 0
+        self.ids_written = self.messages_written = 0
+        if self.watch is not None:
+            self.watch.message_ids.clear()  # the turn's user message is stored next
+            self.watch.message_ids_jumped = False
 
     def clock_read(self, moment: datetime) -> None:
         self.readings.append(utc_iso(moment))
@@ -423,6 +430,11 @@ class _TurnLog:
         if len(ids) > self.ids_written:
             self.recorder.write({"type": "passage_ids", "ids": list(ids)})
             self.ids_written = len(ids)
+        jumped = self.watch is not None and self.watch.message_ids_jumped
+        messages = self.watch.message_ids if jumped else []  # type: ignore[union-attr]
+        if len(messages) > self.messages_written:
+            self.recorder.write({"type": "message_ids", "ids": list(messages)})
+            self.messages_written = len(messages)
 
     def end(self, *, interrupted: bool) -> None:
         if not self.started:  # the message was never stored: nothing of a turn to write
@@ -454,6 +466,7 @@ class RecordedTurn:
     commands_before: list[dict[str, Any]] = field(default_factory=list)
     retry: bool = False  # sent with /retry (replayed with Agent.retry)
     passage_ids: list[int] = field(default_factory=list)  # the ids its new passages got
+    message_ids: list[int] = field(default_factory=list)  # and its new messages
     outside_edits: list[dict[str, Any]] = field(default_factory=list)  # shared_block lines
     agent: str | None = None  # set when another agent than the header's took the turn
     attachments: list[dict[str, Any]] = field(default_factory=list)  # files sent with it
@@ -525,6 +538,8 @@ class Recording:
                 turns[-1].clock = list(line.get("readings") or [])
             elif kind == "passage_ids":
                 turns[-1].passage_ids = list(line["ids"])
+            elif kind == "message_ids":
+                turns[-1].message_ids = list(line["ids"])
             elif kind == "shared_block":
                 turns[-1].outside_edits.append(line)
             else:

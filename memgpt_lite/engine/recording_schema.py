@@ -64,6 +64,7 @@ LINES: dict[str, dict[str, Spec]] = {
                  "cost_usd": NUMBER, "completed": bool},
     "clock": {"readings": [str]},
     "passage_ids": {"ids": [int]},
+    "message_ids": {"ids": [int]},
     "shared_block": {"label": str, "value": str, "after": int},
     "memory": {"blocks": STRINGS},
     "restart": {},

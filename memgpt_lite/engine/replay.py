@@ -415,6 +415,7 @@ class _Replayer:
         self.agent.tools.dense = RecordedDense(turn.lines("dense_search"), turn.lines("notice"))
         self.agent.confirm = RecordedAnswers(turn.lines("memory_confirm"), turn.index + 1)
         self.store.planned_passage_ids = list(turn.passage_ids)
+        self.store.planned_message_ids = list(turn.message_ids)
         events = self._drive(turn)
         self._compare(turn, events)
 
@@ -555,6 +556,20 @@ def _replay_store(path: Path, clock: ReplayClock) -> Any:
                         created_at: str | None = None, **kwargs: Any) -> int:
             return super().add_passage(agent_id, text, tags, created_at or utc_iso(clock.now),
                                        **kwargs)
+
+        def _insert_messages(self, agent_id: int, msgs: list[Any]) -> None:
+            # Message ids are global to a live SQLite data dir too, and the dense side's
+            # recorded candidates name them: the messages get the ids the recording says.
+            planned = getattr(self, "planned_message_ids", None) or []
+            first = planned[0] if len(planned) >= len(msgs) else None
+            if first is None or planned[:len(msgs)] != list(range(first, first + len(msgs))):
+                return super()._insert_messages(agent_id, msgs)
+            del planned[:len(msgs)]
+            self.db.next_id = lambda table, agent: first  # type: ignore[method-assign]
+            try:
+                super()._insert_messages(agent_id, msgs)
+            finally:
+                del self.db.next_id
 
         def _new_passage_id(self, agent_id: int) -> int:
             # Passage ids are global to the live data dir: other agents' passages, which a

@@ -42,7 +42,8 @@ _LOCOMO_TIME = re.compile(r"(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+(\w+)
 def load_locomo(path: str | Path) -> list[dict[str, Any]]:
     """The samples of a locomo10.json-format file (a list, or one sample)."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8", errors="replace"))
+        # utf-8-sig: a file saved by Notepad starts with a byte-order mark JSON refuses.
+        data = json.loads(Path(path).read_text(encoding="utf-8-sig", errors="replace"))
     except FileNotFoundError:
         raise ScenarioError(f"no LoCoMo file at {path}") from None
     except (json.JSONDecodeError, RecursionError):
@@ -72,25 +73,48 @@ def _sample_problem(sample: dict[str, Any]) -> str | None:
         return "has a 'conversation' that is not an object"
     if not isinstance(qa, list) or not all(isinstance(q, dict) for q in qa):
         return "has a 'qa' that is not a list of questions"
+    for n, q in enumerate(qa):
+        # Nothing to search for or to ask: the API refuses an empty message.
+        if not isinstance(q.get("question"), str) or not q["question"].strip():
+            return f"has question {n} with no 'question' text (empty, missing or not text)"
     for key, turns in conversation.items():
         if re.fullmatch(r"session_\d+", key) and isinstance(turns, list) \
                 and not all(isinstance(t, dict) for t in turns):
             return f"has a {key!r} whose utterances are not all objects"
+        if re.fullmatch(r"session_\d+_date_time", key):
+            problem = _date_problem(key, turns)
+            if problem:
+                return problem
+    return None
+
+
+def _date_problem(key: str, value: Any) -> str | None:
+    """A session date the runner cannot use: not text, or written like one but no real
+    time (a minute of 99, 31 February, the year 9999 that leaves no day after it). A text
+    of another form is no date at all: its session is undated, as one without a date."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        return f"has a {key!r} that is not text ({value!r})"[:200]
+    if _LOCOMO_TIME.search(value) and locomo_time(value) is None:
+        return f"has a {key!r} ({value!r}) that is not a real time before the year 9999"[:200]
     return None
 
 
 def locomo_time(text: str | None) -> str | None:
     """'1:56 pm on 8 May, 2023' → '2023-05-08T13:56:00Z' (None when unparseable)."""
-    m = _LOCOMO_TIME.search(text or "")
+    m = _LOCOMO_TIME.search(text) if isinstance(text, str) else None
     if not m:
         return None
     hour, minute, ampm, day, month, year = m.groups()
+    if int(hour) > 12 or int(year) > 9998:  # the run's clock starts a day after
+        return None
     try:
         moment = datetime.strptime(f"{day} {month[:3]} {year}", "%d %b %Y")
-    except ValueError:
+        hour_24 = int(hour) % 12 + (12 if ampm.lower() == "pm" else 0)
+        return utc_iso(moment.replace(hour=hour_24, minute=int(minute), tzinfo=timezone.utc))
+    except ValueError:  # 31 February, a minute of 99
         return None
-    hour_24 = int(hour) % 12 + (12 if ampm.lower() == "pm" else 0)
-    return utc_iso(moment.replace(hour=hour_24, minute=int(minute), tzinfo=timezone.utc))
 
 
 @dataclass
@@ -110,7 +134,7 @@ def locomo_utterances(conversation: dict[str, Any]) -> list[Utterance]:
     for n in numbers:
         start = locomo_time(conversation.get(f"session_{n}_date_time"))
         for i, turn in enumerate(conversation[f"session_{n}"]):
-            text = str(turn.get("text", ""))
+            text = str(turn.get("text") or "")
             if turn.get("blip_caption"):
                 text += f" [shares a photo: {turn['blip_caption']}]"
             at = utc_iso(parse_iso(start) + timedelta(seconds=30 * i)) if start else None
@@ -144,8 +168,10 @@ def store_locomo_conversation(store: Any, agent_id: int, sample: dict[str, Any])
 
 
 def _evidence(qa: dict[str, Any]) -> list[str]:
+    given = qa.get("evidence") or []
     ids: list[str] = []
-    for item in qa.get("evidence") or []:
+    # One id given alone ("D1:3") is one id, not the four characters a loop would read.
+    for item in given if isinstance(given, list) else [given]:
         ids += [x for x in re.split(r"[;,\s]+", str(item)) if x]
     return ids
 
@@ -173,26 +199,47 @@ def run_locomo(path: str | Path, *, retrieval_only: bool = True, model_client: A
     options = {"embedder": embedder, "keyword_weight": keyword_weight, "layout": layout,
                "weights": weights}
     rows: list[dict[str, Any]] = []
+    skipped, failed = 0, []
     with _locomo_store(db) as store:
         for s_index, sample in enumerate(samples):
             for row in _sample_rows(store, sample, s_index, model_client or _NoModel(),
                                     settings or Settings(), retrieval_only, judge, limit,
                                     options):
+                if row is None:
+                    skipped += 1
+                    continue
+                if "error" in row:  # no answer to score: a wrong one would be a guess
+                    failed.append(row)
+                    continue
                 rows.append(row)
                 if progress:
                     progress(f"sample {s_index + 1}/{len(samples)} · question {len(rows)}")
+    if not rows and failed:
+        raise ScenarioError(f"{path}: the model call failed for every question, so none "
+                            f"was scored (first: {failed[0]['error']})")
+    if not rows:  # scored, it would be a table of nothing that looks like a run
+        raise _nothing_to_score(path, skipped, retrieval_only)
     metrics = METRICS if retrieval_only else ("f1",) + (("judge",) if judge else ())
     report = {"dataset": "locomo", "file": str(path),
               "mode": "retrieval" if retrieval_only else "answer",
               "model": None if retrieval_only else (settings or Settings()).model,
               "metrics": list(metrics), "by_category": _by_category(rows, metrics),
               "overall": _means(rows, metrics), "categories 1-4": _means(_core(rows), metrics),
-              "questions": rows}
+              "questions": rows, "skipped": skipped, "failed": failed,
+              "evidence_not_found": sum(1 for r in rows if r.get("evidence_not_found"))}
     if retrieval_only:
         report["embedder"] = getattr(embedder, "name", None)
         report["backend"] = "postgres" if db else "sqlite"
         report["methods"] = _method_tables(rows, metrics)
     return report
+
+
+def _nothing_to_score(path: str | Path, skipped: int, retrieval_only: bool) -> ScenarioError:
+    if not skipped:
+        return ScenarioError(f"{path} holds no questions (every sample's 'qa' is empty)")
+    why = "names its evidence" if retrieval_only else "has a gold 'answer'"
+    return ScenarioError(f"{path}: none of its {skipped} questions {why}, so none can be "
+                         f"scored {'for retrieval' if retrieval_only else 'by its answer'}")
 
 
 @contextmanager
@@ -232,9 +279,10 @@ def _core(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _sample_rows(store: Any, sample: dict[str, Any], s_index: int, client: Any,
                  settings: Settings, retrieval_only: bool, judge: Any, limit: int | None,
-                 options: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """The rows of one sample's scorable questions, asked of a fresh agent that holds the
-    sample's conversation."""
+                 options: dict[str, Any]) -> Iterator[dict[str, Any] | None]:
+    """The rows of one sample's questions (None for one that cannot be scored in this
+    mode, so the report can count it), asked of a fresh agent that holds the sample's
+    conversation."""
     from memgpt_lite.engine.agent import Agent
 
     agent = Agent.open(store, f"locomo-{s_index + 1}", model_client=client, settings=settings,
@@ -243,9 +291,7 @@ def _sample_rows(store: Any, sample: dict[str, Any], s_index: int, client: Any,
         mapping = store_locomo_conversation(store, agent.id, sample)
         side = _Side(store, agent.id, mapping, options) if retrieval_only else None
         for qa in sample["qa"][:limit]:
-            row = _locomo_question(sample, s_index, qa, agent, side, judge)
-            if row is not None:
-                yield row
+            yield _locomo_question(sample, s_index, qa, agent, side, judge)
     finally:
         agent.close()
 
@@ -283,9 +329,14 @@ def _dense_side(store: Any, agent_id: int, options: dict[str, Any]) -> CachedDen
     if embedder is None:
         return None
     from memgpt_lite.engine.dense import DenseRecall
+    from memgpt_lite.engine.embeddings import EmbeddingError
     from memgpt_lite.engine.indexer import index_agent
 
-    index_agent(store, agent_id, embedder)
+    try:
+        index_agent(store, agent_id, embedder)
+    except EmbeddingError as exc:  # without the vectors, dense and hybrid mean nothing
+        raise ScenarioError(f"the embedder could not embed the conversation: {exc} "
+                            "(dense and hybrid cannot be scored without it)") from None
     return CachedDense(DenseRecall(store, agent_id, embedder), options.get("keyword_weight"))
 
 
@@ -329,11 +380,19 @@ def _locomo_recall(row: dict[str, Any], evidence: list[str], side: _Side) -> dic
     best = "hybrid" if side.dense is not None else "keyword"
     row.update(row["methods"][best])
     row["evidence"], row["retrieved"] = evidence, retrieved[best]
+    # Evidence the conversation lacks (a typo in the file) can never be found: counted as a
+    # miss, and the report says how many questions have some.
+    missing = [e for e in evidence if e not in side.texts]
+    if missing:
+        row["evidence_not_found"] = missing
     return row
 
 
 def _locomo_answer(row: dict[str, Any], answer: str, agent: Any, judge: Any) -> dict[str, Any]:
-    reply = _ask(agent, row["question"])
+    reply, error = _ask(agent, row["question"])
+    if error is not None:
+        row.update(answer=answer, error=error)
+        return row
     row.update(answer=answer, reply=reply, f1=token_f1(reply, answer))
     if judge is not None:
         verdict = ask_judge(judge, f"The reply gives this answer: {answer}", row["question"], reply)
@@ -341,14 +400,24 @@ def _locomo_answer(row: dict[str, Any], answer: str, agent: Any, judge: Any) -> 
     return row
 
 
-def _ask(agent: Any, question: str) -> str:
-    """One question as one turn; the turn is then removed so questions stay independent."""
-    reply = ""
+def _ask(agent: Any, question: str) -> tuple[str, str | None]:
+    """One question as one turn, the turn then removed so questions stay independent:
+    (reply, None), or ("", why) when a model call failed and the turn has no answer."""
+    reply, error, turn = "", None, None
     for event in agent.step(question):
-        if event.kind == "turn_end":
-            reply = event.text  # type: ignore[union-attr]
-    agent.pop_turns(1)
-    return reply
+        if event.kind == "error":
+            error = error or event.message  # type: ignore[union-attr]
+        elif event.kind == "turn_end":
+            reply, turn = event.text, event.turn_id  # type: ignore[union-attr]
+            if event.completed:  # type: ignore[union-attr]
+                error = None
+            else:
+                error = error or "the turn did not complete"
+    # By its id: a failed turn is no finished turn, so "the last one" would be the stored
+    # conversation's last turn, and every later question would be asked without it.
+    if turn is not None:
+        agent.store.pop_turns(agent.id, [turn])
+    return reply, error
 
 
 def _category_name(category: Any) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from memgpt_lite.engine.memory import MemoryTools
+from memgpt_lite.lab.harness import ScenarioError
 from memgpt_lite.lab.recall_metrics import BUDGETS, TokenBudget, recall_at
 
 MAX_PAGES = 12  # enough pages for the largest budget, even of one-line hits
@@ -53,6 +54,12 @@ class CachedDense:
         key = (kind, query, start_date, end_date)
         if key not in self.cache:
             scores, weight, _ = self.dense.rank(tool, kind, query, start_date, end_date)
+            if scores is None:
+                # The chat searches by keywords then; scored so, dense and hybrid figures
+                # would be keyword figures under their names.
+                raise ScenarioError(f"the embedder failed on the question {query!r}: "
+                                    f"{getattr(self.dense, 'last_error', '') or 'no vectors'} "
+                                    "(dense and hybrid cannot be scored without it)")
             self.cache[key] = (scores, weight)
         scores, weight = self.cache[key]
         return scores, weight if self.keyword_weight is None else self.keyword_weight, []

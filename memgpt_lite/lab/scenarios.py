@@ -108,7 +108,8 @@ class Scenario:
     def load(cls, path: str | Path) -> Scenario:
         path = Path(path)
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8", errors="replace"))
+            # utf-8-sig: a file saved by Notepad starts with a byte-order mark TOML refuses.
+            data = tomllib.loads(path.read_text(encoding="utf-8-sig", errors="replace"))
         except FileNotFoundError:
             raise ScenarioError(f"no scenario file at {path}") from None
         except tomllib.TOMLDecodeError as exc:
@@ -117,31 +118,38 @@ class Scenario:
             raise ScenarioError(f"{path} is nested too deeply to be a scenario") from None
         except OSError as exc:
             raise ScenarioError(f"cannot read {path}: {exc.strerror or exc}") from None
-        scenario = cls.from_dict(data, default_name=path.stem)
+        try:
+            scenario = cls.from_dict(data, default_name=path.stem)
+        except ScenarioError as exc:  # several files may be named: say which one is wrong
+            raise ScenarioError(f"{path}: {exc}") from None
         scenario.path = path
         return scenario
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, default_name: str = "scenario") -> Scenario:
-        sessions = [_session(s, i) for i, s in enumerate(data.get("session") or [], 1)]
+        sessions = [_session(s, i) for i, s in enumerate(_tables(data, "session"), 1)]
         if not sessions or not any(s.inputs for s in sessions):
             raise ScenarioError(f"scenario {default_name!r} has no [[session]] with inputs")
         main = str(data.get("agent") or "eval")
-        agents = [_agent(a, i) for i, a in enumerate(data.get("agents") or [], 1)]
+        agents = [_agent(a, i) for i, a in enumerate(_tables(data, "agents"), 1)]
+        twice = next((a.name for i, a in enumerate(agents) if a.name in
+                      {b.name for b in agents[:i]}), None)
+        if twice is not None:  # the second would be refused when the run starts
+            raise ScenarioError(f"[[agents]] names {twice!r} twice")
         names = {main} | {a.name for a in agents}
         stray = next((s.agent for s in sessions if s.agent and s.agent not in names), None)
         if stray is not None:
             raise ScenarioError(f"[[session]] agent = {stray!r} is not the scenario's agent or "
                                 "one of its [[agents]]")
-        checks = parse_checks(data.get("check") or [], sum(len(s.inputs) for s in sessions),
+        checks = parse_checks(_tables(data, "check"), sum(len(s.inputs) for s in sessions),
                               {s.agent or main for s in sessions})
-        unknown = set(data.get("settings") or {}) - set(Settings().to_dict())
-        if unknown:
-            raise ScenarioError(f"unknown setting(s) in [settings]: {', '.join(sorted(unknown))}")
+        settings = _settings(data.get("settings"))
         clock = str(data.get("clock") or DEFAULT_CLOCK)
-        parse_clock(clock)
+        step = _clock_step(data.get("clock_step", 60))
+        _check_clocks([clock, *(s.clock for s in sessions if s.clock)], step,
+                      sum(len(s.inputs) for s in sessions))
         return cls(str(data.get("name") or default_name), sessions, checks, clock,
-                   int(data.get("clock_step", 60)), dict(data.get("settings") or {}), main,
+                   step, settings, main,
                    description=" ".join(str(data.get("description") or "").split()),
                    agents=agents)
 
@@ -150,13 +158,75 @@ class Scenario:
         return [text for s in self.sessions for text in s.inputs]
 
 
+# How far apart two inputs may be; past a century a run's clock soon leaves the calendar.
+MAX_CLOCK_STEP = 100 * 365 * 86_400
+# Room left after the last input: a run's clock is read again after its last input.
+LATEST_CLOCK = datetime(9998, 12, 31, tzinfo=timezone.utc)
+
+
+def _tables(data: dict[str, Any], key: str) -> list[Any]:
+    """The [[key]] tables of a scenario file (none when absent); anything else there would
+    otherwise fail as a traceback on iterating it."""
+    found = data.get(key) or []
+    if not isinstance(found, list):
+        raise ScenarioError(f"{key} must be a list of [[{key}]] tables, got "
+                            f"{type(found).__name__}")
+    return found
+
+
+def _settings(raw: Any) -> dict[str, Any]:
+    """[settings], checked when the file is read: a bad value found when its scenario
+    starts would come after the scenarios before it were paid for."""
+    from memgpt_lite.engine.config import ConfigError
+
+    if not isinstance(raw, dict | None):
+        raise ScenarioError(f"[settings] must be a table of settings, got {type(raw).__name__}")
+    settings = dict(raw or {})
+    unknown = set(settings) - set(Settings().to_dict())
+    if unknown:
+        raise ScenarioError(f"unknown setting(s) in [settings]: {', '.join(sorted(unknown))}")
+    try:
+        Settings.from_dict({**Settings().to_dict(), **settings})
+    except ConfigError as exc:
+        raise ScenarioError(str(exc).rstrip(".")) from None
+    return settings
+
+
+def _clock_step(raw: Any) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 0 <= raw <= MAX_CLOCK_STEP:
+        raise ScenarioError(f"clock_step must be a whole number of seconds from 0 to "
+                            f"{MAX_CLOCK_STEP:,}, got {raw!r}")
+    return raw
+
+
+def _check_clocks(clocks: list[str], step: int, inputs: int) -> None:
+    """Each clock the file sets, moved on by every input after it, stays in the calendar."""
+    for clock in clocks:
+        start = parse_clock(clock)
+        try:
+            last = start + timedelta(seconds=step * inputs)
+        except OverflowError:
+            last = None
+        if last is None or last > LATEST_CLOCK:
+            raise ScenarioError(f"clock {clock!r} moved on {step:,} s for each of the "
+                                f"{inputs} inputs runs past the year 9998")
+
+
 def _session(raw: Any, number: int) -> SessionSpec:
     if not isinstance(raw, dict) or not isinstance(raw.get("inputs", []), list):
         raise ScenarioError(f"[[session]] {number} needs inputs = [\"...\", ...]")
     if raw.get("clock"):
         parse_clock(str(raw["clock"]))
+    if not isinstance(raw.get("restart", False), bool):  # "no" would read as a restart
+        raise ScenarioError(f"[[session]] {number}: restart must be true or false, got "
+                            f"{raw['restart']!r}"[:200])
+    for i, text in enumerate(raw.get("inputs", []), 1):
+        # The API refuses an empty message, and a table or number is no message at all.
+        if not isinstance(text, str) or not text.strip():
+            raise ScenarioError(f"[[session]] {number}: input {i} must be a text that is "
+                                f"not empty, got {text!r}"[:200])
     agent = raw.get("agent")
-    return SessionSpec([str(x) for x in raw.get("inputs", [])], bool(raw.get("restart")),
+    return SessionSpec(list(raw.get("inputs", [])), bool(raw.get("restart")),
                        raw.get("clock"), None if agent is None else str(agent))
 
 
@@ -338,7 +408,15 @@ def _scenario_report(scenario: Scenario, model: str, source: str,
             "checks": checks, "passed": passed, "failed": len(scored) - passed,
             "skipped": len(checks) - len(scored),
             "score": round(passed / len(scored), 4) if scored else 1.0,
-            "totals": totals(state.turns)}
+            "totals": totals(state.turns), "failed_turns": failed_turns(state.turns)}
+
+
+def failed_turns(turns: list[TurnRecord]) -> list[dict[str, Any]]:
+    """The turns that did not complete, each with the first error it met: their checks
+    score an empty reply, which says nothing of the model unless the report says why."""
+    return [{"turn": t.index, "error": next((e.message for e in t.of("error")),
+                                            "the turn did not complete")}
+            for t in turns if not t.completed]
 
 
 def totals(turns: list[TurnRecord]) -> dict[str, Any]:

@@ -278,7 +278,8 @@ def _add_eval_parser(sub: Any) -> None:
                    help="list the bundled scenarios and what each proves")
     p.add_argument("--model", metavar="ID", help="model id or alias for the live run")
     p.add_argument("--replay", metavar="FILE",
-                   help="re-score one scenario from a recording instead of calling a model")
+                   help="re-score one scenario from a recording (a file, or an id that "
+                        "`sessions` shows) instead of calling a model")
     p.add_argument("--judge", action="store_true", help="also run model-judged checks")
     p.add_argument("--retrieval-only", action="store_true",
                    help="datasets: score retrieval only, no model calls")

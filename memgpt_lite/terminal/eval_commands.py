@@ -50,9 +50,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if getattr(args, "compare", None):
             return _compare(console, args.compare)
         dataset = _dataset_name(args)
-        if dataset is not None:
-            return _dataset(console, dataset, args)
-        return _scenarios(console, args)
+        try:
+            if dataset is not None:
+                return _dataset(console, dataset, args)
+            return _scenarios(console, args)
+        except KeyboardInterrupt:
+            # Nothing keeps a run's place: say so before the command line says "interrupted".
+            console.print(Text("The eval was stopped before its end: a run cut short cannot "
+                               "be resumed or scored, and no report was written (an earlier "
+                               "--json file is kept); run it again.", style="yellow"))
+            raise
     except (ScenarioError, recording.RecordingError, _UsageError) as exc:
         render.print_error(console, str(exc))
         return EXIT_USAGE
@@ -142,6 +149,8 @@ def _run_one(console: Console, scenario: scenarios.Scenario, args: argparse.Name
     judge = None
     model = getattr(args, "model", None)
     if replay_file:
+        # A file, or the id `memgpt-lite sessions` shows for it, as `replay` takes.
+        replay_file = str(recording.find_recording(replay_file))
         recorded = recording.Recording.load(replay_file)
         _check_recorded_scenario(recorded, scenario, replay_file)
         client: Any = replay_mod.ReplayModelClient(recorded)
@@ -193,11 +202,23 @@ def _check_recorded_scenario(recorded: Any, scenario: scenarios.Scenario, file: 
                           f"--replay {file}`")
     # A run cut short (Ctrl-C, a kill) diverges where it ends, which would otherwise be
     # told as a changed scenario; its last turn says so (a changed scenario's may be whole).
-    turns = recorded.turns
-    if turns and turns[-1].ends_early and len(turns) <= len(scenario.inputs):
-        raise _UsageError(f"{file} holds {len(turns) - 1} of the {len(scenario.inputs)} "
+    whole = _whole_turns(recorded.turns, scenario.inputs)
+    if whole is not None:
+        raise _UsageError(f"{file} holds {whole} of the {len(scenario.inputs)} "
                           f"turns of scenario {scenario.name!r}: that run was cut short "
                           f"(interrupted or killed), so it cannot be scored; run it live again")
+
+
+def _whole_turns(turns: list[Any], inputs: list[str]) -> int | None:
+    """How many whole turns a run cut short holds (None: it was not cut short). A run
+    stopped inside a turn ends with that turn cut; one stopped between two turns (or before
+    the first) ends whole, with fewer turns than the scenario, each the input it has now:
+    had the scenario changed instead, some input would differ."""
+    if turns and turns[-1].ends_early and len(turns) <= len(inputs):
+        return len(turns) - 1
+    if len(turns) < len(inputs) and [t.text for t in turns] == inputs[:len(turns)]:
+        return len(turns)
+    return None
 
 
 def _folder_name(scenario: str) -> str:

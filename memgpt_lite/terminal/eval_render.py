@@ -46,6 +46,11 @@ def print_score_table(console: Console, report: dict[str, Any]) -> None:
                   f"({report['score']:.0%}) · {t['turns']} turns · {t['model_calls']} model calls"
                   f" · {t['tool_calls']} tool calls · {t['input_tokens']:,} input tokens · "
                   f"${t['cost_usd']:.4f}")
+    failed = report.get("failed_turns") or []
+    if failed:
+        first = failed[0]
+        console.print(shown(f"{len(failed)} of {t['turns']} turns failed, so their checks "
+                            f"scored no reply (turn {first['turn']}: {first['error']})", "red"))
     for d in report.get("replay_divergences") or []:
         console.print(shown(f"  replay divergence: {d}", "yellow"))
 
@@ -93,6 +98,7 @@ def print_locomo(console: Console, result: dict[str, Any]) -> None:
     for name, stats in rows:
         table.add_row(shown(name), str(stats["n"]), *(_pct(stats.get(m)) for m in metrics))
     console.print(table)
+    _print_locomo_left_out(console, result)
 
 
 _LOCOMO_COLUMNS = (("recall@5", "recall@5"), ("recall@10", "recall@10"),
@@ -114,11 +120,34 @@ def _print_locomo_methods(console: Console, result: dict[str, Any]) -> None:
                       title_justify="left")
         for name in [*stats["by_category"], "categories 1-4", "overall"]:
             cell = stats["by_category"].get(name) or stats[name]
-            table.add_row(shown(name), str(cell["n"]), *(f"{cell[k]:.3f}" for k, _ in columns))
+            # A file of adversarial questions only has no categories 1-4: no figure there.
+            table.add_row(shown(name), str(cell["n"]),
+                          *("—" if cell[k] is None else f"{cell[k]:.3f}" for k, _ in columns))
         console.print(table)
     console.print("recall@k: evidence among k distinct hits; + replies: the ten hits with the "
                   "message after each; in N tok: evidence inside the first N tokens of the tool's "
                   "output, pages in order (docs/search.md)", markup=False)
+    _print_locomo_left_out(console, result)
+
+
+def _print_locomo_left_out(console: Console, result: dict[str, Any]) -> None:
+    """What the table's n does not show: questions not scored in this mode, and questions
+    scored whose evidence the conversation lacks (a miss whatever the search does)."""
+    skipped, lacking = result.get("skipped") or 0, result.get("evidence_not_found") or 0
+    if skipped:
+        why = "no evidence" if result.get("mode") == "retrieval" else "no gold answer"
+        console.print(f"{skipped:,} question(s) not scored: {why} (not in n)", markup=False)
+    if lacking:
+        console.print(f"{lacking:,} scored question(s) name evidence the conversation does not "
+                      "have: counted as missed", markup=False)
+    _print_failed(console, result.get("failed") or [], "question")
+
+
+def _print_failed(console: Console, failed: list[dict[str, Any]], what: str) -> None:
+    """Items whose model call failed: no answer to score, so not in n."""
+    if failed:
+        console.print(f"{len(failed):,} {what}(s) not scored: the model call failed (not in n; "
+                      f"first: {shown(str(failed[0].get('error')))})", markup=False)
 
 
 def print_nested_kv(console: Console, result: dict[str, Any]) -> None:
@@ -127,6 +156,7 @@ def print_nested_kv(console: Console, result: dict[str, Any]) -> None:
     for level, stats in [*result["by_level"].items(), ("overall", result["overall"])]:
         table.add_row(str(level), str(stats["n"]), _pct(stats["accuracy"]))
     console.print(table)
+    _print_failed(console, result.get("failed") or [], "example")
 
 
 def _label_width(labels: Any, most: int) -> int:

@@ -349,3 +349,33 @@ def test_replay_serves_the_recorded_dense_candidates(store, agent_id):
     path.write_text("\n".join(lines) + "\n", "utf-8")
     report = replay_mod.replay(path, strict=True)
     assert not report.ok  # the next request differs: the tool result lost its hit
+
+
+def test_strict_replay_of_a_hybrid_session_in_a_data_dir_shared_with_another_agent(
+        store, agent_id):
+    """SQLite numbers messages across the data dir: another agent's messages made this
+    session's ids skip, and the replay, which holds this agent's rows alone, numbered its
+    messages otherwise; the recorded dense candidates then named messages it did not
+    have (a KeyError traceback out of `replay --strict`)."""
+    other = store.create_agent("other", {}, {}).id
+    say(store, other, 1, ("user", "My dog is a greyhound."), ("assistant", "Fast!"))
+    emb = ConceptEmbedder()
+    index_agent(store, agent_id, emb)
+    agent = open_agent(store, [text_response("Noted.")] + search_then_answer("dog"))
+    indexer = attach_embedder(agent, emb)
+    recorder = recording.Recorder.for_agent(agent)
+    recording.record_header(agent, recorder)
+    try:
+        list(recording.recorded_step(agent, recorder, "We also got a puppy, Rex."))
+        indexer.wait_idle(10)
+        events = list(recording.recorded_step(agent, recorder, "what about my dogs?"))
+    finally:
+        recorder.close()
+        indexer.close()
+        agent.close()
+    found = next(e for e in events if e.kind == "dense_search")
+    assert any(i > 8 for i in found.ids)  # this session's message, past the other's ids
+    lines = [json.loads(line) for line in recorder.path.read_text("utf-8").splitlines()]
+    assert [line["ids"] for line in lines if line["type"] == "message_ids"] == [[9], [9, 10]]
+    report = replay_mod.replay(recorder.path, strict=True)
+    assert report.ok and report.completed

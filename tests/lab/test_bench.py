@@ -195,3 +195,21 @@ def test_ctrl_c_stops_the_bench_with_one_line_and_leaves_nothing_behind(tmp_path
     assert proc.wait(timeout=60) == 130, err
     assert err.strip().splitlines()[-1] == "interrupted" and "Traceback" not in err
     assert list(scratch.iterdir()) == []
+
+
+def test_a_scratch_database_on_a_server_that_is_not_there_says_so():
+    """It said the role could not create databases (use another role), whatever failed;
+    `eval locomo --db` and `bench store --db` say it this way."""
+    import socket
+
+    from memgpt_lite.engine.store import StoreError
+    from memgpt_lite.lab.bench.backends import scratch_database
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(StoreError) as caught:
+        with scratch_database(f"postgresql://nobody@127.0.0.1:{port}/postgres"):
+            pass
+    assert str(caught.value).startswith("Cannot connect to the Postgres server of --db (")
+    assert "role" not in str(caught.value)

@@ -90,12 +90,17 @@ class AgentWatch:
     """What a recording of one agent must learn about state it does not own alone (see
     recording.py): `changed(label, value)` hears every read of a block whose value was
     written elsewhere (another agent sharing it, another process serving this agent) since
-    this agent last read or wrote it through this store; `passage_ids` collects
-    the ids given to the agent's new passages (ids are global to the data dir)."""
+    this agent last read or wrote it through this store; `passage_ids` and `message_ids`
+    collect the ids given to the agent's new passages and messages (in SQLite ids are
+    global to the data dir: other agents' rows decide them)."""
 
     seen: dict[str, str]
     changed: Callable[[str, str], None]
     passage_ids: list[int] = field(default_factory=list)
+    message_ids: list[int] = field(default_factory=list)
+    # Whether a message id skipped past the agent's own (another agent's rows in between):
+    # only then does a replay, which holds this agent's rows alone, need to be told them.
+    message_ids_jumped: bool = False
 
 
 @dataclass

@@ -84,12 +84,18 @@ class RecallMixin(ConversationsMixin):
             rev = self._bump(agent_id)
             seq = self.db.query("SELECT coalesce(max(seq), 0) FROM messages WHERE agent_id = ?",
                                 (agent_id,))[0][0]
+            watch = self._watches.get(agent_id)
+            own = None if watch is None else self.db.query(
+                "SELECT coalesce(max(id), 0) FROM messages WHERE agent_id = ?", (agent_id,))[0][0]
             first = self.db.next_id("messages", agent_id)
             ids = self.db.insert_rows(sql, [
                 (None if first is None else first + i, agent_id, *row, seq + 1 + i, rev,
                  *values[i]) for i, row in enumerate(rows)])
             for msg, i in zip(msgs, ids):
                 msg.id = i
+            if watch is not None:
+                watch.message_ids += ids
+                watch.message_ids_jumped |= ids[0] != own + 1
             self.index.inserted("messages", agent_id, [(i, r[4]) for i, r in zip(ids, rows)],
                                 values)
 

@@ -40,16 +40,25 @@ def scratch_database(url: str) -> Iterator[str]:
     name = f"memgpt_lite_bench_{secrets.token_hex(4)}"
     try:
         admin = psycopg.connect(url, autocommit=True)
+    except psycopg.Error as exc:  # no server there: a role's rights are not the problem
+        raise StoreError(f"Cannot connect to the Postgres server of --db "
+                         f"({_first_line(exc)}); check that it runs and the URL.") from None
+    try:
         admin.execute(f"CREATE DATABASE {name}")
     except psycopg.Error as exc:
-        raise StoreError(f"The benchmark works in a scratch database it creates and drops, "
-                         f"and it could not create one ({str(exc).strip().splitlines()[0]}); "
+        admin.close()
+        raise StoreError(f"This run works in a scratch database it creates and drops, "
+                         f"and it could not create one ({_first_line(exc)}); "
                          "use a role allowed to create databases.") from None
     try:
         yield urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
     finally:
         admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         admin.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def grow_and_search(target: str, backend: str, sizes: tuple[int, ...], queries: int,

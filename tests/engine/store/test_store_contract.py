@@ -605,9 +605,9 @@ def test_both_backends_rank_a_corpus_identically(tmp_path, pg_url):
 # a caller of the protocol; snapshot.py and transfer.py are.
 IMPLEMENTATION = {"base", "core", "database", "tables", "sql", "agents", "blocks", "recall",
                   "archive", "turns", "vectors", "forget", "history", "scrub", "terms"}
-# Used on a SQLiteStore only: a replay's store (the passage ids it is told to give) and a base
-# snapshot file (written and materialised in SQLite, see snapshot.py).
-SQLITE_ONLY = {"planned_passage_ids", "copy_agent", "db"}
+# Used on a SQLiteStore only: a replay's store (the passage and message ids it is told to
+# give) and a base snapshot file (written and materialised in SQLite, see snapshot.py).
+SQLITE_ONLY = {"planned_passage_ids", "planned_message_ids", "copy_agent", "db"}
 
 
 def test_the_protocol_lists_exactly_what_the_engine_terminal_and_lab_call():

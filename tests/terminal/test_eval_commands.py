@@ -42,7 +42,7 @@ def test_eval_replay_of_a_run_stopped_between_turns_says_it_was_cut_short(
     end = ends[kept - 1] + 1 if kept else 1
     run.write_text("".join(lines[:end + (kept == 2)]), encoding="utf-8")
     assert cli.main(["eval", str(scenario), "--replay", str(run)]) == 2
-    out = " ".join(capsys.readouterr().out.split())
+    out = " ".join(capsys.readouterr().err.split())  # errors go to stderr
     assert (f"{run} holds {whole} of the 3 turns of scenario 'three': that run was cut "
             "short (interrupted or killed)") in out
     assert "changed" not in out
@@ -54,7 +54,7 @@ def test_eval_replay_of_a_scenario_with_an_input_added_since_says_it_changed(tmp
     scenario.write_text(SCENARIO.replace('"What is my dog called?"',
                                          '"Hello again.", "What is my dog called?"'))
     assert cli.main(["eval", str(scenario), "--replay", str(run)]) == 2
-    out = " ".join(capsys.readouterr().out.split())
+    out = " ".join(capsys.readouterr().err.split())  # errors go to stderr
     assert "the scenario changed since that run" in out and "cut short" not in out
 
 

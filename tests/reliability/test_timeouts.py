@@ -52,8 +52,9 @@ def test_a_server_that_never_answers_is_given_up_on_retries_included(tmp_path, m
         events, took, store, agent = failed_turn(tmp_path, client)
     message = the_error(events)
     assert message.startswith(f"Gave up waiting for 127.0.0.1:{server.port}: it timed out (")
-    # the attempts started before the deadline (the SDK's back-off between them counts too)
-    assert re.search(r"s after [12] retr(y|ies); a call may take 1\.5 s", message), message
+    # the attempts started before the deadline (the SDK's back-off between them counts too):
+    # on a loaded machine the back-off alone can reach it, and no retry starts at all
+    assert re.search(r"s(?: after [12] retr(?:y|ies))?; a call may take 1\.5 s", message), message
     assert "MEMGPT_LITE_TIMEOUT or --timeout" in message
     assert took < 10  # three full waits of the server's 60 s would be 180 s
     assert "the question" in recall_texts(store, agent.id)

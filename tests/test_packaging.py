@@ -35,9 +35,12 @@ def source(tmp_path_factory) -> Path:
     return dest
 
 
-def pip(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", *args],
-                   check=True, capture_output=True, text=True)
+def pip(*args: str) -> str:
+    """pip's output (stdout and stderr) when it succeeds."""
+    done = subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", *args],
+                          check=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True)
+    return done.stdout
 
 
 def probe(site_dir: Path, cwd: Path) -> list[str]:
@@ -50,10 +53,18 @@ def probe(site_dir: Path, cwd: Path) -> list[str]:
 
 
 def test_wheel_contains_prompts_and_data_and_finds_them(source, tmp_path):
-    pip("wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "dist"), str(source))
+    built = pip("wheel", "-v", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "dist"),
+                str(source))
+    # a folder setuptools can import but was not told of is a page of warnings at every
+    # `pip install .` a user runs
+    assert "would be ignored" not in built
     wheel = next((tmp_path / "dist").glob("memgpt_lite-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {f"memgpt_lite/_prompts/{p}" for p in PROMPTS} <= names
+    # every prompt file, an older contract's too, or its recordings cannot replay
+    shipped = {"memgpt_lite/_prompts/" + p.relative_to(source / "prompts").as_posix()
+               for p in (source / "prompts").rglob("*.md")}
+    assert shipped <= names, sorted(shipped - names)
     assert "memgpt_lite/data/demo.jsonl" in names
     # a subpackage missing from [tool.setuptools] packages would ship without its modules
     packages = {p.relative_to(source).as_posix()
@@ -61,7 +72,7 @@ def test_wheel_contains_prompts_and_data_and_finds_them(source, tmp_path):
     assert packages <= names, sorted(packages - names)
     assert not any(n.startswith(("prompts/", "tests/")) for n in names)
     target = tmp_path / "site"
-    pip("install", "--no-deps", "--ignore-installed", "--target", str(target), str(wheel))
+    pip("install", "-q", "--no-deps", "--ignore-installed", "--target", str(target), str(wheel))
     root, listed, head = probe(target, tmp_path)
     assert root.startswith(str(target))
     assert PROMPTS <= set(ast.literal_eval(listed))
@@ -71,7 +82,7 @@ def test_wheel_contains_prompts_and_data_and_finds_them(source, tmp_path):
 def test_editable_install_finds_the_top_level_prompts(source, tmp_path):
     prefix = tmp_path / "prefix"
     # --ignore-installed: never touch the memgpt-lite installed in the running environment
-    pip("install", "--no-deps", "--no-build-isolation", "--ignore-installed", "--prefix",
+    pip("install", "-q", "--no-deps", "--no-build-isolation", "--ignore-installed", "--prefix",
         str(prefix), "-e", str(source))
     purelib = sysconfig.get_path("purelib", vars={"base": str(prefix), "platbase": str(prefix)})
     root, listed, _ = probe(Path(purelib), tmp_path)

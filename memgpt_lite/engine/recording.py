@@ -597,7 +597,8 @@ def _read_lines(path: Path, warnings: list[str]) -> Iterator[tuple[int, dict[str
         raise RecordingError(f"no recording at {path}") from None
     except OSError as exc:
         raise RecordingError(f"cannot read {path}: {exc.strerror or exc}") from None
-    lines = raw.decode("utf-8", "replace").splitlines()
+    # utf-8-sig: a recording saved by an editor on Windows starts with a byte-order mark.
+    lines = raw.decode("utf-8-sig", "replace").splitlines()
     for number, text in enumerate(lines, 1):
         if not text.strip():
             continue
@@ -699,7 +700,7 @@ def find_recording(ref: str | Path, directory: Path | None = None) -> Path:
 def header_line(path: Path) -> dict[str, Any]:
     """The first line of a recording, decoded ({} when it is not a JSON object)."""
     try:
-        with path.open(encoding="utf-8", errors="replace") as fh:
+        with path.open(encoding="utf-8-sig", errors="replace") as fh:
             head = json.loads(fh.readline() or "{}")
     except (OSError, ValueError):
         return {}

@@ -353,7 +353,8 @@ def _drive(scenario: Scenario, settings: Settings, client: Any, summary_client: 
     turns: list[TurnRecord] = []
     if recorder is not None:
         record_header(agents.get(scenario.agent), recorder, source="eval",
-                      note=f"scenario {scenario.name}", created_at=utc_iso(clock.now))
+                      note=f"scenario {scenario.name}", created_at=utc_iso(clock.now),
+                      inputs=len(scenario.inputs))
     try:
         for number, session in enumerate(scenario.sessions, 1):
             if session.restart:

@@ -203,6 +203,10 @@ def _check_recorded_scenario(recorded: Any, scenario: scenarios.Scenario, file: 
     # A run cut short (Ctrl-C, a kill) diverges where it ends, which would otherwise be
     # told as a changed scenario; its last turn says so (a changed scenario's may be whole).
     whole = _whole_turns(recorded.turns, scenario.inputs)
+    if whole is not None and whole == header.get("inputs"):
+        raise _UsageError(f"{file} is a whole run of scenario {scenario.name!r} as it was "
+                          f"then, with {whole} inputs; it has {len(scenario.inputs)} now "
+                          f"(inputs were added since): run it live again to score it")
     if whole is not None:
         raise _UsageError(f"{file} holds {whole} of the {len(scenario.inputs)} "
                           f"turns of scenario {scenario.name!r}: that run was cut short "

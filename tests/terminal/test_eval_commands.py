@@ -94,3 +94,16 @@ def test_an_eval_stopped_by_ctrl_c_says_it_cannot_be_resumed(tmp_path, capsys, m
     assert "a run cut short cannot be resumed or scored, and no report was written" in \
         " ".join((captured.out + captured.err).split())
     assert report.read_text() == "{}"
+
+
+def test_eval_replay_of_a_scenario_with_an_input_appended_since_says_so(tmp_path, capsys):
+    """It said the whole run "was cut short (interrupted or killed)": a run that ended
+    whole, of a scenario that has more inputs now."""
+    scenario, run = recorded_run(tmp_path)
+    scenario.write_text(SCENARIO.replace('"What is my dog called?"',
+                                         '"What is my dog called?", "And my music?"'))
+    assert cli.main(["eval", str(scenario), "--replay", str(run)]) == 2
+    out = " ".join(capsys.readouterr().err.split())
+    assert (f"{run} is a whole run of scenario 'three' as it was then, with 3 inputs; it has "
+            "4 now (inputs were added since): run it live again to score it") in out
+    assert "cut short" not in out

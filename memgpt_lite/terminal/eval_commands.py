@@ -44,6 +44,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     to_stdout = getattr(args, "json", None) == "-"
     console = render.make_console(file=sys.stderr if to_stdout else None, wrap=True)
     try:
+        _check_options(args)
         _check_json_target(getattr(args, "json", None))
         if getattr(args, "list", False):
             return _list(console)
@@ -63,6 +64,42 @@ def cmd_eval(args: argparse.Namespace) -> int:
     except (ScenarioError, recording.RecordingError, _UsageError) as exc:
         render.print_error(console, str(exc))
         return EXIT_USAGE
+
+
+# Each option by its attribute, and the options each mode uses: an option a mode would
+# ignore (a judge in a run with no model calls) is refused rather than silently dropped.
+_FLAGS = {"model": "--model", "replay": "--replay", "judge": "--judge",
+          "retrieval_only": "--retrieval-only", "file": "--file", "embedder": "--embedder",
+          "eval_db": "--db", "json": "--json"}
+_USES = {"`eval --list`": (), "`eval --compare`": (),
+         "a scenario run": ("model", "judge", "json"),
+         "`eval --replay`": ("replay", "model", "json"),
+         "`eval locomo --retrieval-only`": ("retrieval_only", "file", "embedder", "eval_db",
+                                            "json"),
+         "`eval locomo`": ("model", "judge", "file", "json"),
+         "`eval nkv`": ("model", "file", "json")}
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    mode = _mode(args)
+    for attr, flag in _FLAGS.items():
+        if getattr(args, attr, None) and attr not in _USES[mode]:
+            uses = ", ".join(_FLAGS[a] for a in _USES[mode]) or "no other option"
+            raise _UsageError(f"{flag} does not apply to {mode}, which takes {uses}")
+
+
+def _mode(args: argparse.Namespace) -> str:
+    if getattr(args, "list", False):
+        return "`eval --list`"
+    if getattr(args, "compare", None):
+        return "`eval --compare`"
+    dataset = _dataset_name(args)
+    if dataset == "locomo":
+        retrieval = getattr(args, "retrieval_only", False)
+        return "`eval locomo --retrieval-only`" if retrieval else "`eval locomo`"
+    if dataset is not None:
+        return "`eval nkv`"
+    return "`eval --replay`" if getattr(args, "replay", None) else "a scenario run"
 
 
 def _dataset_name(args: argparse.Namespace) -> str | None:
@@ -260,8 +297,8 @@ def _dataset(console: Console, name: str, args: argparse.Namespace) -> int:
             judge = client if (client is not None and getattr(args, "judge", False)) else None
             result = locomo.run_locomo(file, retrieval_only=retrieval, model_client=client,
                                        settings=settings, judge=judge, progress=counted,
-                                       embedder=_embedder(args, retrieval),
-                                       db=_scratch_server(args, retrieval))
+                                       embedder=_embedder(args),
+                                       db=_scratch_server(args))
         else:
             result = nested_kv.run_nested_kv(file, _live_client(args), settings=settings,
                                              progress=counted)
@@ -273,25 +310,22 @@ def _dataset(console: Console, name: str, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _embedder(args: argparse.Namespace, retrieval: bool) -> Any:
+def _embedder(args: argparse.Namespace) -> Any:
     """`--embedder SPEC` (retrieval only): keyword, dense and hybrid side by side."""
-    if not (retrieval and getattr(args, "embedder", None)):
+    if not getattr(args, "embedder", None):
         return None
     from memgpt_lite.terminal.embedding_commands import configured_embedder
 
     return configured_embedder(args.embedder)
 
 
-def _scratch_server(args: argparse.Namespace, retrieval: bool) -> str | None:
+def _scratch_server(args: argparse.Namespace) -> str | None:
     """`eval locomo --retrieval-only --db URL`: the Postgres server to work on."""
     url = getattr(args, "eval_db", None)
     if not url:
         return None
     from memgpt_lite.engine.store import is_postgres_url
 
-    if not retrieval:
-        raise _UsageError("--db applies to `eval locomo --retrieval-only`; answering runs in "
-                          "a temporary SQLite store")
     if not is_postgres_url(url):
         raise _UsageError(f"--db takes a postgresql:// URL (the retrieval eval works in a "
                           f"scratch database on that server), got {url!r}")

@@ -417,7 +417,7 @@ def _stoppable(fd: int, saved: list, termios: Any) -> Iterator[None]:
     def stop(_signum: int, _frame: Any) -> None:
         now = termios.tcgetattr(fd)
         termios.tcsetattr(fd, termios.TCSANOW, saved)
-        _show_cursor()
+        show_cursor()
         signal.signal(signal.SIGTSTP, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTSTP)  # stopped here until `fg`
         signal.signal(signal.SIGTSTP, stop)
@@ -430,7 +430,7 @@ def _stoppable(fd: int, saved: list, termios: Any) -> Iterator[None]:
         signal.signal(signal.SIGTSTP, previous)
 
 
-def _show_cursor() -> None:
+def show_cursor() -> None:
     """The cursor shown again (a live region hides it), on a terminal that takes codes."""
     if sys.stdout.isatty() and not dumb_terminal():
         with contextlib.suppress(OSError, ValueError):

@@ -249,3 +249,31 @@ def test_ctrl_d_at_the_continuation_prompt_keeps_the_lines_typed(server):
     finally:
         again.close(force=True)
     assert last_user_texts(server) == ["a long thought "]
+
+
+SHOW_CURSOR = "\x1b[?25h"
+
+
+def test_the_chat_started_after_a_kill_9_shows_the_cursor_again(server):
+    """kill -9 mid-stream leaves the cursor hidden (nothing can run in a process killed so);
+    the next chat started in that terminal kept it hidden until its first reply. Now its
+    start, and its end however it ends, show it."""
+    server.enqueue(hang(seconds=30, after=4))
+    server.enqueue(text_response("Back again."))
+    child = spawn_chat(server)
+    try:
+        child.sendline("tell me a long story")
+        child.expect_exact("Fake reply to")  # the live region is up: the cursor hidden
+        child.kill(9)
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    again = spawn_chat(server)
+    try:
+        assert SHOW_CURSOR in again.before
+        again.sendline("/exit")
+        again.expect(pexpect.EOF)
+        assert SHOW_CURSOR in again.before
+    finally:
+        again.close(force=True)
+    assert again.exitstatus == 0

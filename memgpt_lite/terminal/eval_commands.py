@@ -56,10 +56,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 return _dataset(console, dataset, args)
             return _scenarios(console, args)
         except KeyboardInterrupt:
-            # Nothing keeps a run's place: say so before the command line says "interrupted".
-            console.print(Text("The eval was stopped before its end: a run cut short cannot "
-                               "be resumed or scored, and no report was written (an earlier "
-                               "--json file is kept); run it again.", style="yellow"))
+            # Say what was kept before the command line says "interrupted".
+            console.print(Text(_stopped_note(args), style="yellow"))
             raise
     except (ScenarioError, recording.RecordingError, _UsageError) as exc:
         render.print_error(console, str(exc))
@@ -100,6 +98,40 @@ def _mode(args: argparse.Namespace) -> str:
     if dataset is not None:
         return "`eval nkv`"
     return "`eval --replay`" if getattr(args, "replay", None) else "a scenario run"
+
+
+def _stopped_note(args: argparse.Namespace) -> str:
+    if _mode(args) == "`eval locomo`":  # its answers are kept as they come (AnswerLog)
+        return ("The eval was stopped before its end: no report was written (an earlier "
+                "--json file is kept), but the questions answered so far are: run the same "
+                "command again to go on from there.")
+    return ("The eval was stopped before its end: a run cut short cannot be resumed or "
+            "scored, and no report was written (an earlier --json file is kept); run it "
+            "again.")
+
+
+def _answer_log(console: Console, file: str, settings: Any, judge: bool) -> Any:
+    """Where a LoCoMo answering run keeps its answers, named by what they depend on (the
+    file's bytes, the model, the judge), so that only the same run goes on from them."""
+    import hashlib
+
+    from memgpt_lite.engine.config import data_dir
+
+    try:
+        digest = hashlib.sha256(Path(file).read_bytes())
+    except OSError:
+        return None  # the runner says why it cannot read the file
+    digest.update(f"\0{settings.model}\0{judge}".encode())
+    log = locomo.AnswerLog(data_dir() / "eval-progress" / f"locomo-{digest.hexdigest()[:16]}"
+                                                         ".jsonl")
+    if log.rows:
+        console.print(render.shown(f"going on from a run stopped before its end: "
+                                   f"{len(log.rows):,} questions answered then are kept, not "
+                                   f"asked again ({log.path})", "yellow"))
+    else:
+        console.print(render.shown("answers are kept as they come: a run stopped before its "
+                                   "end goes on from there when run again", "dim"))
+    return log
 
 
 def _dataset_name(args: argparse.Namespace) -> str | None:
@@ -295,10 +327,13 @@ def _dataset(console: Console, name: str, args: argparse.Namespace) -> int:
             retrieval = bool(getattr(args, "retrieval_only", False))
             client = None if retrieval else _live_client(args)
             judge = client if (client is not None and getattr(args, "judge", False)) else None
+            log = None if retrieval else _answer_log(console, file, settings, judge is not None)
             result = locomo.run_locomo(file, retrieval_only=retrieval, model_client=client,
                                        settings=settings, judge=judge, progress=counted,
                                        embedder=_embedder(args),
-                                       db=_scratch_server(args))
+                                       db=_scratch_server(args), log=log)
+            if log is not None:
+                log.finish()
         else:
             result = nested_kv.run_nested_kv(file, _live_client(args), settings=settings,
                                              progress=counted)

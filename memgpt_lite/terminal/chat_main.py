@@ -25,12 +25,11 @@ from memgpt_lite.terminal.attach import chat_attachments
 from memgpt_lite.terminal.chat import (
     ChatSession,
     ctrl_c_ignored,
-    ended_by_signals,
     interactive_loop,
     one_shot,
     piped_loop,
 )
-from memgpt_lite.terminal.exit_codes import EXIT_ERROR, EXIT_USAGE, UserError
+from memgpt_lite.terminal.exit_codes import EXIT_ERROR, EXIT_USAGE, UserError, ended_by_signals
 from memgpt_lite.terminal.user_input import LineReader, TypeAhead, ask, show_cursor
 from memgpt_lite.terminal.view import ChatView, JsonView
 

@@ -204,6 +204,9 @@ def model(session: ChatSession, rest: str) -> None:
         return
     save = "--save" in flags
     agent = session.agent
+    if save and not words:  # it would have shown the model and stored nothing
+        session.say("usage: /model NAME --save (the model to store with the agent)")
+        return
     if not words:
         session.say(f"model {agent.settings.model} ({_model_source(session)}); summariser "
                     f"{agent.settings.summary_model}")

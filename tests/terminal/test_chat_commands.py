@@ -369,6 +369,7 @@ def test_a_window_the_provider_taught_one_model_stays_that_models(chats):
                                     "with -)\n"),
     ("/model --bogus", "/model: unknown option --bogus (options: --save)\n"),
     ("/model haiku -s", "/model: unknown option -s (options: --save)\n"),
+    ("/model --save", "usage: /model NAME --save (the model to store with the agent)\n"),
 ])
 def test_an_unknown_option_of_a_slash_command_is_refused_in_one_line(chats, line, said):
     """`/forget --bogus zebra` previewed a forget of '--bogus zebra'; `/model --bogus`

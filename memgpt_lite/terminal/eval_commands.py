@@ -112,7 +112,7 @@ def _stopped_note(args: argparse.Namespace) -> str:
 
 def _answer_log(console: Console, file: str, settings: Any, judge: bool) -> Any:
     """Where a LoCoMo answering run keeps its answers, named by what they depend on (the
-    file's bytes, the model, the judge), so that only the same run goes on from them."""
+    file's bytes, the settings and model, the judge), so only the same run goes on from them."""
     import hashlib
 
     from memgpt_lite.engine.config import data_dir
@@ -121,7 +121,7 @@ def _answer_log(console: Console, file: str, settings: Any, judge: bool) -> Any:
         digest = hashlib.sha256(Path(file).read_bytes())
     except OSError:
         return None  # the runner says why it cannot read the file
-    digest.update(f"\0{settings.model}\0{judge}".encode())
+    digest.update(f"\0{json.dumps(settings.to_dict(), sort_keys=True)}\0{judge}".encode())
     log = locomo.AnswerLog(data_dir() / "eval-progress" / f"locomo-{digest.hexdigest()[:16]}"
                                                          ".jsonl")
     if log.rows:

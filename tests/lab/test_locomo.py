@@ -236,3 +236,20 @@ def test_an_answering_run_stopped_before_its_end_goes_on_from_there(tmp_path, mo
     from memgpt_lite.engine.config import data_dir
 
     assert list((data_dir() / "eval-progress").iterdir()) == []  # the run is done
+
+
+def test_a_run_with_other_settings_does_not_take_the_answers_kept(tmp_path, monkeypatch,
+                                                                  console):
+    from memgpt_lite.lab.scripted import ScriptedModel, text_response
+    from memgpt_lite.terminal import eval_commands as ec
+
+    data = write(tmp_path, lambda sample: None)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+    monkeypatch.setattr(ec, "_live_client",
+                        lambda args: ScriptedModel([KeyboardInterrupt()]))
+    args = SimpleNamespace(scenarios=["locomo", data], model="haiku", json=None)
+    log = ec._answer_log(Console(file=io.StringIO()), data, ec._dataset_settings(args), False)
+    log.add((0, 0), {"sample": "s1", "question": "q", "category": "x", "f1": 1.0})
+    monkeypatch.setenv("MEMGPT_LITE_CONTEXT_WINDOW", "20000")
+    other = ec._answer_log(Console(file=io.StringIO()), data, ec._dataset_settings(args), False)
+    assert other.path != log.path and other.rows == {}

@@ -240,7 +240,7 @@ def test_an_answering_run_stopped_before_its_end_goes_on_from_there(tmp_path, mo
 
 def test_a_run_with_other_settings_does_not_take_the_answers_kept(tmp_path, monkeypatch,
                                                                   console):
-    from memgpt_lite.lab.scripted import ScriptedModel, text_response
+    from memgpt_lite.lab.scripted import ScriptedModel
     from memgpt_lite.terminal import eval_commands as ec
 
     data = write(tmp_path, lambda sample: None)

@@ -277,9 +277,15 @@ def _check_recorded_scenario(recorded: Any, scenario: scenarios.Scenario, file: 
                           f"then, with {whole} inputs; it has {len(scenario.inputs)} now "
                           f"(inputs were added since): run it live again to score it")
     if whole is not None:
+        # A recording from before headers counted the inputs, ending between two turns,
+        # cannot tell a run cut short from a scenario grown since.
+        cut_inside = bool(recorded.turns) and recorded.turns[-1].ends_early
+        unsure = "inputs" not in header and not cut_inside
+        or_grown = ", or the scenario gained inputs since" if unsure else ""
         raise _UsageError(f"{file} holds {whole} of the {len(scenario.inputs)} "
                           f"turns of scenario {scenario.name!r}: that run was cut short "
-                          f"(interrupted or killed), so it cannot be scored; run it live again")
+                          f"(interrupted or killed){or_grown}, so it cannot be scored; run it "
+                          f"live again")
 
 
 def _whole_turns(turns: list[Any], inputs: list[str]) -> int | None:

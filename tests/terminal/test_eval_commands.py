@@ -135,3 +135,20 @@ def test_an_option_the_mode_does_not_use_is_refused(argv, flag, mode, tmp_path, 
     err = " ".join(capsys.readouterr().err.split())
     assert f"memgpt-lite: {flag} does not apply to {mode}" in err, err
     assert err.count("memgpt-lite:") == 1
+
+
+def test_an_older_recording_of_a_scenario_appended_to_names_both_causes(tmp_path, capsys):
+    """A recording made before eval headers counted the scenario's inputs."""
+    import json
+
+    scenario, run = recorded_run(tmp_path)
+    lines = run.read_text(encoding="utf-8").splitlines(keepends=True)
+    header = json.loads(lines[0])
+    del header["inputs"]
+    run.write_text(json.dumps(header) + "\n" + "".join(lines[1:]), encoding="utf-8")
+    scenario.write_text(SCENARIO.replace('"What is my dog called?"',
+                                         '"What is my dog called?", "And my music?"'))
+    assert cli.main(["eval", str(scenario), "--replay", str(run)]) == 2
+    out = " ".join(capsys.readouterr().err.split())
+    assert ("that run was cut short (interrupted or killed), or the scenario gained inputs "
+            "since, so it cannot be scored") in out

@@ -76,6 +76,7 @@ from memgpt_lite.engine.turn_clock import ClockObserver, TurnClock
 from memgpt_lite.engine.window import learn_window, tool_schemas, window_for
 
 BLOCK_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,49}")
+LABEL_RULE = "letters, digits, _ . - up to 50, starting with a letter or digit"
 REPEAT_LIMIT = 3  # identical tool calls in a row before the chain is stopped
 NOTHING_TO_COMPACT = "There is nothing to compact: the context queue is empty."
 
@@ -569,8 +570,7 @@ class Agent(AgentTasks):
         """A new core memory block of the agent's own (ValueError when the label is taken
         or not a label, or the value is over `limit`)."""
         if not BLOCK_LABEL.fullmatch(label):
-            raise ValueError(f"{label!r} is not a block label (letters, digits, _ . - up to "
-                             f"50, starting with a letter or digit).")
+            raise ValueError(f"{label!r} is not a block label ({LABEL_RULE}).")
         if self.store.get_block(self.id, label) is not None:
             raise ValueError(f"There is a core memory block {label!r} already.")
         if len(value) > limit:

@@ -207,7 +207,10 @@ class Recorder:
                source: str = "live", note: str | None = None,
                created_at: str | None = None, conversation: int | None = None,
                project: str | None = None, contract: int = prompts.CONTRACT,
-               search_layout: int = recall_page.LAYOUT, token_rule: int = RULE) -> None:
+               search_layout: int = recall_page.LAYOUT, token_rule: int = RULE,
+               inputs: int | None = None) -> None:
+        """`inputs`: an eval's, how many the scenario has, so that a whole run of a
+        scenario appended to since is told from a run cut short."""
         self.agent_uid = agent_uid
         self.write({"type": "header", "agent": agent, "agent_uid": agent_uid,
                     "settings": settings, "model": model,
@@ -217,7 +220,8 @@ class Recorder:
                     "created_at": created_at or utc_iso(datetime.now(timezone.utc)),
                     "source": source, "note": note, "blocks": blocks or {},
                     "conversation": conversation, "project": project,
-                    "base": base, "delta": delta})
+                    "base": base, "delta": delta,
+                    **({} if inputs is None else {"inputs": inputs})})
 
     def user(self, text: str, at: str, *, retry: bool = False, agent: str | None = None,
              attachments: list[dict[str, Any]] | None = None, compact: bool = False) -> None:
@@ -334,7 +338,8 @@ def start_recording(agent: Any) -> Recorder:
 
 
 def record_header(agent: Any, recorder: Recorder, *, source: str = "live",
-                  note: str | None = None, created_at: str | None = None) -> None:
+                  note: str | None = None, created_at: str | None = None,
+                  inputs: int | None = None) -> None:
     """Write the header for a session of `agent`: where its replay starts (a base snapshot
     beside the recording plus what changed since), so that the cost of a recording grows
     with the session, not with the agent."""
@@ -349,7 +354,7 @@ def record_header(agent: Any, recorder: Recorder, *, source: str = "live",
                     source=source, note=note, created_at=created_at,
                     conversation=agent.conversation_id, project=agent.project,
                     contract=agent.contract, search_layout=agent.tools.layout,
-                    token_rule=agent.counter.rule)
+                    token_rule=agent.counter.rule, inputs=inputs)
     recorder.watch(agent)
 
 
@@ -597,7 +602,8 @@ def _read_lines(path: Path, warnings: list[str]) -> Iterator[tuple[int, dict[str
         raise RecordingError(f"no recording at {path}") from None
     except OSError as exc:
         raise RecordingError(f"cannot read {path}: {exc.strerror or exc}") from None
-    lines = raw.decode("utf-8", "replace").splitlines()
+    # utf-8-sig: a recording saved by an editor on Windows starts with a byte-order mark.
+    lines = raw.decode("utf-8-sig", "replace").splitlines()
     for number, text in enumerate(lines, 1):
         if not text.strip():
             continue
@@ -699,7 +705,7 @@ def find_recording(ref: str | Path, directory: Path | None = None) -> Path:
 def header_line(path: Path) -> dict[str, Any]:
     """The first line of a recording, decoded ({} when it is not a JSON object)."""
     try:
-        with path.open(encoding="utf-8", errors="replace") as fh:
+        with path.open(encoding="utf-8-sig", errors="replace") as fh:
             head = json.loads(fh.readline() or "{}")
     except (OSError, ValueError):
         return {}

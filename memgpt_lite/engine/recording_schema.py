@@ -37,7 +37,7 @@ LINES: dict[str, dict[str, Spec]] = {
                "?created_at": OPT_STR, "?version": OPT_STR, "?prompt_digests": (dict, None),
                "?search_layout": (int, None),
                "?forgotten": (FORGOTTEN, None), "?contract": int, "?token_rule": int,
-               "?conversation": OPT_INT, "?project": OPT_STR},
+               "?conversation": OPT_INT, "?project": OPT_STR, "?inputs": OPT_INT},
     "user": {"text": str, "?at": OPT_STR, "?retry": bool, "?agent": str,
              "?attachments": [BLOCK], "?compact": bool},
     "model_call": {"call_index": int, "request_digest": str, "estimated_tokens": int,

@@ -96,8 +96,8 @@ def _parse(piece: bytes) -> tuple[str, Any]:
     line = piece.decode("utf-8", "surrogateescape")  # bad bytes survive a rewrite
     if not line.strip():
         return line, None
-    try:
-        return line, json.loads(line)
+    try:  # a byte-order mark (an editor's) before the header is no JSON
+        return line, json.loads(line.removeprefix("\ufeff"))
     except ValueError:
         return line, ValueError
 
@@ -164,7 +164,7 @@ def stamp_uid(path: Path, uid: str) -> None:
     when it cannot be read or rewritten."""
     raw = path.read_bytes()
     first, newline, rest = raw.partition(b"\n")
-    header = json.loads(first.decode("utf-8", "surrogateescape"))
+    header = json.loads(first.decode("utf-8", "surrogateescape").removeprefix("\ufeff"))
     if isinstance(header, dict) and not header.get("agent_uid"):
         replace_file(path, _encode({**header, "agent_uid": uid}) + newline + rest)
 

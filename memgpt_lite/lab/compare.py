@@ -96,7 +96,8 @@ def load_report(path: str | Path) -> dict[str, Any]:
     """A report file, checked: ScenarioError (one sentence) for one that is damaged or was
     edited into a shape `compare` cannot read."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8", errors="replace"))
+        # utf-8-sig: a report saved by an editor on Windows starts with a byte-order mark.
+        data = json.loads(Path(path).read_text(encoding="utf-8-sig", errors="replace"))
     except FileNotFoundError:
         raise ScenarioError(f"no report at {path}") from None
     except (json.JSONDecodeError, RecursionError):

@@ -14,7 +14,7 @@ import string
 import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -176,12 +176,44 @@ def _evidence(qa: dict[str, Any]) -> list[str]:
     return ids
 
 
+class AnswerLog:
+    """The questions an answering run has scored, one JSON line each, written as each is
+    answered: a run stopped before its end (Ctrl-C, a kill, a crash) goes on from there when
+    started again, instead of paying for every question again. Its path names what the rows
+    depend on (the file, the model, the judge); `finish` removes it when the run is done."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.rows = self._read()
+
+    def _read(self) -> dict[tuple[int, int], dict[str, Any]]:
+        rows = {}
+        with suppress(FileNotFoundError):
+            for line in self.path.read_text(encoding="utf-8", errors="replace").splitlines():
+                with suppress(ValueError, TypeError, KeyError):  # a line cut short
+                    item = json.loads(line)
+                    rows[(int(item["at"][0]), int(item["at"][1]))] = dict(item["row"])
+        return rows
+
+    def add(self, at: tuple[int, int], row: dict[str, Any]) -> None:
+        from memgpt_lite.engine.files import private_dirs
+
+        private_dirs(self.path.parent)
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"at": list(at), "row": row}, ensure_ascii=False) + "\n")
+        self.rows[at] = row
+
+    def finish(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
 def run_locomo(path: str | Path, *, retrieval_only: bool = True, model_client: Any = None,
                settings: Settings | None = None, judge: Any = None,
                progress: Progress | None = None, limit: int | None = None,
                embedder: Any = None, keyword_weight: float | None = None,
                db: str | None = None, layout: int | None = None,
-               weights: tuple[float, ...] = ()) -> dict[str, Any]:
+               weights: tuple[float, ...] = (), log: AnswerLog | None = None,
+               ) -> dict[str, Any]:
     """LoCoMo: retrieval figures of the evidence through search (retrieval only; see
     `locomo_retrieval`), or token F1 of the agent's answers (needs `model_client`). Per
     category and overall.
@@ -192,12 +224,14 @@ def run_locomo(path: str | Path, *, retrieval_only: bool = True, model_client: A
     else keyword. With `db` (a postgresql:// server) the conversations are stored in a
     scratch database there, created and dropped; else in a temporary SQLite file. `layout`
     picks conversation_search's page layout (recall_page.py); each of `weights` adds a
-    method "hybrid W" fused with that keyword share (for choosing it by cross-validation)."""
+    method "hybrid W" fused with that keyword share (for choosing it by cross-validation).
+    `log` (answering): the questions scored are kept there as they are, and those it holds
+    already are not asked again."""
     samples = load_locomo(path)
     if not retrieval_only and model_client is None:
         raise ScenarioError("answering LoCoMo questions needs a model (--model), or use --retrieval-only")
     options = {"embedder": embedder, "keyword_weight": keyword_weight, "layout": layout,
-               "weights": weights}
+               "weights": weights, "log": None if retrieval_only else log}
     rows: list[dict[str, Any]] = []
     skipped, failed = 0, []
     with _locomo_store(db) as store:
@@ -290,8 +324,15 @@ def _sample_rows(store: Any, sample: dict[str, Any], s_index: int, client: Any,
     try:
         mapping = store_locomo_conversation(store, agent.id, sample)
         side = _Side(store, agent.id, mapping, options) if retrieval_only else None
-        for qa in sample["qa"][:limit]:
-            yield _locomo_question(sample, s_index, qa, agent, side, judge)
+        log = options.get("log")
+        for q_index, qa in enumerate(sample["qa"][:limit]):
+            if log is not None and (s_index, q_index) in log.rows:
+                yield log.rows[(s_index, q_index)]  # answered by a run stopped before its end
+                continue
+            row = _locomo_question(sample, s_index, qa, agent, side, judge)
+            if log is not None and row is not None and "error" not in row:
+                log.add((s_index, q_index), row)
+            yield row
     finally:
         agent.close()
 

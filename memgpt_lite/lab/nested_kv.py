@@ -8,6 +8,7 @@ per nesting level. Progress goes to an optional callback.
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from collections import defaultdict
 from dataclasses import dataclass
@@ -119,14 +120,14 @@ def _kv_example(item: Any, i: int, path: str | Path) -> KVExample:
 def run_nested_kv(path: str | Path, model_client: Any, *, settings: Settings | None = None,
                   progress: Progress | None = None) -> dict[str, Any]:
     """Each example: a fresh agent with the pairs in archival memory is asked the question;
-    correct when the final value is in the reply. Accuracy per nesting level."""
+    correct when the final value stands whole in the reply. Accuracy per nesting level."""
     settings = settings or Settings()
     examples = load_nested_kv(path)
     rows, failed = [], []
     for i, ex in enumerate(examples, 1):
         reply, searches, error = _run_kv_example(ex, model_client, settings)
         row = {"key": ex.key, "level": ex.level, "answer": ex.answer, "reply": reply,
-               "correct": ex.answer.lower() in reply.lower(), "searches": searches}
+               "correct": holds_value(reply, ex.answer), "searches": searches}
         if error is not None:  # no answer to score: a wrong one would be a guess
             failed.append({"key": ex.key, "level": ex.level, "error": error})
         else:
@@ -143,6 +144,14 @@ def run_nested_kv(path: str | Path, model_client: Any, *, settings: Settings | N
             "by_level": {str(k): _accuracy(v) for k, v in sorted(levels.items())},
             "overall": _accuracy([r["correct"] for r in rows]), "questions": rows,
             "failed": failed}
+
+
+def holds_value(reply: str, value: str) -> bool:
+    """Whether `value` stands whole in `reply` (any case): "12" is not in "123" or "a-12",
+    since values are keys of each other and a longer one is another answer."""
+    # A letter, digit, _ or - beside it would make it part of a longer value.
+    pattern = rf"(?<![\w-]){re.escape(value)}(?![\w-])"
+    return re.search(pattern, reply, re.IGNORECASE) is not None
 
 
 def _accuracy(correct: list[bool]) -> dict[str, Any]:

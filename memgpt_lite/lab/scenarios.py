@@ -18,7 +18,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from memgpt_lite.engine.config import Settings
+from memgpt_lite.engine.agent import BLOCK_LABEL, LABEL_RULE
+from memgpt_lite.engine.config import Settings, agent_name_problem
 from memgpt_lite.engine.prompts import CONTRACT
 from memgpt_lite.engine.recording import (
     UNRECORDED_KINDS,
@@ -28,6 +29,7 @@ from memgpt_lite.engine.recording import (
     recorded_step,
 )
 from memgpt_lite.engine.records import utc_iso
+from memgpt_lite.engine.text import quoted
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.lab.harness import (
     DEFAULT_CLOCK,
@@ -131,6 +133,8 @@ class Scenario:
         if not sessions or not any(s.inputs for s in sessions):
             raise ScenarioError(f"scenario {default_name!r} has no [[session]] with inputs")
         main = str(data.get("agent") or "eval")
+        if agent_name_problem(main):
+            raise ScenarioError(f"agent: {agent_name_problem(main)}")
         agents = [_agent(a, i) for i, a in enumerate(_tables(data, "agents"), 1)]
         twice = next((a.name for i, a in enumerate(agents) if a.name in
                       {b.name for b in agents[:i]}), None)
@@ -235,7 +239,15 @@ def _agent(raw: Any, number: int) -> AgentSpec:
     if not isinstance(raw, dict) or not raw.get("name") or not isinstance(share, list):
         raise ScenarioError(f"[[agents]] {number} needs name = \"...\" (and share = "
                             "[\"human\", ...] for shared blocks)")
-    return AgentSpec(str(raw["name"]), [str(label) for label in share])
+    problem = agent_name_problem(str(raw["name"]))
+    if problem:
+        raise ScenarioError(f"[[agents]] {number}: {problem}")
+    bad = next((label for label in share if not (isinstance(label, str)
+                                                  and BLOCK_LABEL.fullmatch(label))), None)
+    if bad is not None:  # it would name a shared block no tool or command can reach
+        raise ScenarioError(f"[[agents]] {number}: {quoted(bad)} in share is not a block "
+                            f"label ({LABEL_RULE})")
+    return AgentSpec(str(raw["name"]), list(share))
 
 
 def bundled() -> list[Scenario]:
@@ -353,7 +365,8 @@ def _drive(scenario: Scenario, settings: Settings, client: Any, summary_client: 
     turns: list[TurnRecord] = []
     if recorder is not None:
         record_header(agents.get(scenario.agent), recorder, source="eval",
-                      note=f"scenario {scenario.name}", created_at=utc_iso(clock.now))
+                      note=f"scenario {scenario.name}", created_at=utc_iso(clock.now),
+                      inputs=len(scenario.inputs))
     try:
         for number, session in enumerate(scenario.sessions, 1):
             if session.restart:

@@ -23,7 +23,7 @@ from memgpt_lite.engine.reconnect import connection_lost, reconnect
 from memgpt_lite.engine.store.base import StoreError
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.terminal import render
-from memgpt_lite.terminal.exit_codes import EXIT_INTERRUPTED, Terminated
+from memgpt_lite.terminal.exit_codes import ENDING_SIGNALS, EXIT_INTERRUPTED
 from memgpt_lite.terminal.user_input import LineReader, edit_in_editor
 from memgpt_lite.terminal.view import ChatView, JsonView
 
@@ -285,33 +285,6 @@ def ctrl_c_ignored() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, ENDING_SIGNALS)
 
 
-ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-
-
-@contextlib.contextmanager
-def ended_by_signals() -> Iterator[None]:
-    """SIGTERM (a service manager, `kill`) or SIGHUP (the terminal window closed) end the chat
-    as /exit does: Terminated is raised once, where the main thread is, so the turn running is
-    undone and the chat's ending runs whole; a second signal meanwhile is not let cut it
-    short. The default, dying where it stood, left the cursor hidden and an agent this run
-    had just created with nothing in it."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    raised = False
-
-    def end(signum: int, _frame: Any) -> None:
-        nonlocal raised
-        if not raised:
-            raised = True
-            raise Terminated(signum)
-
-    previous = {number: signal.signal(number, end) for number in ENDING_SIGNALS}
-    try:
-        yield
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
 
 
 # --------------------------------------------------------------------------- input loops

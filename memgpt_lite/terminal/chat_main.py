@@ -25,13 +25,12 @@ from memgpt_lite.terminal.attach import chat_attachments
 from memgpt_lite.terminal.chat import (
     ChatSession,
     ctrl_c_ignored,
-    ended_by_signals,
     interactive_loop,
     one_shot,
     piped_loop,
 )
-from memgpt_lite.terminal.exit_codes import EXIT_ERROR, EXIT_USAGE, UserError
-from memgpt_lite.terminal.user_input import LineReader, TypeAhead, ask
+from memgpt_lite.terminal.exit_codes import EXIT_ERROR, EXIT_USAGE, UserError, ended_by_signals
+from memgpt_lite.terminal.user_input import LineReader, TypeAhead, ask, show_cursor
 from memgpt_lite.terminal.view import ChatView, JsonView
 
 # The chat's flags: (Settings field, flag as shown in messages).
@@ -413,11 +412,16 @@ def _converse(session: ChatSession, typed: bool, type_ahead: TypeAhead) -> int:
     if reader.history_problem:
         session.say(f"· {reader.history_problem}", "dim")
     install(reader, session)
+    # A chat killed with kill -9 left the cursor hidden in this terminal (the live region
+    # hides it, and nothing runs in a process killed so): shown at the start, and at the
+    # end however the chat ends (a signal, an error), never left to the live region alone.
+    show_cursor()
     try:
         interactive_loop(session, reader.read)
         return 1 if session.failed_turns else 0
     finally:
         reader.save()
+        show_cursor()
 
 
 def _banner(console: Console, agent: Any, store: Any, record: bool) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import re
 import sys
 from importlib import resources
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.text import Text
 
+from memgpt_lite.engine.text import quoted
 from memgpt_lite.terminal import agent_checks, render
 from memgpt_lite.terminal.exit_codes import EXIT_ERROR, EXIT_OK, EXIT_USAGE, UserError
 from memgpt_lite.terminal.user_input import confirmed
@@ -72,7 +72,13 @@ def _usd(value: float | None) -> str:
     return "-" if value is None else f"${value:g}"
 
 
-LABEL = re.compile(r"[A-Za-z0-9_.-]{1,50}")
+def _check_label(label: str) -> None:
+    """The one rule for a new block's label, as the chat's /memory applies it."""
+    from memgpt_lite.engine.agent import BLOCK_LABEL, LABEL_RULE
+
+    if not BLOCK_LABEL.fullmatch(label):
+        raise UserError(f"{quoted(label)} is not a block label ({LABEL_RULE}).", EXIT_USAGE)
+
 
 
 def cmd_agents_create(args: argparse.Namespace) -> int:
@@ -83,10 +89,8 @@ def cmd_agents_create(args: argparse.Namespace) -> int:
 
     _check_new_name(args.name)  # before the lock: it would make a file named after it
     labels = list(dict.fromkeys(args.share or []))
-    bad = next((label for label in labels if not LABEL.fullmatch(label)), None)
-    if bad is not None:
-        raise UserError(f"{bad!r} is not a block label (letters, digits, _ . - up to 50).",
-                        EXIT_USAGE)
+    for label in labels:
+        _check_label(label)
     settings = resolve_settings(None)[0]
     with _open_store() as store, _agent_lock(store, args.name):
         if store.get_agent(args.name) is not None:
@@ -120,9 +124,8 @@ def cmd_agents_share(args: argparse.Namespace) -> int:
             print(render.visible(f"Block {args.label!r} of {row.name!r} is already in user "
                                  "scope."))
             return EXIT_OK
-        if block is None and not LABEL.fullmatch(args.label):
-            raise UserError(f"{args.label!r} is not a block label (letters, digits, _ . - up "
-                            "to 50).", EXIT_USAGE)
+        if block is None:
+            _check_label(args.label)
         others = store.shared_block_agents(args.label)
         from memgpt_lite.terminal.task_commands import ask_keep, share_keep
 

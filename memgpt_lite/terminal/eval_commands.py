@@ -44,6 +44,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     to_stdout = getattr(args, "json", None) == "-"
     console = render.make_console(file=sys.stderr if to_stdout else None, wrap=True)
     try:
+        _check_options(args)
         _check_json_target(getattr(args, "json", None))
         if getattr(args, "list", False):
             return _list(console)
@@ -55,14 +56,82 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 return _dataset(console, dataset, args)
             return _scenarios(console, args)
         except KeyboardInterrupt:
-            # Nothing keeps a run's place: say so before the command line says "interrupted".
-            console.print(Text("The eval was stopped before its end: a run cut short cannot "
-                               "be resumed or scored, and no report was written (an earlier "
-                               "--json file is kept); run it again.", style="yellow"))
+            # Say what was kept before the command line says "interrupted".
+            console.print(Text(_stopped_note(args), style="yellow"))
             raise
     except (ScenarioError, recording.RecordingError, _UsageError) as exc:
         render.print_error(console, str(exc))
         return EXIT_USAGE
+
+
+# Each option by its attribute, and the options each mode uses: an option a mode would
+# ignore (a judge in a run with no model calls) is refused rather than silently dropped.
+_FLAGS = {"model": "--model", "replay": "--replay", "judge": "--judge",
+          "retrieval_only": "--retrieval-only", "file": "--file", "embedder": "--embedder",
+          "eval_db": "--db", "json": "--json"}
+_USES = {"`eval --list`": (), "`eval --compare`": (),
+         "a scenario run": ("model", "judge", "json"),
+         "`eval --replay`": ("replay", "model", "json"),
+         "`eval locomo --retrieval-only`": ("retrieval_only", "file", "embedder", "eval_db",
+                                            "json"),
+         "`eval locomo`": ("model", "judge", "file", "json"),
+         "`eval nkv`": ("model", "file", "json")}
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    mode = _mode(args)
+    for attr, flag in _FLAGS.items():
+        if getattr(args, attr, None) and attr not in _USES[mode]:
+            uses = ", ".join(_FLAGS[a] for a in _USES[mode]) or "no other option"
+            raise _UsageError(f"{flag} does not apply to {mode}, which takes {uses}")
+
+
+def _mode(args: argparse.Namespace) -> str:
+    if getattr(args, "list", False):
+        return "`eval --list`"
+    if getattr(args, "compare", None):
+        return "`eval --compare`"
+    dataset = _dataset_name(args)
+    if dataset == "locomo":
+        retrieval = getattr(args, "retrieval_only", False)
+        return "`eval locomo --retrieval-only`" if retrieval else "`eval locomo`"
+    if dataset is not None:
+        return "`eval nkv`"
+    return "`eval --replay`" if getattr(args, "replay", None) else "a scenario run"
+
+
+def _stopped_note(args: argparse.Namespace) -> str:
+    if _mode(args) == "`eval locomo`":  # its answers are kept as they come (AnswerLog)
+        return ("The eval was stopped before its end: no report was written (an earlier "
+                "--json file is kept), but the questions answered so far are: run the same "
+                "command again to go on from there.")
+    return ("The eval was stopped before its end: a run cut short cannot be resumed or "
+            "scored, and no report was written (an earlier --json file is kept); run it "
+            "again.")
+
+
+def _answer_log(console: Console, file: str, settings: Any, judge: bool) -> Any:
+    """Where a LoCoMo answering run keeps its answers, named by what they depend on (the
+    file's bytes, the settings and model, the judge), so only the same run goes on from them."""
+    import hashlib
+
+    from memgpt_lite.engine.config import data_dir
+
+    try:
+        digest = hashlib.sha256(Path(file).read_bytes())
+    except OSError:
+        return None  # the runner says why it cannot read the file
+    digest.update(f"\0{json.dumps(settings.to_dict(), sort_keys=True)}\0{judge}".encode())
+    log = locomo.AnswerLog(data_dir() / "eval-progress" / f"locomo-{digest.hexdigest()[:16]}"
+                                                         ".jsonl")
+    if log.rows:
+        console.print(render.shown(f"going on from a run stopped before its end: "
+                                   f"{len(log.rows):,} questions answered then are kept, not "
+                                   f"asked again ({log.path})", "yellow"))
+    else:
+        console.print(render.shown("answers are kept as they come: a run stopped before its "
+                                   "end goes on from there when run again", "dim"))
+    return log
 
 
 def _dataset_name(args: argparse.Namespace) -> str | None:
@@ -203,10 +272,20 @@ def _check_recorded_scenario(recorded: Any, scenario: scenarios.Scenario, file: 
     # A run cut short (Ctrl-C, a kill) diverges where it ends, which would otherwise be
     # told as a changed scenario; its last turn says so (a changed scenario's may be whole).
     whole = _whole_turns(recorded.turns, scenario.inputs)
+    if whole is not None and whole == header.get("inputs"):
+        raise _UsageError(f"{file} is a whole run of scenario {scenario.name!r} as it was "
+                          f"then, with {whole} inputs; it has {len(scenario.inputs)} now "
+                          f"(inputs were added since): run it live again to score it")
     if whole is not None:
+        # A recording from before headers counted the inputs, ending between two turns,
+        # cannot tell a run cut short from a scenario grown since.
+        cut_inside = bool(recorded.turns) and recorded.turns[-1].ends_early
+        unsure = "inputs" not in header and not cut_inside
+        or_grown = ", or the scenario gained inputs since" if unsure else ""
         raise _UsageError(f"{file} holds {whole} of the {len(scenario.inputs)} "
                           f"turns of scenario {scenario.name!r}: that run was cut short "
-                          f"(interrupted or killed), so it cannot be scored; run it live again")
+                          f"(interrupted or killed){or_grown}, so it cannot be scored; run it "
+                          f"live again")
 
 
 def _whole_turns(turns: list[Any], inputs: list[str]) -> int | None:
@@ -254,10 +333,13 @@ def _dataset(console: Console, name: str, args: argparse.Namespace) -> int:
             retrieval = bool(getattr(args, "retrieval_only", False))
             client = None if retrieval else _live_client(args)
             judge = client if (client is not None and getattr(args, "judge", False)) else None
+            log = None if retrieval else _answer_log(console, file, settings, judge is not None)
             result = locomo.run_locomo(file, retrieval_only=retrieval, model_client=client,
                                        settings=settings, judge=judge, progress=counted,
-                                       embedder=_embedder(args, retrieval),
-                                       db=_scratch_server(args, retrieval))
+                                       embedder=_embedder(args),
+                                       db=_scratch_server(args), log=log)
+            if log is not None:
+                log.finish()
         else:
             result = nested_kv.run_nested_kv(file, _live_client(args), settings=settings,
                                              progress=counted)
@@ -269,25 +351,22 @@ def _dataset(console: Console, name: str, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _embedder(args: argparse.Namespace, retrieval: bool) -> Any:
+def _embedder(args: argparse.Namespace) -> Any:
     """`--embedder SPEC` (retrieval only): keyword, dense and hybrid side by side."""
-    if not (retrieval and getattr(args, "embedder", None)):
+    if not getattr(args, "embedder", None):
         return None
     from memgpt_lite.terminal.embedding_commands import configured_embedder
 
     return configured_embedder(args.embedder)
 
 
-def _scratch_server(args: argparse.Namespace, retrieval: bool) -> str | None:
+def _scratch_server(args: argparse.Namespace) -> str | None:
     """`eval locomo --retrieval-only --db URL`: the Postgres server to work on."""
     url = getattr(args, "eval_db", None)
     if not url:
         return None
     from memgpt_lite.engine.store import is_postgres_url
 
-    if not retrieval:
-        raise _UsageError("--db applies to `eval locomo --retrieval-only`; answering runs in "
-                          "a temporary SQLite store")
     if not is_postgres_url(url):
         raise _UsageError(f"--db takes a postgresql:// URL (the retrieval eval works in a "
                           f"scratch database on that server), got {url!r}")

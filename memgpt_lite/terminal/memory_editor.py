@@ -115,7 +115,7 @@ class Plan:
 
 def plan_changes(sections: list[Section], blocks: list[Any], default_limit: int) -> Plan:
     """Check every section against its block (DocumentError naming the first problem)."""
-    from memgpt_lite.engine.agent import BLOCK_LABEL
+    from memgpt_lite.engine.agent import BLOCK_LABEL, LABEL_RULE
 
     current = {b.label: b for b in blocks}
     plan = Plan([], [], [label for label in current if label not in
@@ -125,8 +125,8 @@ def plan_changes(sections: list[Section], blocks: list[Any], default_limit: int)
         limit = block.limit if block is not None else (
             default_limit if s.limit is None else s.limit)
         if block is None and not BLOCK_LABEL.fullmatch(s.label):
-            raise DocumentError(f"line {s.line}: {s.label!r} is not a block label (letters, "
-                                "digits, _ . - up to 50, starting with a letter or digit).")
+            raise DocumentError(f"line {s.line}: {s.label!r} is not a block label "
+                                f"({LABEL_RULE}).")
         if block is None and not 1 <= limit <= 100_000:
             raise DocumentError(f"line {s.line}: a block's limit must be between 1 and "
                                 f"100,000 chars, got {limit:,}.")

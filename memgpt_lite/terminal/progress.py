@@ -23,6 +23,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from memgpt_lite.terminal.exit_codes import ended_by_signals
 from memgpt_lite.terminal.render import shown, visible
 
 PLAIN_STEPS = 10  # piped: one line per tenth of the work (and the first and the last item)
@@ -78,7 +79,8 @@ def progress(console: Console, label: str, total: int | None) -> Iterator[Step]:
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
                TextColumn("[dim]{task.fields[note]}", markup=True)]
-    with Progress(*columns, console=console, transient=False) as bar:
+    # The bar hides the cursor: a signal that ends the command unwinds it, shown again.
+    with ended_by_signals(), Progress(*columns, console=console, transient=False) as bar:
         yield Step(console, label, total, bar)
 
 

@@ -37,6 +37,29 @@ class Command:
     aliases: tuple[str, ...] = ()
 
 
+FORGET_OPTIONS = ("--any", "--regex", "--dry-run")
+
+
+def _options(session: ChatSession, name: str, words: list[str], known: tuple[str, ...],
+             hint: str = "") -> set[str] | None:
+    """The options leading `words`, taken off it; None (and one line said) for any other
+    word starting with `-` there, so that a typo is not taken for the query or a name.
+    `--` ends the options."""
+    flags = set()
+    while words and (not words[0] or words[0].startswith("-")):  # "" between two spaces
+        word = words.pop(0)
+        if not word:
+            continue
+        if word == "--":
+            break
+        if word not in known:
+            session.say(f"/{name}: unknown option {render.visible(word)} (options: "
+                        f"{', '.join(known)}{hint})")
+            return None
+        flags.add(word)
+    return flags
+
+
 # --------------------------------------------------------------------------- memory
 
 
@@ -174,10 +197,16 @@ def compact(session: ChatSession, rest: str) -> None:
 def model(session: ChatSession, rest: str) -> None:
     """/model: the model in use and where it came from; /model NAME [--save]: switch for
     the rest of this session (and store it with --save)."""
-    words = rest.split()
-    save = "--save" in words
-    words = [w for w in words if w != "--save"]
+    # --save may come after the name too (`/model haiku --save`); no name starts with -.
+    words = sorted(rest.split(), key=lambda word: not word.startswith("-"))
+    flags = _options(session, "model", words, ("--save",))
+    if flags is None:
+        return
+    save = "--save" in flags
     agent = session.agent
+    if save and not words:  # it would have shown the model and stored nothing
+        session.say("usage: /model NAME --save (the model to store with the agent)")
+        return
     if not words:
         session.say(f"model {agent.settings.model} ({_model_source(session)}); summariser "
                     f"{agent.settings.summary_model}")
@@ -343,11 +372,12 @@ def agents(session: ChatSession, rest: str) -> None:
 def forget(session: ChatSession, rest: str) -> None:
     from memgpt_lite.terminal.forget_commands import forget_matcher, planned
 
-    flags, query = set(), rest.strip()
-    while query.partition(" ")[0] in ("--any", "--regex", "--dry-run"):
-        flag, _, query = query.partition(" ")
-        flags.add(flag)
-        query = query.strip()
+    words = rest.split(" ")
+    flags = _options(session, "forget", words, FORGET_OPTIONS,
+                     "; put -- before a query that starts with -")
+    if flags is None:
+        return
+    query = " ".join(words).strip()
     if not query:
         session.say("usage: /forget [--any|--regex] [--dry-run] QUERY")
         return
@@ -456,7 +486,7 @@ COMMANDS: tuple[Command, ...] = (
                         "show everything matching QUERY (a phrase, any case, whole words) in "
                         "messages, passages, core memory, the summary, recordings and the "
                         "input history; forget it on confirmation"),), forget,
-            words=("--any", "--regex", "--dry-run")),
+            words=FORGET_OPTIONS),
     Command("exit", (("/exit", "leave (also /quit, Ctrl-D, or Ctrl-C twice at the prompt)"),),
             exit_, aliases=("quit",)),
 )

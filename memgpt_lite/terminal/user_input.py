@@ -259,27 +259,64 @@ def edit_in_editor(text: str) -> str | None:
     """Open $VISUAL/$EDITOR (default vi) on a temporary file holding text; None when the
     editor exits non-zero (e.g. `:cq` in vi), which is how a user cancels an edit."""
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    encoding = _editor_encoding(text)
     fd, name = tempfile.mkstemp(prefix="memgpt-core-", suffix=".md")
+    keep = False
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with os.fdopen(fd, "w", encoding=encoding) as fh:
             fh.write(text)
-        try:
-            result = subprocess.run([*shlex.split(editor), name], check=False,
-                                    stdout=_screen())
-        except (OSError, ValueError) as exc:  # not found, not executable, unbalanced quotes
-            reason = getattr(exc, "strerror", None) or exc
-            raise EditorError(f"cannot run {editor!r} ({reason}); set $VISUAL or $EDITOR"
-                              ) from None
-        if result.returncode != 0:
+        returncode = _run_editor(editor, name)
+        if returncode < 0:  # its launcher was killed (Ctrl-C): a window may still be open
+            keep = True
+            raise EditorError(f"{editor!r} was ended by a signal before it finished; the text "
+                              f"is kept in {name}; nothing was changed")
+        if returncode != 0:
             return None
         try:
-            return Path(name).read_text(encoding="utf-8", errors="replace")
+            return Path(name).read_text(encoding=encoding, errors="replace")
         except OSError as exc:  # the editor removed the file or put a folder in its place
             raise EditorError(f"{editor!r} left no file to read back ({exc.strerror or exc}); "
                               "nothing was changed") from None
     finally:
-        with contextlib.suppress(OSError):  # already gone, or a folder the editor made
-            os.unlink(name)
+        if not keep:
+            with contextlib.suppress(OSError):  # already gone, or a folder the editor made
+                os.unlink(name)
+
+
+def _editor_encoding(text: str) -> str:
+    """The locale's encoding, which the editor reads and writes (a Latin-1 terminal's
+    editor showed UTF-8 as mojibake); UTF-8 for a text the locale cannot hold, whole, and
+    for the C locale's ASCII, of which UTF-8 is the same bytes and more."""
+    import codecs
+
+    encoding = _readline_encoding()
+    try:
+        text.encode(encoding)
+        return "utf-8" if codecs.lookup(encoding).name == "ascii" else encoding
+    except (UnicodeEncodeError, LookupError):
+        return "utf-8"
+
+
+def _run_editor(editor: str, name: str) -> int:
+    """The editor's exit status. Ctrl-C while it runs reaches this process too: it is let
+    pass (an editor on the terminal takes it itself), since a KeyboardInterrupt here would
+    delete the file under a GUI editor's open window (`code --wait`). A handler rather
+    than SIG_IGN, because the editor would inherit an ignored signal."""
+    import signal
+    import threading
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, lambda *_: None) if main else None
+    try:
+        return subprocess.run([*shlex.split(editor), name], check=False,
+                              stdout=_screen()).returncode
+    except (OSError, ValueError) as exc:  # not found, not executable, unbalanced quotes
+        reason = getattr(exc, "strerror", None) or exc
+        raise EditorError(f"cannot run {editor!r} ({reason}); set $VISUAL or $EDITOR"
+                          ) from None
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous)
 
 
 def _screen() -> int | None:
@@ -417,7 +454,7 @@ def _stoppable(fd: int, saved: list, termios: Any) -> Iterator[None]:
     def stop(_signum: int, _frame: Any) -> None:
         now = termios.tcgetattr(fd)
         termios.tcsetattr(fd, termios.TCSANOW, saved)
-        _show_cursor()
+        show_cursor()
         signal.signal(signal.SIGTSTP, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTSTP)  # stopped here until `fg`
         signal.signal(signal.SIGTSTP, stop)
@@ -430,7 +467,7 @@ def _stoppable(fd: int, saved: list, termios: Any) -> Iterator[None]:
         signal.signal(signal.SIGTSTP, previous)
 
 
-def _show_cursor() -> None:
+def show_cursor() -> None:
     """The cursor shown again (a live region hides it), on a terminal that takes codes."""
     if sys.stdout.isatty() and not dumb_terminal():
         with contextlib.suppress(OSError, ValueError):

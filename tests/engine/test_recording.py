@@ -244,3 +244,24 @@ def test_the_turn_opens_with_its_message_as_stored(tmp_path):
     assert [(u["text"], u.get("retry")) for u in users] == [(first.text, None), (first.text, True)]
     stored = agent.store.turn_messages(agent.id, 1)[0].content[0]["text"]
     assert stored == first.text and key not in path.read_text()
+
+
+def test_a_recording_an_editor_saved_with_a_byte_order_mark_is_read(tmp_path):
+    """It was refused ("line 1 is not valid JSON"), listed as broken and not scrubbed by a
+    forget: an editor on Windows starts a UTF-8 file with one."""
+    from memgpt_lite.engine import recording_scrub
+    from memgpt_lite.engine.matching import Matcher
+
+    agent = _agent(tmp_path, [text_response("noted")])
+    rec = recording.Recorder.for_agent(agent)
+    recording.record_header(agent, rec, created_at="2026-01-05T10:00:00Z")
+    list(recording.recorded_step(agent, rec, "my code is zebra"))
+    rec.close()
+    rec.path.write_bytes(b"\xef\xbb\xbf" + rec.path.read_bytes())
+    loaded = recording.Recording.load(rec.path)
+    assert [t.text for t in loaded.turns] == ["my code is zebra"]
+    assert recording.header_line(rec.path)["type"] == "header"
+    assert [r.problem for r in recording.list_recordings()] == [None]
+    scrubbed = recording_scrub.scrub_recording(rec.path, Matcher.build("zebra"), at="now")
+    assert scrubbed.turns == {1}
+    assert recording.header_line(rec.path)["forgotten"]["turns"] == [1]

@@ -207,3 +207,49 @@ def test_a_question_without_text_is_one_sentence(question, tmp_path, console, mo
     printed = " ".join(console.getvalue().split())
     assert f"{path}: sample 0 has question 0 with no 'question' text" in printed
     assert model.requests == []
+
+
+def test_an_answering_run_stopped_before_its_end_goes_on_from_there(tmp_path, monkeypatch,
+                                                                     console):
+    """A killed LoCoMo answering run started again from zero and paid for every question
+    again; now the questions answered are kept and only the rest are asked."""
+    from memgpt_lite.lab.scripted import ScriptedModel, text_response
+    from memgpt_lite.terminal import eval_commands as ec
+
+    def more(sample):
+        sample["qa"].append({"question": "What did Bo say?", "answer": "Lovely",
+                             "evidence": ["D1:2"], "category": 4})
+    data = write(tmp_path, more)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+    first = ScriptedModel([text_response("Pepper"), KeyboardInterrupt()])
+    monkeypatch.setattr(ec, "_live_client", lambda args: first)
+    args = SimpleNamespace(scenarios=["locomo", data], model="haiku", json=None)
+    with pytest.raises(KeyboardInterrupt):
+        ec.cmd_eval(args)
+    assert "the questions answered so far are" in " ".join(console.getvalue().split())
+    second = ScriptedModel([text_response("Lovely")])  # one answer only: the rest is kept
+    monkeypatch.setattr(ec, "_live_client", lambda args: second)
+    assert ec.cmd_eval(args) == 0
+    printed = " ".join(console.getvalue().split())
+    assert "1 questions answered then are kept, not asked again" in printed
+    assert len(second.requests) == 1 and "What did Bo say?" in str(second.requests[0].messages)
+    from memgpt_lite.engine.config import data_dir
+
+    assert list((data_dir() / "eval-progress").iterdir()) == []  # the run is done
+
+
+def test_a_run_with_other_settings_does_not_take_the_answers_kept(tmp_path, monkeypatch,
+                                                                  console):
+    from memgpt_lite.lab.scripted import ScriptedModel
+    from memgpt_lite.terminal import eval_commands as ec
+
+    data = write(tmp_path, lambda sample: None)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+    monkeypatch.setattr(ec, "_live_client",
+                        lambda args: ScriptedModel([KeyboardInterrupt()]))
+    args = SimpleNamespace(scenarios=["locomo", data], model="haiku", json=None)
+    log = ec._answer_log(Console(file=io.StringIO()), data, ec._dataset_settings(args), False)
+    log.add((0, 0), {"sample": "s1", "question": "q", "category": "x", "f1": 1.0})
+    monkeypatch.setenv("MEMGPT_LITE_CONTEXT_WINDOW", "20000")
+    other = ec._answer_log(Console(file=io.StringIO()), data, ec._dataset_settings(args), False)
+    assert other.path != log.path and other.rows == {}

@@ -61,3 +61,21 @@ def test_an_example_whose_model_call_failed_is_not_scored(tmp_path):
     assert result["failed"] == [{"key": "a", "level": 1, "error": "Bad key."}]
     with pytest.raises(ScenarioError, match="the model call failed for every example"):
         nested_kv.run_nested_kv(path, ScriptedModel([AuthError("Bad key.")] * 2))
+
+
+@pytest.mark.parametrize("reply, correct", [
+    ("123", False), ("The value is 12345.", False), ("a-12", False), ("12_b", False),
+    ("12", True), ("The value is 12.", True), ("**12**", True), ("it is `12`", True),
+])
+def test_a_value_scores_only_whole(reply, correct):
+    """A reply of "123" scored for the value "12": a substring of another value counted."""
+    assert nested_kv.holds_value(reply, "12") is correct
+
+
+def test_a_reply_holding_a_longer_value_is_wrong(tmp_path):
+    from memgpt_lite.lab.scripted import ScriptedModel, text_response
+
+    path = tmp_path / "kv.jsonl"
+    path.write_text(json.dumps(GOOD) + "\n")
+    result = nested_kv.run_nested_kv(path, ScriptedModel([text_response("cd")]))
+    assert result["overall"] == {"n": 1, "accuracy": 0.0}

@@ -36,6 +36,13 @@ BAD_FILES = [
      "[[session]] 1: restart must be true or false, got 'no'"),
     ('[[agents]]\nname = "b"\n[[agents]]\nname = "b"\n[[session]]\nagent = "b"\n'
      'inputs = ["hi"]\n', "[[agents]] names 'b' twice"),
+    ('[[agents]]\nname = "b"\nshare = ["a b"]\n' + ONE,
+     "[[agents]] 1: 'a b' in share is not a block label"),
+    ('[[agents]]\nname = "b"\nshare = [""]\n' + ONE,
+     "[[agents]] 1: '' in share is not a block label"),
+    ('[[agents]]\nname = "b"\nshare = [5]\n' + ONE, "[[agents]] 1: 5 in share is not a block"),
+    ('[[agents]]\nname = "../x"\n' + ONE, "[[agents]] 1: '../x' cannot be an agent name"),
+    ('agent = "a b"\n' + ONE, "agent: 'a b' cannot be an agent name"),
 ]
 
 

@@ -297,3 +297,15 @@ def test_an_empty_one_shot_message_is_one_sentence_and_creates_nothing(capsys, m
     line = one_sentence(capsys, ["chat", "--no-record", "-p", text], 2)
     assert line == "memgpt-lite: -p needs a message (or - to read it from stdin)."
     assert not config.db_path().exists()  # no agent was created and dropped for it
+
+
+def test_eval_compare_reads_a_report_an_editor_saved_with_a_byte_order_mark(tmp_path, capsys):
+    """It said the report "is not a JSON eval report"."""
+    from memgpt_lite.lab import scenarios
+
+    scenario = next(s for s in scenarios.bundled() if s.name == "remember-across-restart")
+    report = scenarios.run_scenario(scenario, ScriptedModel([text_response("ok")] * 4))
+    good = write(tmp_path, "a.json", json.dumps(report))
+    marked = tmp_path / "b.json"
+    marked.write_bytes(b"\xef\xbb\xbf" + json.dumps(report).encode())
+    assert cli.main(["eval", "--compare", str(good), str(marked)]) == 0

@@ -6,10 +6,12 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -641,3 +643,53 @@ def test_a_forget_in_the_chat_never_hangs_on_a_line_of_its_up_arrow(chat_factory
     in_memory = [reader.readline.get_history_item(i)
                  for i in range(1, reader.readline.get_current_history_length() + 1)]
     assert in_memory == ["a" * 5_000 + "!"]
+
+
+def _editor_script(tmp_path, body: str) -> str:
+    script = tmp_path / "editor.py"
+    script.write_text("import os, signal, sys\npath = sys.argv[1]\n" + body)
+    return f"{sys.executable} {script}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("encoding", ["latin-1", "utf-8"])
+def test_the_editor_gets_the_text_in_the_locales_encoding(encoding, tmp_path, monkeypatch):
+    """With a Latin-1 locale the file was written as UTF-8: the editor showed 'cafÃ©'."""
+    from memgpt_lite.terminal import user_input
+
+    seen = tmp_path / "seen"
+    monkeypatch.setattr(user_input, "_readline_encoding", lambda: encoding)
+    monkeypatch.setenv("VISUAL", _editor_script(tmp_path, (
+        f"open({str(seen)!r}, 'wb').write(open(path, 'rb').read())\n"
+        f"open(path, 'w', encoding={encoding!r}).write('naïve café')\n")))
+    assert user_input.edit_in_editor("café") == "naïve café"
+    assert seen.read_bytes() == "café".encode(encoding)
+
+
+@pytest.mark.slow
+def test_a_text_the_locale_cannot_hold_goes_to_the_editor_as_utf8(tmp_path, monkeypatch):
+    from memgpt_lite.terminal import user_input
+
+    monkeypatch.setattr(user_input, "_readline_encoding", lambda: "latin-1")
+    monkeypatch.setenv("VISUAL", _editor_script(tmp_path, "open(path, 'a').write(' 好')\n"))
+    assert user_input.edit_in_editor("部署 café") == "部署 café 好"
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_a_gui_editor_is_open_keeps_the_edit(tmp_path, monkeypatch):
+    """`code --wait`: Ctrl-C reaches the chat and the editor's launcher, which dies while
+    its window stays open. The chat raised KeyboardInterrupt and deleted the file under
+    the open window, so what was typed there was lost."""
+    from memgpt_lite.terminal import user_input
+
+    monkeypatch.setenv("VISUAL", _editor_script(tmp_path, (
+        "open(path, 'w').write('typed in the window')\n"
+        "os.kill(os.getppid(), signal.SIGINT)\n"  # the terminal's Ctrl-C reaches both
+        "os.kill(os.getpid(), signal.SIGINT)\n")))
+    with pytest.raises(user_input.EditorError) as caught:
+        user_input.edit_in_editor("before")
+    message = str(caught.value)
+    kept = Path(re.search(r"kept in (\S+);", message).group(1))
+    assert kept.read_text() == "typed in the window"
+    assert "nothing was changed" in message
+    kept.unlink()

@@ -359,3 +359,30 @@ def test_a_window_the_provider_taught_one_model_stays_that_models(chats):
         again = Agent.open(chat.store, model_client=chat.model, settings=Settings(model=model))
         assert again.settings.context_window == window, model
         again.close()
+
+
+@pytest.mark.parametrize("line, said", [
+    ("/forget --bogus zebra", "/forget: unknown option --bogus (options: --any, --regex, "
+                              "--dry-run; put -- before a query that starts with -)\n"),
+    ("/forget --any --Regex zebra", "/forget: unknown option --Regex (options: --any, "
+                                    "--regex, --dry-run; put -- before a query that starts "
+                                    "with -)\n"),
+    ("/model --bogus", "/model: unknown option --bogus (options: --save)\n"),
+    ("/model haiku -s", "/model: unknown option -s (options: --save)\n"),
+    ("/model --save", "usage: /model NAME --save (the model to store with the agent)\n"),
+])
+def test_an_unknown_option_of_a_slash_command_is_refused_in_one_line(chats, line, said):
+    """`/forget --bogus zebra` previewed a forget of '--bogus zebra'; `/model --bogus`
+    switched the session to a model named '--bogus'."""
+    chat = chats([text_response("my zebra")])
+    chat.run("hi zebra")
+    assert chat.run(line) == said
+    assert chat.agent.settings.model == "claude-sonnet-5-5"
+
+
+def test_a_forget_query_that_starts_with_a_dash_follows_two_dashes(chats):
+    chat = chats([text_response("ok")])
+    chat.run("my flag is --verbose-mode")
+    out = " ".join(chat.run("/forget --dry-run -- --verbose-mode").split())
+    assert "'--verbose-mode'" in out and "unknown option" not in out
+    assert "any word of 'luna'" in " ".join(chat.run("/forget --any  --dry-run luna").split())

@@ -94,3 +94,61 @@ def test_an_eval_stopped_by_ctrl_c_says_it_cannot_be_resumed(tmp_path, capsys, m
     assert "a run cut short cannot be resumed or scored, and no report was written" in \
         " ".join((captured.out + captured.err).split())
     assert report.read_text() == "{}"
+
+
+def test_eval_replay_of_a_scenario_with_an_input_appended_since_says_so(tmp_path, capsys):
+    """It said the whole run "was cut short (interrupted or killed)": a run that ended
+    whole, of a scenario that has more inputs now."""
+    scenario, run = recorded_run(tmp_path)
+    scenario.write_text(SCENARIO.replace('"What is my dog called?"',
+                                         '"What is my dog called?", "And my music?"'))
+    assert cli.main(["eval", str(scenario), "--replay", str(run)]) == 2
+    out = " ".join(capsys.readouterr().err.split())
+    assert (f"{run} is a whole run of scenario 'three' as it was then, with 3 inputs; it has "
+            "4 now (inputs were added since): run it live again to score it") in out
+    assert "cut short" not in out
+
+
+@pytest.mark.parametrize("argv, flag, mode", [
+    (["locomo", "D", "--retrieval-only", "--replay", "r.jsonl"], "--replay",
+     "`eval locomo --retrieval-only`"),
+    (["locomo", "D", "--retrieval-only", "--judge"], "--judge",
+     "`eval locomo --retrieval-only`"),
+    (["locomo", "D", "--retrieval-only", "--model", "haiku"], "--model",
+     "`eval locomo --retrieval-only`"),
+    (["locomo", "D", "--embedder", "onnx:x"], "--embedder", "`eval locomo`"),
+    (["locomo", "D", "--db", "postgresql://x/y"], "--db", "`eval locomo`"),
+    (["nkv", "D", "--judge"], "--judge", "`eval nkv`"),
+    (["nkv", "D", "--retrieval-only"], "--retrieval-only", "`eval nkv`"),
+    (["S", "--replay", "r.jsonl", "--judge"], "--judge", "`eval --replay`"),
+    (["S", "--retrieval-only"], "--retrieval-only", "a scenario run"),
+    (["S", "--file", "x"], "--file", "a scenario run"),
+    (["--list", "--model", "haiku"], "--model", "`eval --list`"),
+    (["--compare", "a.json", "b.json", "--judge"], "--judge", "`eval --compare`"),
+])
+def test_an_option_the_mode_does_not_use_is_refused(argv, flag, mode, tmp_path, capsys,
+                                                   monkeypatch):
+    """`eval locomo --retrieval-only --replay FILE --judge` ran as if neither were given."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "D").write_text("[]")
+    assert cli.main(["eval", *argv]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"memgpt-lite: {flag} does not apply to {mode}" in err, err
+    assert err.count("memgpt-lite:") == 1
+
+
+def test_an_older_recording_of_a_scenario_appended_to_names_both_causes(tmp_path, capsys):
+    """A recording made before eval headers counted the scenario's inputs."""
+    import json
+
+    scenario, run = recorded_run(tmp_path)
+    lines = run.read_text(encoding="utf-8").splitlines(keepends=True)
+    header = json.loads(lines[0])
+    del header["inputs"]
+    run.write_text(json.dumps(header) + "\n" + "".join(lines[1:]), encoding="utf-8")
+    scenario.write_text(SCENARIO.replace('"What is my dog called?"',
+                                         '"What is my dog called?", "And my music?"'))
+    assert cli.main(["eval", str(scenario), "--replay", str(run)]) == 2
+    out = " ".join(capsys.readouterr().err.split())
+    assert ("that run was cut short (interrupted or killed), or the scenario gained inputs "
+            "since, so it cannot be scored") in out

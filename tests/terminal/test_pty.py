@@ -249,3 +249,61 @@ def test_ctrl_d_at_the_continuation_prompt_keeps_the_lines_typed(server):
     finally:
         again.close(force=True)
     assert last_user_texts(server) == ["a long thought "]
+
+
+SHOW_CURSOR = "\x1b[?25h"
+
+
+def test_the_chat_started_after_a_kill_9_shows_the_cursor_again(server):
+    """kill -9 mid-stream leaves the cursor hidden (nothing can run in a process killed so);
+    the next chat started in that terminal kept it hidden until its first reply. Now its
+    start, and its end however it ends, show it."""
+    server.enqueue(hang(seconds=30, after=4))
+    server.enqueue(text_response("Back again."))
+    child = spawn_chat(server)
+    try:
+        child.sendline("tell me a long story")
+        child.expect_exact("Fake reply to")  # the live region is up: the cursor hidden
+        child.kill(9)
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    again = spawn_chat(server)
+    try:
+        assert SHOW_CURSOR in again.before
+        again.sendline("/exit")
+        again.expect(pexpect.EOF)
+        assert SHOW_CURSOR in again.before
+    finally:
+        again.close(force=True)
+    assert again.exitstatus == 0
+
+
+@pytest.mark.parametrize("signum, code", [(15, 143), (1, 129)])
+def test_a_signal_during_an_eval_progress_bar_shows_the_cursor_again(signum, code, tmp_path):
+    """A progress bar hides the cursor; SIGTERM or SIGHUP killed the eval where it stood
+    and left the terminal without one."""
+    import json
+
+    turns = [{"speaker": "Ann" if i % 2 else "Bo", "dia_id": f"D1:{i}",
+              "text": f"On day {i} I planted tulip number {i} by the pond."}
+             for i in range(1, 400)]
+    qa = [{"question": f"When did I plant tulip number {i}?", "answer": f"day {i}",
+           "evidence": [f"D1:{i}"], "category": 4} for i in range(1, 400)]
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps([{"sample_id": f"s{n}", "qa": qa, "conversation": {
+        "speaker_a": "Ann", "speaker_b": "Bo", "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": turns}} for n in range(40)]))
+    env = dict(os.environ, TERM="xterm-256color", COLUMNS="100", LINES="30")
+    child = pexpect.spawn(sys.executable, ["-m", "memgpt_lite", "eval", "locomo", str(data),
+                                           "--retrieval-only"], env=env, dimensions=(30, 100),
+                          encoding="utf-8", timeout=60)
+    try:
+        child.expect_exact("LoCoMo samples")  # the bar is drawn: the cursor is hidden
+        child.expect_exact("sample 1/40")
+        child.kill(signum)
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert SHOW_CURSOR in child.before
+    assert child.exitstatus == code

@@ -213,3 +213,17 @@ def test_core_and_show_read_an_agent_whose_stored_window_leaves_no_room(db, caps
         assert "persona" in capsys.readouterr().out
         assert main(db, "agents", "show", name) == 0
         assert "leave no room" not in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize("label", [".hidden", "_x", "a b", ""])
+def test_a_shared_label_follows_the_one_label_rule(db, label, capsys):
+    """`--share .hidden` made a shared block that /memory calls no block label."""
+    agent_with(db, "ada", None)
+    for argv in (["agents", "create", "bob", "--share", label],
+                 ["agents", "share", "ada", label]):
+        assert main(db, *argv) == 2
+        err = capsys.readouterr().err
+        assert "is not a block label (letters, digits, _ . - up to 50, starting with a letter " \
+            "or digit)" in " ".join(err.split())
+    with open_store(db) as store:
+        assert store.get_agent("bob") is None

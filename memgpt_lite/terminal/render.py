@@ -81,12 +81,32 @@ def make_console(file: Any = None, *, plain: bool | None = None, width: int | No
         target = _FollowStdout() if file is None and wrap else stream
         # force_terminal: rich takes FORCE_COLOR (or TTY_COMPATIBLE) for a terminal, and a
         # pipe then got spinners and progress bars drawn with cursor codes.
-        return Console(file=StrippedLines(target), color_system=None, no_color=True,
-                       highlight=False, emoji=False, soft_wrap=True, width=width or 100,
-                       force_terminal=_isatty(target))
+        return _PlainConsole(file=StrippedLines(target), color_system=None, no_color=True,
+                             highlight=False, emoji=False, soft_wrap=True, width=width or 100,
+                             force_terminal=_isatty(target))
     if width is None and dumb_terminal():
         return Console(file=stream, highlight=False, **_dumb_size(stream))
     return Console(file=stream, highlight=False, width=width)
+
+
+class _PlainConsole(Console):
+    """The piped console: a table keeps its natural width. On a terminal rich fits a table
+    to the screen; in a file or a CI log a cell cut to "…" is a figure or a label lost, and
+    nothing there wraps a long line for the reader."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        unbounded = self.options.update(max_width=10_000)  # a measure is capped at the width
+        widest = max((self.measure(o, options=unbounded).maximum for o in objects
+                      if isinstance(o, Table)), default=0)
+        if widest <= self.width:
+            super().print(*objects, **kwargs)
+            return
+        kept = self.width
+        self.width = widest
+        try:
+            super().print(*objects, **kwargs)
+        finally:
+            self.width = kept
 
 
 def dumb_terminal() -> bool:

@@ -151,3 +151,23 @@ def _wait(condition, timeout: float = 10.0) -> None:
     while not condition():
         assert time.monotonic() < end, "timed out"
         time.sleep(0.02)
+
+
+@pytest.mark.parametrize("wrap", [False, True])
+def test_a_piped_table_keeps_every_header_and_label_whole(wrap):
+    from rich.table import Table
+
+    out = io.StringIO()
+    console = make_console(out, plain=True, wrap=wrap)
+    headers = ["category", "n", "recall@5", "recall@10", "recall@20", "@10 + replies",
+               "in 500 tok", "in 1,000 tok", "in 2,000 tok"]
+    table = Table(*headers)
+    table.add_row("categories 1-4", "1536", *["0.123"] * 7)
+    console.print(table)
+    text = out.getvalue()
+    assert "…" not in text
+    assert all(header in text for header in headers)
+    assert "categories 1-4" in text  # on one line, not folded
+    assert console.width == 100  # the console's own width is back for what follows
+    console.print("y" * 30)
+    assert text.count("\n") == out.getvalue().count("\n") - 1

@@ -20,13 +20,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rich.cells import cell_len, set_cell_size
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from memgpt_lite.engine.matching import REGEX_SECONDS
-from memgpt_lite.engine.text import shorten
 from memgpt_lite.engine.turns import turn_ranges
 
 if TYPE_CHECKING:  # types only: `agents list` need not load the replay or privacy modules
@@ -57,6 +57,15 @@ def _picture(match: re.Match[str]) -> str:
 def visible(text: object) -> str:
     """`text` with every control character other than newline and tab made visible."""
     return _UNSAFE.sub(_picture, str(text))
+
+
+def clip(text: str, columns: int) -> str:
+    """One line of at most `columns` terminal cells, with an ellipsis when cut: a Chinese
+    or Japanese character takes two cells, so a row cut by characters ran twice as wide."""
+    flat = " ".join(text.split())
+    if cell_len(flat) <= columns:
+        return flat
+    return set_cell_size(flat, columns - 1).rstrip() + "…"
 
 
 def shown(text: object, style: str = "") -> Text:
@@ -313,7 +322,7 @@ def print_search_page(console: Console, page: Any, what: str) -> None:
         who += " (interrupted)" if getattr(hit, "status", "") == "interrupted" else ""
         turn = f" turn {hit.turn_id}" if hit.turn_id is not None else ""
         console.print(shown(f"  #{hit.id}{turn} {_when(hit.created_at)} {who}: "
-                            f"{shorten(hit.text, 160)}"))
+                            f"{clip(hit.text, 160)}"))
 
 
 def print_newest_passages(console: Console, total: int, hits: list[Any]) -> None:
@@ -323,7 +332,7 @@ def print_newest_passages(console: Console, total: int, hits: list[Any]) -> None
     for hit in hits:
         tags = f" [{', '.join(hit.tags)}]" if hit.tags else ""
         console.print(shown(f"  #{hit.id} {_when(hit.created_at)}{tags}: "
-                            f"{shorten(hit.text, 160)}"))
+                            f"{clip(hit.text, 160)}"))
 
 
 def print_context(console: Console, report: Any) -> None:
@@ -340,7 +349,7 @@ def print_context(console: Console, report: Any) -> None:
     console.print(f"queue: {len(turns)} turn{'s' if len(turns) != 1 else ''}", markup=False)
     for info in turns:
         console.print(shown(f"  turn {info.id} · {_when(info.created_at)} · {info.tokens:,} "
-                            f"tokens · \"{shorten(info.first_words, 60)}\""))
+                            f"tokens · \"{clip(info.first_words, 60)}\""))
     console.print(shown("summary: " + (report.summary or "(none yet)")))
 
 
@@ -458,13 +467,13 @@ def _plan_lines(plan: ForgetPlan) -> list[tuple[str, str]]:
             where = {"core memory": f"core memory {u.key!r}", "summary": "summary",
                      "project memory": f"project memory {u.text}",
                      "block history": f"block history #{u.key} ({u.text!r})"}[u.place]
-            out += [(u.place, f"{where} · remove line: {shorten(line, 110)}") for line in u.lines]
+            out += [(u.place, f"{where} · remove line: {clip(line, 110)}") for line in u.lines]
     out += [("base snapshots", f"base snapshot {path} · {_count(n, 'unit')}")
             for path, n in plan.bases.items()]
     for r in plan.recordings:
         state = f"cannot be changed: {r.problem}" if r.problem else _recording_note(r)
         out.append(("recordings", f"recording {r.path} · {state}"))
-    out += [("input history", f"input history · remove line: {shorten(line, 110)}")
+    out += [("input history", f"input history · remove line: {clip(line, 110)}")
             for line in plan.history]
     return out
 

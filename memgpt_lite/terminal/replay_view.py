@@ -12,8 +12,7 @@ from rich.console import Console
 from rich.text import Text
 
 from memgpt_lite.engine.events import Event, EvictionEvent, MemoryEditEvent
-from memgpt_lite.engine.text import shorten
-from memgpt_lite.terminal.render import shown, visible
+from memgpt_lite.terminal.render import clip, shown, visible
 from memgpt_lite.terminal.view import MAX_PAUSE, EffectShown, markdown
 
 if TYPE_CHECKING:  # types only
@@ -85,7 +84,7 @@ class ReplayView:
                "compact": "/compact"}.get(e.by, e.by)
         ids = ", ".join(map(str, e.turn_ids))
         self._line("⇣", f"turns {ids} evicted by {who}, ~{e.tokens_freed:,} tokens freed; "
-                        f"summary: {shorten(e.summary, 120)}", "magenta")
+                        f"summary: {clip(e.summary, 120)}", "magenta")
 
     def _on_fold(self, e: Any) -> None:
         self._line("⇣", f"folded {len(e.message_ids)} old tool result(s), "
@@ -116,5 +115,5 @@ class ReplayView:
 
 def _diff_tail(old: str, new: str) -> str:
     if new.startswith(old):
-        return "+" + shorten(new[len(old):].strip(), 90)
-    return shorten(new, 90)
+        return "+" + clip(new[len(old):].strip(), 90)
+    return clip(new, 90)

@@ -15,7 +15,6 @@ from typing import Any
 
 from memgpt_lite.engine import privacy, prompts
 from memgpt_lite.engine.store.base import BlockChanged
-from memgpt_lite.engine.text import shorten
 from memgpt_lite.terminal import render
 from memgpt_lite.terminal.exit_codes import UserError
 from memgpt_lite.terminal.user_input import EditorError
@@ -323,7 +322,7 @@ def pop(session: ChatSession, rest: str) -> None:
     session.end_recording()
     for turn_id in popped.turn_ids:
         info = queued.get(turn_id)
-        words = f" \"{shorten(info.first_words, 50)}\"" if info is not None else ""
+        words = f" \"{render.clip(info.first_words, 50)}\"" if info is not None else ""
         size = f" ({info.tokens:,} tokens)" if info is not None else ""
         session.say(f"removed turn {turn_id}{words}{size} from the context queue and from "
                     "recall")

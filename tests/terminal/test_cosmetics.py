@@ -171,3 +171,16 @@ def test_a_piped_table_keeps_every_header_and_label_whole(wrap):
     assert console.width == 100  # the console's own width is back for what follows
     console.print("y" * 30)
     assert text.count("\n") == out.getvalue().count("\n") - 1
+
+
+def test_a_clipped_row_counts_the_columns_chinese_takes():
+    from rich.cells import cell_len
+
+    from memgpt_lite.terminal.render import clip
+
+    chinese = "我叫李明，我住在北京，我喜欢喝绿茶和吃饺子。" * 4
+    line = clip(chinese, 60)
+    assert cell_len(line) <= 60 and line.endswith("…")
+    assert len(line) < 35  # two columns a character, not one
+    assert clip("tea  and\ncake", 60) == "tea and cake"
+    assert cell_len(clip("a" * 59 + "我我", 60)) <= 60

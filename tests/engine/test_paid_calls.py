@@ -9,9 +9,11 @@ from memgpt_lite.engine import recording
 from memgpt_lite.engine import replay as replay_mod
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import Settings
+from memgpt_lite.engine.model import AnthropicClient
 from memgpt_lite.engine.records import Message
 from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.engine.tally import Tally
+from memgpt_lite.lab.fake_server import FakeAnthropicServer, error_event, overloaded
 from memgpt_lite.lab.scenarios import TurnRecord, totals
 from memgpt_lite.lab.scripted import ScriptedModel, text_response
 from memgpt_lite.terminal import render
@@ -55,3 +57,33 @@ def test_the_replay_report_counts_the_summariser(tmp_path):
     out = io.StringIO()
     render.print_replay_report(render.make_console(out, plain=True, width=100), report)
     assert f"${live:.4f}" in out.getvalue()
+
+
+def test_a_stream_that_fails_after_it_began_is_paid_for_and_counted(tmp_path):
+    """The API bills a call's input once its message has started, even if the stream then
+    breaks: the turn's cost, the session's tally and a strict replay of it all count it."""
+    with FakeAnthropicServer() as server:
+        server.enqueue(error_event(after=3))  # message_start and a block, then an error
+        client = AnthropicClient(base_url=server.base_url, api_key="test", max_retries=0)
+        agent = Agent.open(SQLiteStore(tmp_path / "a.db"), "a", model_client=client)
+        path = tmp_path / "rec.jsonl"
+        with recording.Recorder(path) as recorder:
+            recording.record_header(agent, recorder)
+            events = list(recording.recorded_step(agent, recorder, "hello there"))
+    tally = Tally().add_all(events)
+    assert tally.errors == 1 and not events[-1].completed
+    assert tally.usage.total_input > 1_000 and tally.cost_usd > 0
+    assert events[-1].usage == tally.paid_usage and events[-1].cost_usd == tally.paid_cost_usd
+    report = replay_mod.replay(path, strict=True)
+    assert report.ok, report.divergences
+    assert report.tally.paid_usage == tally.paid_usage
+
+
+def test_a_call_refused_before_its_stream_began_costs_nothing(tmp_path):
+    with FakeAnthropicServer() as server:
+        server.enqueue(overloaded())
+        client = AnthropicClient(base_url=server.base_url, api_key="test", max_retries=0)
+        agent = Agent.open(SQLiteStore(tmp_path / "a.db"), "a", model_client=client)
+        events = list(agent.step("hello there"))
+    tally = Tally().add_all(events)
+    assert tally.errors == 1 and tally.paid_usage.total_input == 0 == tally.paid_cost_usd

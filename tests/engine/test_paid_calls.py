@@ -4,6 +4,7 @@ report, eval totals and the long-session benchmark, all through `Tally.paid_*`."
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 
 from memgpt_lite.engine import recording
 from memgpt_lite.engine import replay as replay_mod
@@ -87,3 +88,35 @@ def test_a_call_refused_before_its_stream_began_costs_nothing(tmp_path):
         events = list(agent.step("hello there"))
     tally = Tally().add_all(events)
     assert tally.errors == 1 and tally.paid_usage.total_input == 0 == tally.paid_cost_usd
+
+
+def test_a_summariser_model_with_no_price_is_shown_as_unknown_not_guessed(tmp_path):
+    store = SQLiteStore(tmp_path / "a.db")
+    settings = replace(SMALL, summary_model="claude-haiku-4-5")  # not in the price list
+    agent = Agent.open(store, "a", model_client=ScriptedModel([text_response("Fine.")]),
+                       summary_client=ScriptedModel([text_response("New summary.")] * 20),
+                       settings=settings)
+    for t in range(1, 9):
+        store.add_messages(agent.id, [
+            Message("user", [{"type": "text", "text": f"old turn {t} " + "x" * 2_000}], t),
+            Message("assistant", [{"type": "text", "text": f"old reply {t}"}], t)])
+    tally = Tally().add_all(list(agent.step("and now?")))
+    assert tally.summary_calls >= 1 and tally.summary_usage.total_input > 0
+    assert tally.summary_cost_usd == 0 and tally.cost_usd > 0  # not priced as Sonnet
+    assert tally.unpriced == {"claude-haiku-4-5"} == tally.unpriced_by_kind["summariser"]
+    out = io.StringIO()
+    console = render.make_console(out, plain=True, width=200)
+    render.print_tokens(console, tally)
+    render.print_cost(console, tally)
+    shown = out.getvalue()
+    assert f"cost ${tally.paid_cost_usd:.4f} + unknown (no price for claude-haiku-4-5" in shown
+    # /tokens: the session and the summariser; /cost: the summariser, the total and why
+    assert shown.count("+ unknown") == 5
+
+
+def test_a_priced_session_shows_its_cost_alone(tmp_path):
+    store, agent = agent_that_must_flush(tmp_path)
+    tally = Tally().add_all(list(agent.step("and now?")))
+    out = io.StringIO()
+    render.print_cost(render.make_console(out, plain=True, width=200), tally)
+    assert not tally.unpriced and "unknown" not in out.getvalue()

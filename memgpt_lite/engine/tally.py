@@ -44,7 +44,7 @@ class Tally:
     # The models called that have no price, by kind of call (the `by_kind` names).
     unpriced_by_kind: dict[str, set[str]] = field(
         default_factory=lambda: {"chat": set(), "summariser": set()})
-    _calling: str = field(default="", repr=False)  # the model of the chat call under way
+    _calling: str = field(default="", repr=False)  # the model of the call under way
 
     def add(self, event: Event) -> None:
         counter = getattr(self, f"_on_{event.kind}", None)

@@ -98,6 +98,11 @@ class Tally:
             self.unpriced_by_kind[kind].add(model)
 
     def _on_usage(self, event: Event) -> None:
+        if event.purpose == "summary":  # type: ignore[union-attr]
+            self.summary_usage = self.summary_usage + event.usage  # type: ignore[union-attr]
+            self.summary_cost_usd += event.cost_usd  # type: ignore[union-attr]
+            self._note_price("summariser", self._calling)
+            return
         self._note_price("chat", self._calling)
         self.usage = self.usage + event.usage  # type: ignore[union-attr]
         self.cost_usd += event.cost_usd  # type: ignore[union-attr]

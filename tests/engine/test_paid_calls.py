@@ -10,8 +10,9 @@ from memgpt_lite.engine import recording
 from memgpt_lite.engine import replay as replay_mod
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import Settings
+from memgpt_lite.engine.errors import StreamError
 from memgpt_lite.engine.model import AnthropicClient
-from memgpt_lite.engine.records import Message
+from memgpt_lite.engine.records import Message, Usage
 from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.lab.fake_server import FakeAnthropicServer, error_event, overloaded
@@ -120,3 +121,35 @@ def test_a_priced_session_shows_its_cost_alone(tmp_path):
     out = io.StringIO()
     render.print_cost(render.make_console(out, plain=True, width=200), tally)
     assert not tally.unpriced and "unknown" not in out.getvalue()
+
+
+class BilledThenBroken:
+    """A summariser whose every stream breaks after the API billed its input."""
+
+    def stream(self, request):
+        error = StreamError("The connection broke mid-reply.")
+        error.billed = Usage(input_tokens=1_234, output_tokens=5)
+        raise error
+        yield  # a generator, as a ModelClient's stream is
+
+
+def test_a_summariser_call_billed_then_broken_is_counted_as_the_summariser_s(tmp_path):
+    store = SQLiteStore(tmp_path / "a.db")
+    agent = Agent.open(store, "a", model_client=ScriptedModel([text_response("Fine.")]),
+                       summary_client=BilledThenBroken(), settings=SMALL)
+    for t in range(1, 9):
+        store.add_messages(agent.id, [
+            Message("user", [{"type": "text", "text": f"old turn {t} " + "x" * 2_000}], t),
+            Message("assistant", [{"type": "text", "text": f"old reply {t}"}], t)])
+    path = tmp_path / "rec.jsonl"
+    with recording.Recorder(path) as recorder:
+        recording.record_header(agent, recorder)
+        events = list(recording.recorded_step(agent, recorder, "and now?"))
+    tally = Tally().add_all(events)
+    assert events[-1].completed and tally.summary_calls >= 1  # the deterministic fallback
+    assert tally.summary_usage.input_tokens == 1_234 * tally.summary_calls
+    assert tally.summary_cost_usd > 0 and events[-1].usage == tally.paid_usage
+    assert tally.context_tokens != 1_234  # the chat's own size, not the summariser's
+    report = replay_mod.replay(path, strict=True)
+    assert report.ok, report.divergences
+    assert report.tally.paid_usage == tally.paid_usage

@@ -61,6 +61,7 @@ from memgpt_lite.engine.records import (
     PoppedTurns,
     ToolCall,
     ToolResult,
+    Usage,
     canonical_json,
     tool_calls_in,
     utc_iso,
@@ -103,8 +104,7 @@ class Agent(AgentTasks):
         self.configured_window = settings.context_window  # before any provider's lesson
         self.use_model(settings.model)
         self.id, self.name, self.created = row.id, row.name, created
-        self.model_client = model_client
-        self.clock = clock
+        self.model_client, self.clock = model_client, clock
         self._turn_clock: TurnClock | None = None  # while a turn runs
         self._observers: list[ClockObserver] = []
         self.counter = TokenCounter.from_state(row.state.get("counter"))
@@ -415,6 +415,8 @@ class Agent(AgentTasks):
             yield PromptTooLongEvent(exc.message, exc.actual, exc.maximum)
             return None
         except ModelError as exc:
+            if exc.billed is not None:  # it failed after its input was billed: still paid for
+                yield from self._account(built, exc.billed)
             yield from self._fail(exc.message, exc.kind, exc.retryable)
         if response is None:
             yield from self._fail("The model's stream ended without a response.", "stream", True)
@@ -422,20 +424,18 @@ class Agent(AgentTasks):
         if self.redact_secrets:  # the model may echo a secret into text or a tool input
             response = replace(response, content=redact_blocks(response.content))
         yield ResponseEvent(response, "chat")
-        yield from self._account(run, built, response)
+        yield from self._account(built, response.usage)
         if response.stop_reason == "model_context_window_exceeded":
             # The usage of the cut-off response tells the true size of the request.
             run.overflow = response.usage.total_input or None
             return None
         return response
 
-    def _account(self, run: _TurnRun, built: BuiltContext, response: ModelResponse) -> Iterator[Event]:
-        usage = response.usage
+    def _account(self, built: BuiltContext, usage: Usage) -> Iterator[Event]:
         if usage.total_input:
             self.counter.observe(built.request, usage.total_input)
-        cost = cost_usd(self.settings.model, usage)
-        context_tokens = usage.total_input or built.estimated_tokens
-        yield UsageEvent(usage, cost, context_tokens, self.settings.budget)
+        yield UsageEvent(usage, cost_usd(self.settings.model, usage),
+                         usage.total_input or built.estimated_tokens, self.settings.budget)
 
     def _learn_window(self, maximum: int | None) -> Iterator[Event]:
         """The provider refused a prompt for being over `maximum` tokens, less than our

@@ -45,6 +45,7 @@ class CallThread(threading.Thread):
         self.abandoned = threading.Event()
         self.response: Any = None
         self.attempts = 0
+        self.billed: Any = None  # the usage a stream reported so far (kept if it then fails)
         self.deadline = float("inf")  # time.monotonic() when the call is given up on
         self._produce = produce
         self._out: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()

@@ -3,13 +3,20 @@ one sentence for the user. `model.AnthropicClient` maps every SDK error onto the
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memgpt_lite.engine.records import Usage
+
 
 class ModelError(Exception):
     """A model call failed. `message` is one sentence for the user; `retryable` says whether
-    trying the same turn again later can help."""
+    trying the same turn again later can help. `billed`: what the API had reported using
+    when a call failed after its stream began (the input is paid for all the same)."""
 
     kind = "model_error"
     retryable = True
+    billed: Usage | None = None
 
     def __init__(self, message: str, *, status: int | None = None):
         super().__init__(message)

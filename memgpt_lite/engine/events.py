@@ -176,6 +176,9 @@ class UsageEvent:
     cost_usd: float
     context_tokens: int  # the true size of the request just made
     budget: int
+    # A summariser call's usage comes as a UsageEvent only when the call failed after its
+    # input was billed (its answers are counted from their ResponseEvent).
+    purpose: Literal["chat", "summary"] = "chat"
     kind: Literal["usage"] = "usage"
 
 

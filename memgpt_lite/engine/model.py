@@ -202,14 +202,16 @@ class AnthropicClient:
         try:
             yield from call.items(self._started + self.timeout)
         except DeadlinePassed:
-            raise self._gave_up(_retries(call.attempts - 1)) from None
+            raise _billed(self._gave_up(_retries(call.attempts - 1)), call) from None
+        except ModelError as exc:  # raised by the stream itself (cut short)
+            raise _billed(exc, call) from None
         except self._sdk.AnthropicError as exc:
-            raise self._map_error(exc) from None
+            raise _billed(self._map_error(exc), call) from None
         except Exception as exc:  # raw transport / decoding failures surface mid-stream
             mapped = self._map_stream_failure(exc)
             if mapped is None:
                 raise
-            raise mapped from exc
+            raise _billed(mapped, call) from exc
 
     def _streamed(self, client: Any, request: ModelRequest,
                   call: CallThread) -> Iterator[StreamItem]:
@@ -223,6 +225,11 @@ class AnthropicClient:
                 if call.abandoned.is_set():
                     return
                 events += 1
+                if event.type in ("message_start", "message_delta"):
+                    # The input is billed once the message starts, even if the stream then
+                    # breaks: the usage so far is kept for the tally (see `_billed`).
+                    so_far = stream.current_message_snapshot.usage  # None: malformed
+                    call.billed = _usage_of(so_far) if so_far is not None else call.billed
                 delta = _delta_of(event)
                 if delta is not None:
                     yield delta
@@ -398,14 +405,25 @@ def _delta_of(event: Any) -> TextDelta | ThinkingDelta | None:
     return None
 
 
+def _billed(error: ModelError, call: CallThread) -> ModelError:
+    """`error` with what the failed call was billed, when its stream had begun."""
+    if call.billed is not None and (call.billed.total_input or call.billed.output_tokens):
+        error.billed = call.billed
+    return error
+
+
+def _usage_of(u: Any) -> Usage:
+    return Usage(input_tokens=_count(u.input_tokens), output_tokens=_count(u.output_tokens),
+                 cache_creation_input_tokens=_count(u.cache_creation_input_tokens),
+                 cache_read_input_tokens=_count(u.cache_read_input_tokens))
+
+
 def _response_of(message: Any) -> ModelResponse:
     u = message.usage
     if u is None or not isinstance(message.content, list):
         raise StreamError("The API sent a malformed response stream (a message without its "
                           "usage or content).")
-    usage = Usage(input_tokens=_count(u.input_tokens), output_tokens=_count(u.output_tokens),
-                  cache_creation_input_tokens=_count(u.cache_creation_input_tokens),
-                  cache_read_input_tokens=_count(u.cache_read_input_tokens))
+    usage = _usage_of(u)
     # exclude_none: the SDK fills absent optional fields with None; the API never sent them.
     content = [b.to_dict(mode="json", exclude_none=True) for b in message.content]
     return ModelResponse(content=content, stop_reason=message.stop_reason, usage=usage,

@@ -82,7 +82,7 @@ from memgpt_lite.engine.config import recordings_dir
 from memgpt_lite.engine.events import Event, NoticeEvent, ResponseEvent, UserEvent
 from memgpt_lite.engine.files import private_dirs
 from memgpt_lite.engine.recording_schema import line_problem
-from memgpt_lite.engine.records import ModelResponse, utc_iso
+from memgpt_lite.engine.records import ModelResponse, Usage, utc_iso
 from memgpt_lite.engine.store import StoreError, snapshot
 from memgpt_lite.engine.store.base import AgentWatch
 from memgpt_lite.engine.text import clean_value
@@ -502,6 +502,7 @@ class RecordedCall:
     purpose: str
     response: ModelResponse | None
     error: dict[str, Any] | None = None
+    billed: Usage | None = None  # what a call that failed after its stream began was billed
 
 
 @dataclass
@@ -568,6 +569,8 @@ class Recording:
                 elif calls and calls[-1].turn == turn.index and _awaits(calls[-1]):
                     if line["type"] == "response":
                         calls[-1].response = ModelResponse.from_dict(line["response"])
+                    elif line["type"] == "usage":  # before its error: billed, then failed
+                        calls[-1].billed = Usage.from_dict(line["usage"])
                     elif line["type"] in ("error", PROMPT_TOO_LONG):
                         calls[-1].error = line
         return calls

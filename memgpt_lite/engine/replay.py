@@ -114,7 +114,9 @@ class ReplayModelClient:
         if purpose and purpose != call.purpose:
             self.diverge("purpose", f"a {purpose} call where the recording has a {call.purpose} call")
         if call.response is None:
-            raise _rebuild_error(call.error or _NEVER_FINISHED)
+            error = _rebuild_error(call.error or _NEVER_FINISHED)
+            error.billed = call.billed
+            raise error
         yield from self._deltas(call.response)
         yield call.response
 

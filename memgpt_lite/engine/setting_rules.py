@@ -59,7 +59,8 @@ def check_seconds(value: float, label: str, given: object) -> float:
 
 
 # The models memgpt-lite knows: id → (max output tokens per call, short aliases). Any other id
-# is still sent as given (a compatible server may know it) and priced as Sonnet.
+# is still sent as given (a compatible server may know it); its cost is unknown unless
+# MEMGPT_LITE_PRICES prices it (tokens.price_of).
 KNOWN_MODELS: dict[str, tuple[int, tuple[str, ...]]] = {
     "claude-sonnet-5-5": (64_000, ("sonnet",)),
     "claude-haiku-5-5": (64_000, ("haiku",)),

@@ -10,11 +10,11 @@ from typing import Any
 from memgpt_lite.engine import prompts
 from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.errors import APIConnectionError, ModelError
-from memgpt_lite.engine.events import Event, ModelCallStart, ResponseEvent
+from memgpt_lite.engine.events import Event, ModelCallStart, ResponseEvent, UsageEvent
 from memgpt_lite.engine.model import ModelClient, final_response
 from memgpt_lite.engine.records import ModelRequest, Turn, Usage
 from memgpt_lite.engine.text import clean_text, neutralise_tags
-from memgpt_lite.engine.tokens import RULE, TokenCounter, request_chars
+from memgpt_lite.engine.tokens import RULE, TokenCounter, cost_usd, request_chars
 from memgpt_lite.engine.turns import first_words
 
 SUMMARY_WORDS = 400
@@ -93,7 +93,12 @@ class Summariser:
             response = final_response(self.client.stream(request))
         except ModelError as exc:
             self.unreachable = isinstance(exc, APIConnectionError)
-            return None, Usage()
+            billed = exc.billed or Usage()
+            if exc.billed is not None:  # it failed after its input was billed: still paid for
+                self.usage = self.usage + billed
+                yield UsageEvent(billed, cost_usd(request.model, billed), billed.total_input,
+                                 self.settings.budget, purpose="summary")
+            return None, billed
         yield ResponseEvent(response, purpose="summary")
         self.usage = self.usage + response.usage
         # The model's JSON may hold lone surrogates, which no valid text holds: the summary

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from memgpt_lite.engine.events import Event
 from memgpt_lite.engine.records import Usage
-from memgpt_lite.engine.tokens import cost_usd
+from memgpt_lite.engine.tokens import cost_usd, price_of
 
 
 @dataclass
@@ -20,7 +20,9 @@ class Tally:
 
     `usage` and `cost_usd` are the conversation's own model calls (from UsageEvents);
     `summary_usage` and `summary_cost_usd` the summariser's (from its responses), priced at
-    the model that answered. `paid_*` adds both: every call that costs money."""
+    the model that answered. `paid_*` adds both: every call that costs money. A call on a
+    model with no price adds its tokens but no cost, and its model to `unpriced`: a cost
+    shown while `unpriced` is not empty is a part, never the whole (the terminal says so)."""
 
     turns: int = 0  # turns that ended (completed or not)
     completed_turns: int = 0
@@ -39,6 +41,10 @@ class Tally:
     summary_cost_usd: float = 0.0
     max_request_tokens: int = 0  # the largest chat request, by its true size
     context_tokens: int = 0  # the size of the last chat request
+    # The models called that have no price, by kind of call (the `by_kind` names).
+    unpriced_by_kind: dict[str, set[str]] = field(
+        default_factory=lambda: {"chat": set(), "summariser": set()})
+    _calling: str = field(default="", repr=False)  # the model of the call under way
 
     def add(self, event: Event) -> None:
         counter = getattr(self, f"_on_{event.kind}", None)
@@ -62,6 +68,10 @@ class Tally:
     def paid_cost_usd(self) -> float:
         return self.cost_usd + self.summary_cost_usd
 
+    @property
+    def unpriced(self) -> set[str]:
+        return set().union(*self.unpriced_by_kind.values())
+
     def by_kind(self) -> list[tuple[str, int, Usage, float]]:
         """(kind, calls, usage, cost) of each kind of paid call: the chat's own calls and the
         summariser's (an eval's judge is counted by the eval's report)."""
@@ -72,14 +82,28 @@ class Tally:
         self.model_calls += 1
         if event.purpose == "summary":  # type: ignore[union-attr]
             self.summary_calls += 1
+        # Recordings of older versions do not name it: their costs stand as recorded.
+        self._calling = event.model or ""  # type: ignore[union-attr]
 
     def _on_response(self, event: Event) -> None:
         if event.purpose == "summary":  # type: ignore[union-attr]
             response = event.response  # type: ignore[union-attr]
+            model = response.model or self._calling  # a test double may not say
             self.summary_usage = self.summary_usage + response.usage
-            self.summary_cost_usd += cost_usd(response.model, response.usage)
+            self.summary_cost_usd += cost_usd(model, response.usage)
+            self._note_price("summariser", model)
+
+    def _note_price(self, kind: str, model: str) -> None:
+        if model and price_of(model) is None:
+            self.unpriced_by_kind[kind].add(model)
 
     def _on_usage(self, event: Event) -> None:
+        if event.purpose == "summary":  # type: ignore[union-attr]
+            self.summary_usage = self.summary_usage + event.usage  # type: ignore[union-attr]
+            self.summary_cost_usd += event.cost_usd  # type: ignore[union-attr]
+            self._note_price("summariser", self._calling)
+            return
+        self._note_price("chat", self._calling)
         self.usage = self.usage + event.usage  # type: ignore[union-attr]
         self.cost_usd += event.cost_usd  # type: ignore[union-attr]
         self.context_tokens = event.context_tokens  # type: ignore[union-attr]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 from dataclasses import dataclass
 
 from memgpt_lite.engine.records import ModelRequest, Usage, canonical_json
@@ -229,7 +230,8 @@ def _ratio(value: float) -> float:
 
 # List prices in USD per million tokens: (input, output). Cache writes cost 1.25× input,
 # cache reads 0.1× input. Override with a JSON file named by MEMGPT_LITE_PRICES:
-# {"model-id": [input, output], ...}. Unknown models are priced as the default Sonnet.
+# {"model-id": [input, output], ...}. A model the table does not name has no price: its
+# cost is unknown and said to be (a guess at another model's price would be a wrong figure).
 PRICES: dict[str, tuple[float, float]] = {
     "claude-sonnet-5-5": (3.0, 15.0),
     "claude-haiku-5-5": (1.0, 5.0),
@@ -240,7 +242,7 @@ CACHE_READ_FACTOR = 0.1
 
 
 def known_model(model: str) -> bool:
-    return model in KNOWN_MODELS or model in price_table()
+    return model in KNOWN_MODELS or price_of(model) is not None
 
 
 def price_table() -> dict[str, tuple[float, float]]:
@@ -283,17 +285,22 @@ def _price_file_problem(exc: Exception) -> str:
            'e.g. {"claude-sonnet-5-5": [3, 15]}'
 
 
-def cost_usd(model: str, usage: Usage, table: dict[str, tuple[float, float]] | None = None) -> float:
+def price_of(model: str, table: dict[str, tuple[float, float]] | None = None
+             ) -> tuple[float, float] | None:
+    """(input, output) dollars per million tokens of `model`, or of the model a dated
+    snapshot id names (`claude-sonnet-5-5-20261001`); None when the table has neither."""
     table = table if table is not None else price_table()
-    inp, out = table.get(model) or _family_price(model, table)
+    return table.get(model) or table.get(_DATED.sub("", model))
+
+
+_DATED = re.compile(r"-\d{8}$")
+
+
+def cost_usd(model: str, usage: Usage, table: dict[str, tuple[float, float]] | None = None) -> float:
+    """What `usage` cost on `model`; 0 for a model with no price (`price_of`), which whoever
+    shows a cost names as unknown (`Tally.unpriced`)."""
+    inp, out = price_of(model, table) or (0.0, 0.0)
     return (usage.input_tokens * inp
             + usage.cache_creation_input_tokens * inp * CACHE_WRITE_FACTOR
             + usage.cache_read_input_tokens * inp * CACHE_READ_FACTOR
             + usage.output_tokens * out) / 1_000_000
-
-
-def _family_price(model: str, table: dict[str, tuple[float, float]]) -> tuple[float, float]:
-    for family in ("haiku", "opus", "sonnet"):
-        if family in model:
-            return table.get(f"claude-{family}-5-5", PRICES["claude-sonnet-5-5"])
-    return PRICES["claude-sonnet-5-5"]

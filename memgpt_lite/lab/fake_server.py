@@ -15,9 +15,10 @@ serves scripted responses or faults in order (streaming SSE or plain JSON).
 
 Run by hand:  python -m memgpt_lite.lab.fake_server --port 8765 [--script replies.jsonl]
 
-About 650 lines in one module on purpose: token counting, the cache rule, the faults and the
-SSE framing are each small and exist only for this one server; tests and the long-session
-benchmark import them from one place.
+About 720 lines in one module on purpose: token counting, the cache rule (and the helpers
+that name a prompt's blocks and where two prompts part), the faults and the SSE framing are
+each small and exist only for this one server; tests and the long-session benchmark import
+them from one place.
 """
 
 from __future__ import annotations
@@ -152,6 +153,62 @@ def prefix_cache(written: set[Any], digests: Sequence[Any], cumulative: Sequence
     cached = [bp for bp in breakpoints if cumulative[bp] >= min_tokens]
     written.update(digests[bp] for bp in cached)
     return read, cumulative[cached[-1]] - read if cached else 0
+
+
+@dataclass(frozen=True)
+class PromptBlock:
+    """One block of a request's prompt as the cache reads it: `name` says where it is
+    (`tools[NAME]`, `system[I]`, `messages[I].ROLE[J]:TYPE`), `text` is what is hashed (the
+    block without its cache_control), `tokens` this server's count up to and including it."""
+
+    name: str
+    text: str
+    breakpoint: bool
+    tokens: int
+
+
+def prompt_blocks(body: dict, counting: Counting = AS_DEFAULT) -> list[PromptBlock]:
+    """The blocks of a request in cache order: tools, then system, then each message's."""
+    names = [f"tools[{tool.get('name')}]" for tool in body.get("tools") or []]
+    system = body.get("system")
+    names += [f"system[{i}]" for i in range(1 if isinstance(system, str) else len(system or []))]
+    for i, message in enumerate(body.get("messages") or []):
+        content = message["content"]
+        blocks = [{"type": "text"}] if isinstance(content, str) else content
+        names += [f"messages[{i}].{message['role']}[{j}]:{b.get('type')}"
+                  for j, b in enumerate(blocks)]
+    segments = _segments(body, counting)
+    totals = itertools.accumulate(s.tokens for s in segments)
+    return [PromptBlock(name, canonical_json(value), bp, total) for name, (_, value, bp), total
+            in zip(names, _parts(body, counting), totals)]
+
+
+@dataclass(frozen=True)
+class PromptDifference:
+    """Where two requests' prompts part: the first block of `later` that differs from the
+    block at its place in `earlier` (its name and index in `prompt_blocks`; None when each
+    block of `later` is the one at its place in `earlier`), and the first differing byte
+    of the prompts written out block after block."""
+
+    block: str | None
+    index: int
+    byte: int
+
+
+def first_difference(earlier: dict, later: dict,
+                     counting: Counting = AS_DEFAULT) -> PromptDifference:
+    if earlier.get("model") != later.get("model"):
+        return PromptDifference("model", 0, 0)  # the cache is the model's own
+    byte = 0
+    old, new = prompt_blocks(earlier, counting), prompt_blocks(later, counting)
+    for n, block in enumerate(new):
+        before = old[n].text if n < len(old) else ""
+        if block.text != before:
+            same = next((i for i, (x, y) in enumerate(zip(block.text, before)) if x != y),
+                        min(len(block.text), len(before)))
+            return PromptDifference(block.name, n, byte + len(block.text[:same].encode()))
+        byte += len(block.text.encode())
+    return PromptDifference(None, len(new), byte)
 
 
 class PromptCache:

@@ -379,14 +379,19 @@ def _overflowed(turn: TurnRecord) -> bool:
             or any(e.error_kind in ("prompt_too_long", "overflow") for e in turn.of("error")))
 
 
+def _chat_usage(turn: TurnRecord) -> list[Any]:
+    """The usage of the chat's own requests (not a summariser's call billed, then failed)."""
+    return [e for e in turn.of("usage") if e.purpose == "chat"]
+
+
 def _max_input_tokens(check: Check, state: RunState, _judge: Any) -> tuple[bool, str]:
     limit, per = int(check.params["max"]), check.params.get("per", "turn")
     sizes = []
     for t in _turns_for(check, state):
         if per == "request":
-            sizes += [(t.index, e.usage.total_input) for e in t.of("usage")]
+            sizes += [(t.index, e.usage.total_input) for e in _chat_usage(t)]
         else:
-            sizes += [(t.index, sum(e.usage.total_input for e in t.of("usage")))]
+            sizes += [(t.index, sum(e.usage.total_input for e in _chat_usage(t)))]
     if not sizes:
         return False, "no turns to measure"
     turn, worst = max(sizes, key=lambda s: s[1])

@@ -248,7 +248,8 @@ class ChatSession:
         failed = f" ({self.failed_turns} failed)" if self.failed_turns else ""
         return (f"session: {t.turns} turn{'s' if t.turns != 1 else ''}{failed} · "
                 f"{u.total_input:,} input tokens ({render.cache_hit(u):.0%} from cache) · "
-                f"{u.output_tokens:,} output tokens · ${t.paid_cost_usd:.4f}")
+                f"{u.output_tokens:,} output tokens · "
+                f"{render.cost_text(t.paid_cost_usd, t.unpriced)}")
 
     def end_recording(self, *, changed: bool = True) -> None:
         """Close the current recording. Called after a command changes the agent outside a

@@ -372,7 +372,8 @@ def _checked_model(console: Console, model: str | None) -> str | None:
         names = ", ".join(KNOWN_MODELS)
         console.print(render.shown(f"warning: {model!r} is not a model memgpt-lite knows "
                                    f"(known: {names}; `memgpt-lite models`); its cost is "
-                                   f"estimated at Sonnet prices", "yellow"))
+                                   f"unknown unless MEMGPT_LITE_PRICES gives its price",
+                                   "yellow"))
     return model
 
 

@@ -62,8 +62,9 @@ def cmd_models(args: argparse.Namespace) -> int:
         rows.append((model, ", ".join(aliases) or "-", _usd(inp), _usd(out), max_out))
     console = render.make_console()
     render.print_models(console, rows)
-    console.print("Cache writes cost 1.25× the input price, cache reads 0.1×; other models are "
-                  "priced as Sonnet. MEMGPT_LITE_PRICES=prices.json overrides the prices.",
+    console.print("Cache writes cost 1.25× the input price, cache reads 0.1×; other models have "
+                  "no price (their cost is shown as unknown). MEMGPT_LITE_PRICES=prices.json "
+                  "adds or overrides prices.",
                   markup=False)
     return EXIT_OK
 

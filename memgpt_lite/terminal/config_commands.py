@@ -352,7 +352,8 @@ def _warn_unknown_models(changes: dict[str, Any]) -> None:
     for key in ("model", "summary_model"):
         if key in changes and not known_model(changes[key]):
             print(render.visible(f"warning: {changes[key]!r} is not a model memgpt-lite knows "
-                                 f"(known: {', '.join(KNOWN_MODELS)}); it is priced as Sonnet"),
+                                 f"(known: {', '.join(KNOWN_MODELS)}); its cost is unknown "
+                                 f"unless MEMGPT_LITE_PRICES gives its price"),
                   file=sys.stderr)
 
 

@@ -9,7 +9,8 @@ nothing. Live rendering of event streams (the chat's turns, a replay as it runs)
 Everything that came from a user, a model or a file reaches the terminal through `shown` (a
 rich Text, never parsed as markup) or `visible` (plain str): control characters other than
 newline and tab are made visible, so stored text cannot move the cursor, clear the screen,
-set the title or write the clipboard.
+set the title or write the clipboard. That is why it is one module of just over 600 lines:
+the printers of finished results stay beside the two functions all of them must go through.
 """
 
 from __future__ import annotations
@@ -203,6 +204,13 @@ def bar(fraction: float, width: int = 10) -> str:
     return "▰" * filled + "▱" * (width - filled)
 
 
+def cost_text(cost: float, unpriced: set[str] | frozenset[str] = frozenset()) -> str:
+    """A cost, naming the models with no price, whose calls it leaves out (never guessed)."""
+    names = ", ".join(visible(shorten(name, 60)) for name in sorted(unpriced))
+    return f"${cost:.4f}" + (f" + unknown (no price for {names}; see MEMGPT_LITE_PRICES)"
+                             if names else "")
+
+
 def cache_hit(usage: Usage) -> float:
     total = usage.total_input
     return usage.cache_read_input_tokens / total if total else 0.0
@@ -361,13 +369,13 @@ def print_tokens(console: Console, tally: Tally) -> None:
                   f"{usage.cache_read_input_tokens:,} cache read · "
                   f"{usage.output_tokens:,} output tokens", markup=False)
     console.print(f"cache hit {cache_hit(usage):.0%} of {usage.total_input:,} input tokens · "
-                  f"cost ${cost:.4f}", markup=False)
+                  f"cost {cost_text(cost, tally.unpriced)}", markup=False)
     if tally.summary_calls:
         s = tally.summary_usage
+        cost = cost_text(tally.summary_cost_usd, tally.unpriced_by_kind["summariser"])
         console.print(f"of which the summariser: {tally.summary_calls} call"
                       f"{'s' if tally.summary_calls != 1 else ''} · {s.total_input:,} input · "
-                      f"{s.output_tokens:,} output tokens · ${tally.summary_cost_usd:.4f}",
-                      markup=False)
+                      f"{s.output_tokens:,} output tokens · {cost}", markup=False)
 
 
 def print_cost(console: Console, tally: Tally) -> None:
@@ -381,11 +389,15 @@ def print_cost(console: Console, tally: Tally) -> None:
     for name in ("calls", "input tokens", "from cache", "output tokens", "cost"):
         table.add_column(name, justify="right")
     total = tally.paid_usage
+    unpriced = {**tally.unpriced_by_kind, "total": tally.unpriced}
     for kind, calls, usage, cost in rows + [("total", sum(r[1] for r in rows), total,
                                              tally.paid_cost_usd)]:
         table.add_row(kind, f"{calls:,}", f"{usage.total_input:,}", f"{cache_hit(usage):.0%}",
-                      f"{usage.output_tokens:,}", f"${cost:.4f}")
+                      f"{usage.output_tokens:,}",
+                      f"${cost:.4f}" + (" + unknown" if unpriced[kind] else ""))
     console.print(table)
+    if tally.unpriced:
+        console.print(f"cost {cost_text(tally.paid_cost_usd, tally.unpriced)}", markup=False)
 
 
 PREVIEW_PER_PLACE = 20  # units listed per place before "… and N more" (--dry-run: all)
@@ -603,7 +615,8 @@ def print_replay_report(console: Console, report: ReplayReport) -> None:
             ("forced flushes", str(tally.forced_flushes)),
             ("tokens", f"{u.total_input:,} in ({u.cache_read_input_tokens:,} cache read) · "
                        f"{u.output_tokens:,} out"),
-            ("cost", f"${tally.paid_cost_usd:.4f} (recorded usage, summariser included)"),
+            ("cost", f"{cost_text(tally.paid_cost_usd, tally.unpriced)} (recorded usage, "
+                     "summariser included)"),
             ("divergences", str(len(report.divergences)) if report.divergences else "none")]
     for key, value in rows:
         table.add_row(key, shown(value))

@@ -246,7 +246,8 @@ def _checked_model(session: ChatSession, text: str) -> str | None:
         return None
     if not known_model(name):
         session.say(f"warning: {name!r} is not a model memgpt-lite knows (known: "
-                    f"{', '.join(KNOWN_MODELS)}); its cost is estimated at Sonnet prices",
+                    f"{', '.join(KNOWN_MODELS)}); its cost is unknown unless "
+                    f"MEMGPT_LITE_PRICES gives its price",
                     "yellow")
     return name
 

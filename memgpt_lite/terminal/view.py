@@ -49,7 +49,7 @@ from memgpt_lite.engine.events import (
 from memgpt_lite.engine.records import Usage
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.engine.turns import turn_ranges
-from memgpt_lite.terminal.render import bar, cache_hit, shown, visible
+from memgpt_lite.terminal.render import bar, cache_hit, cost_text, shown, visible
 
 MAX_PAUSE = 2.0  # seconds: live pacing never waits longer than this between two events
 WAIT_NOTICE_EVERY = 15.0  # seconds without a sign of life before a piped chat says it waits
@@ -60,7 +60,8 @@ RETRY_HINT = "Your message is kept; /retry sends it again."
 
 
 def status_line(usage: Usage, cost: float, context_tokens: int, budget: int, *,
-                with_bar: bool, width: int | None = None) -> str:
+                with_bar: bool, width: int | None = None,
+                unpriced: set[str] | frozenset[str] = frozenset()) -> str:
     """The line that ends a turn: context use (with a bar when styled), cache hits, and the
     cost of every paid call of the turn (the summariser's included). Within `width`
     columns (with the "· " before it): the bar goes first, then fields move to lines of
@@ -75,7 +76,7 @@ def status_line(usage: Usage, cost: float, context_tokens: int, budget: int, *,
         meter = f" {bar(fraction)}" if with_bar else ""
     if usage.total_input:
         parts.append(f"cache {cache_hit(usage):.0%}")
-    parts.append(f"turn ${cost:.4f}")
+    parts.append(f"turn {cost_text(cost, unpriced)}")
     if meter and (width is None or 2 + len(" · ".join(parts)) + len(meter) <= width):
         parts[0] += meter  # the bar only where the whole line fits with it
     return _fitted(parts, width)
@@ -409,7 +410,8 @@ class ChatView:
                               else (self.turn.context_tokens, self.budget))
             width = self.meta_console.width if self.meta_console.is_terminal else None
             self.meta(status_line(self.turn.paid_usage, self.turn.paid_cost_usd, tokens, budget,
-                                  with_bar=not self.plain, width=width), "dim")
+                                  with_bar=not self.plain, width=width,
+                                  unpriced=self.turn.unpriced), "dim")
 
     def interrupted(self) -> None:
         self.settle()

@@ -17,9 +17,16 @@ from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.config import Settings
 from memgpt_lite.engine.memory import default_blocks
 from memgpt_lite.engine.model import AnthropicClient
-from memgpt_lite.engine.records import Block, ModelRequest
+from memgpt_lite.engine.records import Block, ModelRequest, Usage
 from memgpt_lite.engine.store.sqlite.store import SQLiteStore
-from memgpt_lite.engine.tokens import RULE, TokenCounter, counted_chars, text_size
+from memgpt_lite.engine.tokens import (
+    RULE,
+    TokenCounter,
+    cost_usd,
+    counted_chars,
+    price_of,
+    text_size,
+)
 from memgpt_lite.engine.window import window_floor
 from memgpt_lite.lab.fake_server import Counting, FakeAnthropicServer, count_tokens
 
@@ -187,3 +194,12 @@ def test_an_english_sessions_estimates_move_by_a_fraction_of_a_percent(tmp_path)
     assert len(by_chars) == len(by_bytes) >= 20
     moved = [(b - a) / a for a, b in zip(by_chars, by_bytes)]
     assert all(0 <= m <= 0.005 for m in moved), moved
+
+
+def test_only_models_the_price_list_names_have_a_price():
+    assert price_of("claude-sonnet-5-5") == (3.0, 15.0)
+    assert price_of("claude-haiku-5-5-20261001") == (1.0, 5.0)  # a dated snapshot of one
+    for unknown in ("claude-haiku-4-5", "claude-3-opus", "gpt-x", ""):
+        assert price_of(unknown) is None
+        assert cost_usd(unknown, Usage(1_000, 1_000)) == 0  # not guessed: shown as unknown
+    assert cost_usd("claude-opus-5-5", Usage(1_000_000, 0)) == 5.0

@@ -23,11 +23,13 @@ from memgpt_lite.lab.fake_server import (
     count_tokens,
     error_event,
     fault_from_dict,
+    first_difference,
     genuine_thinking,
     hang,
     http_error,
     malformed_json,
     overloaded,
+    prompt_blocks,
     rate_limited,
     server_error,
     sign_thinking,
@@ -491,3 +493,34 @@ def test_runs_as_a_module_for_manual_testing(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=5)
+
+
+def _body(*messages: dict, system: str = "Be brief.") -> dict:
+    return {"model": "claude-sonnet-5-5", "max_tokens": 10,
+            "tools": [{"name": "t", "description": "d", "input_schema": {"type": "object"}}],
+            "system": [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}],
+            "messages": list(messages)}
+
+
+def test_prompt_blocks_are_named_in_cache_order_with_their_breakpoints():
+    body = _body({"role": "user", "content": [{"type": "text", "text": "hi"},
+                                              {"type": "text", "text": "there"}]})
+    blocks = prompt_blocks(body)
+    assert [b.name for b in blocks] == ["tools[t]", "system[0]", "messages[0].user[0]:text",
+                                        "messages[0].user[1]:text"]
+    assert [b.breakpoint for b in blocks] == [False, True, False, False]
+    assert blocks[-1].tokens == count_tokens(body)  # running totals, as the cache counts
+    assert "cache_control" not in blocks[1].text  # moving a breakpoint keeps the prefix
+
+
+def test_first_difference_names_the_block_and_byte_where_prompts_part():
+    hi = {"role": "user", "content": [{"type": "text", "text": "hi"}]}
+    ho = {"role": "user", "content": [{"type": "text", "text": "ho"}]}
+    same = first_difference(_body(hi), _body(hi))
+    assert same.block is None and same.index == 3
+    parted = first_difference(_body(hi), _body(ho))
+    assert (parted.block, parted.index) == ("messages[0].user[0]:text", 2)
+    written = "".join(b.text for b in prompt_blocks(_body(hi)))
+    assert written[parted.byte - 1] == "h" and written[parted.byte] == "i"
+    assert first_difference(_body(hi), _body(hi, system="Be long.")).block == "system[0]"
+    assert first_difference(_body(hi), {**_body(hi), "model": "other"}).block == "model"

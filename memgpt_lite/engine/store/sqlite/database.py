@@ -391,6 +391,9 @@ def prepare_file(path: Path) -> None:
         except OSError as exc:  # a read-only mount, no permission
             raise StoreError(f"Cannot create the data directory {path.parent} "
                              f"({exc.strerror}); check MEMGPT_LITE_HOME.") from None
+    elif not path.parent.is_dir():  # MEMGPT_LITE_HOME names a file: the user's path to mend
+        raise ConfigError(f"The data dir {path.parent} is a file, not a folder; move it away "
+                          "or point MEMGPT_LITE_HOME elsewhere.")
     problem = file_problem(path)
     if problem:
         raise StoreError(problem)

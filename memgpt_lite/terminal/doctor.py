@@ -9,6 +9,7 @@ the exact commands to recover it; the key and the connection are checked with a
 from __future__ import annotations
 
 import os
+import shlex
 import sqlite3
 import sys
 from collections.abc import Callable
@@ -123,10 +124,23 @@ def _doctor_database(report: _Report, console: Console, repair: bool) -> None:
     try:
         with open_store(path) as store:
             problems = _check_store(store, report, console, repair)
+            _gone_projects(store, report)
     except (StoreError, sqlite3.DatabaseError) as exc:
         report.bad(f"database {path}: {str(exc).strip().splitlines()[0]}")
         return
     _report_problems(report, problems)
+
+
+def _gone_projects(store: Any, report: _Report) -> None:
+    """Project blocks whose folder was moved, renamed or deleted: kept under the old path,
+    which no chat there will name again (docs/tasks.md). Not on Postgres, whose projects
+    may be on other machines."""
+    from memgpt_lite.engine.project import root_exists
+
+    for root in store.project_roots():
+        if not root_exists(root):
+            report.warn(f"project {root} has a project block but its folder is gone (moved or "
+                        f"renamed?): memgpt-lite core --project {shlex.quote(root)} shows it")
 
 
 def _doctor_server(report: _Report, console: Console, repair: bool) -> None:

@@ -20,6 +20,7 @@ from rich.console import Console
 
 from memgpt_lite import __version__
 from memgpt_lite.engine import config
+from memgpt_lite.engine.files import dangling_link
 from memgpt_lite.terminal.render import visible
 
 Say = Callable[[str], None]
@@ -80,6 +81,11 @@ def _doctor_data_dir(report: _Report) -> bool:
     if blocker is not None:
         report.bad(f"data dir {root} cannot be created: {blocker} is a file, not a folder; "
                    f"move it away or set MEMGPT_LITE_HOME to another folder")
+        return False
+    link = dangling_link(root)
+    if link is not None:
+        report.bad(f"data dir {root} cannot be used: {link} is a link to {os.readlink(link)}, "
+                   "which does not exist; mount or create it, or set MEMGPT_LITE_HOME")
         return False
     if not root.exists():
         report.ok(f"data dir {root} does not exist yet; `memgpt-lite chat` creates it")

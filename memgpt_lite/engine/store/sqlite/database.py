@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from memgpt_lite.engine.files import dangling_link
 from memgpt_lite.engine.setting_rules import ConfigError
 from memgpt_lite.engine.store.base import IntegrityProblem, StoreBusy, StoreError
 from memgpt_lite.engine.store.database import Params, Row, Transactions
@@ -382,6 +383,11 @@ def file_problem(path: Path) -> str | None:
 def prepare_file(path: Path) -> None:
     """Create the data dir (0700) and the db file (0600) if missing; refuse a file that is
     not SQLite before SQLite touches it."""
+    link = dangling_link(path.parent)
+    if link is not None:
+        raise ConfigError(f"The data dir {path.parent} cannot be used: {link} is a link to "
+                          f"{os.readlink(link)}, which does not exist (a drive not mounted?); "
+                          "mount or create it, or point MEMGPT_LITE_HOME elsewhere.")
     if not path.parent.exists():
         try:  # exist_ok: two processes opening a new data dir at once both get here.
             path.parent.mkdir(parents=True, mode=0o700, exist_ok=True)

@@ -56,6 +56,18 @@ def write_problem(path: Path) -> str | None:
     return None
 
 
+def dangling_link(folder: Path) -> Path | None:
+    """The symbolic link on the way to `folder` whose target is missing (a drive not
+    mounted, a folder moved away), or None. A folder cannot be made through it, and making
+    its target would put data where the missing drive belongs."""
+    path = Path(folder)
+    while not path.exists() and path.parent != path:
+        if path.is_symlink():
+            return path
+        path = path.parent
+    return None
+
+
 def private_dirs(folder: Path) -> None:
     """Create `folder` and any missing parents as 0700, whatever the umask: mkdir's mode
     applies to the leaf only, and the first folder made may be the data dir itself."""

@@ -20,7 +20,7 @@ from rich.console import Console
 
 from memgpt_lite.engine.locking import AgentBusyError
 from memgpt_lite.engine.reconnect import connection_lost, reconnect
-from memgpt_lite.engine.store.base import StoreError
+from memgpt_lite.engine.store.base import StoreBusy, StoreError
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.terminal import render
 from memgpt_lite.terminal.exit_codes import ENDING_SIGNALS, EXIT_INTERRUPTED
@@ -86,6 +86,10 @@ class ChatSession:
             return True
         try:
             return command.run(self, rest.strip()) is not False
+        except StoreBusy as exc:  # another process is writing: the chat waits for the user
+            self._tell(f"error: {exc} /{name.lower()} may not have finished; type it again.",
+                       "bold red")
+            return True
         except StoreError as exc:
             if not connection_lost(exc):
                 raise
@@ -105,6 +109,8 @@ class ChatSession:
         self.message_stored = False
         try:
             self._run_turn(text, retry, attachments, compact)
+        except StoreBusy as exc:
+            self._busy(exc)
         except StoreError as exc:
             if not connection_lost(exc):
                 raise
@@ -161,6 +167,15 @@ class ChatSession:
             self.unresolved = True
         self._tell(f"error: {exc} {kept[0].upper()}{kept[1:]}; the chat tries the database "
                    "again at your next input.", "bold red")
+
+    def _busy(self, exc: StoreBusy) -> None:
+        """Another process kept the database's write lock past the wait: the turn failed,
+        the chat goes on. A turn it cut off after storing the message stays open until the
+        next turn undoes it (Agent._recover), so /retry sends that message once."""
+        self.failed_turns += 1
+        self.unresolved = True
+        kept = self._kept(self.message_stored)
+        self._tell(f"error: {exc} {kept[0].upper()}{kept[1:]}.", "bold red")
 
     def _tell(self, line: str, style: str) -> None:
         """A line about the chat itself, where the turn's notices and errors go (stderr when

@@ -9,6 +9,7 @@ the exact commands to recover it; the key and the connection are checked with a
 from __future__ import annotations
 
 import os
+import shlex
 import sqlite3
 import sys
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from rich.console import Console
 
 from memgpt_lite import __version__
 from memgpt_lite.engine import config
+from memgpt_lite.engine.files import dangling_link
 from memgpt_lite.terminal.render import visible
 
 Say = Callable[[str], None]
@@ -80,6 +82,11 @@ def _doctor_data_dir(report: _Report) -> bool:
         report.bad(f"data dir {root} cannot be created: {blocker} is a file, not a folder; "
                    f"move it away or set MEMGPT_LITE_HOME to another folder")
         return False
+    link = dangling_link(root)
+    if link is not None:
+        report.bad(f"data dir {root} cannot be used: {link} is a link to {os.readlink(link)}, "
+                   "which does not exist; mount or create it, or set MEMGPT_LITE_HOME")
+        return False
     if not root.exists():
         report.ok(f"data dir {root} does not exist yet; `memgpt-lite chat` creates it")
         return False
@@ -123,10 +130,23 @@ def _doctor_database(report: _Report, console: Console, repair: bool) -> None:
     try:
         with open_store(path) as store:
             problems = _check_store(store, report, console, repair)
+            _gone_projects(store, report)
     except (StoreError, sqlite3.DatabaseError) as exc:
         report.bad(f"database {path}: {str(exc).strip().splitlines()[0]}")
         return
     _report_problems(report, problems)
+
+
+def _gone_projects(store: Any, report: _Report) -> None:
+    """Project blocks whose folder was moved, renamed or deleted: kept under the old path,
+    which no chat there will name again (docs/tasks.md). Not on Postgres, whose projects
+    may be on other machines."""
+    from memgpt_lite.engine.project import root_exists
+
+    for root in store.project_roots():
+        if not root_exists(root):
+            report.warn(f"project {root} has a project block but its folder is gone (moved or "
+                        f"renamed?): memgpt-lite core --project {shlex.quote(root)} shows it")
 
 
 def _doctor_server(report: _Report, console: Console, repair: bool) -> None:

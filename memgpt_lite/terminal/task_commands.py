@@ -25,11 +25,16 @@ from memgpt_lite.terminal.exit_codes import EXIT_OK, EXIT_USAGE, UserError
 def see_project(store: Any, row: Any, given: str | None) -> str:
     """Show the agent the blocks of the project `given` names (else $MEMGPT_LITE_PROJECT,
     else the working directory's): its root, as engine/project.py finds it."""
-    from memgpt_lite.engine.config import Settings
+    from memgpt_lite.engine.config import ConfigError, Settings
     from memgpt_lite.engine.memory import project_placeholder
-    from memgpt_lite.engine.project import project_root
+    from memgpt_lite.engine.project import gone_project, project_root
 
-    root = str(project_root(given))
+    try:
+        root = str(project_root(given))
+    except ConfigError:  # a folder since moved away: its block is still found by its old path
+        root = gone_project(given, store.project_roots()) or ""
+        if not root:
+            raise
     limit = Settings.from_dict(row.settings, room=False).block_limit
     store.use_project(row.id, root, (project_placeholder(), limit))
     return root

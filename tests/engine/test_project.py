@@ -9,7 +9,7 @@ import os
 import pytest
 
 from memgpt_lite.engine.config import ConfigError
-from memgpt_lite.engine.project import PROJECT_VAR, project_root
+from memgpt_lite.engine.project import PROJECT_VAR, gone_project, project_root, root_exists
 
 
 @pytest.fixture
@@ -69,3 +69,24 @@ def test_a_missing_directory_or_a_file_is_one_sentence(tmp_path, monkeypatch):
     (tmp_path / "file.txt").write_text("x")
     with pytest.raises(ConfigError, match="is not a folder"):
         project_root(tmp_path / "file.txt")
+
+
+def test_a_gone_folder_is_a_project_only_when_a_block_was_written_for_it(tmp_path, monkeypatch):
+    gone = tmp_path / "old"
+    assert gone_project(gone, [str(gone)]) == str(gone)
+    assert gone_project(gone, []) is None  # never a project: a mistyped path stays one
+    gone.mkdir()
+    assert gone_project(gone, [str(gone)]) is None  # there: project_root answers
+    monkeypatch.chdir(tmp_path)
+    assert gone_project("elsewhere", [str(tmp_path / "elsewhere")]) == str(tmp_path / "elsewhere")
+    monkeypatch.setenv(PROJECT_VAR, str(tmp_path / "env"))
+    assert gone_project(None, [str(tmp_path / "env")]) == str(tmp_path / "env")
+
+
+def test_a_root_whose_name_is_not_utf8_is_found_on_disk(tmp_path):
+    folder = os.fsencode(tmp_path) + b"/caf\xe9"
+    os.mkdir(folder)
+    stored = os.fsdecode(tmp_path) + "/caf\\xe9"  # as path_text stores it
+    assert root_exists(stored)
+    os.rmdir(folder)
+    assert not root_exists(stored)

@@ -5,14 +5,24 @@ from __future__ import annotations
 
 import pytest
 
+import io
 import os
+import queue
 import signal
+import sqlite3
 import stat
 import subprocess
 import sys
+import threading
 import time
 
-from rel_support import assert_trustworthy, child_env, start_worker, wait_for_line
+from rel_support import (
+    assert_trustworthy,
+    child_env,
+    recall_texts,
+    start_worker,
+    wait_for_line,
+)
 
 from memgpt_lite.engine import config
 from memgpt_lite.engine.agent import Agent
@@ -226,3 +236,123 @@ def test_a_lock_that_makes_the_data_dir_makes_it_private(tmp_path):
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "home").stat().st_mode) == 0o700
     assert stat.S_IMODE((tmp_path / "home" / "locks").stat().st_mode) == 0o700
+
+
+# Another process (a sqlite3 shell, a backup tool, a long memgpt-lite write) holding the
+# write lock until told to let go.
+HOLD_WRITE_LOCK = ("import sqlite3, sys; c = sqlite3.connect(sys.argv[1], isolation_level=None);"
+                   " c.execute('BEGIN IMMEDIATE'); print('held', flush=True);"
+                   " sys.stdin.readline(); c.execute('COMMIT')")
+
+
+def _lines_of(stream, into: queue.Queue) -> threading.Thread:
+    def pump():
+        for line in stream:
+            into.put(line.rstrip("\n"))
+        into.put(None)
+    thread = threading.Thread(target=pump, daemon=True)
+    thread.start()
+    return thread
+
+
+def _next_line(lines: queue.Queue, wanted: str) -> str:
+    while (line := lines.get(timeout=60)) is not None:
+        if wanted in line:
+            return line
+    raise AssertionError(f"the chat ended before a line with {wanted!r}")
+
+
+@pytest.mark.slow
+def test_a_chat_outlives_another_process_holding_the_write_lock_too_long(tmp_path):
+    """A message sent while another process keeps the database's write lock past SQLite's
+    wait fails in one line; the chat goes on and answers the next message."""
+    from memgpt_lite.lab.fake_server import FakeAnthropicServer
+
+    with FakeAnthropicServer() as server:
+        env = child_env(ANTHROPIC_BASE_URL=server.base_url, ANTHROPIC_API_KEY="test")
+        proc = subprocess.Popen([sys.executable, "-m", "memgpt_lite", "chat", "--no-record",
+                                 "--agent", "busy"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=env)
+        out, err = queue.Queue(), queue.Queue()
+        readers = [_lines_of(proc.stdout, out), _lines_of(proc.stderr, err)]
+        proc.stdin.write("before the lock\n")
+        proc.stdin.flush()
+        _next_line(out, "Fake reply to: before the lock")
+        holder = subprocess.Popen([sys.executable, "-c", HOLD_WRITE_LOCK,
+                                   str(config.db_path())], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        try:
+            assert holder.stdout.readline() == "held\n"
+            proc.stdin.write("while it is held\n")
+            proc.stdin.flush()
+            error = _next_line(err, "error:")
+        finally:
+            holder.communicate("go\n", timeout=30)
+        proc.stdin.write("after it is let go\n")
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 1  # a message went unanswered
+        for reader in readers:
+            reader.join(timeout=30)
+    rest = list(out.queue) + list(err.queue)
+    assert any("Fake reply to: after it is let go" in line for line in rest if line), rest
+    assert error.startswith(f"error: The database {config.db_path()} is locked by another "
+                            "process"), error
+    assert error.endswith("Your message was not sent."), error
+    assert not any("Traceback" in line for line in rest if line), rest
+    assert_trustworthy(config.db_path(), "busy", answered=["before the lock", "after it is"])
+
+
+class _LocksWhileAnswering:
+    """A scripted model whose second call lets another connection take the write lock, as
+    if another process began a long write while the model answered."""
+
+    def __init__(self, other: sqlite3.Connection, replies: list[str]):
+        self.other = other
+        self.inner = ScriptedModel([text_response(r) for r in replies])
+        self.calls = 0
+
+    def stream(self, request):
+        self.calls += 1
+        if self.calls == 2:
+            self.other.execute("BEGIN IMMEDIATE")
+        yield from self.inner.stream(request)
+
+
+@pytest.mark.slow  # two of SQLite's 5 s waits for the lock
+def test_a_turn_whose_commit_finds_the_database_locked_is_kept_for_retry(tmp_path):
+    """The lock is taken while the model answers: the turn cannot be committed (nor undone)
+    and fails in one line; once the lock is let go, /retry answers the same message, and
+    it is in recall once."""
+    from rich.console import Console
+
+    from memgpt_lite.terminal.chat import ChatSession
+    from memgpt_lite.terminal.view import ChatView
+
+    store = SQLiteStore(config.db_path())
+    other = sqlite3.connect(config.db_path(), isolation_level=None)
+    model = _LocksWhileAnswering(other, ["first answer", "lost answer", "retried answer"])
+    agent = Agent.open(store, model_client=model)
+    buf = io.StringIO()
+    console = Console(file=buf, width=200, color_system=None)
+    session = ChatSession(agent, console, ChatView(console, live=False, markdown=False))
+    try:
+        session.handle_line("one")
+        session.handle_line("two")
+        other.execute("COMMIT")
+        shown = " ".join(buf.getvalue().split())  # the console wraps long lines
+        assert shown.count("error:") == 1 and "Traceback" not in shown
+        assert (f"error: The database {config.db_path()} is locked by another process (it held "
+                "the write lock for over 5 s); try again once it is done. Your message is kept "
+                "in recall, unanswered.") in shown
+        assert session.failed_turns == 1
+        session.handle_line("/retry")
+        assert session.failed_turns == 0  # the retry answered it
+        said = [(m.role, m.content[-1]["text"]) for m in store.context_messages(agent.id)]
+        assert said == [("user", "one"), ("assistant", "first answer"), ("user", "two"),
+                        ("assistant", "retried answer")]
+        assert [t for t in recall_texts(store, agent.id) if t == "two"] == ["two"]
+    finally:
+        agent.close()
+        other.close()
+        store.close()

@@ -132,6 +132,55 @@ def test_conversations_core_and_show_name_them_and_the_project(db, capsys, tmp_p
     assert f"There is no conversation {huge} of this agent" in capsys.readouterr().err
 
 
+def _write_project_block(db, root, text):
+    with open_store(db) as store:
+        agent = Agent.open(store, "ada", model_client=ScriptedModel([tool_response([(
+            "core_memory_append", {"label": "project", "content": text})]),
+            text_response("Noted.")]), lock_wait=None, project=str(root))
+        assert list(agent.step("Remember the deploy rule"))[-1].completed
+        agent.close()
+
+
+def test_a_moved_project_folders_block_is_found_by_its_old_path(db, capsys, tmp_path):
+    """The block stays under the root it was written in: the moved folder starts blank, and
+    naming the old path (now gone) shows the block and its history again."""
+    blog = tmp_path / "my blog"
+    (blog / ".git").mkdir(parents=True)
+    _write_project_block(db, blog, "Run hexo g before deploying.")
+    blog.rename(tmp_path / "blog2")
+    capsys.readouterr()
+    assert main(db, "core", "--agent", "ada", "--project", str(tmp_path / "blog2")) == 0
+    assert "hexo" not in capsys.readouterr().out
+    assert main(db, "core", "--agent", "ada", "--project", str(blog)) == 0
+    out = capsys.readouterr().out
+    assert f"scope project {blog}" in out and "Run hexo g before deploying." in out
+    assert main(db, "agents", "show", "ada", "--project", str(blog)) == 0
+    assert "Run hexo g before deploying." in capsys.readouterr().out
+    assert main(db, "core", "--agent", "ada", "--project", str(blog), "--history",
+                "project") == 0
+    assert "Run hexo g" in capsys.readouterr().out
+    # A path no block was written for is still a mistake, said in one sentence.
+    assert main(db, "core", "--agent", "ada", "--project", str(tmp_path / "nowhere")) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_doctor_names_a_project_block_whose_folder_is_gone(capsys, tmp_path):
+    from memgpt_lite.engine import config
+
+    here, gone = tmp_path / "here", tmp_path / "old name"
+    for root in (here, gone):
+        root.mkdir()
+        _write_project_block(str(config.db_path()), root, f"Rules of {root.name}.")
+    gone.rename(tmp_path / "new name")
+    capsys.readouterr()
+    assert cli.main(["doctor", "--offline"]) == 0
+    out = capsys.readouterr().out
+    warned = [line for line in out.splitlines() if line.startswith("warn  project")]
+    assert warned == [f"warn  project {gone} has a project block but its folder is gone (moved "
+                      f"or renamed?): memgpt-lite core --project '{gone}' shows it"], out
+    assert "problem(s) found" not in out  # a warning: nothing is broken
+
+
 def test_a_conversation_with_a_file_first_is_named_by_your_words(db, capsys):
     """`cat notes.md | chat -p "Summarise this"`: the title is "Summarise this", not the
     attached file's tag."""

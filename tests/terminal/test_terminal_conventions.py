@@ -564,6 +564,36 @@ def test_a_file_in_the_data_dirs_path_is_one_sentence(tmp_path):
     assert f"{blocker} is a file, not a folder" in doctor.stdout
 
 
+@pytest.mark.slow
+def test_a_data_dir_that_is_a_file_is_one_sentence_and_the_file_is_left_alone(tmp_path):
+    blocker = tmp_path / "afile"
+    blocker.write_text("my notes\n")
+    env = {"MEMGPT_LITE_HOME": str(blocker), "ANTHROPIC_API_KEY": "test",
+           "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}  # never reached: the data dir stops it
+    for argv in (["core"], ["chat", "-p", "hi"], ["agents", "list"]):
+        proc = run_cli(*argv, env=env)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert proc.stderr == (f"memgpt-lite: The data dir {blocker} is a file, not a folder; "
+                               "move it away or point MEMGPT_LITE_HOME elsewhere.\n")
+    assert blocker.read_text() == "my notes\n"
+
+
+@pytest.mark.slow
+def test_a_data_dir_linked_to_a_missing_drive_is_one_sentence_and_doctor_fails(tmp_path):
+    link = tmp_path / "home"
+    link.symlink_to(tmp_path / "usb" / "memgpt")
+    env = {"MEMGPT_LITE_HOME": str(link), "ANTHROPIC_API_KEY": "test",
+           "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}  # never reached: the data dir stops it
+    for argv in (["core"], ["chat", "-p", "hi"]):
+        proc = run_cli(*argv, env=env)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert proc.stderr.count("\n") == 1 and "which does not exist" in proc.stderr
+    doctor = run_cli("doctor", "--offline", env=env)
+    assert doctor.returncode == 1 and "does not exist yet" not in doctor.stdout
+    assert f"FAIL  data dir {link} cannot be used: {link} is a link to " in doctor.stdout
+    assert not (tmp_path / "usb").exists()
+
+
 def test_a_path_with_a_name_too_long_for_the_file_system_is_one_sentence(tmp_path, capsys,
                                                                           monkeypatch):
     long = str(tmp_path / ("x" * 300))  # a file name may have 255 bytes

@@ -52,6 +52,12 @@ class ConnectionLost(StoreError):
     the store itself answers nothing more."""
 
 
+class StoreBusy(StoreError):
+    """Another process held the database's write lock for longer than a write waits for it
+    (SQLite's busy timeout, Postgres's lock timeout). Nothing of the failed write was kept;
+    the same write works once the other process is done."""
+
+
 class AgentExists(StoreError):
     """`create_agent`: the name is taken, perhaps by another process a moment ago (a chat
     and an MCP server starting at once on a new name): whoever meant "open it, creating it
@@ -272,6 +278,9 @@ class Store(Protocol):
 
     def project_of(self, agent_id: int) -> str | None: ...
     def project_blocks(self, project: str) -> list[Block]: ...
+    def project_roots(self) -> list[str]:
+        """Every project root a block was written for, in order."""
+        ...
 
     # ---------------------------------------------------------------- recall
     def add_message(self, agent_id: int, msg: Message) -> int: ...

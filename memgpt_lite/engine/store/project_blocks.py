@@ -51,6 +51,10 @@ class ProjectBlocksMixin(StoreCore):
             "SELECT label, value, char_limit FROM project_blocks WHERE project = ? ORDER BY id",
             (self.db.text(project),))]
 
+    def project_roots(self) -> list[str]:
+        return [r[0] for r in self.db.query(
+            "SELECT DISTINCT project FROM project_blocks ORDER BY project")]
+
     def _project_view(self, agent_id: int, taken: set[str]) -> list[Block]:
         """The project blocks the agent sees: its project's, with the default `project` block
         while none is written, less the labels it has blocks of its own for."""

@@ -109,6 +109,30 @@ def test_a_data_dir_that_cannot_be_made_is_one_sentence(tmp_path):
                                "elsewhere.")
 
 
+def test_a_data_dir_that_is_a_file_is_one_sentence(tmp_path):
+    folder = tmp_path / "a-file"
+    folder.write_text("not a folder\n")
+    with pytest.raises(ConfigError) as info:  # a path the user can mend: exit 2 at the CLI
+        SQLiteStore(folder / "memgpt_lite.db")
+    assert str(info.value) == (f"The data dir {folder} is a file, not a folder; move it away "
+                               "or point MEMGPT_LITE_HOME elsewhere.")
+
+
+def test_a_data_dir_that_is_a_link_to_nothing_is_one_sentence_and_nothing_is_made(tmp_path):
+    """A link to a drive not mounted: nothing is created where the drive belongs."""
+    target = tmp_path / "usb" / "memgpt"
+    link = tmp_path / "home"
+    link.symlink_to(target)
+    for folder in (link, link / "deeper"):
+        with pytest.raises(ConfigError) as info:
+            SQLiteStore(folder / "memgpt_lite.db")
+        assert str(info.value) == (
+            f"The data dir {folder} cannot be used: {link} is a link to {target}, which does "
+            "not exist (a drive not mounted?); mount or create it, or point MEMGPT_LITE_HOME "
+            "elsewhere.")
+    assert not (tmp_path / "usb").exists()
+
+
 def test_newer_schema_is_refused_and_untouched(tmp_path):
     path = tmp_path / "new.db"
     SQLiteStore(path).close()

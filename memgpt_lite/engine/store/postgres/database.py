@@ -18,7 +18,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
 
-from memgpt_lite.engine.store.base import ConnectionLost, IntegrityProblem, StoreError
+from memgpt_lite.engine.store.base import ConnectionLost, IntegrityProblem, StoreBusy, StoreError
 from memgpt_lite.engine.store.database import Params, Row, Transactions
 from memgpt_lite.engine.text import clean_text
 
@@ -67,7 +67,7 @@ def pg_error(where: str, exc: BaseException) -> BaseException:
         return StoreError(f"The database {where} is read-only ({first}); point "
                           "MEMGPT_LITE_DATABASE_URL at the primary server.")
     if isinstance(exc, pg_errors.LockNotAvailable):
-        return StoreError(f"The database {where} is locked by another process ({first}); "
+        return StoreBusy(f"The database {where} is locked by another process ({first}); "
                           "close it and try again.")
     if isinstance(exc, psycopg.IntegrityError):
         return IntegrityProblem(f"The database {where} refused the write ({first}).", first)

@@ -18,12 +18,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from memgpt_lite.engine.files import dangling_link
 from memgpt_lite.engine.setting_rules import ConfigError
-from memgpt_lite.engine.store.base import IntegrityProblem, StoreError
+from memgpt_lite.engine.store.base import IntegrityProblem, StoreBusy, StoreError
 from memgpt_lite.engine.store.database import Params, Row, Transactions
 from memgpt_lite.engine.text import clean_text
 
 SQLITE_HEADER = b"SQLite format 3\x00"
+BUSY_SECONDS = 5  # how long a write waits for another process's write lock
 # Statements that write, or (journal_mode) need the file to themselves.
 _WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE", "CREATE", "DROP", "ALTER", "BEGIN IMMEDIATE",
            "VACUUM", "REINDEX", "PRAGMA JOURNAL_MODE")
@@ -35,8 +37,9 @@ def sqlite_error(path: Path, exc: sqlite3.Error) -> StoreError:
     if isinstance(exc, sqlite3.IntegrityError):
         return IntegrityProblem(f"The database {path} refused the write ({exc}).", str(exc))
     if "locked" in text or "busy" in text:
-        msg = f"The database {path} is locked by another process; close it and try again."
-    elif "readonly" in text or "read-only" in text:
+        return StoreBusy(f"The database {path} is locked by another process (it held the "
+                         f"write lock for over {BUSY_SECONDS} s); try again once it is done.")
+    if "readonly" in text or "read-only" in text:
         msg = f"The database {path} is read-only; check its permissions."
     elif "unable to open" in text and not os.access(path.parent, os.W_OK):
         # WAL mode needs to create files beside the database, so a read-only folder
@@ -148,7 +151,7 @@ class SQLiteDatabase(Transactions):
         try:
             # Before the first read: a second process creating the same new file holds
             # its lock for a moment, and without a timeout the read fails at once.
-            self.connection.execute("PRAGMA busy_timeout = 5000")
+            self.connection.execute(f"PRAGMA busy_timeout = {BUSY_SECONDS * 1000}")
         except sqlite3.Error as exc:
             self.connection.close()
             raise sqlite_error(self.path, exc) from None
@@ -222,7 +225,7 @@ class SQLiteDatabase(Transactions):
         """Switch a new file to WAL. Two processes creating the same file can both be
         switching it at once; SQLite then refuses one at once (to avoid a deadlock) instead of
         waiting, so try again for as long as the busy timeout would have waited."""
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + BUSY_SECONDS
         while True:
             try:
                 self.connection.execute("PRAGMA journal_mode = WAL")
@@ -380,6 +383,11 @@ def file_problem(path: Path) -> str | None:
 def prepare_file(path: Path) -> None:
     """Create the data dir (0700) and the db file (0600) if missing; refuse a file that is
     not SQLite before SQLite touches it."""
+    link = dangling_link(path.parent)
+    if link is not None:
+        raise ConfigError(f"The data dir {path.parent} cannot be used: {link} is a link to "
+                          f"{os.readlink(link)}, which does not exist (a drive not mounted?); "
+                          "mount or create it, or point MEMGPT_LITE_HOME elsewhere.")
     if not path.parent.exists():
         try:  # exist_ok: two processes opening a new data dir at once both get here.
             path.parent.mkdir(parents=True, mode=0o700, exist_ok=True)
@@ -391,6 +399,9 @@ def prepare_file(path: Path) -> None:
         except OSError as exc:  # a read-only mount, no permission
             raise StoreError(f"Cannot create the data directory {path.parent} "
                              f"({exc.strerror}); check MEMGPT_LITE_HOME.") from None
+    elif not path.parent.is_dir():  # MEMGPT_LITE_HOME names a file: the user's path to mend
+        raise ConfigError(f"The data dir {path.parent} is a file, not a folder; move it away "
+                          "or point MEMGPT_LITE_HOME elsewhere.")
     problem = file_problem(path)
     if problem:
         raise StoreError(problem)

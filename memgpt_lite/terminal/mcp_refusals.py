@@ -9,6 +9,9 @@ not a valid message), and one without such an id gets a one-line notice on stder
 The ids are found by reading the line's top level alone, member by member, never descending
 into nested values: a line nested too deeply for any recursive parser, or cut off after its
 id, still shows the id it carries.
+
+A request the SDK reads but whose params it refuses it answers only "Invalid request
+parameters"; `params_problem` and `arguments_problem` say what is wrong instead.
 """
 
 from __future__ import annotations
@@ -202,3 +205,40 @@ def _value(line: str, at: int) -> tuple[Any, int | None]:
             if depth == 0:
                 return NESTED, at
     return NESTED, None
+
+
+_WANTED = {"string_type": "a string", "dict_type": "a JSON object", "model_type": "a JSON object",
+           "int_type": "an integer", "int_from_float": "an integer", "int_parsing": "an integer",
+           "float_type": "a number", "float_parsing": "a number", "bool_type": "true or false",
+           "list_type": "an array"}
+
+
+def params_problem(method: str, error: Any) -> str:
+    """One sentence for the params of a `method` request that failed the SDK's validation
+    with the pydantic `error` (of the request, or of its params alone): the first member at
+    fault and what it should be."""
+    first = error.errors()[0]
+    loc = first["loc"][1:] if first["loc"][:1] == ("params",) else first["loc"]
+    where = ".".join(["params", *(str(part) for part in loc)])
+    if first["type"] == "missing":
+        what = "is missing"
+    elif first["type"] in _WANTED:
+        what = f"must be {_WANTED[first['type']]}, got {json_kind(first['input'])}"
+    else:
+        what = f"is not valid ({shorten(str(first['msg']), 120).lower()})"
+    return f"The {method} request is not valid: {where} {what}."
+
+
+def arguments_problem(name: str, arguments: object) -> str:
+    """A tool call whose arguments are not an object: a JSON text of one (a client that
+    encoded them twice) is not unpacked, as the model's own calls are not."""
+    hint = " (send the object itself, not its JSON text)" if isinstance(arguments, str) else ""
+    return (f"The arguments of {shorten(name, 60)} must be a JSON object of its inputs, got "
+            f"{json_kind(arguments)}{hint}.")
+
+
+def json_kind(value: object) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    return {dict: "an object", list: "an array", str: "a string", type(None): "null"}.get(
+        type(value), "a number")

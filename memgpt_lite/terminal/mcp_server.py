@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import codecs
 import collections
+import contextvars
+import dataclasses
 import json
 import os
 import sys
@@ -33,9 +35,11 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from mcp_types.jsonrpc import INVALID_PARAMS, INVALID_REQUEST
+from pydantic import ValidationError
 
 from memgpt_lite import __version__
 from memgpt_lite.engine.memory_service import (
+    TOOL_NAMES,
     MemoryService,
     OutsideTool,
     author_of,
@@ -44,7 +48,13 @@ from memgpt_lite.engine.memory_service import (
 from memgpt_lite.engine.store.base import StoreError
 from memgpt_lite.engine.text import clean_value, shorten
 from memgpt_lite.terminal.exit_codes import EXIT_USAGE, UserError
-from memgpt_lite.terminal.mcp_refusals import Refusal, misread_id, refusal
+from memgpt_lite.terminal.mcp_refusals import (
+    Refusal,
+    arguments_problem,
+    misread_id,
+    params_problem,
+    refusal,
+)
 
 SERVER_NAME = "memgpt-lite"
 TEXT = "text/plain"
@@ -335,6 +345,10 @@ def build_server(service: MemoryService) -> Server[Any]:
         return types.ListToolsResult(tools=[_tool(t) for t in outside_tools()])
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        wrong = WRONG_ARGUMENTS.get()
+        if wrong and params.name in TOOL_NAMES:  # arguments not an object (see PlainParams)
+            return types.CallToolResult(content=[types.TextContent(type="text", text=wrong)],
+                                        is_error=True)
         settle(service)
         outcome = service.call(params.name, params.arguments, author=author_of(client_name(ctx)))
         return types.CallToolResult(content=[types.TextContent(type="text", text=outcome.text)],
@@ -353,10 +367,8 @@ def build_server(service: MemoryService) -> Server[Any]:
         settle(service)
         _refuse_if_gone(service)
         found = service.read(str(params.uri))
-        if found is None:  # the URI as sent, cut short: a client may send megabytes of it
-            raise MCPError(INVALID_PARAMS, service.moved(str(params.uri)) or (
-                f"There is no core memory block at {shorten(str(params.uri), 200)}; "
-                "resources/list names the blocks."))
+        if found is None:
+            raise _no_block(service, str(params.uri))
         return types.ReadResourceResult(contents=[
             types.TextResourceContents(uri=found.uri, text=found.text, mime_type=TEXT)])
 
@@ -366,11 +378,77 @@ def build_server(service: MemoryService) -> Server[Any]:
         # (Inspector, Claude Desktop) and would show "Method not found" as an error.
         return types.ListResourceTemplatesResult(resource_templates=[])
 
-    return Server(SERVER_NAME, version=__version__, title="memgpt-lite memory",
-                  instructions=service.instructions(), on_list_tools=list_tools,
-                  on_call_tool=call_tool, on_list_resources=list_resources,
-                  on_list_resource_templates=list_resource_templates,
-                  on_read_resource=read_resource)
+    server = Server(SERVER_NAME, version=__version__, title="memgpt-lite memory",
+                    instructions=service.instructions(), on_list_tools=list_tools,
+                    on_call_tool=call_tool, on_list_resources=list_resources,
+                    on_list_resource_templates=list_resource_templates,
+                    on_read_resource=read_resource)
+    server.middleware.append(PlainParams(server))
+    return server
+
+
+class PlainParams:
+    """The SDK answers params it cannot validate, and any request before `initialize`, with
+    "Invalid request parameters" alone; a client (or the agent behind it) cannot tell what
+    to fix. This says it in one sentence, and a tool call whose arguments are not an object
+    gets a tool error, as every other wrong argument does: it reaches `call_tool` with no
+    arguments, and `WRONG_ARGUMENTS` says why."""
+
+    VAGUE = "Invalid request parameters"
+
+    def __init__(self, server: Server[Any]):
+        self._server = server
+
+    async def __call__(self, ctx: Any, call_next: Any) -> Any:
+        params = ctx.params
+        if (ctx.method == "tools/call" and isinstance(params, dict)
+                and params.get("arguments") is not None
+                and not isinstance(params["arguments"], dict)):
+            token = WRONG_ARGUMENTS.set(arguments_problem(str(params.get("name")),
+                                                          params["arguments"]))
+            try:
+                return await self._called(dataclasses.replace(
+                    ctx, params={**params, "arguments": None}), call_next)
+            finally:
+                WRONG_ARGUMENTS.reset(token)
+        return await self._called(ctx, call_next)
+
+    async def _called(self, ctx: Any, call_next: Any) -> Any:
+        try:
+            return await call_next(ctx)
+        except ValidationError as error:
+            if error.errors()[0]["loc"][:1] == ("params",):  # the SDK's check of the request
+                raise MCPError(INVALID_PARAMS, params_problem(ctx.method, error)) from None
+            self._refuse_params(ctx.method, ctx.params)
+            raise  # the params validate: a failure of the server's own making
+        except MCPError as error:
+            if error.error.message != self.VAGUE:
+                raise
+            self._refuse_params(ctx.method, ctx.params)
+            raise MCPError(INVALID_PARAMS, "The session is not initialized yet: send initialize "
+                           f"(then notifications/initialized) before {ctx.method}.") from None
+
+    def _refuse_params(self, method: str, params: Any) -> None:
+        """An MCPError naming what is wrong with `params`; nothing when they validate."""
+        entry = self._server.get_request_handler(method)
+        kind = types.InitializeRequestParams if method == "initialize" else (
+            entry.params_type if entry is not None else None)
+        try:
+            if kind is not None:
+                kind.model_validate({} if params is None else params, by_name=False)
+        except ValidationError as error:
+            raise MCPError(INVALID_PARAMS, params_problem(method, error)) from None
+
+
+WRONG_ARGUMENTS: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "WRONG_ARGUMENTS", default=None)
+
+
+def _no_block(service: MemoryService, uri: str) -> MCPError:
+    """A resource URI that names no block; as sent, cut short: a client may send megabytes."""
+    return MCPError(INVALID_PARAMS, service.moved(uri) or (
+        f"There is no core memory block at {shorten(uri, 200)}; resources/list names the "
+        "blocks."))
 
 
 def _refuse_if_gone(service: MemoryService) -> None:

@@ -594,6 +594,61 @@ def test_the_sdks_own_client_gets_an_error_for_a_request_mangled_on_its_way():
     assert "Core memory of agent 'work'" in view
 
 
+MALFORMED = [  # requests the SDK reads but whose params it refuses: (params, words answered)
+    ("tools/call", {"arguments": {}}, "params.name is missing"),
+    ("tools/call", {"name": 5, "arguments": {}}, "params.name must be a string, got a number"),
+    ("resources/read", {}, "params.uri is missing"),
+    ("resources/read", {"uri": ["memgpt-lite://agents/work/core/human"]},
+     "params.uri must be a string, got an array"),
+]
+WRONG_ARGUMENTS = [  # a tool call whose arguments are not an object: a tool error
+    ({"name": "core_memory_append", "arguments": '{"label": "human", "content": "x"}'},
+     "The arguments of core_memory_append must be a JSON object of its inputs, got a string "
+     "(send the object itself, not its JSON text)."),
+    ({"name": "core_memory_view", "arguments": [1]},
+     "The arguments of core_memory_view must be a JSON object of its inputs, got an array."),
+]
+
+
+@pytest.mark.slow
+def test_malformed_params_are_one_sentence_and_wrong_arguments_a_tool_error():
+    """The SDK answered each of these `Invalid request parameters` with nothing said of what
+    was wrong; a request before initialize too."""
+    server = RawServer()
+    for method, params, _ in MALFORMED:
+        server.send(method, params)
+    for params, _ in WRONG_ARGUMENTS:
+        server.send("tools/call", params)
+    answers = {a["id"]: a for a in (server.answer() for _ in MALFORMED + WRONG_ARGUMENTS)}
+    for n, (method, _, words) in enumerate(MALFORMED, start=2):
+        error = answers[n]["error"]
+        assert error["code"] == -32602
+        assert error["message"] == f"The {method} request is not valid: {words}.", error
+    for n, (_, said) in enumerate(WRONG_ARGUMENTS, start=2 + len(MALFORMED)):
+        assert answers[n]["result"] == {"content": [{"type": "text", "text": said}],
+                                        "isError": True}
+    server.call("core_memory_append", {"label": "human", "content": "Still serving."})
+    assert server.answer()["result"]["isError"] is False
+    server.proc.stdin.close()  # type: ignore[union-attr]
+    assert server.proc.wait(60) == 0
+    assert human_block() == "Still serving."
+
+
+@pytest.mark.slow
+def test_a_request_before_initialize_says_to_initialize_first():
+    proc = subprocess.run([*cli_command(), "mcp"], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ), input="".join(json.dumps(m) + "\n" for m in [
+                              {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                              {"jsonrpc": "2.0", "id": 2, "method": "ping"}]))
+    answers = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert answers == [
+        {"jsonrpc": "2.0", "id": 1, "error": {
+            "code": -32602, "message": "The session is not initialized yet: send initialize "
+                                       "(then notifications/initialized) before tools/list."}},
+        {"jsonrpc": "2.0", "id": 2, "result": {}}]
+    assert proc.returncode == 0 and proc.stderr == ""
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("stderr", ["closed", "unread"])
 def test_a_notice_that_cannot_be_written_does_not_stop_the_server(stderr):

@@ -206,7 +206,7 @@ def bar(fraction: float, width: int = 10) -> str:
 
 def cost_text(cost: float, unpriced: set[str] | frozenset[str] = frozenset()) -> str:
     """A cost, naming the models with no price, whose calls it leaves out (never guessed)."""
-    names = ", ".join(visible(shorten(name, 60)) for name in sorted(unpriced))
+    names = ", ".join(visible(clip(name, 60)) for name in sorted(unpriced))
     return f"${cost:.4f}" + (f" + unknown (no price for {names}; see MEMGPT_LITE_PRICES)"
                              if names else "")
 

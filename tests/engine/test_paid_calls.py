@@ -23,11 +23,11 @@ from memgpt_lite.terminal import render
 SMALL = Settings(context_window=6_000, max_output_tokens=500, safety_margin=100)
 
 
-def agent_that_must_flush(tmp_path) -> tuple[SQLiteStore, Agent]:
+def agent_that_must_flush(tmp_path, settings=SMALL) -> tuple[SQLiteStore, Agent]:
     store = SQLiteStore(tmp_path / "a.db")
     agent = Agent.open(store, "a", model_client=ScriptedModel([text_response("Fine.")]),
                        summary_client=ScriptedModel([text_response("New summary.")] * 20),
-                       settings=SMALL)
+                       settings=settings)
     for t in range(1, 9):
         store.add_messages(agent.id, [
             Message("user", [{"type": "text", "text": f"old turn {t} " + "x" * 2_000}], t),
@@ -92,15 +92,8 @@ def test_a_call_refused_before_its_stream_began_costs_nothing(tmp_path):
 
 
 def test_a_summariser_model_with_no_price_is_shown_as_unknown_not_guessed(tmp_path):
-    store = SQLiteStore(tmp_path / "a.db")
     settings = replace(SMALL, summary_model="claude-haiku-4-5")  # not in the price list
-    agent = Agent.open(store, "a", model_client=ScriptedModel([text_response("Fine.")]),
-                       summary_client=ScriptedModel([text_response("New summary.")] * 20),
-                       settings=settings)
-    for t in range(1, 9):
-        store.add_messages(agent.id, [
-            Message("user", [{"type": "text", "text": f"old turn {t} " + "x" * 2_000}], t),
-            Message("assistant", [{"type": "text", "text": f"old reply {t}"}], t)])
+    store, agent = agent_that_must_flush(tmp_path, settings)
     tally = Tally().add_all(list(agent.step("and now?")))
     assert tally.summary_calls >= 1 and tally.summary_usage.total_input > 0
     assert tally.summary_cost_usd == 0 and tally.cost_usd > 0  # not priced as Sonnet

@@ -335,7 +335,7 @@ def cmd_agents_set(args: argparse.Namespace) -> int:
     # as `agents show` prints them (on/off, not True/False)
     shown = ", ".join(f"{k}={shown_value(BY_KEY[k], v) if k in BY_KEY else v}"
                       for k, v in changes.items())
-    print(render.visible(f"Agent {args.name!r}: {shown}."))
+    print(render.visible(f"Agent {row.name!r}: {shown}."))
     _note_environment(changes)
     _warn_unknown_models(changes)
     return EXIT_OK

@@ -183,9 +183,11 @@ def doctor_vectors(store: Any, ok: Callable[[str], None], warn: Callable[[str], 
     """One line per agent: how many rows lack a vector of the configured model (nothing
     when no embedder is configured and no agent has vectors)."""
     embedder = None
+    from memgpt_lite.engine.config import ConfigError
+
     try:
         embedder = configured_embedder()
-    except UserError as exc:
+    except (UserError, ConfigError) as exc:  # a bad config file value: the doctor's FAIL too
         warn(f"hybrid search: {exc}")
     model = getattr(embedder, "name", None)
     for agent in store.list_agents():

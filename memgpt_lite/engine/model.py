@@ -33,6 +33,8 @@ from memgpt_lite.engine.records import (
     ModelResponse,
     Usage,
 )
+from memgpt_lite.engine.sse_text import NotUTF8
+from memgpt_lite.engine.sse_text import on_response as clean_events
 from memgpt_lite.engine.text import shorten
 
 StreamItem = TextDelta | ThinkingDelta | ModelResponse
@@ -156,13 +158,15 @@ class AnthropicClient:
     def _http_client(self) -> Any:
         """The SDK's own HTTP client (or the one given), with the hooks that count a call's
         attempts, keep a call given up on from sending another, and keep the SDK from
-        sleeping past the deadline before a retry (call_deadline.py)."""
+        sleeping past the deadline before a retry (call_deadline.py), and the one that makes
+        a stream's text valid before the SDK builds the reply from it (sse_text.py)."""
         import anthropic
 
         given = self._args["http_client"]
         http = given if given is not None else anthropic.DefaultHttpxClient()
         hooks = dict(http.event_hooks)
-        for kind, hook in (("request", on_request), ("response", on_response)):
+        for kind, hook in (("request", on_request), ("response", on_response),
+                           ("response", clean_events)):
             if hook not in hooks.get(kind, []):
                 hooks[kind] = [*hooks.get(kind, []), hook]
         http.event_hooks = hooks
@@ -305,10 +309,13 @@ class AnthropicClient:
             return self._gave_up()
         if isinstance(exc, (httpx2.TransportError, httpx2.StreamError)):
             return StreamError(f"The connection to {self.host} broke mid-reply.")
+        if isinstance(exc, NotUTF8):
+            return StreamError(f"The server at {self.host} sent bytes that are not UTF-8 in "
+                               f"its reply stream, so the reply could not be read.")
         if isinstance(exc, ValueError) and str(exc).startswith(_UNREADABLE_TOOL_INPUT):
             # The model writes a tool call's input as JSON text, and the SDK parses it as it
-            # streams: JSON it cannot read (a lone surrogate escape such as \ud800, which
-            # valid text never holds) fails the stream before the call can be answered.
+            # streams: JSON it cannot read fails the stream before the call can be answered
+            # (a lone surrogate escape such as \ud800 never gets here: see sse_text.py).
             return StreamError("The model wrote a tool call whose input is not readable JSON "
                                f"({_parser_reason(exc)}).")
         unchecked = isinstance(exc, (AttributeError, TypeError)) and _raised_in_sdk(exc)
@@ -426,8 +433,14 @@ def _response_of(message: Any) -> ModelResponse:
     usage = _usage_of(u)
     # exclude_none: the SDK fills absent optional fields with None; the API never sent them.
     content = [b.to_dict(mode="json", exclude_none=True) for b in message.content]
-    return ModelResponse(content=content, stop_reason=message.stop_reason, usage=usage,
-                         model=message.model or "", id=message.id or "")
+    return ModelResponse(content=content, stop_reason=_text(message.stop_reason) or None,
+                         usage=usage, model=_text(message.model), id=_text(message.id))
+
+
+def _text(value: Any) -> str:
+    """A field the API always sends as text (`id`, `model`, `stop_reason`), which the SDK does
+    not check: a compatible server's number, null or object there is taken as unknown ("")."""
+    return value if isinstance(value, str) else ""
 
 
 def _raised_in_sdk(exc: BaseException) -> bool:

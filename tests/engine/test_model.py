@@ -402,14 +402,28 @@ def test_malformed_json_in_a_data_line_is_a_stream_error():
 
 
 def test_a_tool_input_the_sdk_cannot_parse_is_named_as_the_model_s_tool_call():
-    # The model writes a tool call's input as JSON; a lone surrogate escape in it (\ud800)
-    # makes the SDK's parser fail the stream. The error says so instead of blaming the API.
-    content = [{"type": "tool_use", "id": "toolu_a", "name": "archival_search",
-                "input": {"query": "lone \ud800 surrogate"}}]
-    err = fail(client_for(Recorder(stream_response(message(content, "tool_use")))))
+    # The model writes a tool call's input as JSON; JSON the SDK's parser cannot read fails
+    # the stream. The error says so instead of blaming the API.
+    content = [{"type": "tool_use", "id": "toolu_a", "name": "archival_search", "input": {}}]
+    events = sse_events(message(content, "tool_use"), 4)
+    at = next(i for i, (_, d) in enumerate(events)
+              if d.get("delta", {}).get("type") == "input_json_delta")
+    events[at][1]["delta"]["partial_json"] = '{"query": nope}'
+    rec = Recorder(httpx2.Response(200, headers={"content-type": "text/event-stream"},
+                                   content=sse_bytes(events)))
+    err = fail(client_for(rec))
     assert isinstance(err, errors.StreamError) and err.retryable
     assert err.message.startswith("The model wrote a tool call whose input is not readable")
-    assert "hex escape" in err.message and "JSON:" not in err.message  # the reason, not the input
+    assert "JSON:" not in err.message  # the parser's reason, not the input
+
+
+def test_a_lone_surrogate_escape_in_a_tool_input_is_read_as_u_fffd():
+    # \ud800 with no pair: the SDK's parser would refuse it; it is replaced before the SDK
+    # reads the stream (sse_text.py), a proper pair is kept, and the call is answered.
+    content = [{"type": "tool_use", "id": "toolu_a", "name": "archival_search",
+                "input": {"query": "lone \ud800 low \udc00 pair \U0001f600"}}]
+    _, response = run(client_for(Recorder(stream_response(message(content, "tool_use")))))
+    assert response.tool_calls[0].input == {"query": "lone \ufffd low \ufffd pair \U0001f600"}
 
 
 def test_prompt_too_long_carries_the_numbers():

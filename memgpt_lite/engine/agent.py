@@ -33,6 +33,7 @@ from memgpt_lite.engine.events import (
     NoticeEvent,
     PromptTooLongEvent,
     ResponseEvent,
+    RetryWaitEvent,
     TextDelta,
     ThinkingDelta,
     ToolCallEvent,
@@ -408,7 +409,7 @@ class Agent(AgentTasks):
             for item in self.model_client.stream(request):
                 if isinstance(item, ModelResponse):
                     response = item
-                elif isinstance(item, (TextDelta, ThinkingDelta)):
+                elif isinstance(item, (TextDelta, ThinkingDelta, RetryWaitEvent)):
                     yield item
         except PromptTooLongError as exc:
             run.overflow, run.provider_max = exc.actual, exc.maximum

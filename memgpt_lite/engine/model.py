@@ -15,7 +15,13 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from memgpt_lite.engine.call_deadline import CallThread, DeadlinePassed, on_request, on_response
+from memgpt_lite.engine.call_deadline import (
+    CallThread,
+    DeadlinePassed,
+    asked_wait,
+    on_request,
+    on_response,
+)
 from memgpt_lite.engine.config import ConfigError, base_url_problem, timeout_setting
 from memgpt_lite.engine.errors import (
     APIConnectionError,
@@ -27,7 +33,7 @@ from memgpt_lite.engine.errors import (
     RateLimitError,
     StreamError,
 )
-from memgpt_lite.engine.events import TextDelta, ThinkingDelta
+from memgpt_lite.engine.events import RetryWaitEvent, TextDelta, ThinkingDelta
 from memgpt_lite.engine.records import (
     ModelRequest,
     ModelResponse,
@@ -37,7 +43,7 @@ from memgpt_lite.engine.sse_text import NotUTF8
 from memgpt_lite.engine.sse_text import on_response as clean_events
 from memgpt_lite.engine.text import shorten
 
-StreamItem = TextDelta | ThinkingDelta | ModelResponse
+StreamItem = TextDelta | ThinkingDelta | RetryWaitEvent | ModelResponse
 
 
 def final_response(stream: Iterable[StreamItem]) -> ModelResponse:
@@ -73,8 +79,9 @@ READ_TIMEOUT = 60.0
 
 
 class ModelClient(Protocol):
-    """Streams one model call: deltas as they arrive, then exactly one ModelResponse last.
-    Raises `types.ModelError` subclasses, never SDK exceptions."""
+    """Streams one model call: deltas as they arrive (and a RetryWaitEvent when a retry of
+    the call waits), then exactly one ModelResponse last. Raises `types.ModelError`
+    subclasses, never SDK exceptions."""
 
     def stream(self, request: ModelRequest) -> Iterator[StreamItem]: ...
 
@@ -202,7 +209,7 @@ class AnthropicClient:
         """What `produce` yields on a worker thread, until the call's deadline; every failure
         mapped to one ModelError."""
         self._started = time.monotonic()
-        call = CallThread(produce)
+        call = CallThread(produce, self.max_retries)
         try:
             yield from call.items(self._started + self.timeout)
         except DeadlinePassed:
@@ -488,10 +495,9 @@ def _error_field(exc: Any, key: str) -> Any:
 
 
 def _retry_after(headers: Any) -> str | None:
-    value = (headers.get("retry-after") or "").strip()
-    if not value.replace(".", "", 1).isdigit():
-        return value or None  # an HTTP date, shown as given
-    return f"{float(value):g}s" if float(value) > 0 else None
+    """The wait the server asked for, read as the SDK reads it (retry-after-ms first)."""
+    wait = asked_wait(headers)
+    return f"{wait:.1f}".rstrip("0").rstrip(".") + "s" if wait is not None else None
 
 
 def _caused_by(exc: BaseException, name: str) -> bool:

@@ -1,6 +1,6 @@
 """A broken or hostile Anthropic-compatible server, through the real SDK and the fake server:
 odd text in the stream (lone surrogates, bytes that are not UTF-8), fields of the wrong type,
-a stall mid-stream, a reply cut off, Ctrl-C while a one-shot chat streams. Each case ends the
+a stall mid-stream, a reply cut off, Ctrl-C while a one-shot chat streams, a server asking to wait before a retry. Each case ends the
 turn with one sentence (or not at all), keeps the user's message, and the next request is
 one a strict server accepts (the fake server refuses lone surrogates and broken pairing)."""
 
@@ -17,17 +17,22 @@ import pytest
 from rel_support import child_env, queue_problems, recall_texts
 
 from memgpt_lite.engine.agent import Agent
+from memgpt_lite.engine.call_deadline import asked_wait
+from memgpt_lite.engine.events import RetryWaitEvent
 from memgpt_lite.engine.model import AnthropicClient
 from memgpt_lite.engine.store.sqlite.store import SQLiteStore
 from memgpt_lite.lab.fake_server import (
     FakeAnthropicServer,
+    Fault,
     hang,
+    http_error,
     not_utf8,
     odd_values,
     trickle,
     truncated,
 )
 from memgpt_lite.lab.scripted import text_response, tool_response
+from memgpt_lite.terminal.view import describe_event
 
 
 def open_agent(tmp_path, server: FakeAnthropicServer) -> tuple[SQLiteStore, Agent]:
@@ -199,3 +204,77 @@ def test_ctrl_c_while_a_piped_one_shot_chat_streams_exits_130_and_keeps_the_mess
         agent = store.get_agent("default")
         assert "my streamed question" in recall_texts(store, agent.id)
 
+
+
+# --------------------------------------------------------------------------- retry waits
+
+
+def rate_limited_for(ms: str, seconds: str = "30", status: int = 429) -> Fault:
+    kind = "rate_limit_error" if status == 429 else "overloaded_error"
+    return http_error(status, kind, "slow down", {"retry-after-ms": ms, "retry-after": seconds})
+
+
+@pytest.mark.parametrize("status", [429, 529, 503])
+def test_retry_after_ms_is_waited_once_and_told_to_the_user(tmp_path, status):
+    # retry-after-ms wins over retry-after (as the SDK reads them): 0.4 s, not 30 s; the SDK
+    # sleeps it, once, and the engine says so as the wait begins.
+    with FakeAnthropicServer() as server:
+        server.enqueue(rate_limited_for("400", status=status))
+        client = AnthropicClient(base_url=server.base_url, api_key="test", max_retries=2)
+        store = SQLiteStore(tmp_path / "t.db")
+        agent = Agent.open(store, "t", model_client=client)
+        started = time.monotonic()
+        events = list(agent.step("hello"))
+        took = time.monotonic() - started
+    assert outcome(events) == (True, [])
+    waits = [e for e in events if isinstance(e, RetryWaitEvent)]
+    assert [(w.status, w.seconds, w.asked) for w in waits] == [(status, 0.4, True)]
+    assert 0.4 <= took < 5 and len(server.requests) == 2
+    assert describe_event(waits[0])[0].startswith(
+        f"the API answered {status} (") and "retrying in 0.4 s (as it asked)" in describe_event(
+        waits[0])[0]
+
+
+def test_a_retry_after_past_the_deadline_is_not_waited_and_not_announced(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMGPT_LITE_TIMEOUT", "5")
+    with FakeAnthropicServer() as server:
+        server.enqueue(rate_limited_for("60000"))  # a minute: past the call's 5 s
+        client = AnthropicClient(base_url=server.base_url, api_key="test", max_retries=2)
+        store = SQLiteStore(tmp_path / "t.db")
+        agent = Agent.open(store, "t", model_client=client)
+        started = time.monotonic()
+        events = list(agent.step("hello"))
+    assert time.monotonic() - started < 4
+    assert not [e for e in events if isinstance(e, RetryWaitEvent)]
+    assert outcome(events)[1] == ["Rate limited by the API (429) (the API asked to wait 60s)."]
+    assert len(server.requests) == 1
+
+
+def test_a_retry_after_ms_of_zero_means_the_client_s_back_off():
+    # The SDK takes the first header that is a number; 0 there means its own back-off,
+    # whatever retry-after says (which a wait computed from retry-after would not match).
+    assert asked_wait({"retry-after-ms": "0", "retry-after": "30"}) is None
+    assert asked_wait({"retry-after-ms": "nope", "retry-after": "2"}) == 2.0
+    assert asked_wait({"retry-after-ms": "nan"}) is None
+
+
+@pytest.mark.slow
+def test_a_one_shot_chat_shows_the_wait_on_stderr():
+    with FakeAnthropicServer() as server:
+        server.enqueue(rate_limited_for("300"))
+        proc = chat(server, "-p", "hello")
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert out == "Fake reply to: hello\n"
+    assert "· the API answered 429 (rate limited); retrying in 0.3 s (as it asked)" in err
+
+
+@pytest.mark.slow
+def test_json_output_carries_the_wait_as_an_event():
+    with FakeAnthropicServer() as server:
+        server.enqueue(rate_limited_for("200", status=529))
+        proc = chat(server, "--json", "-p", "hello")
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    events = [json.loads(line) for line in out.splitlines()]
+    assert {"status": 529, "seconds": 0.2, "asked": True, "kind": "retry_wait"} in events

@@ -198,7 +198,8 @@ class AnthropicClient:
         body = request.to_api()
         body.pop("max_tokens", None)
         client = self._client
-        (counted,) = self._under_deadline(lambda call: [client.messages.count_tokens(**body)])
+        # The count comes last, after any retry's wait (told to a chat, not to a count).
+        *_, counted = self._under_deadline(lambda call: [client.messages.count_tokens(**body)])
         tokens = getattr(counted, "input_tokens", None)  # the SDK does not check the body
         if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
             raise StreamError(f"{self.host} answered a token count with no count in it: is "

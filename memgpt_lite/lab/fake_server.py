@@ -719,12 +719,22 @@ class _Handler(BaseHTTPRequestHandler):
 # --------------------------------------------------------------------------- manual use
 
 
-def _load_script(server: FakeAnthropicServer, path: str) -> None:
+def _script(path: str) -> list[Reply]:
     with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                d = json.loads(line)
-                server.enqueue(fault_from_dict(d) if "fault" in d else ModelResponse.from_dict(d))
+        return [_script_reply(line, n) for n, line in enumerate(f, 1) if line.strip()]
+
+
+def _script_reply(line: str, n: int) -> Reply:
+    """One line of a --script; ValueError naming the line when it is neither a reply nor a
+    fault this server knows."""
+    try:
+        d = json.loads(line)
+        if "fault" in d and d["fault"] not in FAULTS:
+            raise ValueError(f"unknown fault {d['fault']!r}")
+        return fault_from_dict(d) if "fault" in d else ModelResponse.from_dict(d)
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise ValueError(f"line {n} is not a reply or a fault ({exc}); the faults are "
+                         f"{', '.join(FAULTS)}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -762,11 +772,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 0.1 <= args.chars_per_token <= 100:
         parser.error("--chars-per-token must be between 0.1 and 100")
+    try:
+        replies = _script(args.script) if args.script else []
+    except (OSError, ValueError) as exc:
+        parser.error(f"--script {args.script}: {exc}")
     server = FakeAnthropicServer(port=args.port, context_window=args.context_window,
                                  min_cache_tokens=args.min_cache_tokens,
                                  counting=Counting(args.chars_per_token, args.per_byte))
-    if args.script:
-        _load_script(server, args.script)
+    for reply in replies:
+        server.enqueue(reply)
     sys.stderr.write(f"Fake Anthropic API on {server.base_url} "
                      f"(export ANTHROPIC_BASE_URL={server.base_url}); Ctrl-C stops it.\n")
     try:

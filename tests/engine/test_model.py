@@ -10,7 +10,7 @@ import httpx2
 import pytest
 
 from memgpt_lite.engine import errors
-from memgpt_lite.engine.events import TextDelta, ThinkingDelta
+from memgpt_lite.engine.events import RetryWaitEvent, TextDelta, ThinkingDelta
 from memgpt_lite.engine.model import PLACEHOLDER_API_KEY, AnthropicClient
 from memgpt_lite.engine.records import ModelRequest, ModelResponse, Usage
 from memgpt_lite.lab.fake_server import sse_events
@@ -176,6 +176,23 @@ def test_count_tokens_uses_the_count_endpoint_without_max_tokens():
     assert client_for(rec).count_tokens(REQUEST) == 4242
     assert rec.requests[0].url.path == "/v1/messages/count_tokens"
     assert "max_tokens" not in rec.body() and rec.body()["tools"] == REQUEST.tools
+
+
+def test_count_tokens_after_a_retry_wait_is_the_count():
+    # The wait before the SDK's retry is handed to the caller among the call's items; a count
+    # is the last of them.
+    rec = Recorder(error_response(429, "rate_limit_error", "slow", {"retry-after-ms": "10"}),
+                   httpx2.Response(200, json={"input_tokens": 77}))
+    assert client_for(rec, max_retries=1).count_tokens(REQUEST) == 77
+    assert len(rec.requests) == 2
+
+
+def test_a_retry_wait_is_an_item_of_the_stream_before_the_reply():
+    rec = Recorder(error_response(529, "overloaded_error", "busy", {"retry-after-ms": "10"}),
+                   stream_response(message([{"type": "text", "text": "hi"}])))
+    items = list(client_for(rec, max_retries=1).stream(REQUEST))
+    assert items[0] == RetryWaitEvent(529, 0.01, True)
+    assert isinstance(items[-1], ModelResponse) and items[-1].text == "hi"
 
 
 # --------------------------------------------------------------------------- credentials

@@ -549,3 +549,21 @@ def test_first_difference_names_the_block_and_byte_where_prompts_part():
     assert written[parted.byte - 1] == "h" and written[parted.byte] == "i"
     assert first_difference(_body(hi), _body(hi, system="Be long.")).block == "system[0]"
     assert first_difference(_body(hi), {**_body(hi), "model": "other"}).block == "model"
+
+
+@pytest.mark.parametrize("line,reason", [
+    ('{"fault": "nope"}', "unknown fault 'nope'"),
+    ('{"fault": "hang", "bogus": 1}', "unexpected keyword argument 'bogus'"),
+    ("[1, 2]", "line 1 is not a reply or a fault"),
+    ("{not json", "line 1 is not a reply or a fault"),
+])
+def test_a_bad_script_line_is_one_sentence_naming_it(tmp_path, capsys, line, reason):
+    from memgpt_lite.lab.fake_server import main
+
+    script = tmp_path / "bad.jsonl"
+    script.write_text(line + "\n")
+    with pytest.raises(SystemExit) as info:
+        main(["--port", "0", "--script", str(script)])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and reason in err and "Traceback" not in err
+    assert "the faults are rate_limited" in err

@@ -314,7 +314,9 @@ class AnthropicClient:
         import httpx2  # the SDK's transport; imported with anthropic
 
         if isinstance(exc, httpx2.TimeoutException):
-            return self._gave_up()
+            # Mid-reply: the read's limit (a try's share of the deadline) ended the call, not
+            # the deadline itself, and the SDK retries no stream once it has begun.
+            return self._gave_up(silent=self._timeouts().read)
         if isinstance(exc, (httpx2.TransportError, httpx2.StreamError)):
             return StreamError(f"The connection to {self.host} broke mid-reply.")
         if isinstance(exc, NotUTF8):
@@ -334,11 +336,13 @@ class AnthropicClient:
             return StreamError("The API sent a malformed response stream.")
         return None
 
-    def _gave_up(self, retried: str = "") -> APIConnectionError:
+    def _gave_up(self, retried: str = "", silent: float | None = None) -> APIConnectionError:
         waited = time.monotonic() - getattr(self, "_started", time.monotonic())
+        what = (f"silent mid-reply for {silent:.1f} s, the most a try may wait" if silent
+                else f"{waited:.1f} s{retried}")
         return APIConnectionError(
-            f"Gave up waiting for {self.host}: it timed out ({waited:.1f} s{retried}; a call "
-            f"may take {self.timeout:g} s, {self.timeout_source}).")
+            f"Gave up waiting for {self.host}: it timed out ({what}; a call may take "
+            f"{self.timeout:g} s, {self.timeout_source}).")
 
     def _retried(self, exc: Any) -> str:
         request = getattr(exc, "request", None)

@@ -143,17 +143,23 @@ def test_a_tool_call_cut_off_mid_stream_leaves_a_history_a_strict_server_takes(t
     assert recall_texts(store, agent.id).count("keep a fact") == 1
 
 
-def test_a_stall_after_message_start_is_given_up_on_naming_the_setting(tmp_path, monkeypatch):
+@pytest.mark.parametrize("retries", [0, 2])
+def test_a_stall_after_message_start_is_given_up_on_naming_the_setting(tmp_path, monkeypatch,
+                                                                       retries):
     monkeypatch.setenv("MEMGPT_LITE_TIMEOUT", "1.5")
     with FakeAnthropicServer() as server:
         server.enqueue(hang(seconds=60, after=1))  # message_start, then nothing
-        store, agent = open_agent(tmp_path, server)
+        client = AnthropicClient(base_url=server.base_url, api_key="test", max_retries=retries)
+        store = SQLiteStore(tmp_path / "t.db")
+        agent = Agent.open(store, "t", model_client=client)
         started = time.monotonic()
         done, errors = outcome(list(agent.step("the question")))
         took = time.monotonic() - started
         assert not done and len(errors) == 1
         assert errors[0].startswith(f"Gave up waiting for 127.0.0.1:{server.port}: it timed out")
         assert "a call may take 1.5 s, set by MEMGPT_LITE_TIMEOUT or --timeout" in errors[0]
+        if retries:  # a try's share of the deadline (0.5 s of silence) ended it: it says so
+            assert "silent mid-reply for 0.5 s, the most a try may wait;" in errors[0]
         assert took < 10
         assert outcome(list(agent.retry()))[0]
     assert recall_texts(store, agent.id).count("the question") == 1

@@ -49,10 +49,24 @@ def cleaned_stream(chunks: Iterator[bytes]) -> Iterator[bytes]:
     rest = b""
     for chunk in chunks:
         *lines, rest = (rest + chunk).split(b"\n")
-        if lines:
-            yield b"".join(_cleaned_line(line, partials) + b"\n" for line in lines)
+        yield from _cleaned_lines(lines, partials)
     if rest:
         yield _cleaned_line(rest, partials)
+
+
+def _cleaned_lines(lines: list[bytes], partials: dict[int, PartialJSON]) -> Iterator[bytes]:
+    """The lines of one chunk; those before a line that is not UTF-8 are passed on first, so
+    the events they end (message_start and its usage: the input is billed) are not lost."""
+    out: list[bytes] = []
+    try:
+        for line in lines:
+            out.append(_cleaned_line(line, partials) + b"\n")
+    except NotUTF8:
+        if out:
+            yield b"".join(out)
+        raise
+    if out:
+        yield b"".join(out)
 
 
 def _cleaned_line(line: bytes, partials: dict[int, PartialJSON]) -> bytes:

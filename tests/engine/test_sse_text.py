@@ -59,3 +59,12 @@ def test_lines_are_passed_on_as_they_complete():
     # the spinner see what has arrived).
     stream = cleaned_stream(iter([b"event: message_start\ndata: {}\n", b"\nevent: x"]))
     assert next(stream) == b"event: message_start\ndata: {}\n"
+
+
+def test_the_lines_before_a_bad_byte_are_passed_on_first():
+    # message_start and a bad line in one chunk: the SDK must still see message_start (its
+    # usage is what the failed call was billed).
+    stream = cleaned_stream(iter([b"event: message_start\ndata: {}\n\ndata: \xff\n\n"]))
+    assert next(stream) == b"event: message_start\ndata: {}\n\n"
+    with pytest.raises(NotUTF8):
+        next(stream)

@@ -91,8 +91,10 @@ def test_a_byte_that_is_not_utf8_ends_the_turn_in_one_sentence_and_retry_works(t
     with FakeAnthropicServer() as server:
         server.enqueue(not_utf8(after=3))
         store, agent = open_agent(tmp_path, server)
-        done, errors = outcome(list(agent.step("the question")))
+        events = list(agent.step("the question"))
+        done, errors = outcome(events)
         assert not done
+        assert events[-1].usage.total_input > 0  # message_start came first: its input is paid
         assert errors == [f"The server at 127.0.0.1:{server.port} sent bytes that are not "
                           f"UTF-8 in its reply stream, so the reply could not be read."]
         assert "the question" in recall_texts(store, agent.id)

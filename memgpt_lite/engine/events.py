@@ -59,6 +59,10 @@ class RetryWaitEvent:
     kind: Literal["retry_wait"] = "retry_wait"
 
 
+# What a model call streams before its response that the agent passes on to its observers.
+PASSED_ON = (TextDelta, ThinkingDelta, RetryWaitEvent)
+
+
 @dataclass
 class ModelCallStart:
     """A model call is about to be sent (call index within the turn, request digest)."""

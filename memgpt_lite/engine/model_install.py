@@ -290,6 +290,8 @@ def _reporting(name: str, progress: Progress) -> Any:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             kwargs["file"] = io.StringIO()
             super().__init__(*args, **kwargs)
+            # Now, as the file starts: the first update comes only after a whole chunk.
+            progress(name, int(self.n), int(self.total) if self.total else None)
 
         def update(self, n: float | None = 1) -> bool | None:
             shown = super().update(n)

@@ -353,18 +353,21 @@ def test_a_second_install_at_once_waits_for_the_first(tiny, monkeypatch):
     assert model_catalog.installed("tiny") is not None
 
 
-def _install_process(model: model_catalog.KnownModel, endpoint: str,
-                     **env: str) -> subprocess.Popen:
-    """`memgpt-lite embeddings install NAME --no-index` in a process of its own, with the
+def _install_command(model: model_catalog.KnownModel) -> list[str]:
+    """`memgpt-lite embeddings install NAME --no-index` for a process of its own, with the
     test's model added to the catalogue first."""
     code = ("import json, sys; from memgpt_lite.engine import model_catalog as c; "
             "from memgpt_lite.terminal import cli; m = c.KnownModel(**json.loads(sys.argv[1])); "
             "c.KNOWN[m.name] = m; sys.exit(cli.main(['embeddings', 'install', m.name, "
             "'--no-index']))")
-    return subprocess.Popen(
-        [sys.executable, "-c", code, json.dumps(dataclasses.asdict(model))],
-        env={**os.environ, "HF_ENDPOINT": endpoint, **env}, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
+    return [sys.executable, "-c", code, json.dumps(dataclasses.asdict(model))]
+
+
+def _install_process(model: model_catalog.KnownModel, endpoint: str,
+                     **env: str) -> subprocess.Popen:
+    return subprocess.Popen(_install_command(model), env={**os.environ, "HF_ENDPOINT": endpoint,
+                                                          **env},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 @pytest.mark.slow
@@ -402,3 +405,25 @@ def test_a_download_that_stalls_half_way_times_out_in_one_sentence(tiny):
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     assert f"The model hub at {hub.url} stopped answering while serving tiny" in err
     assert _nothing_installed()
+
+
+@pytest.mark.slow
+def test_on_a_terminal_the_install_draws_a_progress_bar(tiny):
+    pexpect = pytest.importorskip("pexpect")
+    model = model_catalog.KNOWN["tiny"]
+    size = len(tiny["onnx/model_quantized.onnx"])
+    with FakeHub(tiny, stall_body=True) as hub:
+        command = _install_command(model)
+        child = pexpect.spawn(command[0], command[1:], encoding="utf-8", timeout=60,
+                              env={**os.environ, "HF_ENDPOINT": hub.url,
+                                   "TERM": "xterm-256color", "COLUMNS": "100"},
+                              dimensions=(30, 100))
+        try:
+            child.expect_exact(f"0/{size} bytes")  # drawn as the file starts, half-way here
+            assert "fetching" not in child.before  # not the lines of a pipe
+            hub.release.set()
+            child.expect_exact("tiny installed in")
+            child.expect(pexpect.EOF)
+        finally:
+            child.close(force=True)
+    assert child.exitstatus == 0 and model_catalog.installed("tiny") is not None

@@ -113,7 +113,7 @@ def install(model: KnownModel, progress: Progress = lambda name, done, total: No
         digests, commit = {}, None
         for local, remote in model.files.items():
             if _offline(hub):
-                expected, path = _from_cache(hub, model, local, remote, partial)
+                expected, path, commit = _from_cache(hub, model, local, remote, partial)
             else:
                 expected, commit = _expected(hub, model, local, remote)
                 path = _download(hub, model, remote, partial, progress)
@@ -171,9 +171,10 @@ def _offline(hub: Any) -> bool:
 
 
 def _from_cache(hub: Any, model: KnownModel, local: str, remote: str,
-                folder: Path) -> tuple[str | None, Path]:
-    """(the digest the file must have, a copy of it in `folder`) from the hub client's
-    cache, for HF_HUB_OFFLINE=1: a cached file is named by the digest the hub gave."""
+                folder: Path) -> tuple[str | None, Path, str]:
+    """(the digest the file must have, a copy of it in `folder`, the commit it is of) from
+    the hub client's cache, for HF_HUB_OFFLINE=1: a cached file is named by the digest the
+    hub gave, under a folder named by the commit (snapshots/COMMIT/path in the repo)."""
     found = hub.try_to_load_from_cache(model.repo, remote, revision=model.revision)
     if not isinstance(found, str):
         raise EmbeddingError(f"HF_HUB_OFFLINE=1 is set and {model.name}'s {remote} is not in "
@@ -183,7 +184,8 @@ def _from_cache(hub: Any, model: KnownModel, local: str, remote: str,
     copy = folder / ".cache" / local
     private_dirs(copy.parent)
     shutil.copyfile(found, copy)
-    return model.sha256.get(local) or (blob if _SHA256.fullmatch(blob) else None), copy
+    commit = Path(found).parents[len(Path(remote).parts) - 1].name
+    return model.sha256.get(local) or (blob if _SHA256.fullmatch(blob) else None), copy, commit
 
 
 def _expected(hub: Any, model: KnownModel, local: str, remote: str) -> tuple[str | None, str]:

@@ -324,6 +324,7 @@ def test_offline_the_files_come_from_the_hub_clients_cache(tiny, monkeypatch, ca
     folder = model_catalog.models_dir() / "tiny"
     assert (folder / "model.onnx").read_bytes() == tiny["onnx/model_quantized.onnx"]
     manifest = model_catalog.installed("tiny")
+    assert manifest["revision"] == "c" * 40  # the commit the cache holds the files of
     assert manifest["sha256"]["tokenizer.json"] == hashlib.sha256(
         tiny["tokenizer.json"]).hexdigest()
     assert sorted(p.name for p in folder.iterdir()) == ["model.json", "model.onnx",

@@ -41,7 +41,7 @@ def fetch(model: KnownModel, progress: Progress = lambda name, done, total: None
     """(the model's folder, whether it was fetched now) with the install lock held: an
     installed copy whose files still match their manifest is kept as it is. `waiting` is
     called once when another install holds the lock."""
-    with _install_lock(waiting), _hub_quiet():
+    with _hub_quiet(), _install_lock(waiting):  # the extra missing: nothing is made
         folder = installed_copy(model)
         return (folder, False) if folder is not None else (install(model, progress), True)
 
@@ -206,6 +206,7 @@ def _download(hub: Any, model: KnownModel, remote: str, folder: Path,
     try:
         return Path(hub.hf_hub_download(model.repo, remote, revision=model.revision,
                                         local_dir=folder, endpoint=_endpoint(),
+                                        etag_timeout=_timeout(),
                                         tqdm_class=_reporting(remote, progress)))
     except Exception as exc:  # the hub client's and httpx's error types
         if isinstance(exc, OSError) and not _from_the_network(exc):

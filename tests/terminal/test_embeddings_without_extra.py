@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from memgpt_lite.engine import config
+
 pytestmark = pytest.mark.slow
 HEAVY = ("huggingface_hub", "numpy", "onnxruntime", "tokenizers", "tqdm")
 
@@ -33,5 +35,6 @@ def test_install_without_the_extra_names_it_in_one_sentence():
                 "from memgpt_lite.terminal import cli; "
                 "sys.exit(cli.main(['embeddings', 'install']))")
     assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert not config.data_dir().exists()  # nothing made for an install that cannot run
     assert done.stderr.strip() == ("memgpt-lite: Installing a model needs the embeddings "
                                    "extra: pip install 'memgpt-lite[embeddings]'.")

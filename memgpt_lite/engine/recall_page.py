@@ -45,6 +45,11 @@ NAME_CURRENT = {4: False}
 # From layout 4 the reply under a hit is the next message of at least this many words: an
 # "OK." says nothing, and in a piped conversation the answer comes after it.
 REPLY_WORDS = {4: 3}
+# Layouts where a search shows each message once over its pages (recall_head.py): a hit
+# already shown on an earlier page as the reply under a question gives way to the next one.
+ONCE_A_SEARCH: dict[int, bool] = {}
+WHOLE_REPLIES = False  # measured: a reply too long to show whole is left out
+BULLET = "- "  # measured: the line of a hit without it
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+")
 TURN_QUERY = re.compile(r"\s*turn:(\d{1,15})\s*")  # "turn:57": that turn's messages whole
 
@@ -103,10 +108,22 @@ def _layout2(hits: list[SearchHit], query: str,
         for hit in group:
             also = sorted(set(seen[" ".join(hit.text.lower().split())]) - {day})
             more = f" (also said {', '.join(also)})" if also else ""
-            lines.append(f"- {hit.role}{_status(hit)}: {window(hit, query)}{more}")
-            if REPLY_CHARS > 0 and (REPLIES_UNDER == "all" or _asks(hit.text)):
-                lines += [f"  ↳ {r.role}: {one_line(r.text, REPLY_CHARS)}" for r in hit.context]
+            lines.append(f"{BULLET}{hit.role}{_status(hit)}: {window(hit, query, HIT_CHARS)}"
+                         f"{more}")
+            if shows_reply(hit):
+                lines += [f"  ↳ {r.role}: {one_line(r.text, REPLY_CHARS)}" for r in hit.context
+                          if not WHOLE_REPLIES or shown_whole(r.text)]
     return lines
+
+
+def shows_reply(hit: SearchHit) -> bool:
+    """Whether the reply that followed `hit` is shown under it (layout 2 on)."""
+    return REPLY_CHARS > 0 and (REPLIES_UNDER == "all" or _asks(hit.text))
+
+
+def shown_whole(text: str) -> bool:
+    """Whether a reply's text fits under its hit uncut."""
+    return len(one_line(text)) <= REPLY_CHARS
 
 
 def _asks(text: str) -> bool:

@@ -51,6 +51,15 @@ VARIANTS: dict[str, tuple[int, dict[str, Any]]] = {
     **{f"layout 4, coverage {c}, time {t}, date {d}": (4, {
         "search.COVERAGE_WEIGHT": c, "search.TIME_WEIGHT": t, "search.DATE_WEIGHT": d})
        for c in (0.0, 1.0) for t in (0.0, 0.5) for d in (0.0, 1.0)},
+    **{f"layout 4, length {w}": (4, {"search.LENGTH_WEIGHT": w})
+       for w in (-0.2, -0.1, 0.1, 0.2, 0.3, 0.5)},
+    **{f"layout 4, {n} hits a page": (4, {"PER_PAGE": {1: 5, 2: 10, 3: 10, 4: n}})
+       for n in (15, 20)},
+    "layout 4, shown once a search": (4, {"ONCE_A_SEARCH": {4: True}}),
+    "layout 4, only whole replies": (4, {"WHOLE_REPLIES": True}),
+    "layout 4, no bullets": (4, {"BULLET": ""}),
+    **{f"layout 4, replies cut at {n}": (4, {"REPLY_CHARS": n}) for n in (200, 400, 500)},
+    **{f"layout 4, window {n}": (4, {"HIT_CHARS": n}) for n in (150, 200, 300)},
 }
 
 

@@ -1,4 +1,4 @@
-"""Search layouts 3 and 4: the first pages of `conversation_search`, re-ranked with their
+"""Search layouts 3 to 5: the first pages of `conversation_search`, re-ranked with their
 texts in hand (`search.rerank`: every query term held, when a question asks when, the month
 it names), each hit with the reply that followed it (from layout 4, a reply of a few words
 is passed over: recall_page.REPLY_WORDS). Later pages keep the store's order: none of their
@@ -11,7 +11,7 @@ import math
 from collections.abc import Collection
 
 from memgpt_lite.engine import recall_page, search
-from memgpt_lite.engine.records import SearchHit, SearchPage
+from memgpt_lite.engine.records import SearchPage
 from memgpt_lite.engine.store import Store
 
 
@@ -40,37 +40,11 @@ def message_page(store: Store, layout: int, agent_id: int, query: str, page: int
     rows = [(h.id, h.score, h.text, h.created_at) for h in head.hits if h.id not in low]
     order = search.rerank(query, rows)
     order += [h.id for h in head.hits if h.id in low]
-    by_id = {h.id: h for h in head.hits}
-    if recall_page.ONCE_A_SEARCH.get(layout, False):
-        hits = _shown_once(store, agent_id, order, by_id, page, per_page, words, leave_out)
-        return SearchPage(hits, page, math.ceil(head.total / per_page), head.total)
     ids = order[(page - 1) * per_page:page * per_page]
+    by_id = {h.id: h for h in head.hits}
     replies = store.replies(agent_id, ids, words)
     gone = set(ids) | set(leave_out)  # a reply that is a hit of the page is shown there
     hits = [by_id[i] for i in ids]
     for hit in hits:
         hit.context = [r for r in replies.get(hit.id, []) if r.id not in gone]
     return SearchPage(hits, page, math.ceil(head.total / per_page), head.total)
-
-
-def _shown_once(store: Store, agent_id: int, order: list[int], by_id: dict[int, SearchHit],
-                page: int, per_page: int, words: int,
-                leave_out: Collection[int]) -> list[SearchHit]:
-    """Page `page` of the re-ranked head with each message shown once over pages 1..page: a
-    hit already shown whole on an earlier page as the reply under a question is passed over
-    for the next one, and a reply shown before (as a hit or a reply) is not shown again. The
-    model reads page 1, then 2: a message twice is tokens spent on no new evidence."""
-    replies = store.replies(agent_id, order, words)  # one query for the whole head
-    shown, at, hits = set(leave_out), 0, []
-    for _ in range(page):
-        hits = []
-        while len(hits) < per_page and at < len(order):
-            if order[at] not in shown:
-                hits.append(by_id[order[at]])
-            at += 1
-        on_page = shown | {h.id for h in hits}
-        for hit in hits:
-            hit.context = [r for r in replies.get(hit.id, []) if r.id not in on_page]
-        shown = on_page | {r.id for h in hits if recall_page.shows_reply(h) for r in h.context
-                           if recall_page.shown_whole(r.text)}
-    return hits

@@ -282,10 +282,6 @@ RERANK_PAGES = 5  # pages 1..5 are re-ranked; later pages keep BM25's order
 COVERAGE_WEIGHT = 1.0  # a hit holding every query term scores (1 + this) times its score
 TIME_WEIGHT = 0.5  # for a question about time, a hit saying when scores (1 + this) times
 DATE_WEIGHT = 1.0  # for a question naming a month, a hit of that month scores (1 + this) times
-# A hit's score is divided by its length (characters, at least SHORT_CHARS) to this power: a
-# page holds a budget of tokens, so two short hits can cost what one long one does.
-LENGTH_WEIGHT = 0.0
-SHORT_CHARS = 40
 
 _TIME_QUESTION = re.compile(
     r"\b(when|how long|how many (?:days|weeks|months|years)|what (?:year|month|day|date|time)"
@@ -390,7 +386,5 @@ def rerank(query: str, head: list[tuple[int, float, str, str]]) -> list[int]:
             factor *= 1.0 + TIME_WEIGHT
         if months and in_months(created_at, months):
             factor *= 1.0 + DATE_WEIGHT
-        if LENGTH_WEIGHT:
-            factor /= max(len(text), SHORT_CHARS) ** LENGTH_WEIGHT
         scored.append((-score * factor, rank, i))
     return [i for _, _, i in sorted(scored)]

@@ -78,10 +78,10 @@ def cmd_embeddings_list(args: argparse.Namespace) -> int:
 def cmd_embeddings_install(args: argparse.Namespace) -> int:
     """`memgpt-lite embeddings install [MODEL]`: fetch the model once (a progress bar, a
     sha256 check, into the data dir's models folder), make it the default embedder, then
-    index every agent with it."""
+    index every agent with it. A model already installed intact is not fetched again."""
     from memgpt_lite.engine.embeddings import EmbeddingError
     from memgpt_lite.engine.model_catalog import DEFAULT_MODEL, KNOWN
-    from memgpt_lite.engine.model_install import install, make_default
+    from memgpt_lite.engine.model_install import fetch, make_default
 
     name = args.model or DEFAULT_MODEL
     model = KNOWN.get(name)
@@ -90,17 +90,34 @@ def cmd_embeddings_install(args: argparse.Namespace) -> int:
                         f"shows them: {', '.join(KNOWN)}.")
     console = Console(highlight=False)
     try:
-        folder = _installing(console, model, install)
+        folder, fetched = _installing(console, model, fetch)
         make_default(name)
     except EmbeddingError as exc:
         raise UserError(str(exc)) from None
-    console.print(f"{name} installed in {folder} and made the default embedder", markup=False)
+    how = "installed in" if fetched else "was already installed (files checked) in"
+    console.print(f"{name} {how} {folder} and made the default embedder", markup=False)
     if args.no_index:
         return EXIT_OK
     return cmd_index(argparse.Namespace(agent=None, embedder=None))
 
 
-def _installing(console: Console, model: Any, install: Callable[..., Any]) -> Any:
+def _installing(console: Console, model: Any, fetch: Callable[..., Any]) -> Any:
+    """`fetch` with a progress bar on a terminal; piped, one line as each file starts."""
+    def waiting() -> None:
+        console.print("another install is running in this data dir; waiting for it",
+                      markup=False)
+
+    if not console.is_terminal:
+        started: set[str] = set()
+
+        def line(name: str, done: int, total: int | None) -> None:
+            if name not in started:
+                started.add(name)
+                size = "" if not total else (f" ({total / 1e6:,.1f} MB)" if total >= 100_000
+                                             else f" ({total:,} bytes)")
+                console.print(f"{model.name}: fetching {name}{size}", markup=False)
+
+        return fetch(model, line, waiting)
     from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
     columns = ("{task.description}", BarColumn(), DownloadColumn(), TimeRemainingColumn())
@@ -112,7 +129,7 @@ def _installing(console: Console, model: Any, install: Callable[..., Any]) -> An
                 tasks[name] = bar.add_task(f"{model.name}: {name}", total=total)
             bar.update(tasks[name], completed=done, total=total)
 
-        return install(model, show)
+        return fetch(model, show, waiting)
 
 
 def cmd_index(args: argparse.Namespace) -> int:

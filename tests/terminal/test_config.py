@@ -317,6 +317,7 @@ def test_set_refuses_settings_the_next_chat_refuses(lines, args, words, capsys):
 @pytest.mark.parametrize("key, text, words", [
     ("database_url", "mysql://u@h/db", "database_url: mysql:// databases are not supported"),
     ("database_url", "sqlite:///", "/ is a directory, not a memgpt-lite database"),
+    ("database_url", "sqlite://memory.db", "names no file: a SQLite URL has three slashes"),
     ("database_url", "{tmp}", "is a directory, not a memgpt-lite database"),
     ("database_url", "{tmp}/notes.txt", "notes.txt is not a SQLite database"),
     ("database_url", "{tmp}/foreign.db", "foreign.db is a SQLite database from another program"),
@@ -460,3 +461,15 @@ def test_a_bad_value_in_the_file_stops_only_the_commands_that_read_it(capsys, mo
     monkeypatch.setenv("MEMGPT_LITE_CONTEXT_WINDOW", "20000")
     assert cli.main(["agents", "create", "ada"]) == 0
     assert path().read_text().startswith('embeddings_url = "ftp://x"')  # nothing rewritten
+
+
+def test_a_sqlite_url_is_percent_decoded(tmp_path, capsys):
+    """`--db sqlite:///…/my%20notes.db` made a file named `my%20notes.db`: a URL's path
+    is percent-decoded, a plain path is not."""
+    url = f"sqlite://{tmp_path}/my%20notes.db"
+    assert cli.main(["--db", url, "agents", "create", "work"]) == 0
+    assert (tmp_path / "my notes.db").is_file()
+    assert not (tmp_path / "my%20notes.db").exists()
+    assert cli.main(["--db", str(tmp_path / "my%20notes.db"), "agents", "create", "x"]) == 0
+    assert (tmp_path / "my%20notes.db").is_file()
+    capsys.readouterr()

@@ -74,12 +74,13 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
         raise UserError("-p needs a message (or - to read it from stdin).", EXIT_USAGE)
     flags = _flags(meta, model, context_window, max_tokens, thinking, confirm_memory)
     root = str(project_root(project))  # a bad --project is one sentence before anything opens
-    conversation = config.parse_positive_int(resume, "--resume") if resume else None
+    conversation = _resume_id(resume)
     # raises AuthError saying how to set the key, ConfigError for a bad timeout
     client = AnthropicClient(timeout=config.timeout_setting(timeout))
     from memgpt_lite.engine.store import open_store
 
     with open_store() as store:
+        agent_checks.refuse_renamed(store, agent_name, "chat")
         if conversation is not None and store.get_agent(agent_name) is None:
             raise UserError(f"There is no agent named {agent_name!r} yet, so it has no "
                             f"conversation {conversation} to resume.")
@@ -318,6 +319,17 @@ def open_recorder(agent: Any) -> Any:
 
 
 # --------------------------------------------------------------------------- the rest
+
+
+def _resume_id(resume: str | None) -> int | None:
+    """--resume's conversation id (None: the most recent). An empty one is a mistake (a
+    script's unset variable), not "the most recent"."""
+    if resume is None:
+        return None
+    if not resume.strip():
+        raise UserError("--resume needs a conversation id (`memgpt-lite conversations` lists "
+                        "them); leave it out to resume the most recent.", EXIT_USAGE)
+    return config.parse_positive_int(resume, "--resume")
 
 
 def _check_agent_name(name: str) -> None:

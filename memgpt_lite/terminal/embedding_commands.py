@@ -10,6 +10,7 @@ from typing import Any
 
 from rich.console import Console
 
+from memgpt_lite.terminal import agent_checks
 from memgpt_lite.terminal.exit_codes import EXIT_OK, UserError
 
 
@@ -143,9 +144,8 @@ def cmd_index(args: argparse.Namespace) -> int:
         raise UserError(_no_embedder(args.embedder))
     console = Console(highlight=False)
     with open_store() as store:
-        agents = [a for a in store.list_agents() if args.agent in (None, a.name)]
-        if args.agent and not agents:
-            raise UserError(f"There is no agent named {args.agent!r}.")
+        agents = ([agent_checks.require_agent(store, args.agent)] if args.agent
+                  else store.list_agents())
         for agent in agents:
             try:
                 done = _index_one(console, store, agent, embedder, index_agent)
@@ -200,9 +200,11 @@ def doctor_vectors(store: Any, ok: Callable[[str], None], warn: Callable[[str], 
     """One line per agent: how many rows lack a vector of the configured model (nothing
     when no embedder is configured and no agent has vectors)."""
     embedder = None
+    from memgpt_lite.engine.config import ConfigError
+
     try:
         embedder = configured_embedder()
-    except UserError as exc:
+    except (UserError, ConfigError) as exc:  # a bad config file value: the doctor's FAIL too
         warn(f"hybrid search: {exc}")
     model = getattr(embedder, "name", None)
     for agent in store.list_agents():

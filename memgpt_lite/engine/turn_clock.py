@@ -5,6 +5,10 @@ clock. A recording keeps every reading of a turn, so that its replay serves them
 order and its requests (search results show times) match byte for byte. The agent makes one
 `TurnClock` per turn and tells its observers of each reading (see `Agent.observed`); nobody
 wraps or replaces the agent's clock from outside.
+
+A live agent's clock reads the local time with its UTC offset: stored rows are in UTC
+(records.utc_iso), but from model contract 3 the model is told the turn's local date and
+time (context.py), and a recording keeps each reading with its offset (records.zoned_iso).
 """
 
 from __future__ import annotations
@@ -12,6 +16,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Protocol
+
+
+def local_now() -> datetime:
+    """Now, in the machine's local time zone (aware, with that zone's UTC offset)."""
+    return datetime.now().astimezone()
 
 
 class ClockObserver(Protocol):

@@ -27,14 +27,13 @@ from memgpt_lite.engine.context import BuiltContext, ContextBuilder, ContextInpu
 from memgpt_lite.engine.context_report import ContextReport, context_report
 from memgpt_lite.engine.errors import ModelError, PromptTooLongError
 from memgpt_lite.engine.events import (
+    PASSED_ON,
     ErrorEvent,
     Event,
     ModelCallStart,
     NoticeEvent,
     PromptTooLongEvent,
     ResponseEvent,
-    TextDelta,
-    ThinkingDelta,
     ToolCallEvent,
     ToolResultEvent,
     TurnEndEvent,
@@ -413,7 +412,7 @@ class Agent(AgentTasks):
             for item in self.model_client.stream(request):
                 if isinstance(item, ModelResponse):
                     response = item
-                elif isinstance(item, (TextDelta, ThinkingDelta)):
+                elif isinstance(item, PASSED_ON):
                     yield item
         except PromptTooLongError as exc:
             run.overflow, run.provider_max = exc.actual, exc.maximum

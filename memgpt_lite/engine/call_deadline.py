@@ -9,7 +9,9 @@ read at once) and `on_request`, a request hook, keeps the SDK from starting anot
 for a call nobody waits for (and counts the attempts, for the sentence that says so).
 `on_response` tells the SDK not to retry when its wait before the retry (the server's
 retry-after, or its own back-off) would end past the deadline: the server did answer, so the
-user hears what it said (rate limited, overloaded) rather than a time-out after a sleep.
+user hears what it said (rate limited, overloaded) rather than a time-out after a sleep. A wait
+the SDK does sleep is told to the caller as it begins (a `RetryWaitEvent` among the items): the
+SDK does the waiting, once; this only says so.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
+
+from memgpt_lite.engine.events import RetryWaitEvent
 
 _DONE = object()
 
@@ -40,8 +44,9 @@ class CallThread(threading.Thread):
     can shut its socket down, and may check `abandoned` between the items it yields.
     """
 
-    def __init__(self, produce: Callable[[CallThread], Iterable[Any]]):
+    def __init__(self, produce: Callable[[CallThread], Iterable[Any]], max_retries: int = 0):
         super().__init__(daemon=True, name="model-call")
+        self.max_retries = max_retries  # the SDK's: whether an answer will be retried
         self.abandoned = threading.Event()
         self.response: Any = None
         self.attempts = 0
@@ -81,6 +86,11 @@ class CallThread(threading.Thread):
         finally:
             self.abandon()
 
+    def tell(self, item: Any) -> None:
+        """Hand the caller `item` now, from inside the call (its HTTP hooks)."""
+        if not self.abandoned.is_set():
+            self._out.put((True, item))
+
     def abandon(self) -> None:
         self.abandoned.set()
         _shut_down(self.response)
@@ -107,29 +117,47 @@ def on_response(response: Any) -> None:
     call's deadline is not retried (`x-should-retry: false`, which the SDK obeys), so the
     error it carries reaches the caller now."""
     thread = threading.current_thread()
-    if not isinstance(thread, CallThread) or not _retryable(response.status_code):
+    if not isinstance(thread, CallThread) or not _retried_by_sdk(response, thread.max_retries):
         return
-    if time.monotonic() + _retry_wait(response) >= thread.deadline:
+    asked = asked_wait(response.headers)
+    wait = asked if asked is not None else _backoff(response)
+    if time.monotonic() + wait >= thread.deadline:
         response.headers["x-should-retry"] = "false"
+    else:
+        thread.tell(RetryWaitEvent(response.status_code, wait, asked is not None))
 
 
-def _retryable(status: int) -> bool:
+def _retried_by_sdk(response: Any, max_retries: int) -> bool:
+    """Whether the SDK retries this answer (its rule: the server's x-should-retry first, then
+    the status), with retries left."""
+    tries = response.request.headers.get("x-stainless-retry-count", "0")
+    if max_retries - (int(tries) if tries.isdigit() else 0) <= 0:
+        return False
+    said = response.headers.get("x-should-retry")
+    if said in ("true", "false"):
+        return said == "true"
+    status = response.status_code
     return status in (408, 409, 429) or status >= 500
 
 
-def _retry_wait(response: Any) -> float:
-    """The longest the SDK sleeps before retrying `response` (as its retry loop computes it)."""
-    headers = response.headers
+def asked_wait(headers: Any) -> float | None:
+    """The wait the server named, as the SDK reads it: the first of retry-after-ms and
+    retry-after that is a number decides (one of 0 or less, or NaN, means the back-off), else
+    retry-after as an HTTP date."""
     for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
         try:
             wait = float(headers.get(name, "")) * scale
         except ValueError:
             continue
-        if wait > 0:
-            return wait
+        return wait if wait > 0 else None
     date = email.utils.parsedate_tz(headers.get("retry-after", ""))
     if date is not None and email.utils.mktime_tz(date) > time.time():
         return email.utils.mktime_tz(date) - time.time()
+    return None
+
+
+def _backoff(response: Any) -> float:
+    """The longest the SDK's own back-off sleeps before this retry."""
     tries = response.request.headers.get("x-stainless-retry-count", "0")
     retried = int(tries) if tries.isdigit() else 0
     return min(_FIRST_BACKOFF * 2.0 ** min(retried, 16), _MOST_BACKOFF)

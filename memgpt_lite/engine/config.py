@@ -202,6 +202,9 @@ def resolve_settings(stored: dict[str, Any] | None,
     for layer, source in layers:
         values.update(layer)
         sources.update(dict.fromkeys(layer, source))
+    for key in load().bad:  # only a bad value that nothing above replaces is in the way
+        if sources.get(key) == "default":
+            load().refuse(key)
     return Settings(**values).check(room=False), sources
 
 

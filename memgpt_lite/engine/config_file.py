@@ -16,7 +16,7 @@ import contextlib
 import os
 import re
 import tomllib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,20 +44,28 @@ def config_path() -> Path:
 @dataclass
 class ConfigFile:
     """The file's checked values (model aliases resolved), the keys it holds that are not
-    settings, and whether it exists at all."""
+    settings, and whether it exists at all. A value its setting cannot take is in `bad`
+    (key → (the value as written, the sentence naming the file, the key and the fix)), not
+    in `values`: only a command that reads that setting fails (`refuse`)."""
 
     path: Path
     values: dict[str, Any] = field(default_factory=dict)
     unknown: list[str] = field(default_factory=list)
     exists: bool = False
+    bad: dict[str, tuple[Any, str]] = field(default_factory=dict)
+
+    def refuse(self, key: str) -> None:
+        """ConfigError (its one sentence) when the file's value of `key` is bad."""
+        if key in self.bad:
+            raise ConfigError(self.bad[key][1])
 
 
 _cache: dict[Path, tuple[tuple[int, int, int], ConfigFile]] = {}
 
 
 def load(path: Path | None = None) -> ConfigFile:
-    """The config file, checked (ConfigError for TOML that does not parse or a value a
-    setting cannot take). Read again only when the file changed."""
+    """The config file, checked (ConfigError for TOML that does not parse; a value a
+    setting cannot take is kept in `bad`). Read again only when the file changed."""
     path = path or config_path()
     try:
         stat = path.stat()
@@ -107,19 +115,38 @@ def _checked(path: Path, raw: dict[str, Any]) -> ConfigFile:
         if setting is None or not setting.file:
             out.unknown.append(key)
             continue
-        out.values[key] = check_value(setting, value, f"{key} in {path}")
+        try:
+            out.values[key] = check_value(setting, value, f"{key} in {path}")
+        except ConfigError as exc:
+            out.bad[key] = (value, f"{str(exc).rstrip('.')}; fix it with `memgpt-lite config "
+                                   f"set {key} VALUE`, or `memgpt-lite config unset {key}` for "
+                                   f"the default.")
     return out
 
 
 def environment() -> dict[str, str]:
     """The environment as the readers of process-wide settings see it: the config file's
-    values under their variables' names, and the real environment over them."""
+    values under their variables' names, and the real environment over them. A value of
+    the file its setting cannot take is left out: its reader calls `refuse_bad`."""
     env = dict(os.environ)
     for key, value in load().values.items():
         setting = BY_KEY[key]
         if setting.env and not setting.agent and not env.get(setting.env, "").strip():
             env[setting.env] = as_text(value)
     return env
+
+
+def refuse_bad(keys: Iterable[str], env: dict[str, str] | None = None) -> None:
+    """ConfigError (its sentence) for the first of these process-wide settings whose value
+    in the file is bad and not overridden by `env` (default: the environment; a flag's
+    value put there counts)."""
+    env = os.environ if env is None else env
+    loaded, keys = load(), set(keys)
+    for key in loaded.bad:
+        setting = BY_KEY[key]
+        if (key in keys and setting.env and not setting.agent
+                and not env.get(setting.env, "").strip()):
+            loaded.refuse(key)
 
 
 def file_sources() -> dict[str, str]:
@@ -136,7 +163,12 @@ def file_sources() -> dict[str, str]:
 
 def env_value(var: str) -> str | None:
     """The value of a process-wide setting's variable: the environment's, else the config
-    file's (as text); None when neither sets it."""
+    file's (as text); None when neither sets it. ConfigError when the file's value is
+    bad and the environment does not set it."""
+    if not os.environ.get(var, "").strip():
+        key = next((s.key for s in BY_KEY.values() if s.env == var), None)
+        if key is not None:
+            load().refuse(key)
     value = environment().get(var, "").strip()
     return value or None
 

@@ -306,7 +306,10 @@ class EmbeddingConfig:
             from memgpt_lite.engine.config_file import environment, file_sources
 
             env, names = environment(), {**file_sources(), **(names or {})}
+        from memgpt_lite.engine.config_file import refuse_bad
+
         env, names = dict(env), dict(names or {})
+        refuse_bad({"embedder"}, env)
         spec = env.get("MEMGPT_LITE_EMBEDDER", "").strip()
         if not spec:
             installed = _installed_default(env, names)
@@ -317,6 +320,10 @@ class EmbeddingConfig:
         if kind not in ("none", "onnx", "http"):
             raise EmbeddingError(f"{_label('MEMGPT_LITE_EMBEDDER', names)} must be onnx:FOLDER, "
                                  f"http or none, got {quoted(spec, 60)}.")
+        # A bad value in the config file stops only an embedder that reads it: the
+        # endpoint's settings are http's alone.
+        if kind != "none":
+            refuse_bad(_HTTP_KEYS if kind == "http" else _LOCAL_KEYS, env)
         url = env.get("MEMGPT_LITE_EMBEDDINGS_URL", "").strip()
         if url and kind == "http":  # the rule `config set` applies: http(s) with a host
             _registry_checked("MEMGPT_LITE_EMBEDDINGS_URL", url,
@@ -390,6 +397,11 @@ def _to_set(missing: list[str], names: dict[str, str]) -> str:
     return f"{variables} (or {keys} in the config file)"
 
 
+_LOCAL_KEYS = {"embed_threads", "embed_query_prefix", "embed_passage_prefix"}
+_HTTP_KEYS = _LOCAL_KEYS | {"embeddings_url", "embeddings_model", "embeddings_key",
+                            "embeddings_timeout", "embeddings_input_type"}
+
+
 def _installed_default(env: dict[str, str], names: dict[str, str]) -> EmbeddingConfig | None:
     """The model `memgpt-lite embeddings install` made the default, when there is one."""
     from memgpt_lite.engine.model_catalog import default_model
@@ -398,6 +410,9 @@ def _installed_default(env: dict[str, str], names: dict[str, str]) -> EmbeddingC
     if found is None:
         return None
     folder, manifest = found
+    from memgpt_lite.engine.config_file import refuse_bad
+
+    refuse_bad({"embed_threads"}, env)  # the one setting it reads
     threads = int(_number(env, "MEMGPT_LITE_EMBED_THREADS", 1, names))
     return EmbeddingConfig(
         "onnx", str(folder), threads=threads, pooling=str(manifest.get("pooling") or "mean"),

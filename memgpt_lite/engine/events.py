@@ -47,6 +47,23 @@ class ThinkingDelta:
 
 
 @dataclass
+class RetryWaitEvent:
+    """The API answered an error its client retries after a wait (rate limited, overloaded):
+    told when the wait begins. `asked`: the server named the wait (retry-after-ms or
+    retry-after), else it is the client's back-off. Not recorded, as deltas are not: it belongs
+    to the connection, not the conversation (a replay makes no call to wait for)."""
+
+    status: int
+    seconds: float
+    asked: bool
+    kind: Literal["retry_wait"] = "retry_wait"
+
+
+# What a model call streams before its response that the agent passes on to its observers.
+PASSED_ON = (TextDelta, ThinkingDelta, RetryWaitEvent)
+
+
+@dataclass
 class ModelCallStart:
     """A model call is about to be sent (call index within the turn, request digest)."""
 
@@ -231,8 +248,8 @@ class TurnEndEvent:
 
 
 Event = Union[
-    UserEvent, TextDelta, ThinkingDelta, ModelCallStart, PromptTooLongEvent, ResponseEvent,
-    ToolCallEvent, ToolResultEvent, MemoryEditEvent, MemoryConfirmEvent, PressureAlertEvent,
+    UserEvent, TextDelta, ThinkingDelta, RetryWaitEvent, ModelCallStart, PromptTooLongEvent,
+    ResponseEvent, ToolCallEvent, ToolResultEvent, MemoryEditEvent, MemoryConfirmEvent, PressureAlertEvent,
     FoldEvent,
     EvictionEvent, SummaryEvent, ClipEvent, UsageEvent, NoticeEvent, DenseSearchEvent,
     ErrorEvent, TurnEndEvent,

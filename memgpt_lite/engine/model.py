@@ -15,7 +15,13 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from memgpt_lite.engine.call_deadline import CallThread, DeadlinePassed, on_request, on_response
+from memgpt_lite.engine.call_deadline import (
+    CallThread,
+    DeadlinePassed,
+    asked_wait,
+    on_request,
+    on_response,
+)
 from memgpt_lite.engine.config import ConfigError, base_url_problem, timeout_setting
 from memgpt_lite.engine.errors import (
     APIConnectionError,
@@ -27,15 +33,17 @@ from memgpt_lite.engine.errors import (
     RateLimitError,
     StreamError,
 )
-from memgpt_lite.engine.events import TextDelta, ThinkingDelta
+from memgpt_lite.engine.events import RetryWaitEvent, TextDelta, ThinkingDelta
 from memgpt_lite.engine.records import (
     ModelRequest,
     ModelResponse,
     Usage,
 )
+from memgpt_lite.engine.sse_text import NotUTF8
+from memgpt_lite.engine.sse_text import on_response as clean_events
 from memgpt_lite.engine.text import shorten
 
-StreamItem = TextDelta | ThinkingDelta | ModelResponse
+StreamItem = TextDelta | ThinkingDelta | RetryWaitEvent | ModelResponse
 
 
 def final_response(stream: Iterable[StreamItem]) -> ModelResponse:
@@ -71,8 +79,9 @@ READ_TIMEOUT = 60.0
 
 
 class ModelClient(Protocol):
-    """Streams one model call: deltas as they arrive, then exactly one ModelResponse last.
-    Raises `types.ModelError` subclasses, never SDK exceptions."""
+    """Streams one model call: deltas as they arrive (and a RetryWaitEvent when a retry of
+    the call waits), then exactly one ModelResponse last. Raises `types.ModelError`
+    subclasses, never SDK exceptions."""
 
     def stream(self, request: ModelRequest) -> Iterator[StreamItem]: ...
 
@@ -156,13 +165,15 @@ class AnthropicClient:
     def _http_client(self) -> Any:
         """The SDK's own HTTP client (or the one given), with the hooks that count a call's
         attempts, keep a call given up on from sending another, and keep the SDK from
-        sleeping past the deadline before a retry (call_deadline.py)."""
+        sleeping past the deadline before a retry (call_deadline.py), and the one that makes
+        a stream's text valid before the SDK builds the reply from it (sse_text.py)."""
         import anthropic
 
         given = self._args["http_client"]
         http = given if given is not None else anthropic.DefaultHttpxClient()
         hooks = dict(http.event_hooks)
-        for kind, hook in (("request", on_request), ("response", on_response)):
+        for kind, hook in (("request", on_request), ("response", on_response),
+                           ("response", clean_events)):
             if hook not in hooks.get(kind, []):
                 hooks[kind] = [*hooks.get(kind, []), hook]
         http.event_hooks = hooks
@@ -187,7 +198,8 @@ class AnthropicClient:
         body = request.to_api()
         body.pop("max_tokens", None)
         client = self._client
-        (counted,) = self._under_deadline(lambda call: [client.messages.count_tokens(**body)])
+        # The count comes last, after any retry's wait (told to a chat, not to a count).
+        *_, counted = self._under_deadline(lambda call: [client.messages.count_tokens(**body)])
         tokens = getattr(counted, "input_tokens", None)  # the SDK does not check the body
         if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
             raise StreamError(f"{self.host} answered a token count with no count in it: is "
@@ -198,7 +210,7 @@ class AnthropicClient:
         """What `produce` yields on a worker thread, until the call's deadline; every failure
         mapped to one ModelError."""
         self._started = time.monotonic()
-        call = CallThread(produce)
+        call = CallThread(produce, self.max_retries)
         try:
             yield from call.items(self._started + self.timeout)
         except DeadlinePassed:
@@ -302,13 +314,18 @@ class AnthropicClient:
         import httpx2  # the SDK's transport; imported with anthropic
 
         if isinstance(exc, httpx2.TimeoutException):
-            return self._gave_up()
+            # Mid-reply: the read's limit (a try's share of the deadline) ended the call, not
+            # the deadline itself, and the SDK retries no stream once it has begun.
+            return self._gave_up(silent=self._timeouts().read)
         if isinstance(exc, (httpx2.TransportError, httpx2.StreamError)):
             return StreamError(f"The connection to {self.host} broke mid-reply.")
+        if isinstance(exc, NotUTF8):
+            return StreamError(f"The server at {self.host} sent bytes that are not UTF-8 in "
+                               f"its reply stream, so the reply could not be read.")
         if isinstance(exc, ValueError) and str(exc).startswith(_UNREADABLE_TOOL_INPUT):
             # The model writes a tool call's input as JSON text, and the SDK parses it as it
-            # streams: JSON it cannot read (a lone surrogate escape such as \ud800, which
-            # valid text never holds) fails the stream before the call can be answered.
+            # streams: JSON it cannot read fails the stream before the call can be answered
+            # (a lone surrogate escape such as \ud800 never gets here: see sse_text.py).
             return StreamError("The model wrote a tool call whose input is not readable JSON "
                                f"({_parser_reason(exc)}).")
         unchecked = isinstance(exc, (AttributeError, TypeError)) and _raised_in_sdk(exc)
@@ -319,11 +336,13 @@ class AnthropicClient:
             return StreamError("The API sent a malformed response stream.")
         return None
 
-    def _gave_up(self, retried: str = "") -> APIConnectionError:
+    def _gave_up(self, retried: str = "", silent: float | None = None) -> APIConnectionError:
         waited = time.monotonic() - getattr(self, "_started", time.monotonic())
+        what = (f"silent mid-reply for {silent:.1f} s, the most a try may wait" if silent
+                else f"{waited:.1f} s{retried}")
         return APIConnectionError(
-            f"Gave up waiting for {self.host}: it timed out ({waited:.1f} s{retried}; a call "
-            f"may take {self.timeout:g} s, {self.timeout_source}).")
+            f"Gave up waiting for {self.host}: it timed out ({what}; a call may take "
+            f"{self.timeout:g} s, {self.timeout_source}).")
 
     def _retried(self, exc: Any) -> str:
         request = getattr(exc, "request", None)
@@ -426,8 +445,14 @@ def _response_of(message: Any) -> ModelResponse:
     usage = _usage_of(u)
     # exclude_none: the SDK fills absent optional fields with None; the API never sent them.
     content = [b.to_dict(mode="json", exclude_none=True) for b in message.content]
-    return ModelResponse(content=content, stop_reason=message.stop_reason, usage=usage,
-                         model=message.model or "", id=message.id or "")
+    return ModelResponse(content=content, stop_reason=_text(message.stop_reason) or None,
+                         usage=usage, model=_text(message.model), id=_text(message.id))
+
+
+def _text(value: Any) -> str:
+    """A field the API always sends as text (`id`, `model`, `stop_reason`), which the SDK does
+    not check: a compatible server's number, null or object there is taken as unknown ("")."""
+    return value if isinstance(value, str) else ""
 
 
 def _raised_in_sdk(exc: BaseException) -> bool:
@@ -475,10 +500,9 @@ def _error_field(exc: Any, key: str) -> Any:
 
 
 def _retry_after(headers: Any) -> str | None:
-    value = (headers.get("retry-after") or "").strip()
-    if not value.replace(".", "", 1).isdigit():
-        return value or None  # an HTTP date, shown as given
-    return f"{float(value):g}s" if float(value) > 0 else None
+    """The wait the server asked for, read as the SDK reads it (retry-after-ms first)."""
+    wait = asked_wait(headers)
+    return f"{wait:.1f}".rstrip("0").rstrip(".") + "s" if wait is not None else None
 
 
 def _caused_by(exc: BaseException, name: str) -> bool:

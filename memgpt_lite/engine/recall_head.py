@@ -1,4 +1,4 @@
-"""Search layouts 3 and 4: the first pages of `conversation_search`, re-ranked with their
+"""Search layouts 3 to 5: the first pages of `conversation_search`, re-ranked with their
 texts in hand (`search.rerank`: every query term held, when a question asks when, the month
 it names), each hit with the reply that followed it (from layout 4, a reply of a few words
 is passed over: recall_page.REPLY_WORDS). Later pages keep the store's order: none of their

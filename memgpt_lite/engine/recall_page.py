@@ -5,18 +5,21 @@ distinct evidence: each day is written once as a heading over its hits (in rank 
 day's best hit), a hit's line carries only its role, identical texts on a page are shown
 once with their other days, and a message longer than `HIT_CHARS` shows a window around its
 best-matching sentences, with a marker saying how to read it whole (`turn:N`). The reply
-that followed a hit is shown under it, cut at `REPLY_CHARS`.
+that followed a hit is shown under it, cut at `REPLY_CHARS` (from layout 5 only where a hit
+would be windowed, so a reply cut short no longer spends tokens on text the model cannot use).
 
 With `conversations` (the model contract from conversations on, prompts.CONTRACT) each hit
 names the agent's conversation it is from: layouts 2 and 3 head each day by conversation
 ("2025-03-01 · conv 2"), layout 1 starts each line with "[conv 2]"; layout 4 names only a
-conversation that is not the current one (the page's first line names that one).
+conversation that is not the current one (the page's first line names that one), as layout 5
+does.
 
 Layout 3 lays pages out as layout 2 does; what differs is the order of the first pages'
-hits (recall_head.py). Layout 4 (the default) orders them as layout 3 does, names fewer
+hits (recall_head.py). Layout 4 orders them as layout 3 does, names fewer
 conversations, and passes over a reply of one or two words ("OK.") for the next message
-(`REPLY_WORDS`). Layout 1 is the layout before 2 (every
-line dated to the minute, the reply labelled, long texts cut at the end). A replay selects
+(`REPLY_WORDS`); layout 5 (the default) is layout 4 with longer replies (`REPLY_CHARS`).
+Layout 1 is the layout before 2 (every line dated to the minute, the reply labelled, long
+texts cut at the end). A replay selects
 its recording's layout, so it stays exact.
 """
 
@@ -29,22 +32,25 @@ from memgpt_lite.engine.records import SearchHit
 from memgpt_lite.engine.search import PREFIX_CHARS, query_terms
 from memgpt_lite.engine.text import neutralise_tags
 
-LAYOUT = 4  # the current layout; recordings name theirs (see recording.py)
+LAYOUT = 5  # the current layout; recordings name theirs (see recording.py)
 HIT_CHARS = 500  # longer hits are cut (layout 1) or windowed (layout 2)
 CONTEXT_CHARS = 300  # layout 1: the reply under a hit
-REPLY_CHARS = 300  # layout 2: the reply under a hit
+# The reply under a hit, cut at this many characters, by layout (from 2). A reply cut short
+# is tokens spent on text the model cannot use whole; from layout 5 a reply is cut only
+# where a hit would be windowed (HIT_CHARS), so a LoCoMo reply is always shown whole.
+REPLY_CHARS = {2: 300, 3: 300, 4: 300, 5: HIT_CHARS}
 # Layout 2 shows the reply under a hit only when the hit asks something: the answer to a
 # question follows it, while a statement's reply is mostly a reaction ("Wow, congrats!").
 REPLIES_UNDER = "questions"  # or "all"
 # Hits per page, by layout. Ten one-line hits are ~700 tokens (the engine's count), so two
 # pages fill the 1,000-2,000 tokens a model reads of a search (docs/search.md).
-PER_PAGE = {1: 5, 2: 10, 3: 10, 4: 10}
+PER_PAGE = {1: 5, 2: 10, 3: 10, 4: 10, 5: 10}
 # From layout 4 a day heading names its conversation only when that is not the current one
 # (the page's first line says which one is current): one conversation's pages name none.
-NAME_CURRENT = {4: False}
+NAME_CURRENT = {4: False, 5: False}
 # From layout 4 the reply under a hit is the next message of at least this many words: an
 # "OK." says nothing, and in a piped conversation the answer comes after it.
-REPLY_WORDS = {4: 3}
+REPLY_WORDS = {4: 3, 5: 3}
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+")
 TURN_QUERY = re.compile(r"\s*turn:(\d{1,15})\s*")  # "turn:57": that turn's messages whole
 
@@ -68,7 +74,7 @@ def page_lines(hits: list[SearchHit], query: str, layout: int = LAYOUT,
     def named(hit: SearchHit) -> bool:
         return conversations and (every or (hit.conversation or 1) != current)
 
-    return _layout2(hits, query, named)
+    return _layout2(hits, query, named, REPLY_CHARS[layout])
 
 
 def _conv(hit: SearchHit) -> str:
@@ -84,8 +90,8 @@ def _layout1(hit: SearchHit, conversations: bool = False) -> list[str]:
     return lines
 
 
-def _layout2(hits: list[SearchHit], query: str,
-             named: Callable[[SearchHit], bool]) -> list[str]:
+def _layout2(hits: list[SearchHit], query: str, named: Callable[[SearchHit], bool],
+             reply_chars: int) -> list[str]:
     days: dict[str, list[SearchHit]] = {}  # heading (the day, and the conversation) -> hits
     seen: dict[str, list[str]] = {}  # shown text -> the other days it was also said on
     for hit in hits:
@@ -103,9 +109,9 @@ def _layout2(hits: list[SearchHit], query: str,
         for hit in group:
             also = sorted(set(seen[" ".join(hit.text.lower().split())]) - {day})
             more = f" (also said {', '.join(also)})" if also else ""
-            lines.append(f"- {hit.role}{_status(hit)}: {window(hit, query)}{more}")
-            if REPLY_CHARS > 0 and (REPLIES_UNDER == "all" or _asks(hit.text)):
-                lines += [f"  ↳ {r.role}: {one_line(r.text, REPLY_CHARS)}" for r in hit.context]
+            lines.append(f"- {hit.role}{_status(hit)}: {window(hit, query, HIT_CHARS)}{more}")
+            if reply_chars > 0 and (REPLIES_UNDER == "all" or _asks(hit.text)):
+                lines += [f"  ↳ {r.role}: {one_line(r.text, reply_chars)}" for r in hit.context]
     return lines
 
 

@@ -92,8 +92,9 @@ from memgpt_lite.engine.tokens import RULE
 
 RECORDING_VERSION = 2
 BASES = "bases"  # the folder of base snapshots, beside an agent's recordings
-# Deltas are redundant with the response line that follows them (see module docstring).
-UNRECORDED_KINDS = frozenset({"text_delta", "thinking_delta"})
+# Deltas are redundant with the response line that follows them (see module docstring); a
+# retry's wait belongs to the connection, and a replay makes no call to wait for.
+UNRECORDED_KINDS = frozenset({"text_delta", "thinking_delta", "retry_wait"})
 PROMPT_TOO_LONG = "prompt_too_long"
 # Lines of a turn that are not counted among its events (a shared_block's `after`, where an
 # interrupted turn was cut): the user line opens the turn, and a provider's refusal was

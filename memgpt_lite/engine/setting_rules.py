@@ -89,6 +89,9 @@ def database_problem(target: str) -> str | None:
     lower = text.lower()
     if lower.startswith(POSTGRES_SCHEMES) or lower.startswith("sqlite:///") or "://" not in text:
         return None
+    if lower.startswith("sqlite://"):  # sqlite://x.db: "x.db" would be a host, not a file
+        return (f"{text:.60} names no file: a SQLite URL has three slashes and a full path, "
+                "sqlite:///home/me/memory.db, or give the path alone.")
     return (f"{text.split('://')[0]:.40}:// databases are not supported; use a postgresql:// URL "
             "or a SQLite file.")
 

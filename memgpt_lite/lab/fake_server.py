@@ -242,13 +242,16 @@ class PromptCache:
 class Fault:
     """A scripted failure for one request. Build with the functions below."""
 
-    kind: str  # http | reset | hang | trickle | error_event | malformed_json | truncated
+    kind: str  # http | reset | hang | trickle | error_event | malformed_json | truncated |
+    # not_utf8 | odd_values
     status: int = 0
     error_type: str = ""
     message: str = ""
     headers: tuple[tuple[str, str], ...] = ()
     after: int | None = None  # stream faults: SSE events sent before the fault
     seconds: float = 0.0
+    values: tuple[tuple[str, Any], ...] = ()  # odd_values: the fields and what they are sent as
+    reply: ModelResponse | None = None  # stream faults: the reply cut (None: the default reply)
 
 
 def http_error(status: int, error_type: str, message: str,
@@ -298,23 +301,42 @@ def malformed_json(after: int = 2) -> Fault:
     return Fault("malformed_json", after=after)
 
 
-def truncated(after: int = 3) -> Fault:
-    """Close the stream cleanly after `after` events, without message_stop."""
-    return Fault("truncated", after=after)
+def truncated(after: int = 3, reply: ModelResponse | dict | None = None) -> Fault:
+    """Close the stream cleanly after `after` events, without message_stop; `reply` is the
+    one cut (e.g. a tool call, to cut inside its tool_use block), else the default reply."""
+    if isinstance(reply, dict):
+        reply = ModelResponse.from_dict(reply)
+    return Fault("truncated", after=after, reply=reply)
+
+
+def not_utf8(after: int = 3) -> Fault:
+    """Send a text delta holding a byte that is not UTF-8 after `after` events, then the rest
+    of the reply."""
+    return Fault("not_utf8", after=after)
+
+
+def odd_values(**values: Any) -> Fault:
+    """Stream the reply with these fields of message_start's message (`id`, `model`, `role`)
+    or message_delta's delta (`stop_reason`, `stop_sequence`) sent as given: a number, null,
+    an object where the API sends text."""
+    return Fault("odd_values", values=tuple(values.items()))
 
 
 Reply = ModelResponse | Callable[[dict], ModelResponse] | Fault
 
 
+FAULTS: dict[str, Callable[..., Fault]] = {
+    "rate_limited": rate_limited, "overloaded": overloaded, "server_error": server_error,
+    "unauthorized": unauthorized, "connection_reset": connection_reset, "hang": hang,
+    "trickle": trickle, "error_event": error_event, "malformed_json": malformed_json,
+    "truncated": truncated, "http_error": http_error, "not_utf8": not_utf8,
+    "odd_values": odd_values}
+
+
 def fault_from_dict(d: dict) -> Fault:
     """A Fault from JSON, e.g. {"fault": "rate_limited", "retry_after": 0} (for --script)."""
-    makers = {"rate_limited": rate_limited, "overloaded": overloaded, "server_error": server_error,
-              "unauthorized": unauthorized, "connection_reset": connection_reset, "hang": hang,
-              "trickle": trickle,
-              "error_event": error_event, "malformed_json": malformed_json,
-              "truncated": truncated, "http_error": http_error}
     args = {k: v for k, v in d.items() if k != "fault"}
-    return makers[d["fault"]](**args)
+    return FAULTS[d["fault"]](**args)
 
 
 # --------------------------------------------------------------------------- wire shapes
@@ -390,6 +412,31 @@ def sse_events(msg: dict, chunk: int = 16) -> list[tuple[str, dict]]:
                                      "usage": usage}))
     events.append(("message_stop", {"type": "message_stop"}))
     return events
+
+
+def _valid_unicode(body: Any) -> bool:
+    """Whether every string of a request is valid Unicode, as a strict server checks: JSON
+    can escape a lone surrogate (`"\\ud800"`), which no UTF-8 text holds."""
+    try:
+        json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _with_values(events: list[tuple[str, dict]], values: dict) -> list[tuple[str, dict]]:
+    out = []
+    for name, data in events:
+        if name == "message_start":
+            message = {**data["message"], **{k: v for k, v in values.items()
+                                             if k in ("id", "model", "role")}}
+            data = {**data, "message": message}
+        elif name == "message_delta":
+            delta = {**data["delta"], **{k: v for k, v in values.items()
+                                         if k in ("stop_reason", "stop_sequence")}}
+            data = {**data, "delta": delta}
+        out.append((name, data))
+    return out
 
 
 def _error_body(error_type: str, message: str, request_id: str) -> dict:
@@ -539,6 +586,10 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             self._send_error(400, "invalid_request_error", "request body is not valid JSON")
             return
+        if not _valid_unicode(body):
+            self._send_error(400, "invalid_request_error", "request body holds a lone "
+                             "surrogate escape (such as \\ud800), which is not valid Unicode")
+            return
         count_only = path.endswith("count_tokens")
         (self.owner.count_requests if count_only else self.owner.requests).append(body)
         if self._auth_failed():
@@ -574,7 +625,7 @@ class _Handler(BaseHTTPRequestHandler):
         if interrupts and (fault.after is None or not body.get("stream")):
             self._interrupt(fault)
             return
-        response = self.owner.default_reply(body) if fault else (
+        response = (fault.reply or self.owner.default_reply(body)) if fault else (
             reply(body) if callable(reply) else reply)
         msg = self._message(body, response)
         if body.get("stream"):
@@ -594,9 +645,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(200)
         self._headers({"content-type": "text/event-stream", "cache-control": "no-cache"})
         events = sse_events(msg, self.owner.chunk)
+        if fault is not None and fault.kind == "odd_values":
+            events = _with_values(events, dict(fault.values))
         for n, (name, data) in enumerate(events):
-            if fault is not None and n == fault.after:
-                self._stream_fault(fault)
+            if fault is not None and n == fault.after and self._stream_fault(fault):
                 break
             if fault is not None and fault.kind == "trickle" and self.owner._stopping.wait(
                     fault.seconds):
@@ -604,7 +656,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._write_event(name, json.dumps(data))
         self._record(status=200, stream=True, fault=fault.kind if fault else None)
 
-    def _stream_fault(self, fault: Fault) -> None:
+    def _stream_fault(self, fault: Fault) -> bool:
+        """Send `fault` mid-stream; whether the stream ends there."""
+        if fault.kind == "not_utf8":
+            self.wfile.write(b'event: content_block_delta\ndata: {"type": "content_block_delta", '
+                             b'"index": 0, "delta": {"type": "text_delta", "text": "caf\xe9"}}\n\n')
+            return False
         if fault.kind == "error_event":
             self._write_event("error", json.dumps(_error_body(
                 fault.error_type, fault.message, self.owner._new_id("req"))))
@@ -613,6 +670,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif fault.kind in ("reset", "hang"):
             self._interrupt(fault)
         # "truncated": just stop; the connection closes cleanly without message_stop
+        return True
 
     def _interrupt(self, fault: Fault) -> None:
         if fault.kind == "hang":
@@ -661,12 +719,22 @@ class _Handler(BaseHTTPRequestHandler):
 # --------------------------------------------------------------------------- manual use
 
 
-def _load_script(server: FakeAnthropicServer, path: str) -> None:
+def _script(path: str) -> list[Reply]:
     with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                d = json.loads(line)
-                server.enqueue(fault_from_dict(d) if "fault" in d else ModelResponse.from_dict(d))
+        return [_script_reply(line, n) for n, line in enumerate(f, 1) if line.strip()]
+
+
+def _script_reply(line: str, n: int) -> Reply:
+    """One line of a --script; ValueError naming the line when it is neither a reply nor a
+    fault this server knows."""
+    try:
+        d = json.loads(line)
+        if "fault" in d and d["fault"] not in FAULTS:
+            raise ValueError(f"unknown fault {d['fault']!r}")
+        return fault_from_dict(d) if "fault" in d else ModelResponse.from_dict(d)
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise ValueError(f"line {n} is not a reply or a fault ({exc}); the faults are "
+                         f"{', '.join(FAULTS)}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -698,16 +766,21 @@ def main(argv: list[str] | None = None) -> int:
                         help="count UTF-8 bytes instead of characters (CJK counts 3, an emoji 4)")
     parser.add_argument("--script", metavar="FILE",
                         help="JSONL of replies served in order, one per request: ModelResponse "
-                             'dicts or faults such as {"fault": "rate_limited"}; echo replies '
-                             "after the last")
+                             'dicts or faults such as {"fault": "rate_limited"} (faults: '
+                             f"{', '.join(FAULTS)}; their arguments as the functions of this "
+                             "module take them); echo replies after the last")
     args = parser.parse_args(argv)
     if not 0.1 <= args.chars_per_token <= 100:
         parser.error("--chars-per-token must be between 0.1 and 100")
+    try:
+        replies = _script(args.script) if args.script else []
+    except (OSError, ValueError) as exc:
+        parser.error(f"--script {args.script}: {exc}")
     server = FakeAnthropicServer(port=args.port, context_window=args.context_window,
                                  min_cache_tokens=args.min_cache_tokens,
                                  counting=Counting(args.chars_per_token, args.per_byte))
-    if args.script:
-        _load_script(server, args.script)
+    for reply in replies:
+        server.enqueue(reply)
     sys.stderr.write(f"Fake Anthropic API on {server.base_url} "
                      f"(export ANTHROPIC_BASE_URL={server.base_url}); Ctrl-C stops it.\n")
     try:

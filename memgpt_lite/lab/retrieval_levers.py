@@ -33,10 +33,10 @@ VARIANTS: dict[str, tuple[int, dict[str, Any]]] = {
     **{f"layout 4, re-rank {n} pages": (4, {"search.RERANK_PAGES": n}) for n in (3, 10, 20)},
     "layout 4, conversation on every heading": (4, {"NAME_CURRENT": {}}),
     "layout 2, replies under every hit": (2, {"REPLIES_UNDER": "all"}),
-    "layout 2, no replies": (2, {"REPLY_CHARS": 0}),
-    "layout 2, replies cut at 120": (2, {"REPLY_CHARS": 120}),
-    "layout 2, 5 hits a page": (2, {"PER_PAGE": {1: 5, 2: 5}}),
-    "layout 2, 20 hits a page": (2, {"PER_PAGE": {1: 5, 2: 20}}),
+    "layout 2, no replies": (2, {"REPLY_CHARS": {**recall_page.REPLY_CHARS, 2: 0}}),
+    "layout 2, replies cut at 120": (2, {"REPLY_CHARS": {**recall_page.REPLY_CHARS, 2: 120}}),
+    "layout 2, 5 hits a page": (2, {"PER_PAGE": {**recall_page.PER_PAGE, 2: 5}}),
+    "layout 2, 20 hits a page": (2, {"PER_PAGE": {**recall_page.PER_PAGE, 2: 20}}),
     **{f"layout 3, time {w}": (3, {"search.TIME_WEIGHT": w}) for w in (0.25, 0.5, 1.0, 2.0)},
     **{f"layout 3, coverage {w}": (3, {"search.COVERAGE_WEIGHT": w})
        for w in (0.25, 0.5, 1.0, 2.0)},
@@ -51,6 +51,15 @@ VARIANTS: dict[str, tuple[int, dict[str, Any]]] = {
     **{f"layout 4, coverage {c}, time {t}, date {d}": (4, {
         "search.COVERAGE_WEIGHT": c, "search.TIME_WEIGHT": t, "search.DATE_WEIGHT": d})
        for c in (0.0, 1.0) for t in (0.0, 0.5) for d in (0.0, 1.0)},
+    **{f"layout 4, {n} hits a page": (4, {"PER_PAGE": {**recall_page.PER_PAGE, 4: n}})
+       for n in (15, 20)},
+    **{f"layout 4, replies cut at {n}": (4, {"REPLY_CHARS": {**recall_page.REPLY_CHARS, 4: n}})
+       for n in (200, 400, 500)},
+    "layout 5": (5, {}),
+    **{f"layout 5, coverage {c}, time {t}, date {d}": (5, {
+        "search.COVERAGE_WEIGHT": c, "search.TIME_WEIGHT": t, "search.DATE_WEIGHT": d})
+       for c in (0.0, 1.0) for t in (0.0, 0.5) for d in (0.0, 1.0)},
+    **{f"layout 4, window {n}": (4, {"HIT_CHARS": n}) for n in (150, 200, 300)},
 }
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memgpt_lite.engine.events import Event
+from memgpt_lite.engine.tally import Tally
 from memgpt_lite.engine.text import quoted, shorten
 from memgpt_lite.lab.harness import ScenarioError
 from memgpt_lite.lab.judge import ask_judge
@@ -398,16 +399,23 @@ def _max_input_tokens(check: Check, state: RunState, _judge: Any) -> tuple[bool,
     return worst <= limit, f"largest {per}: {worst:,} input tokens (turn {turn}); limit {limit:,}"
 
 
-def _max_cost(check: Check, state: RunState, _judge: Any) -> tuple[bool, str]:
-    """Every paid call of the turn, the summariser's included (as TurnEndEvent counts)."""
+def _max_cost(check: Check, state: RunState, _judge: Any) -> tuple[bool | None, str]:
+    """Every paid call of the turn, the summariser's included (as TurnEndEvent counts). A
+    call on a model with no price has no cost to compare: the check is not judged (skipped)
+    unless the priced calls alone already pass the limit."""
     limit = float(check.params["max_usd"])
-    costs = [(t.index, e.cost_usd) for t in _turns_for(check, state) for e in t.of("turn_end")]
+    turns = _turns_for(check, state)
+    costs = [(t.index, e.cost_usd) for t in turns for e in t.of("turn_end")]
     if not costs:
         return False, "no turns to measure"
     turn, worst = max(costs, key=lambda c: c[1])
     total = sum(c for _, c in costs)
-    return worst <= limit, (f"dearest turn ${worst:.4f} (turn {turn}); limit ${limit:g}; "
-                            f"{len(costs)} turns ${total:.4f}")
+    detail = f"dearest turn ${worst:.4f} (turn {turn}); limit ${limit:g}; {len(costs)} turns"
+    unpriced = sorted(set().union(*(Tally().add_all(t.events).unpriced for t in turns)))
+    if unpriced and worst <= limit:
+        return None, (f"not judged: no price for {', '.join(unpriced)} (MEMGPT_LITE_PRICES "
+                      f"gives one); priced calls only: {detail} ${total:.4f} + unknown")
+    return worst <= limit, f"{detail} ${total:.4f}" + (" + unknown" if unpriced else "")
 
 
 def _judge(check: Check, state: RunState, judge: Any) -> tuple[bool | None, str]:

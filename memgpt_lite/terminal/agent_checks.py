@@ -171,12 +171,14 @@ def settle(store: Any, row: Any, *, for_export: bool = False) -> bool:
     return True
 
 
-def require_agent(store: Any, name: str) -> Any:
+def require_agent(store: Any, name: str, *, say: bool = True) -> Any:
     """The existing agent `name` (under any name it has, even one from before the naming
-    rule); else one sentence: the naming rule if the name breaks it, or the agents there are."""
+    rule, or a name it had before a rename: then a line on stderr says so, unless `say` is
+    False); else one sentence: the naming rule if the name breaks it, or the agents there
+    are."""
     from memgpt_lite.engine.config import agent_name_problem
 
-    row = store.get_agent(name)
+    row = find_agent(store, name, say=say)
     if row is None:
         problem = agent_name_problem(name)
         if problem:
@@ -184,3 +186,32 @@ def require_agent(store: Any, name: str) -> Any:
         names = ", ".join(a.name for a in store.list_agents()) or "none yet"
         raise UserError(f"There is no agent named {name!r} (agents: {names}).")
     return row
+
+
+def find_agent(store: Any, name: str, *, say: bool = True) -> Any:
+    """The agent named `name`, or the one renamed from it (a line on stderr says which,
+    unless `say` is False: scripts and habits still say the old name); else None."""
+    from memgpt_lite.terminal import render
+
+    row = store.get_agent(name)
+    if row is not None:
+        return row
+    row = store.renamed_agent(name)
+    if row is not None and say:
+        print(render.visible(f"memgpt-lite: agent {name!r} was renamed to {row.name!r}; using "
+                             f"{row.name!r}."), file=sys.stderr)
+    return row
+
+
+def refuse_renamed(store: Any, name: str, command: str) -> None:
+    """UserError (exit 2) when `name` is an agent's name from before a rename: `chat` and
+    `mcp` would otherwise create a new, empty agent of that name unasked."""
+    import shlex
+
+    row = store.renamed_agent(name)
+    if row is None:
+        return
+    raise UserError(f"Agent {name!r} was renamed to {row.name!r}: run `memgpt-lite {command} "
+                    f"--agent {shlex.quote(row.name)}`, or `memgpt-lite agents create "
+                    f"{shlex.quote(name)}` first to start "
+                    f"a new agent named {name!r}.", EXIT_USAGE)

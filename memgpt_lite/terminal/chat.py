@@ -52,6 +52,9 @@ class ChatSession:
         self.interrupted_turns = 0  # turns cancelled by Ctrl-C
         self.hide_typing = hide_typing or contextlib.nullcontext
         self.recorder_factory = recorder_factory
+        # Runs once, before the first turn (chat_main: the API's count of a new agent's
+        # first request, asked while the user typed).
+        self.before_first_turn: Callable[[], None] | None = None
         self.reader: LineReader | None = None
         self.confirm = confirm
         self.edit = edit or edit_in_editor
@@ -226,6 +229,9 @@ class ChatSession:
                compact: bool = False) -> Iterator[Any]:
         from memgpt_lite.engine.recording import RecordingUnavailable, recorded_step
 
+        if self.before_first_turn is not None:  # before anything is sent or recorded
+            self.before_first_turn()
+            self.before_first_turn = None
         problem = self._recording_problem()
         if self.recorder is None and self.recorder_factory is not None:
             try:

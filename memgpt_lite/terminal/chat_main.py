@@ -30,6 +30,7 @@ from memgpt_lite.terminal.chat import (
     piped_loop,
 )
 from memgpt_lite.terminal.exit_codes import EXIT_ERROR, EXIT_USAGE, UserError, ended_by_signals
+from memgpt_lite.terminal.first_count import FirstCount, count_briefly, least_request
 from memgpt_lite.terminal.user_input import LineReader, TypeAhead, ask, show_cursor
 from memgpt_lite.terminal.view import ChatView, JsonView
 
@@ -73,18 +74,19 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
         raise UserError("-p needs a message (or - to read it from stdin).", EXIT_USAGE)
     flags = _flags(meta, model, context_window, max_tokens, thinking, confirm_memory)
     root = str(project_root(project))  # a bad --project is one sentence before anything opens
-    conversation = config.parse_positive_int(resume, "--resume") if resume else None
+    conversation = _resume_id(resume)
     # raises AuthError saying how to set the key, ConfigError for a bad timeout
     client = AnthropicClient(timeout=config.timeout_setting(timeout))
     from memgpt_lite.engine.store import open_store
 
     with open_store() as store:
+        agent_checks.refuse_renamed(store, agent_name, "chat")
         if conversation is not None and store.get_agent(agent_name) is None:
             raise UserError(f"There is no agent named {agent_name!r} yet, so it has no "
                             f"conversation {conversation} to resume.")
-        agent = _open_agent(store, agent_name, flags, client, save=save, typed=typed, meta=meta,
-                            banner=prompt is None, conversation=conversation, new=new,
-                            project=root)
+        agent, first_count = _open_agent(store, agent_name, flags, client, save=save,
+                                         typed=typed, meta=meta, banner=prompt is None,
+                                         conversation=conversation, new=new, project=root)
         if agent is None:
             return EXIT_ERROR
         view = JsonView(sys.stdout) if json_out else ChatView(
@@ -99,6 +101,7 @@ def run_chat(*, agent_name: str = "default", model: str | None = None,
                               confirm=ask if typed else None,
                               hide_typing=type_ahead.hidden if typed else None)
         session.pending, session.flags = attachments, flags
+        session.before_first_turn = first_count.wait if first_count is not None else None
         from memgpt_lite.terminal.task_commands import terminal_confirm
 
         # Without a terminal (piped, -p, --json) nobody can answer: writes are declined.
@@ -160,11 +163,12 @@ def _flags(meta: Console, model: str | None, context_window: str | None,
 def _open_agent(store: Any, name: str, flags: dict[str, tuple[Any, str]], client: Any, *,
                 save: bool, typed: bool, meta: Console, banner: bool = True,
                 conversation: int | None = None, new: bool = False,
-                project: str | None = None) -> Any:
+                project: str | None = None) -> tuple[Any, FirstCount | None]:
     """The agent, opened with its settings in effect (None: the user chose not to create
-    it). A new agent is created after a question on a terminal; piped, it is created and a
-    line on stderr says so (the banner's "created", or a line of its own for -p: a typo
-    would otherwise start a new, empty agent unseen)."""
+    it), and on a terminal the API's count of its first request still under way (the first
+    turn waits for it). A new agent is created after a question on a terminal; piped, it is
+    created and a line on stderr says so (the banner's "created", or a line of its own for
+    -p: a typo would otherwise start a new, empty agent unseen)."""
     from memgpt_lite.engine.agent import Agent
 
     row = store.get_agent(name)
@@ -172,11 +176,7 @@ def _open_agent(store: Any, name: str, flags: dict[str, tuple[Any, str]], client
     why = ["the context window with the API (it is near its minimum)"]
 
     def count(request: Any) -> int:
-        # Before the prompt shows: on a terminal say what it waits for, or a slow server
-        # looks like a start that hangs.
-        waiting = meta.status(f"measuring {why[0]}…") if meta.is_terminal \
-            else contextlib.nullcontext()
-        with waiting:
+        with waiting(meta, why):  # before the prompt shows
             counted.append((request, client.count_tokens(request)))
         return counted[-1][1]
 
@@ -184,7 +184,7 @@ def _open_agent(store: Any, name: str, flags: dict[str, tuple[Any, str]], client
                              warn=lambda line: meta.print(render.shown(f"warning: {line}",
                                                                        "yellow")))
     if row is None and not _may_create(store, name, typed, meta, banner):
-        return None
+        return None, None
     own = config.own_settings(row.settings) if row is not None else {}
     if save:
         own.update({field: value for field, (value, _) in flags.items()})
@@ -199,32 +199,20 @@ def _open_agent(store: Any, name: str, flags: dict[str, tuple[Any, str]], client
         # (a byte-level tokenizer, at two bytes a token) was sent a first paste over it.
         why[0] = "this agent's first request with the API"
         if not counted and hasattr(client, "count_tokens"):
-            _count_least_request(settings, agent, client, count)
+            if typed:  # the prompt does not wait for the SDK's import: the first turn does
+                return agent, FirstCount(agent, settings, client, lambda: waiting(meta, why))
+            tokens = count_briefly(client, request := least_request(settings, agent))
+            if tokens is not None:
+                counted.append((request, tokens))
         if counted:
             agent.calibrate(*counted[-1])
-    return agent
+    return agent, None
 
 
-COUNT_AT_START_TIMEOUT = 15.0  # seconds: a stalling server must not hold the start long
-
-
-def _count_least_request(settings: Any, agent: Any, client: Any,
-                         count: Callable[[Any], int]) -> None:
-    """Have the API count the least request of this agent, within a short deadline (a
-    server that cannot be asked leaves the cautious guess: its first turn says why)."""
-    from memgpt_lite.engine.errors import ModelError
-    from memgpt_lite.engine.window import request_floor
-
-    timeout = getattr(client, "timeout", None)
-    if timeout is not None:
-        client.timeout = min(timeout, COUNT_AT_START_TIMEOUT)
-    try:
-        request_floor(settings, agent.blocks(), None, count)
-    except ModelError:
-        pass
-    finally:
-        if timeout is not None:
-            client.timeout = timeout
+def waiting(meta: Console, why: list[str]) -> contextlib.AbstractContextManager[Any]:
+    """What the chat waits for while the API counts, on a terminal (a slow server would
+    look like a start, or a first turn, that hangs)."""
+    return meta.status(f"measuring {why[0]}…") if meta.is_terminal else contextlib.nullcontext()
 
 
 def _may_create(store: Any, name: str, typed: bool, meta: Console, banner: bool) -> bool:
@@ -331,6 +319,17 @@ def open_recorder(agent: Any) -> Any:
 
 
 # --------------------------------------------------------------------------- the rest
+
+
+def _resume_id(resume: str | None) -> int | None:
+    """--resume's conversation id (None: the most recent). An empty one is a mistake (a
+    script's unset variable), not "the most recent"."""
+    if resume is None:
+        return None
+    if not resume.strip():
+        raise UserError("--resume needs a conversation id (`memgpt-lite conversations` lists "
+                        "them); leave it out to resume the most recent.", EXIT_USAGE)
+    return config.parse_positive_int(resume, "--resume")
 
 
 def _check_agent_name(name: str) -> None:

@@ -97,12 +97,15 @@ def cmd_agents_create(args: argparse.Namespace) -> int:
         if store.get_agent(args.name) is not None:
             raise UserError(f"An agent named {args.name!r} already exists.")
         before = {label: store.shared_block_agents(label) for label in labels}
+        renamed = store.renamed_agent(args.name)  # the old name becomes this agent's
         with store.transaction():
             row = store.create_agent(args.name, stored_form({}),
                                      default_blocks(settings.block_limit))
             for label in labels:
                 store.share_block(row.id, label, default=("", settings.block_limit))
-    print(render.visible(f"Created agent {args.name!r}."))
+    print(render.visible(f"Created agent {args.name!r}." + (
+        f" (The name no longer leads to {renamed.name!r}, which had it before a rename.)"
+        if renamed else "")))
     for label in labels:
         print(render.visible(_share_line(label, before[label])))
     return EXIT_OK
@@ -118,7 +121,7 @@ def _share_line(label: str, others: list[str]) -> str:
 def cmd_agents_share(args: argparse.Namespace) -> int:
     """`agents share NAME LABEL`: the agent's block joins the user-scope block of that label
     (or starts it from its own value)."""
-    with _open_store() as store, _agent_lock(store, args.name):
+    with _open_store() as store, _agent_lock(store, _known(store, args.name)):
         row = _require_agent(store, args.name)
         block = store.get_block(row.id, args.label)
         if block is not None and block.scope == "user":
@@ -151,7 +154,7 @@ def cmd_agents_share(args: argparse.Namespace) -> int:
 
 def cmd_agents_unshare(args: argparse.Namespace) -> int:
     """`agents unshare NAME LABEL`: the agent gets its own copy of the shared block."""
-    with _open_store() as store, _agent_lock(store, args.name):
+    with _open_store() as store, _agent_lock(store, _known(store, args.name)):
         row = _require_agent(store, args.name)
         if not store.unshare_block(row.id, args.label):
             raise UserError(f"Agent {row.name!r} has no block {args.label!r} in user scope.")
@@ -217,14 +220,15 @@ def cmd_agents_rename(args: argparse.Namespace) -> int:
         try:  # its recordings from before agent uids stay its own under the new name
             privacy.adopt_recordings(row)
         except (OSError, ValueError) as exc:
-            raise UserError(f"Cannot rename agent {args.old!r}: one of its recordings cannot "
+            raise UserError(f"Cannot rename agent {row.name!r}: one of its recordings cannot "
                             f"be updated to keep it with the agent "
                             f"({getattr(exc, 'strerror', None) or exc}); nothing was "
                             f"renamed.") from None
-        store.rename_agent(args.old, args.new)
+        store.rename_agent(row.name, args.new)
         # The lock file under the old name is the agent's no more (chats lock the new one).
-        locking.lock_path(config.data_dir(), args.old).unlink(missing_ok=True)
-    print(render.visible(f"Renamed agent {args.old!r} to {args.new!r}."))
+        locking.lock_path(config.data_dir(), row.name).unlink(missing_ok=True)
+    print(render.visible(f"Renamed agent {row.name!r} to {args.new!r} (commands that name "
+                         f"{row.name!r} use {args.new!r} now)."))
     return EXIT_OK
 
 
@@ -247,7 +251,7 @@ def cmd_agents_export(args: argparse.Namespace) -> int:
     with _open_store() as store:
         row = _require_agent(store, args.name)
         agent_checks.settle(store, row, for_export=True)
-        doc = transfer.export_agent(store, args.name)
+        doc = transfer.export_agent(store, row.name)
     # No sort_keys: stored content keeps its key order, so an import is byte-identical.
     text = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
     leaked = privacy.exported_secret(text)
@@ -260,7 +264,7 @@ def cmd_agents_export(args: argparse.Namespace) -> int:
         return EXIT_OK
     write_private(target, text)
     # A pipe or device (`-o /dev/stdout`) may be stdout itself: the JSON must stay alone there.
-    print(render.visible(f"Exported agent {args.name!r} to {target}."),
+    print(render.visible(f"Exported agent {row.name!r} to {target}."),
           file=sys.stdout if target.is_file() else sys.stderr)
     return EXIT_OK
 
@@ -345,8 +349,9 @@ def _agent_lock(store: Any, name: str) -> Any:
 
 
 def _known(store: Any, name: str) -> str:
-    """`name`, once it names an agent (else one sentence, before a lock file is made for it)."""
-    return _require_agent(store, name).name
+    """The agent's name, once `name` names it (or named it before a rename; the command's
+    own look-up says so), else one sentence, before a lock file is made for it."""
+    return _require_agent(store, name, say=False).name
 
 
 _require_agent = agent_checks.require_agent
@@ -365,7 +370,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     agent, names = None, {}
     if name is not None:
         with _open_store() as store:
-            agent = store.get_agent(name)
+            agent = agent_checks.find_agent(store, name)
             names = {a.uid: a.name for a in store.list_agents() if a.uid}
     elif database_url() or db_path().is_file():  # names now, for sessions before a rename
         with contextlib.suppress(StoreError), _open_store() as store:
@@ -381,7 +386,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
                      else [str(r.path) for r in rows]):
             print(render.visible(line))
         return EXIT_OK
-    render.print_sessions(console, rows, name, names)
+    render.print_sessions(console, rows, agent.name if agent else None, names)
     return EXIT_OK
 
 

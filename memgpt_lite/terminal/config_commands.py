@@ -36,7 +36,7 @@ def cmd_config_show(args: argparse.Namespace) -> int:
     state = "" if loaded.exists else " (not created yet: `memgpt-lite config set KEY VALUE` " \
                                      "creates it)"
     console.print(render.shown(f"config file {_shown_path(loaded.path)}{state}"))
-    render.print_settings(console, setting_rows(loaded.values))
+    render.print_settings(console, setting_rows(loaded.values, loaded.bad))
     from memgpt_lite.engine.registry import AGENT_KEYS
 
     # Named from the registry, so a new per-agent setting is never left out of this note.
@@ -46,12 +46,17 @@ def cmd_config_show(args: argparse.Namespace) -> int:
         f"for {keys}: `memgpt-lite agents show NAME` shows what applies to it."),
         soft_wrap=False)
     warn_unknown(loaded)
+    for _value, sentence in loaded.bad.values():  # the commands that read it refuse it
+        print(render.visible(f"memgpt-lite: {sentence}"), file=sys.stderr)
     return EXIT_OK
 
 
-def setting_rows(file_values: dict[str, Any]) -> list[tuple[str, str, str]]:
+def setting_rows(file_values: dict[str, Any], bad: dict[str, tuple[Any, str]] | None = None,
+                 ) -> list[tuple[str, str, str]]:
     """(key, value as shown, where it came from) of every setting the file may hold: the
-    environment, the config file, or the default."""
+    environment, the config file, or the default; a value of the file its setting cannot
+    take (`bad`) is shown as written, marked as not used."""
+    from memgpt_lite.engine.text import quoted
     from memgpt_lite.engine.registry import SETTINGS, parse_text, shown_value
     from memgpt_lite.engine.text import path_text
 
@@ -65,6 +70,11 @@ def setting_rows(file_values: dict[str, Any]) -> list[tuple[str, str, str]]:
             source = f"env {setting.env}"
         elif setting.key in file_values:
             value, source = file_values[setting.key], "config file"
+        elif setting.key in (bad or {}):
+            raw = bad[setting.key][0]  # type: ignore[index]
+            rows.append((setting.key, "(set)" if setting.secret else quoted(raw, 40),
+                         "config file: BAD VALUE, not used (see below)"))
+            continue
         else:
             value, source = setting.default, "default"
             if value is None and setting.key in _APPLIED:
@@ -335,7 +345,7 @@ def cmd_agents_set(args: argparse.Namespace) -> int:
     # as `agents show` prints them (on/off, not True/False)
     shown = ", ".join(f"{k}={shown_value(BY_KEY[k], v) if k in BY_KEY else v}"
                       for k, v in changes.items())
-    print(render.visible(f"Agent {args.name!r}: {shown}."))
+    print(render.visible(f"Agent {row.name!r}: {shown}."))
     _note_environment(changes)
     _warn_unknown_models(changes)
     return EXIT_OK

@@ -32,6 +32,7 @@ class _Report:
     def __init__(self, console: Console):
         self.console, self.problems, self.warnings = console, 0, 0
         self.no_key = False  # everything else may be fine, but chat cannot call a model
+        self.said: set[str] = set()
 
     def _line(self, mark: str, text: str) -> None:
         self.console.print(visible(f"{mark:<5} {text}"), markup=False, highlight=False,
@@ -45,6 +46,9 @@ class _Report:
         self._line("warn", text)
 
     def bad(self, text: str) -> None:
+        if text in self.said:  # one problem met by two checks (the config file's timeout)
+            return
+        self.said.add(text)
         self.problems += 1
         self._line("FAIL", text)
 
@@ -54,7 +58,12 @@ def run_doctor(console: Console, *, repair: bool = False, online: bool = True) -
     report = _Report(console)
     report.ok(f"memgpt-lite {__version__} on Python {sys.version.split()[0]}")
     data_dir_usable = _doctor_data_dir(report)
-    if config.database_url():  # the store is a server's; the data dir keeps the recordings
+    _doctor_config_file(report)
+    try:
+        server = config.database_url()
+    except config.ConfigError:  # a bad database_url in the file: said just above
+        server, data_dir_usable = None, False
+    if server:  # the store is a server's; the data dir keeps the recordings
         _doctor_server(report, console, repair)
     elif data_dir_usable:
         _doctor_database(report, console, repair)
@@ -69,6 +78,20 @@ def run_doctor(console: Console, *, repair: bool = False, online: bool = True) -
     console.print(f"Nothing is broken; {report.warnings} warning(s) above." if report.warnings
                   else "Everything looks fine.", markup=False)
     return 0
+
+
+def _doctor_config_file(report: _Report) -> None:
+    """Each value of the config file its setting cannot take (it stops only the commands
+    that read that setting, so a user may not have met it yet)."""
+    from memgpt_lite.engine.config_file import load
+
+    try:
+        loaded = load()
+    except config.ConfigError as exc:  # not TOML, or unreadable
+        report.bad(str(exc))
+        return
+    for _value, sentence in loaded.bad.values():
+        report.bad(sentence)
 
 
 # --------------------------------------------------------------------------- data dir

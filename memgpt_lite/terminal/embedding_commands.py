@@ -10,6 +10,7 @@ from typing import Any
 
 from rich.console import Console
 
+from memgpt_lite.terminal import agent_checks
 from memgpt_lite.terminal.exit_codes import EXIT_OK, UserError
 
 
@@ -77,10 +78,10 @@ def cmd_embeddings_list(args: argparse.Namespace) -> int:
 def cmd_embeddings_install(args: argparse.Namespace) -> int:
     """`memgpt-lite embeddings install [MODEL]`: fetch the model once (a progress bar, a
     sha256 check, into the data dir's models folder), make it the default embedder, then
-    index every agent with it."""
+    index every agent with it. A model already installed intact is not fetched again."""
     from memgpt_lite.engine.embeddings import EmbeddingError
     from memgpt_lite.engine.model_catalog import DEFAULT_MODEL, KNOWN
-    from memgpt_lite.engine.model_install import install, make_default
+    from memgpt_lite.engine.model_install import fetch, make_default
 
     name = args.model or DEFAULT_MODEL
     model = KNOWN.get(name)
@@ -89,17 +90,34 @@ def cmd_embeddings_install(args: argparse.Namespace) -> int:
                         f"shows them: {', '.join(KNOWN)}.")
     console = Console(highlight=False)
     try:
-        folder = _installing(console, model, install)
+        folder, fetched = _installing(console, model, fetch)
         make_default(name)
     except EmbeddingError as exc:
         raise UserError(str(exc)) from None
-    console.print(f"{name} installed in {folder} and made the default embedder", markup=False)
+    how = "installed in" if fetched else "was already installed (files checked) in"
+    console.print(f"{name} {how} {folder} and made the default embedder", markup=False)
     if args.no_index:
         return EXIT_OK
     return cmd_index(argparse.Namespace(agent=None, embedder=None))
 
 
-def _installing(console: Console, model: Any, install: Callable[..., Any]) -> Any:
+def _installing(console: Console, model: Any, fetch: Callable[..., Any]) -> Any:
+    """`fetch` with a progress bar on a terminal; piped, one line as each file starts."""
+    def waiting() -> None:
+        console.print("another install is running in this data dir; waiting for it",
+                      markup=False)
+
+    if not console.is_terminal:
+        started: set[str] = set()
+
+        def line(name: str, done: int, total: int | None) -> None:
+            if name not in started:
+                started.add(name)
+                size = "" if not total else (f" ({total / 1e6:,.1f} MB)" if total >= 100_000
+                                             else f" ({total:,} bytes)")
+                console.print(f"{model.name}: fetching {name}{size}", markup=False)
+
+        return fetch(model, line, waiting)
     from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
     columns = ("{task.description}", BarColumn(), DownloadColumn(), TimeRemainingColumn())
@@ -111,7 +129,7 @@ def _installing(console: Console, model: Any, install: Callable[..., Any]) -> An
                 tasks[name] = bar.add_task(f"{model.name}: {name}", total=total)
             bar.update(tasks[name], completed=done, total=total)
 
-        return install(model, show)
+        return fetch(model, show, waiting)
 
 
 def cmd_index(args: argparse.Namespace) -> int:
@@ -126,9 +144,8 @@ def cmd_index(args: argparse.Namespace) -> int:
         raise UserError(_no_embedder(args.embedder))
     console = Console(highlight=False)
     with open_store() as store:
-        agents = [a for a in store.list_agents() if args.agent in (None, a.name)]
-        if args.agent and not agents:
-            raise UserError(f"There is no agent named {args.agent!r}.")
+        agents = ([agent_checks.require_agent(store, args.agent)] if args.agent
+                  else store.list_agents())
         for agent in agents:
             try:
                 done = _index_one(console, store, agent, embedder, index_agent)
@@ -183,9 +200,11 @@ def doctor_vectors(store: Any, ok: Callable[[str], None], warn: Callable[[str], 
     """One line per agent: how many rows lack a vector of the configured model (nothing
     when no embedder is configured and no agent has vectors)."""
     embedder = None
+    from memgpt_lite.engine.config import ConfigError
+
     try:
         embedder = configured_embedder()
-    except UserError as exc:
+    except (UserError, ConfigError) as exc:  # a bad config file value: the doctor's FAIL too
         warn(f"hybrid search: {exc}")
     model = getattr(embedder, "name", None)
     for agent in store.list_agents():

@@ -47,6 +47,7 @@ from memgpt_lite.engine.memory_service import (
 )
 from memgpt_lite.engine.store.base import StoreError
 from memgpt_lite.engine.text import clean_value, shorten
+from memgpt_lite.terminal import agent_checks
 from memgpt_lite.terminal.exit_codes import EXIT_USAGE, UserError
 from memgpt_lite.terminal.mcp_refusals import (
     Refusal,
@@ -69,6 +70,7 @@ def run_mcp(agent_name: str, project: str | None) -> int:
     root = project_root(project)  # a bad --project is one sentence before anything opens
     store = open_store()
     try:
+        agent_checks.refuse_renamed(store, agent_name, "mcp")
         service = MemoryService.open(store, agent_name, root)
     except BaseException:
         store.close()

@@ -12,7 +12,8 @@ from rich.console import Console
 from rich.text import Text
 
 from memgpt_lite.engine.events import Event, EvictionEvent, MemoryEditEvent
-from memgpt_lite.terminal.render import clip, shown, visible
+from memgpt_lite.engine.tally import Tally
+from memgpt_lite.terminal.render import clip, cost_text, shown, visible
 from memgpt_lite.terminal.view import MAX_PAUSE, EffectShown, markdown
 
 if TYPE_CHECKING:  # types only
@@ -30,6 +31,7 @@ class ReplayView:
         self.console, self.speed, self.sleep = console, speed, sleep
         self.last_t: float | None = None
         self._effects = EffectShown((MemoryEditEvent, EvictionEvent))
+        self._turn = Tally()  # this turn's calls: which models had no price
 
     def user(self, turn: RecordedTurn) -> None:
         self._pace(turn.t)
@@ -42,6 +44,7 @@ class ReplayView:
     def event(self, event: Event, recorded_t: float | None) -> None:
         if recorded_t is not None:
             self._pace(recorded_t)
+        self._turn.add(event)
         if self._effects.see(event):
             return
         render = getattr(self, f"_on_{event.kind}", None)
@@ -109,8 +112,10 @@ class ReplayView:
             self.console.print(Text("agent", style="bold green"))
             self.console.print(markdown(e.text))
         tokens = e.usage.total_input
-        self.console.print(Text(f"  turn {e.turn_id} · {tokens:,} input tokens · "
-                                f"${e.cost_usd:.4f}", style="dim"))
+        cost = cost_text(e.cost_usd, self._turn.unpriced)  # $0 of an unpriced model is unknown
+        self._turn = Tally()
+        self.console.print(Text(f"  turn {e.turn_id} · {tokens:,} input tokens · {cost}",
+                                style="dim"))
 
 
 def _diff_tail(old: str, new: str) -> str:

@@ -361,7 +361,7 @@ def agents(session: ChatSession, rest: str) -> None:
     if not rest:
         render.print_agents(session.console, store)
         return
-    row = store.get_agent(rest)
+    row = store.get_agent(rest) or store.renamed_agent(rest)
     if row is None:
         names = ", ".join(a.name for a in store.list_agents())
         session.say(f"no agent {rest!r} (agents: {names})")

@@ -37,6 +37,7 @@ from memgpt_lite.engine.events import (
     NoticeEvent,
     PressureAlertEvent,
     ResponseEvent,
+    RetryWaitEvent,
     SummaryEvent,
     TextDelta,
     ThinkingDelta,
@@ -119,10 +120,22 @@ def describe_event(event: Any, *, retry_hint: bool = True) -> tuple[str, str] | 
                 f"(full text stays in recall)"), "yellow"
     if isinstance(event, NoticeEvent):
         return event.message, ("yellow" if event.level == "warning" else "dim")
+    if isinstance(event, RetryWaitEvent):
+        return _retry_wait_line(event), "yellow"
+
     if isinstance(event, ErrorEvent):
         hint = f" {RETRY_HINT}" if event.retryable and retry_hint else ""
         return f"error: {event.message}{hint}", "bold red"
     return None
+
+
+_ANSWERS = {429: "rate limited", 529: "overloaded", 503: "unavailable", 408: "timed out"}
+
+
+def _retry_wait_line(event: RetryWaitEvent) -> str:
+    what = _ANSWERS.get(event.status, "server error" if event.status >= 500 else "error")
+    why = "as it asked" if event.asked else "the client's back-off"
+    return f"the API answered {event.status} ({what}); retrying in {event.seconds:.1f} s ({why})"
 
 
 def _eviction_line(event: EvictionEvent) -> str:
@@ -397,7 +410,7 @@ class ChatView:
 
     def _waiting(self, event: Any) -> None:
         assert self._waits is not None
-        if isinstance(event, (ModelCallStart, TextDelta, ThinkingDelta)):
+        if isinstance(event, (ModelCallStart, TextDelta, ThinkingDelta, RetryWaitEvent)):
             self._waits.start()  # (re)start the count: this is a sign of life
         else:
             self._waits.stop()

@@ -10,7 +10,7 @@ import httpx2
 import pytest
 
 from memgpt_lite.engine import errors
-from memgpt_lite.engine.events import TextDelta, ThinkingDelta
+from memgpt_lite.engine.events import RetryWaitEvent, TextDelta, ThinkingDelta
 from memgpt_lite.engine.model import PLACEHOLDER_API_KEY, AnthropicClient
 from memgpt_lite.engine.records import ModelRequest, ModelResponse, Usage
 from memgpt_lite.lab.fake_server import sse_events
@@ -176,6 +176,23 @@ def test_count_tokens_uses_the_count_endpoint_without_max_tokens():
     assert client_for(rec).count_tokens(REQUEST) == 4242
     assert rec.requests[0].url.path == "/v1/messages/count_tokens"
     assert "max_tokens" not in rec.body() and rec.body()["tools"] == REQUEST.tools
+
+
+def test_count_tokens_after_a_retry_wait_is_the_count():
+    # The wait before the SDK's retry is handed to the caller among the call's items; a count
+    # is the last of them.
+    rec = Recorder(error_response(429, "rate_limit_error", "slow", {"retry-after-ms": "10"}),
+                   httpx2.Response(200, json={"input_tokens": 77}))
+    assert client_for(rec, max_retries=1).count_tokens(REQUEST) == 77
+    assert len(rec.requests) == 2
+
+
+def test_a_retry_wait_is_an_item_of_the_stream_before_the_reply():
+    rec = Recorder(error_response(529, "overloaded_error", "busy", {"retry-after-ms": "10"}),
+                   stream_response(message([{"type": "text", "text": "hi"}])))
+    items = list(client_for(rec, max_retries=1).stream(REQUEST))
+    assert items[0] == RetryWaitEvent(529, 0.01, True)
+    assert isinstance(items[-1], ModelResponse) and items[-1].text == "hi"
 
 
 # --------------------------------------------------------------------------- credentials
@@ -402,14 +419,28 @@ def test_malformed_json_in_a_data_line_is_a_stream_error():
 
 
 def test_a_tool_input_the_sdk_cannot_parse_is_named_as_the_model_s_tool_call():
-    # The model writes a tool call's input as JSON; a lone surrogate escape in it (\ud800)
-    # makes the SDK's parser fail the stream. The error says so instead of blaming the API.
-    content = [{"type": "tool_use", "id": "toolu_a", "name": "archival_search",
-                "input": {"query": "lone \ud800 surrogate"}}]
-    err = fail(client_for(Recorder(stream_response(message(content, "tool_use")))))
+    # The model writes a tool call's input as JSON; JSON the SDK's parser cannot read fails
+    # the stream. The error says so instead of blaming the API.
+    content = [{"type": "tool_use", "id": "toolu_a", "name": "archival_search", "input": {}}]
+    events = sse_events(message(content, "tool_use"), 4)
+    at = next(i for i, (_, d) in enumerate(events)
+              if d.get("delta", {}).get("type") == "input_json_delta")
+    events[at][1]["delta"]["partial_json"] = '{"query": nope}'
+    rec = Recorder(httpx2.Response(200, headers={"content-type": "text/event-stream"},
+                                   content=sse_bytes(events)))
+    err = fail(client_for(rec))
     assert isinstance(err, errors.StreamError) and err.retryable
     assert err.message.startswith("The model wrote a tool call whose input is not readable")
-    assert "hex escape" in err.message and "JSON:" not in err.message  # the reason, not the input
+    assert "JSON:" not in err.message  # the parser's reason, not the input
+
+
+def test_a_lone_surrogate_escape_in_a_tool_input_is_read_as_u_fffd():
+    # \ud800 with no pair: the SDK's parser would refuse it; it is replaced before the SDK
+    # reads the stream (sse_text.py), a proper pair is kept, and the call is answered.
+    content = [{"type": "tool_use", "id": "toolu_a", "name": "archival_search",
+                "input": {"query": "lone \ud800 low \udc00 pair \U0001f600"}}]
+    _, response = run(client_for(Recorder(stream_response(message(content, "tool_use")))))
+    assert response.tool_calls[0].input == {"query": "lone \ufffd low \ufffd pair \U0001f600"}
 
 
 def test_prompt_too_long_carries_the_numbers():

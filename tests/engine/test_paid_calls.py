@@ -146,3 +146,22 @@ def test_a_summariser_call_billed_then_broken_is_counted_as_the_summariser_s(tmp
     report = replay_mod.replay(path, strict=True)
     assert report.ok, report.divergences
     assert report.tally.paid_usage == tally.paid_usage
+
+
+def test_a_replay_shows_an_unpriced_turn_cost_as_unknown(tmp_path):
+    """The replay's per-turn line said `$0.0012` for a turn whose summariser had no price:
+    a part of the cost shown as the whole."""
+    from memgpt_lite.terminal.replay_view import ReplayView
+
+    settings = replace(SMALL, summary_model="claude-haiku-4-5")  # not in the price list
+    store, agent = agent_that_must_flush(tmp_path, settings)
+    path = tmp_path / "rec.jsonl"
+    with recording.Recorder(path) as recorder:
+        recording.record_header(agent, recorder)
+        list(recording.recorded_step(agent, recorder, "and now?"))
+    out = io.StringIO()
+    view = ReplayView(render.make_console(out, plain=True, width=200))
+    assert replay_mod.replay(path, strict=True, observer=view).ok
+    turns = [line for line in out.getvalue().splitlines() if " input tokens · $" in line]
+    assert len(turns) == 1, out.getvalue()
+    assert "+ unknown (no price for claude-haiku-4-5" in turns[0]

@@ -85,3 +85,18 @@ def test_a_reply_of_one_or_two_words_is_passed_over_for_the_next_message(store_t
     assert "  ↳ assistant: OK." in found[3].text
     assert "  ↳ user: Melanie: She had surgery" in found[4].text
     assert "↳ assistant: OK." not in found[4].text
+
+
+def test_layout_5_shows_a_reply_whole_up_to_where_a_hit_is_windowed():
+    """A reply cut short is tokens spent on text the model cannot read whole: from layout 5 a
+    reply is cut only past HIT_CHARS (500), as a hit is windowed; layout 4 cut it at 300."""
+    answer = "Melanie: " + "She had surgery on her paw and is fine now. " * 9  # ~400 chars
+    question = hit(1, "Caroline: How is Pepper doing after the vet?",
+                   context=[hit(2, answer, role="assistant")])
+    new = page_lines([question], "Pepper vet", layout=5)
+    assert new[-1] == f"  ↳ assistant: {answer.strip()}"
+    old = page_lines([question], "Pepper vet", layout=4)
+    assert old[-1].startswith("  ↳ assistant: Melanie: She had") and " …[+" in old[-1]
+    longer = hit(3, "x " * 400, role="assistant")  # 799 characters: cut at 500 still
+    question.context = [longer]
+    assert page_lines([question], "Pepper vet", layout=5)[-1].endswith(" …[+299 chars]")

@@ -274,3 +274,12 @@ def test_a_recording_made_with_search_layout_3_replays_strictly():
     assert '"search_layout":3' in old.read_text("utf-8").splitlines()[0]
     report = replay_mod.replay(old, strict=True)
     assert report.divergences == [] and report.completed
+
+
+def test_a_recording_made_with_search_layout_4_replays_strictly():
+    # The bundled demo as it was recorded with search layout 4 (the reply under a question
+    # cut at 300 characters): replayed in that layout.
+    old = Path(__file__).resolve().parent / "data" / "demo_search_layout4.jsonl"
+    assert '"search_layout":4' in old.read_text("utf-8").splitlines()[0]
+    report = replay_mod.replay(old, strict=True)
+    assert report.divergences == [] and report.completed

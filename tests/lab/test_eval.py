@@ -553,3 +553,30 @@ def test_eval_replay_of_a_cjk_run_recorded_before_token_rules_matches(tmp_path, 
     assert cli.main(["eval", str(scenario), "--replay", str(old)]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "score 1/1" in out and "replay divergence" not in out
+
+
+def _costed_turn(index: int, model: str, cost: float):
+    from memgpt_lite.engine.events import ModelCallStart, TurnEndEvent, UsageEvent
+    from memgpt_lite.engine.records import Usage
+    from memgpt_lite.lab.scenario_checks import TurnRecord
+
+    usage = Usage(input_tokens=1_000)
+    return TurnRecord(index, 1, "hi", "ok", True, [
+        ModelCallStart(0, "d", 1_000, model=model), UsageEvent(usage, cost, 1_000, 8_000),
+        TurnEndEvent(index, "ok", "end_turn", usage, cost, True)])
+
+
+@pytest.mark.parametrize("models, costs, passed, words", [
+    (["claude-sonnet-5-5"] * 2, [0.01, 0.02], True, "dearest turn $0.0200 (turn 2)"),
+    (["claude-sonnet-5-5", "my-local-model"], [0.01, 0.0], None,
+     "not judged: no price for my-local-model"),
+    (["my-local-model", "claude-sonnet-5-5"], [0.0, 0.09], False, "$0.0900 + unknown"),
+])
+def test_a_cost_ceiling_over_a_model_with_no_price_is_not_judged(models, costs, passed, words):
+    """A turn on a model with no price cost "$0" and passed any ceiling."""
+    from memgpt_lite.lab.scenario_checks import AgentState, Check, RunState, score_check
+
+    turns = [_costed_turn(i + 1, m, c) for i, (m, c) in enumerate(zip(models, costs))]
+    state = RunState(turns, {"a": AgentState({}, [])}, "a")
+    result = score_check(Check("cost", "max_cost_per_turn", {"max_usd": 0.05}), state)
+    assert result["passed"] is passed and words in result["detail"], result

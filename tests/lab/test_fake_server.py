@@ -28,6 +28,8 @@ from memgpt_lite.lab.fake_server import (
     hang,
     http_error,
     malformed_json,
+    not_utf8,
+    odd_values,
     overloaded,
     prompt_blocks,
     rate_limited,
@@ -421,6 +423,7 @@ def test_missing_or_wrong_api_key_is_401():
     (malformed_json(after=4), errors.StreamError, "malformed"),
     (truncated(after=5), errors.StreamError, "ended before"),
     (connection_reset(after=4), errors.StreamError, "broke mid-reply"),
+    (not_utf8(after=3), errors.StreamError, "not UTF-8"),
     (http_error(400, "invalid_request_error", "prompt is too long: 9 tokens > 5 maximum"),
      errors.PromptTooLongError, "9 tokens > 5"),
 ])
@@ -474,6 +477,28 @@ def test_deltas_before_a_mid_stream_error_reach_the_caller(server):
 def test_faults_can_be_written_as_json_for_scripts():
     assert fault_from_dict({"fault": "rate_limited", "retry_after": 3}) == rate_limited(3)
     assert fault_from_dict({"fault": "truncated", "after": 2}) == truncated(2)
+    assert fault_from_dict({"fault": "odd_values", "id": 5}) == odd_values(id=5)
+    cut = fault_from_dict({"fault": "truncated", "after": 4, "reply": text_response("x").to_dict()})
+    assert cut.reply is not None and cut.reply.text == "x"
+
+
+def test_odd_values_are_sent_where_the_api_sends_text(server):
+    server.enqueue(odd_values(id=7, model=None, stop_reason={"a": 1}))
+    with httpx2.stream("POST", f"{server.base_url}/v1/messages",
+                       json=body([user("x")], stream=True),
+                       headers={"x-api-key": "k", "anthropic-version": "2023-06-01"}) as r:
+        data = [json.loads(line[5:]) for line in r.iter_lines() if line.startswith("data:")]
+    start = data[0]["message"]
+    delta = next(d["delta"] for d in data if d["type"] == "message_delta")
+    assert (start["id"], start["model"], delta["stop_reason"]) == (7, None, {"a": 1})
+
+
+def test_a_request_holding_a_lone_surrogate_is_refused_as_a_strict_server_does(server):
+    raw = json.dumps(body([user("lone \ud800 here")])).encode()  # JSON escapes it: ASCII bytes
+    r = httpx2.post(f"{server.base_url}/v1/messages", content=raw,
+                    headers={"x-api-key": "k", "anthropic-version": "2023-06-01",
+                             "content-type": "application/json"})
+    assert r.status_code == 400 and "lone surrogate" in r.json()["error"]["message"]
 
 
 @pytest.mark.slow
@@ -524,3 +549,21 @@ def test_first_difference_names_the_block_and_byte_where_prompts_part():
     assert written[parted.byte - 1] == "h" and written[parted.byte] == "i"
     assert first_difference(_body(hi), _body(hi, system="Be long.")).block == "system[0]"
     assert first_difference(_body(hi), {**_body(hi), "model": "other"}).block == "model"
+
+
+@pytest.mark.parametrize("line,reason", [
+    ('{"fault": "nope"}', "unknown fault 'nope'"),
+    ('{"fault": "hang", "bogus": 1}', "unexpected keyword argument 'bogus'"),
+    ("[1, 2]", "line 1 is not a reply or a fault"),
+    ("{not json", "line 1 is not a reply or a fault"),
+])
+def test_a_bad_script_line_is_one_sentence_naming_it(tmp_path, capsys, line, reason):
+    from memgpt_lite.lab.fake_server import main
+
+    script = tmp_path / "bad.jsonl"
+    script.write_text(line + "\n")
+    with pytest.raises(SystemExit) as info:
+        main(["--port", "0", "--script", str(script)])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and reason in err and "Traceback" not in err
+    assert "the faults are rate_limited" in err

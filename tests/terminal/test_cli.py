@@ -72,8 +72,8 @@ def snapshot(name: str) -> dict[str, list[tuple]]:
                 where, params = "agent_id = ?", (agent_id,)
             else:
                 continue  # not per-agent (the migrations ledger)
-            if table == "tombstones":
-                continue  # change tracking of this copy, not part of the agent
+            if table in ("tombstones", "agent_aliases"):
+                continue  # change tracking and old names of this copy, not of the agent
             # Not part of the export: blocks.updated_at (re-stamped), the revision stamps
             # and the agent's uid (each copy counts its own changes and has its own uid).
             keep = [c for c in cols if c not in ("id", "agent_id", "rev", "uid")

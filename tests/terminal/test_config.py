@@ -64,8 +64,11 @@ def test_a_bad_file_is_one_sentence_naming_it(capsys):
     err = capsys.readouterr().err
     assert f"The config file {path()} is not valid TOML" in err and len(err.splitlines()) == 1
     path().write_text("context_window = \"big\"\nmodle = \"haiku\"\n")
-    assert cli.main(["agents", "list"]) == 2
-    assert f"context_window in {path()} must be a whole number" in capsys.readouterr().err
+    assert cli.main(["agents", "create", "ada"]) == 2  # a new agent would take the file's
+    err = capsys.readouterr().err
+    assert err.endswith(f"context_window in {path()} must be a whole number, got 'big'; fix it "
+                        "with `memgpt-lite config set context_window VALUE`, or `memgpt-lite "
+                        "config unset context_window` for the default.\n"), err
     assert cli.main(["config", "set", "context_window", "20000"]) == 0  # fixable with set
     assert cli.main(["agents", "list"]) == 0
     err = capsys.readouterr().err
@@ -314,6 +317,7 @@ def test_set_refuses_settings_the_next_chat_refuses(lines, args, words, capsys):
 @pytest.mark.parametrize("key, text, words", [
     ("database_url", "mysql://u@h/db", "database_url: mysql:// databases are not supported"),
     ("database_url", "sqlite:///", "/ is a directory, not a memgpt-lite database"),
+    ("database_url", "sqlite://memory.db", "names no file: a SQLite URL has three slashes"),
     ("database_url", "{tmp}", "is a directory, not a memgpt-lite database"),
     ("database_url", "{tmp}/notes.txt", "notes.txt is not a SQLite database"),
     ("database_url", "{tmp}/foreign.db", "foreign.db is a SQLite database from another program"),
@@ -390,8 +394,9 @@ def test_a_refused_key_is_not_echoed(capsys):
     assert err == "memgpt-lite: embeddings_key must be printable text.\n"
     path().parent.mkdir(parents=True, exist_ok=True)
     path().write_text("embeddings_key = 12345\n")
-    assert cli.main(["config", "show"]) == 2
-    assert "12345" not in capsys.readouterr().err
+    assert cli.main(["config", "show"]) == 0  # flagged, never shown
+    out, err = capsys.readouterr()
+    assert "12345" not in out + err and "embeddings_key in" in err
 
 
 def test_a_setting_no_agent_reads_is_set_without_counting_the_window(monkeypatch, capsys):
@@ -432,3 +437,39 @@ def test_set_refuses_what_an_existing_agent_s_next_chat_refuses(capsys):
 def test_set_makes_no_data_dir():
     assert cli.main(["config", "set", "context_window", "20000"]) == 0
     assert not config.data_dir().exists()
+
+
+def test_a_bad_value_in_the_file_stops_only_the_commands_that_read_it(capsys, monkeypatch):
+    path().parent.mkdir(parents=True)
+    path().write_text('embeddings_url = "ftp://x"\ncontext_window = "lots"\nmodel = "haiku"\n')
+    fix = "fix it with `memgpt-lite config set embeddings_url VALUE`"
+    assert cli.main(["agents", "list"]) == 0  # reads neither
+    assert cli.main(["config", "show"]) == 0  # flags both, as written, and says why
+    out, err = capsys.readouterr()
+    assert re.search(r"embeddings_url\s+'ftp://x'\s+config file: BAD VALUE", out), out
+    assert re.search(r"model\s+claude-haiku-5-5\s+config file", out)  # the good one still used
+    assert fix in err and "context_window in" in err
+    assert cli.main(["doctor", "--offline"]) == 1  # counted among the problems
+    out = capsys.readouterr().out
+    assert out.count("FAIL") == 2 and fix in out, out
+    monkeypatch.setenv("MEMGPT_LITE_EMBEDDER", "http")  # the one reader of embeddings_url
+    monkeypatch.setenv("MEMGPT_LITE_EMBEDDINGS_MODEL", "m")
+    assert cli.main(["index"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and fix in err, err
+    monkeypatch.setenv("MEMGPT_LITE_EMBEDDINGS_URL", "http://127.0.0.1:9/v1")  # env beats it
+    monkeypatch.setenv("MEMGPT_LITE_CONTEXT_WINDOW", "20000")
+    assert cli.main(["agents", "create", "ada"]) == 0
+    assert path().read_text().startswith('embeddings_url = "ftp://x"')  # nothing rewritten
+
+
+def test_a_sqlite_url_is_percent_decoded(tmp_path, capsys):
+    """`--db sqlite:///…/my%20notes.db` made a file named `my%20notes.db`: a URL's path
+    is percent-decoded, a plain path is not."""
+    url = f"sqlite://{tmp_path}/my%20notes.db"
+    assert cli.main(["--db", url, "agents", "create", "work"]) == 0
+    assert (tmp_path / "my notes.db").is_file()
+    assert not (tmp_path / "my%20notes.db").exists()
+    assert cli.main(["--db", str(tmp_path / "my%20notes.db"), "agents", "create", "x"]) == 0
+    assert (tmp_path / "my%20notes.db").is_file()
+    capsys.readouterr()

@@ -307,3 +307,53 @@ def test_a_slow_count_at_start_says_on_the_terminal_what_the_chat_waits_for(monk
         finally:
             child.close(force=True)
         assert server.count_requests  # the wait shown was the API's count
+
+
+@pytest.mark.slow
+def test_a_new_agents_prompt_does_not_wait_for_the_count_its_first_turn_does(monkeypatch):
+    """A new agent's least request is counted by the API (one free call) so that its first
+    request fits a server counting more than the guess; asked before the prompt, it held
+    every new agent's first prompt for the SDK's import (seconds on a cold start). On a
+    terminal the prompt now shows while the count is under way, and the first turn waits
+    for it: the first request is sent only after the count, sized by it."""
+    import os
+    import sys
+    import threading
+
+    pexpect = pytest.importorskip("pexpect")
+    from memgpt_lite.lab import fake_server
+
+    held, real, sent_before = threading.Event(), fake_server.count_tokens, []
+
+    def count_held(*args):
+        if not sent_before:  # the chat's count of the first request: held until released
+            sent_before.append(len(server.requests))
+            held.wait(60)
+        return real(*args)
+
+    monkeypatch.setattr(fake_server, "count_tokens", count_held)
+    monkeypatch.setattr(fake_server, "CHARS_PER_TOKEN", 1.2)  # counts far more than the guess
+    with fake_server.FakeAnthropicServer() as server:
+        child = pexpect.spawn(sys.executable, ["-m", "memgpt_lite", "chat", "--no-record"],
+                              env={**os.environ, "ANTHROPIC_BASE_URL": server.base_url,
+                                   "ANTHROPIC_API_KEY": "test", "TERM": "xterm-256color",
+                                   "COLUMNS": "120", "LINES": "30"},
+                              encoding="utf-8", timeout=60, dimensions=(30, 120))
+        try:
+            child.expect_exact("you›")  # shown while the count is held
+            assert not held.is_set()
+            child.sendline("hello there")
+            child.expect_exact("measuring this agent's first request with the API")
+            held.set()
+            child.expect_exact("Fake reply to: hello there")
+            child.expect_exact("you›")
+            child.sendline("/exit")
+            child.expect(pexpect.EOF)
+        finally:
+            held.set()
+            child.close(force=True)
+    assert sent_before == [0]  # the turn's request was sent after the count, not before
+    assert len(server.count_requests) == 1 and len(server.requests) == 1
+    with SQLiteStore(config.db_path()) as store:  # the count was learned: the agent's state
+        agent = store.get_agent("default")
+        assert agent.state["counter"]["anchor_tokens"] > 0

@@ -130,6 +130,12 @@ def test_conversations_core_and_show_name_them_and_the_project(db, capsys, tmp_p
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
     assert main(db, "chat", "--agent", "ada", "--resume", huge, "-p", "hi", "--no-record") == 1
     assert f"There is no conversation {huge} of this agent" in capsys.readouterr().err
+    for empty in ("", " "):  # a script's unset variable: not "the most recent"
+        assert main(db, "chat", "--agent", "ada", "--resume", empty, "-p", "hi",
+                    "--no-record") == 2
+        assert capsys.readouterr().err == (
+            "memgpt-lite: --resume needs a conversation id (`memgpt-lite conversations` lists "
+            "them); leave it out to resume the most recent.\n")
 
 
 def _write_project_block(db, root, text):

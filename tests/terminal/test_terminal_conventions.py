@@ -377,6 +377,12 @@ def test_sessions_under_a_name_an_agent_had_says_what_it_is_called_now(store, ca
     agent.close()
     assert cli.main(["agents", "rename", "ada", "bob"]) == 0
     capsys.readouterr()
+    assert cli.main(["sessions", "--agent", "ada"]) == 0  # the old name leads to it
+    out, err = capsys.readouterr()
+    assert "agent 'ada' was renamed to 'bob'; using 'bob'" in err and "bob (was ada)" in out
+    # A rename from before old names were kept: only the recordings know the old name.
+    with store.transaction():
+        store.db.execute("DELETE FROM agent_aliases")
     assert cli.main(["sessions", "--agent", "ada"]) == 2
     assert ("there is no agent named 'ada' (renamed to 'bob': memgpt-lite sessions --agent "
             "bob)") in capsys.readouterr().err

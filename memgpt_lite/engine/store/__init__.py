@@ -50,10 +50,13 @@ def open_store(target: str | Path | None = None) -> Store:
 
 def sqlite_path(target: str) -> Path | None:
     """The SQLite file `target` names (a path, ~ expanded, or sqlite:///PATH); None for a
-    URL of another kind."""
+    URL of another kind. A URL's path is percent-decoded (sqlite:///a%20b is "/a b"), as
+    any URL's is; a plain path is taken as written."""
     text = target.strip()
     if text.lower().startswith("sqlite:///"):
-        return Path(text[len("sqlite://"):]).expanduser()
+        from urllib.parse import unquote
+
+        return Path(unquote(text[len("sqlite://"):])).expanduser()
     return None if "://" in text else Path(text).expanduser()
 
 

@@ -45,6 +45,8 @@ class AgentsMixin(BlocksMixin, ConversationsMixin):
                      now_iso(), secrets.token_hex(8)))
             except IntegrityProblem:  # another process created it a moment ago
                 raise AgentExists(f"An agent named {name!r} already exists.") from None
+            # A new agent of a name another had before its rename takes the name back.
+            self.db.execute("DELETE FROM agent_aliases WHERE name = ?", (name,))
             self.index.create_agent(agent_id)
             self._insert_conversation(agent_id, 1, now_iso(), self._bump(agent_id))
             for label, (value, limit) in blocks.items():
@@ -68,6 +70,15 @@ class AgentsMixin(BlocksMixin, ConversationsMixin):
         rows = self.db.query(f"SELECT {_AGENT} FROM agents WHERE name = ?",
                              (self.db.text(name),))
         return self._with_summary(_agent(rows[0] if rows else None))
+
+    def renamed_agent(self, name: str) -> AgentRow | None:
+        """The agent that was named `name` before a rename (through any chain of renames),
+        while no agent is named `name` now; else None."""
+        rows = self.db.query("SELECT agent_id FROM agent_aliases WHERE name = ?",
+                             (self.db.text(name),))
+        if not rows or self.get_agent(name) is not None:
+            return None
+        return self.get_agent_by_id(rows[0][0])
 
     def get_agent_by_id(self, agent_id: int) -> AgentRow | None:
         rows = self.db.query(f"SELECT {_AGENT} FROM agents WHERE id = ?", (agent_id,))
@@ -140,6 +151,12 @@ class AgentsMixin(BlocksMixin, ConversationsMixin):
                 self._update_agent(agent.id, "name", self.db.text(new))
             except IntegrityProblem:  # another process took the name a moment ago (Postgres)
                 raise AgentExists(f"An agent named {new!r} already exists.") from None
+            # The old name is remembered (commands say where it went); the new one is a
+            # real name now, no longer an alias (renaming back: B -> A drops A's alias).
+            self.db.execute("DELETE FROM agent_aliases WHERE name IN (?, ?)",
+                            (self.db.text(old), self.db.text(new)))
+            self.db.execute("INSERT INTO agent_aliases (name, agent_id, renamed_at) "
+                            "VALUES (?, ?, ?)", (agent.name, agent.id, now_iso()))
 
     def delete_agent(self, name: str) -> None:
         """Delete the agent and everything of it; a user-scope block goes only when no other

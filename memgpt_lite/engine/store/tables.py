@@ -76,6 +76,9 @@ TABLES: tuple[Table, ...] = (
           key=("project", "label"),
           why="a project's block, seen by every agent working there: a recording's delta "
               "carries the session's project blocks, an export leaves them to the project"),
+    Table("agent_aliases", ("name", "agent_id", "renamed_at"), "agent", key=("name",),
+          why="the names an agent had before a rename, this data dir's own: an import names "
+              "its agent afresh, and an old name is no memory to forget"),
     Table("tombstones", ("agent_id", "kind", "row_id", "rev"), "agent",
           why="which rows went since a revision: deltas carry them as a list of their own"),
     Table("turn_effects", ("id", "agent_id", "turn_id", "kind", "target", "before"), "agent",

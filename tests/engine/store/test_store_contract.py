@@ -118,6 +118,25 @@ def test_two_renames_to_one_name_at_once_say_it_exists(store_target, store, agen
     assert store.get_agent("other") is not None
 
 
+def test_a_renamed_agent_is_found_under_its_old_names(store, agent):
+    """A -> B -> C: both old names lead to C; renaming back makes a name real again; a new
+    agent of an old name takes it back; deleting the agent drops its old names."""
+    store.rename_agent("default", "b")
+    store.rename_agent("b", "c")
+    assert store.get_agent("default") is None
+    assert store.renamed_agent("default").id == store.renamed_agent("b").id == agent.id
+    assert store.renamed_agent("c") is None  # a real name is no alias
+    store.rename_agent("c", "default")  # back: 'default' is its name again
+    assert store.renamed_agent("default") is None
+    assert store.renamed_agent("c").name == "default"
+    fresh = store.create_agent("c", {}, {})  # on purpose: 'c' is a new agent's
+    assert store.renamed_agent("c") is None and store.get_agent("c").id == fresh.id
+    assert store.renamed_agent("b").name == "default"
+    store.delete_agent("default")
+    assert store.renamed_agent("b") is None and count(store, "agent_aliases") == 0
+    assert store.integrity_problems() == []
+
+
 def test_delete_agent_removes_all_its_memory(store, agent):
     other = store.create_agent("other", {}, {"human": ("kept", 100)})
     store.add_message(agent.id, text_msg("user", "hello there", 1))

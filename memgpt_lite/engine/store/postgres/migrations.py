@@ -297,6 +297,16 @@ _CONVERSATION_TURNS = """
 CREATE INDEX messages_conversation_turn ON messages (agent_id, conversation_id, turn_id);
 """
 
+# The names an agent had before a rename, so a command can say where the old one went.
+_AGENT_ALIASES = """
+CREATE TABLE agent_aliases (
+    name TEXT PRIMARY KEY,
+    agent_id BIGINT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+    renamed_at TEXT NOT NULL
+);
+CREATE INDEX agent_aliases_agent ON agent_aliases (agent_id);
+"""
+
 # Append-only: never edit or reorder an entry that has shipped; add a new one.
 MIGRATIONS: list[tuple[str, str]] = [
     ("001_initial", _INITIAL),
@@ -308,4 +318,5 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("007_passage_history_and_shared_blocks", _PASSAGE_HISTORY_AND_SHARED_BLOCKS),
     ("008_conversations_and_project_blocks", _CONVERSATIONS_AND_PROJECT_BLOCKS),
     ("009_conversation_turns", _CONVERSATION_TURNS),
+    ("010_agent_aliases", _AGENT_ALIASES),
 ]

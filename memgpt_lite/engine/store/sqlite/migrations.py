@@ -330,6 +330,19 @@ def _m009_conversation_turns(db: sqlite3.Connection) -> None:
              "turn_id);")
 
 
+def _m010_agent_aliases(db: sqlite3.Connection) -> None:
+    """The names an agent had before a rename: scripts and habits still say the old one, so
+    a command can say where it went instead of "no such agent" (agents.py)."""
+    _run(db, """
+    CREATE TABLE agent_aliases (
+        name TEXT PRIMARY KEY,
+        agent_id INTEGER NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+        renamed_at TEXT NOT NULL
+    );
+    CREATE INDEX agent_aliases_agent ON agent_aliases(agent_id);
+    """)
+
+
 # Append-only: never edit or reorder an entry that has shipped; add a new one.
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("001_initial", _m001_initial),
@@ -341,4 +354,5 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("007_passage_history_and_shared_blocks", _m007_passage_history_and_shared_blocks),
     ("008_conversations_and_project_blocks", _m008_conversations_and_project_blocks),
     ("009_conversation_turns", _m009_conversation_turns),
+    ("010_agent_aliases", _m010_agent_aliases),
 ]

@@ -72,7 +72,7 @@ from memgpt_lite.engine.summariser import Summariser
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.engine.text import clean_text, clean_value
 from memgpt_lite.engine.tokens import TokenCounter, cost_usd
-from memgpt_lite.engine.turn_clock import ClockObserver, TurnClock, local_now
+from memgpt_lite.engine.turn_clock import ClockObserver, TurnClock, local_now, told_time
 from memgpt_lite.engine.window import learn_window, tool_schemas, window_for
 
 BLOCK_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,49}")
@@ -376,15 +376,7 @@ class Agent(AgentTasks):
         summary = self.store.get_agent_by_id(self.id).summary  # type: ignore[union-attr]
         return ContextInputs(summary, self.store.context_messages(self.id), current,
                              render_core_memory(self.blocks()), tools_enabled=tools_enabled,
-                             now=self._told_time())
-
-    def _told_time(self) -> datetime | None:
-        """The time the model is told of (model contract 3 on): the turn's, read once as it
-        starts, so every request of a turn carries the same bytes; outside a turn (/context)
-        a reading that no observer records."""
-        if self.contract < 3:
-            return None
-        return self._turn_clock.start if self._turn_clock is not None else self.clock()
+                             now=told_time(self._turn_clock, self.clock, self.contract))
 
     def set_search_layout(self, layout: int) -> None:
         """Search as a recording made with `layout` did (recall_page.py): its tool

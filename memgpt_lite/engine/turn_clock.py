@@ -23,6 +23,16 @@ def local_now() -> datetime:
     return datetime.now().astimezone()
 
 
+def told_time(turn: TurnClock | None, clock: Callable[[], datetime],
+              contract: int) -> datetime | None:
+    """The time the model is told of (model contract 3 on; None before, whose requests a
+    replay must send unchanged): the turn's, read once as it starts, so every request of a
+    turn carries the same bytes; outside a turn (/context) a reading no observer records."""
+    if contract < 3:
+        return None
+    return turn.start if turn is not None else clock()
+
+
 class ClockObserver(Protocol):
     """Told of every reading of the clock a turn uses (a recorder keeps them)."""
 

@@ -164,7 +164,9 @@ class PoppedTurns:
     """What `Agent.pop_turns` undid: the turns removed from the queue and recall, the core
     memory blocks put back as they were before those turns, the passages they inserted
     that were deleted, the passages they updated or deleted that were put back, and the
-    blocks and passages left as they are because a later edit changed them."""
+    blocks and passages left as they are because a later edit changed them. `summarised`:
+    those of the turns that had left the queue, whose words the running summary may keep
+    (a pop cannot take a sentence back out of it)."""
 
     turn_ids: list[int] = field(default_factory=list)
     blocks_reverted: list[str] = field(default_factory=list)
@@ -172,6 +174,7 @@ class PoppedTurns:
     blocks_kept: list[str] = field(default_factory=list)
     passages_restored: list[int] = field(default_factory=list)
     passages_kept: list[int] = field(default_factory=list)
+    summarised: list[int] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.turn_ids)
@@ -187,7 +190,19 @@ class PoppedTurns:
                   for label in self.blocks_kept]
         lines += [f"archival passage #{i}: left as it is (it was changed again since)"
                   for i in self.passages_kept]
+        if self.summarised:
+            lines.append(summary_line(self.summarised))
         return lines
+
+
+def summary_line(turn_ids: list[int]) -> str:
+    """The one sentence on turns a pop took out of recall after they had left the queue:
+    the running summary was written from them and is not rewritten."""
+    which = ", ".join(map(str, turn_ids))
+    return (f"turn{'s' if len(turn_ids) > 1 else ''} {which} had left the context queue "
+            "already: the running summary may still hold what was said in "
+            f"{'them' if len(turn_ids) > 1 else 'it'} (/pop cannot take that back; "
+            "/forget WORDS removes its sentences)")
 
 
 @dataclass

@@ -325,8 +325,8 @@ def pop(session: ChatSession, rest: str) -> None:
         info = queued.get(turn_id)
         words = f" \"{render.clip(info.first_words, 50)}\"" if info is not None else ""
         size = f" ({info.tokens:,} tokens)" if info is not None else ""
-        session.say(f"removed turn {turn_id}{words}{size} from the context queue and from "
-                    "recall")
+        where = "the context queue and from " if info is not None else ""
+        session.say(f"removed turn {turn_id}{words}{size} from {where}recall")
     for line in popped.memory_lines():
         session.say(line)
 

@@ -764,3 +764,29 @@ def test_a_damaged_base_snapshot_is_named_and_the_recordings_are_scrubbed_all_th
     base.unlink()
     assert cli.main(["agents", "list"]) == 0
     assert capsys.readouterr().err.startswith("Finished a forget cut off on")
+
+
+def test_an_open_chat_counts_what_a_forget_in_another_process_left(backend, capsys):
+    """A chat's agent keeps what it learned of the server's tokens and a decoded copy of
+    its queue; after `memgpt-lite forget` (its own store, as another process) its /context
+    and the agents' counts are those of what is left, not of what was there."""
+    blob = "zebra " * 2_000
+    with open_store() as store:
+        agent = scripted_agent(store, "default", [text_response("Noted.")] * 3)
+        list(agent.step("first words, the old ones " + blob))
+        list(agent.step("kept words " + blob))
+        store.set_in_context(agent.id, [1], False)  # turn 1 left the queue: forget deletes it
+        before = agent.context_report()
+        assert store.agent_stats(agent.id)["messages"] == 4
+        assert cli.main(["forget", "zebra", "--yes"]) == 0
+        assert store.agent_stats(agent.id)["messages"] == 3
+        after = agent.context_report()
+        (turn,) = after.turns
+        assert turn.first_words.startswith(f"kept words {FORGOTTEN}")
+        assert after.ledger["queue"] != before.ledger["queue"]
+        with open_store() as again:  # a chat started after the forget
+            fresh = Agent.open(again, "default", model_client=ScriptedModel([]))
+            assert fresh.context_report() == after
+    capsys.readouterr()
+    assert cli.main(["agents", "list"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[2:4] == ["2", "3"]

@@ -296,6 +296,24 @@ def test_pop_after_the_model_evicted_the_last_turn_undoes_the_last_turns(tmp_pat
     assert agent.store.search_messages(agent.id, "locker 4471").hits
 
 
+def test_pop_past_a_flush_names_the_turns_the_summary_was_written_from(tmp_path):
+    """A pop reaching turns flushed into the summary takes them out of recall, and says
+    that the summary (written from them, never rewritten by a pop) may still hold them."""
+    agent, model, _ = make_agent(tmp_path, summary_script=[text_response("- t0x5 was said")])
+    for i in range(3):
+        step(agent, model, f"turn{i} " + words(300, f"t{i}x"))
+    flushed = of(step(agent, model, "big " + words(3_300, "b")), EvictionEvent)[0].turn_ids
+    assert flushed[0] == 1 and 4 not in flushed
+    popped = agent.pop_turns(4)
+    assert popped.turn_ids == [1, 2, 3, 4] and popped.summarised == flushed
+    assert agent.store.all_messages(agent.id) == []
+    assert agent.store.get_agent_by_id(agent.id).summary == "- t0x5 was said"
+    which = ", ".join(map(str, flushed))
+    assert popped.memory_lines()[-1].startswith(f"turn{'s' * (len(flushed) > 1)} {which} "
+                                                "had left the context queue already: ")
+    assert agent.pop_turns(1).summarised == []  # nothing left: no line, no error
+
+
 def test_evict_turns_without_summary_keeps_a_deterministic_one(tmp_path):
     agent, model, _ = make_agent(tmp_path)
     step(agent, model, "my cat is called Miso")

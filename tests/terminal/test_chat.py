@@ -190,6 +190,24 @@ def test_search_archival_tokens_agents(chat_factory):
         "default", "claude-sonnet-5-5", "1", "4", "1"]
 
 
+def test_pop_of_a_turn_that_left_the_queue_says_the_summary_may_keep_it(chat_factory):
+    chat = chat_factory([
+        text_response("Noted."),
+        tool_response([("evict_turns", {"turn_ids": [1], "summary": "user's locker is 4471"})]),
+        text_response("Done."),
+    ])
+    chat.run("my locker code is 4471", "drop the locker talk")
+    out = chat.run("/pop 2").splitlines()
+    assert out[0].startswith('removed turn 1 from recall')
+    assert out[1].startswith('removed turn 2 "drop the locker talk" (')
+    assert out[1].endswith("tokens) from the context queue and from recall")
+    assert " ".join(out[2:]) == (
+        "turn 1 had left the context queue already: the running summary may still hold what "
+        "was said in it (/pop cannot take that back; /forget WORDS removes its sentences)")
+    assert "4471" in chat.store.get_agent_by_id(chat.agent.id).summary
+    assert chat.store.all_messages(chat.agent.id) == []
+
+
 def test_pop_says_what_was_removed_and_retry_resends(chat_factory):
     chat = chat_factory([text_response("One."), text_response("Two."), text_response("Two again.")])
     chat.run("first message", "second message")

@@ -115,6 +115,7 @@ class TurnsMixin(AgentsMixin, RecallMixin, ArchiveMixin):
         `_revert_passages`); the passages the turns inserted are deleted."""
         popped = PoppedTurns(sorted(turn_ids))
         with self.transaction():
+            popped.summarised = self._out_of_queue(agent_id, popped.turn_ids)
             for turn in sorted(turn_ids, reverse=True):
                 self._revert_blocks(agent_id, turn, popped)
                 self._revert_passages(agent_id, turn, popped)
@@ -125,6 +126,13 @@ class TurnsMixin(AgentsMixin, RecallMixin, ArchiveMixin):
                 popped.passages_deleted += ids
             self.delete_turns(agent_id, turn_ids)
         return popped
+
+    def _out_of_queue(self, agent_id: int, turn_ids: list[int]) -> list[int]:
+        # A turn leaves the queue whole (evicted or flushed), so one message tells.
+        rows = [r for chunk in chunked(turn_ids) for r in self.db.query(
+            f"SELECT DISTINCT turn_id, in_context FROM messages WHERE agent_id = ? AND "
+            f"turn_id IN {self._in(chunk)}", (agent_id, *chunk))]
+        return sorted({t for t, in_context in rows if not in_context})
 
     def _revert_blocks(self, agent_id: int, turn: int, popped: PoppedTurns) -> None:
         # (label, project) → (value before, value after): a project block is put back in the

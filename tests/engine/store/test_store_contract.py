@@ -454,6 +454,16 @@ def test_commit_and_pop_turns(store, agent):
     assert store.context_messages(agent.id) == [] and store.count_passages(agent.id) == 0
 
 
+def test_pop_turns_names_the_turns_that_had_left_the_queue(store, agent):
+    for turn in (1, 2, 3):
+        user = text_msg("user", f"message {turn}", turn)
+        store.begin_turn(agent.id, user)
+        store.commit_turn(agent.id, user, [text_msg("assistant", "ok", turn)])
+    store.set_in_context(agent.id, [1, 2], False)
+    assert store.pop_turns(agent.id, [2, 3]).summarised == [2]
+    assert store.pop_turns(agent.id, [1]).summarised == [1]
+
+
 def test_the_last_turns_of_more_than_a_database_integer_are_all_of_them(store, agent):
     """`/pop 99999999999999999999` ended the chat in an OverflowError traceback."""
     for turn in (1, 2):

@@ -19,7 +19,8 @@ REPO = Path(__file__).resolve().parent.parent
 PROMPTS = {"system.md", "persona.md", "human.md", "summarizer.md", "pressure_alert.md"}
 PROBE = ("import sys, site; site.addsitedir(sys.argv[1]); "
          "from memgpt_lite.engine import prompts; print(prompts.root()); "
-         "print(sorted(prompts.names())); print(prompts.load('system.md')[:40])")
+         "print(sorted(prompts.names())); print(prompts.load('system.md')[:40]); "
+         "print([len(prompts.system_prompt(c)) > 0 for c in prompts.CONTRACTS])")
 
 
 @pytest.fixture(scope="module")
@@ -73,8 +74,9 @@ def test_wheel_contains_prompts_and_data_and_finds_them(source, tmp_path):
     assert not any(n.startswith(("prompts/", "tests/")) for n in names)
     target = tmp_path / "site"
     pip("install", "-q", "--no-deps", "--ignore-installed", "--target", str(target), str(wheel))
-    root, listed, head = probe(target, tmp_path)
+    root, listed, head, contracts = probe(target, tmp_path)
     assert root.startswith(str(target))
+    assert "False" not in contracts  # every contract's system prompt, for replays
     assert PROMPTS <= set(ast.literal_eval(listed))
     assert head.startswith("You are a helpful assistant")
 
@@ -85,6 +87,6 @@ def test_editable_install_finds_the_top_level_prompts(source, tmp_path):
     pip("install", "-q", "--no-deps", "--no-build-isolation", "--ignore-installed", "--prefix",
         str(prefix), "-e", str(source))
     purelib = sysconfig.get_path("purelib", vars={"base": str(prefix), "platbase": str(prefix)})
-    root, listed, _ = probe(Path(purelib), tmp_path)
+    root, listed, _, _ = probe(Path(purelib), tmp_path)
     assert root == str(source / "prompts")
     assert PROMPTS <= set(ast.literal_eval(listed))

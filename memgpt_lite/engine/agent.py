@@ -18,7 +18,7 @@ import re
 import weakref
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import datetime
 
 from memgpt_lite.engine import locking, prompts
 from memgpt_lite.engine.attachments import context_content, is_attachment
@@ -72,17 +72,13 @@ from memgpt_lite.engine.summariser import Summariser
 from memgpt_lite.engine.tally import Tally
 from memgpt_lite.engine.text import clean_text, clean_value
 from memgpt_lite.engine.tokens import TokenCounter, cost_usd
-from memgpt_lite.engine.turn_clock import ClockObserver, TurnClock
+from memgpt_lite.engine.turn_clock import ClockObserver, TurnClock, local_now, told_time
 from memgpt_lite.engine.window import learn_window, tool_schemas, window_for
 
 BLOCK_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,49}")
 LABEL_RULE = "letters, digits, _ . - up to 50, starting with a letter or digit"
 REPEAT_LIMIT = 3  # identical tool calls in a row before the chain is stopped
 NOTHING_TO_COMPACT = "There is nothing to compact: the context queue is empty."
-
-
-def utc_now() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 class TurnFailed(Exception):
@@ -180,7 +176,7 @@ class Agent(AgentTasks):
             store.update_settings(row.id, keep)
             row.settings = keep
         effective = settings or Settings.from_dict(row.settings, room=False)
-        return cls(store, row, effective, model_client, summary_client, clock or utc_now, created,
+        return cls(store, row, effective, model_client, summary_client, clock or local_now, created,
                    contract)
 
     def close(self) -> None:
@@ -379,7 +375,8 @@ class Agent(AgentTasks):
     def _context_inputs(self, current: list[Message], tools_enabled: bool = True) -> ContextInputs:
         summary = self.store.get_agent_by_id(self.id).summary  # type: ignore[union-attr]
         return ContextInputs(summary, self.store.context_messages(self.id), current,
-                             render_core_memory(self.blocks()), tools_enabled=tools_enabled)
+                             render_core_memory(self.blocks()), tools_enabled=tools_enabled,
+                             now=told_time(self._turn_clock, self.clock, self.contract))
 
     def set_search_layout(self, layout: int) -> None:
         """Search as a recording made with `layout` did (recall_page.py): its tool

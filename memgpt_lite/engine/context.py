@@ -2,9 +2,9 @@
 
     tools → system (static, breakpoint) → summary (breakpoint) → FIFO queue (breakpoint on
     its last message) → current turn (breakpoint on its last stable message) → tail data
-    (core memory + alerts) inside the last user message.
+    (core memory + alerts + the turn's time) inside the last user message.
 
-Core memory and alerts ride in the last user message, never in stored messages: an edit
+Core memory, alerts and the time ride in the last user message, never in stored messages: an edit
 then changes only the tail, and every earlier byte of the prompt stays cacheable.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from memgpt_lite.engine import prompts
@@ -34,6 +35,23 @@ def render_summary(summary: str) -> str:
 
 def render_alerts(alerts: list[str]) -> str:
     return "\n".join(f"<system_alert>\n{a}\n</system_alert>" for a in alerts)
+
+
+# Fixed English names: strftime's %A follows the process locale, and the bytes of a request
+# must not depend on where it is replayed.
+WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+
+
+def render_time(moment: datetime) -> str:
+    """The turn's local date, weekday, time and UTC offset ("UTC+01:00"), and the same
+    moment in UTC when the offset is not zero (tool results show times in UTC)."""
+    local = f"{WEEKDAYS[moment.weekday()]} {moment:%Y-%m-%d %H:%M}"
+    offset = moment.utcoffset()
+    if not offset:
+        return f"<current_time>{local} UTC</current_time>"
+    zone, utc = f"{moment:%z}", moment.astimezone(timezone.utc)  # zone: "+0100"
+    return (f"<current_time>{local} UTC{zone[:3]}:{zone[3:5]} ({utc:%Y-%m-%d %H:%M} UTC)"
+            "</current_time>")
 
 
 @dataclass
@@ -59,6 +77,9 @@ class ContextInputs:
     core_memory: str  # already rendered, tagged data
     alerts: list[str] = field(default_factory=list)
     tools_enabled: bool = True
+    # The turn's time (its clock's first reading), told to the model from contract 3 on;
+    # None under older contracts, whose requests a replay must send unchanged.
+    now: datetime | None = None
 
 
 class ContextBuilder:
@@ -113,10 +134,12 @@ class ContextBuilder:
         parts = [inputs.core_memory]
         if inputs.alerts:
             parts.append(render_alerts(inputs.alerts))
+        if inputs.now is not None:
+            parts.append(render_time(inputs.now))
         return "\n\n".join(p for p in parts if p)
 
     def _add_tail(self, messages: list[dict[str, Any]], inputs: ContextInputs) -> None:
-        """Insert core memory and alerts into the last user message: after its tool_results
+        """Insert core memory, alerts and the time into the last user message: after its tool_results
         (the API wants those first), before the user's own text."""
         tail = self.tail_text(inputs)
         if not tail:
@@ -158,7 +181,8 @@ class ContextBuilder:
             "queue": est([m.to_api() for m in queue]) if queue else 0,
             "core_memory": est(inputs.core_memory),
             "tail": (est([m.to_api() for m in current]) if current else 0)
-            + (est(render_alerts(inputs.alerts)) if inputs.alerts else 0),
+            + (est(render_alerts(inputs.alerts)) if inputs.alerts else 0)
+            + (est(render_time(inputs.now)) if inputs.now is not None else 0),
         }
 
 

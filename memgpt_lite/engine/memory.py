@@ -345,8 +345,9 @@ class MemoryTools:
         tool = "conversation_search"
         texts = [(m, plain_text(m.role, m.content))
                  for m in self.store.turn_messages(self.agent_id, turn_id)]
-        lines = [f"- {m.created_at[:16].replace('T', ' ')} {m.role}: {one_line(t, MAX_TEXT)}"
-                 for m, t in texts if t.strip()]
+        zone = " UTC" if self.contract >= 3 else ""  # the model is told its local time
+        lines = [f"- {m.created_at[:16].replace('T', ' ')}{zone} {m.role}: "
+                 f"{one_line(t, MAX_TEXT)}" for m, t in texts if t.strip()]
         if not lines:
             return _error(f"There is no turn {turn_id} with text in the conversation history.",
                           tool)
@@ -375,21 +376,20 @@ class MemoryTools:
             return None, KEYWORD_WEIGHT, []
         return self.dense.rank(tool, kind, query, start, end)
 
-    @staticmethod
-    def _page_outcome(tool: str, query: str, result: SearchPage, lines: list[str],
+    def _page_outcome(self, tool: str, query: str, result: SearchPage, lines: list[str],
                       events: list[Event]) -> ToolOutcome:
-        head = f"page {result.page} of {result.pages}, {result.total} results"
+        head = _page_head(result, self.contract)
         summary = f'{tool} "{shorten(query, 40)}"'
         summary += f" page {result.page}" if result.page > 1 else ""
-        summary += f" → {result.total} result{'' if result.total == 1 else 's'}"
+        summary += f" → {_results(result.total)}"
         if result.total == 0:
             lines = ["No matches. Try other keywords or synonyms"
                      + (", or a wider date range." if tool == "conversation_search" else ".")]
         elif not result.hits:
             lines = [f"No results on this page; pages run from 1 to {result.pages}."]
             # Not "→ 2 results": this page showed the model nothing.
-            summary = summary.rsplit(" → ", 1)[0] + (f" → nothing on this page ({result.total} "
-                                                     f"results on pages 1–{result.pages})")
+            summary = (summary.rsplit(" → ", 1)[0] + f" → nothing on this page "
+                       f"({_results(result.total)} on pages 1–{result.pages})")
         return ToolOutcome("\n".join([head, *lines]), False, summary, events=events)
 
     # ---------------------------------------------------------------- archival insert
@@ -473,6 +473,20 @@ class MemoryTools:
 
     def _now(self) -> str | None:
         return self.clock() if self.clock else None
+
+
+def _page_head(result: SearchPage, contract: int) -> str:
+    """A search page's first line. Before contract 3 it read "page 1 of 0, 0 results" for no
+    hits and "1 results" for one; recordings made so replay only if it still does."""
+    if contract < 3:
+        return f"page {result.page} of {result.pages}, {result.total} results"
+    if not result.total:
+        return "0 results"
+    return f"page {result.page} of {result.pages}, {_results(result.total)}"
+
+
+def _results(count: int) -> str:
+    return f"{count} result{'' if count == 1 else 's'}"
 
 
 def _similar_lines(similar: list[SearchHit]) -> list[str]:

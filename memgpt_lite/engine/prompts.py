@@ -22,8 +22,8 @@ from typing import Any
 # under and replays under it, so a recording made by an older version still replays
 # strictly: the prompts of an older contract stay in prompts/contract<N>/ and the memory
 # tools keep that contract's schemas and results (see memory.py).
-CONTRACT = 2
-CONTRACTS = (1, 2)
+CONTRACT = 3
+CONTRACTS = (1, 2, 3)
 
 
 class PromptError(LookupError):
@@ -32,13 +32,15 @@ class PromptError(LookupError):
 
 @functools.lru_cache(maxsize=1)
 def root() -> Traversable:
-    """The folder holding the prompt files."""
+    """The folder holding the prompt files: the checkout's, when this code runs from one
+    (another install of the package, editable or not, maps `memgpt_lite._prompts` to its own
+    folder, whose prompts belong to another version of the code), else the installed one."""
+    top = Path(__file__).resolve().parents[2]
+    if (top / "pyproject.toml").is_file() and (top / "prompts" / "system.md").is_file():
+        return top / "prompts"
     try:
         return resources.files("memgpt_lite._prompts")
     except ModuleNotFoundError:
-        checkout = Path(__file__).resolve().parents[2] / "prompts"
-        if checkout.is_dir():
-            return checkout
         raise PromptError("the prompts folder is missing from the installation") from None
 
 

@@ -22,6 +22,8 @@ version, 2; version 1 is still read) and a `"type"`:
                  memory_edit, memory_confirm (the user's answer about a memory write:
                  replay gives the same), pressure_alert, eviction, summary, usage, turn_end)
     clock        every reading of the agent's clock during the turn, replayed in order
+                 (ISO times with the local UTC offset they were read with, "Z" for UTC:
+                 from model contract 3 the model is told the turn's local time)
     passage_ids  the ids the turn's new passages got (ids are global to the data dir, so
                  another agent's passages would shift them in a replay that lacks them);
                  written before the next event once known, each line listing all so far
@@ -82,7 +84,7 @@ from memgpt_lite.engine.config import recordings_dir
 from memgpt_lite.engine.events import Event, NoticeEvent, ResponseEvent, UserEvent
 from memgpt_lite.engine.files import private_dirs
 from memgpt_lite.engine.recording_schema import line_problem
-from memgpt_lite.engine.records import ModelResponse, Usage, utc_iso
+from memgpt_lite.engine.records import ModelResponse, Usage, utc_iso, zoned_iso
 from memgpt_lite.engine.store import StoreError, snapshot
 from memgpt_lite.engine.store.base import AgentWatch
 from memgpt_lite.engine.text import clean_value
@@ -417,7 +419,7 @@ class _TurnLog:
             self.watch.message_ids_jumped = False
 
     def clock_read(self, moment: datetime) -> None:
-        self.readings.append(utc_iso(moment))
+        self.readings.append(zoned_iso(moment))  # with its offset: the model is told it
 
     def event(self, event: Event) -> None:
         if isinstance(event, UserEvent):

@@ -24,6 +24,17 @@ def utc_iso(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def zoned_iso(moment: datetime) -> str:
+    """The moment with its own UTC offset ('YYYY-MM-DDTHH:MM:SS+01:00'); the same text as
+    `utc_iso` for a time in UTC (or naive), so a recording of a UTC clock reads as before.
+    A recording keeps the turn clock's readings so, and its replay tells the model the same
+    local time (see turn_clock.py)."""
+    offset = moment.utcoffset()
+    if not offset:
+        return utc_iso(moment)
+    return moment.isoformat(timespec="seconds")
+
+
 def now_iso() -> str:
     return utc_iso(datetime.now(timezone.utc))
 

@@ -5,6 +5,10 @@ clock. A recording keeps every reading of a turn, so that its replay serves them
 order and its requests (search results show times) match byte for byte. The agent makes one
 `TurnClock` per turn and tells its observers of each reading (see `Agent.observed`); nobody
 wraps or replaces the agent's clock from outside.
+
+A live agent's clock reads the local time with its UTC offset: stored rows are in UTC
+(records.utc_iso), but from model contract 3 the model is told the turn's local date and
+time (context.py), and a recording keeps each reading with its offset (records.zoned_iso).
 """
 
 from __future__ import annotations
@@ -12,6 +16,21 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Protocol
+
+
+def local_now() -> datetime:
+    """Now, in the machine's local time zone (aware, with that zone's UTC offset)."""
+    return datetime.now().astimezone()
+
+
+def told_time(turn: TurnClock | None, clock: Callable[[], datetime],
+              contract: int) -> datetime | None:
+    """The time the model is told of (model contract 3 on; None before, whose requests a
+    replay must send unchanged): the turn's, read once as it starts, so every request of a
+    turn carries the same bytes; outside a turn (/context) a reading no observer records."""
+    if contract < 3:
+        return None
+    return turn.start if turn is not None else clock()
 
 
 class ClockObserver(Protocol):

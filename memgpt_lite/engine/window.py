@@ -8,6 +8,7 @@ The window a provider teaches (its "prompt is too long" maximum) is learned and 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
 
 from memgpt_lite.engine.config import Settings, setting_names
 from memgpt_lite.engine.context import ContextBuilder, ContextInputs
@@ -31,6 +32,9 @@ LEAST_SUMMARY = ("- turn 1: the user said what matters; " * 60)[:2 * MIN_SUMMARY
 LEAST_MESSAGE = ("a message clipped to fit the context " * 20)[:CLIP_KEEP] + CLIP_MARKER.format(
     cut=99_999, total=99_999 + CLIP_KEEP, how="search it with conversation_search.")
 
+# The turn's time as the longest form tells it (a zone with an offset, and its UTC time).
+LEAST_TIME = datetime(2026, 12, 31, 23, 59, tzinfo=timezone(-timedelta(hours=9, minutes=30)))
+
 
 def tool_schemas(layout: int = LAYOUT, contract: int = CONTRACT) -> list[dict]:
     """The tools every request defines: the memory tools (engine/tool_schemas.py) and
@@ -46,7 +50,8 @@ def request_floor(settings: Settings, blocks: list[Block], counter_state: object
     cautious default) estimates it, or as `count` (the API's count_tokens) counts it exactly."""
     counter = TokenCounter.from_state(counter_state)
     current = [Message("user", [{"type": "text", "text": LEAST_MESSAGE}], 1)]
-    inputs = ContextInputs(LEAST_SUMMARY, [], current, render_core_memory(blocks))
+    inputs = ContextInputs(LEAST_SUMMARY, [], current, render_core_memory(blocks),
+                           now=LEAST_TIME)
     built = ContextBuilder(settings, tool_schemas(), counter).build(inputs)
     measured = built.estimated_tokens if count is None else count(built.request)
     return measured + ONE_TURN_TOKENS

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
 
 from memgpt_lite.engine.agent import Agent
 from memgpt_lite.engine.api_rules import MAX_BREAKPOINTS
@@ -44,8 +46,9 @@ class Session:
     from the database alone, as a new process does. `usages` pairs with the chat requests
     the server saw that got an answer."""
 
-    def __init__(self, server: FakeAnthropicServer, path, settings: Settings | None = None):
-        self.server, self.path, self.settings = server, path, settings
+    def __init__(self, server: FakeAnthropicServer, path, settings: Settings | None = None,
+                 clock: Callable[[], datetime] | None = None):
+        self.server, self.path, self.settings, self.clock = server, path, settings, clock
         self.usages: list = []
         self.events: list[Event] = []
         self.agent = self._open()
@@ -53,7 +56,7 @@ class Session:
     def _open(self) -> Agent:
         client = AnthropicClient(base_url=self.server.base_url, api_key="test", max_retries=0)
         return Agent.open(SQLiteStore(self.path), "a", model_client=client,
-                          summary_client=client, settings=self.settings)
+                          summary_client=client, settings=self.settings, clock=self.clock)
 
     def say(self, text: str) -> list[Event]:
         return self._take(self.agent.step(text))
@@ -153,6 +156,23 @@ def test_ordinary_turns_keep_the_whole_history_cached(tmp_path):
         session = Session(server, tmp_path / "a.db")
         for text in ("Hello, I'm Ada.", "I keep bees.", "And a pear tree.", "Thanks!"):
             session.say(text)
+    assert_all_kept(session)
+
+
+def test_the_time_told_each_turn_changes_only_the_tail(tmp_path):
+    """Turns a day apart are told other dates (after core memory, in the tail), and every
+    earlier byte stays cached: the time is never stored with the history."""
+    now = [datetime(2026, 3, 1, 22, 5, tzinfo=timezone(timedelta(hours=-5)))]
+    with FakeAnthropicServer() as server:
+        server.enqueue(tool_response([("conversation_search", {"query": "bees"})]))
+        session = Session(server, tmp_path / "a.db", clock=lambda: now[0])
+        for text in ("What did I say yesterday?", "I keep bees.", "And tomorrow?"):
+            session.say(text)
+            now[0] += timedelta(days=1)
+    requests = session.chat_requests()
+    told = [re.findall(r"<current_time>(\w+ [\d-]+)", json.dumps(r["messages"][-1]))
+            for r in requests]
+    assert told == [["Sunday 2026-03-01"]] * 2 + [["Monday 2026-03-02"], ["Tuesday 2026-03-03"]]
     assert_all_kept(session)
 
 

@@ -82,7 +82,7 @@ def test_update_replaces_the_text_and_search_returns_only_the_new_version(store)
     assert not out.is_error and f"Passage #{pid} updated" in out.text and NEW in out.text
     assert out.summary.startswith(f"archival_update #{pid} ")
     found = search_text(tools, "peanuts allergic")
-    assert NEW in found and "1 results" in found and f"#{pid}" in found
+    assert NEW in found and "page 1 of 1, 1 result\n" in found and f"#{pid}" in found
     assert "[tags: health]" in found  # tags stay
     [version] = store.passage_versions(tools.agent_id)
     assert (version.passage_id, version.text, version.change) == (pid, OLD, "update")

@@ -204,6 +204,7 @@ def test_conversation_search_output(tools):
     assert out.summary == 'conversation_search "hexo" → 3 results'
     whole = run(tools, "conversation_search", query="turn:3")
     assert not whole.is_error and whole.text.count("blah") == 200
+    assert whole.text.splitlines()[1].startswith("- 2025-03-09 12:30 UTC user: Long note")
     assert run(tools, "conversation_search", query="turn:99").is_error
 
 
@@ -222,7 +223,7 @@ def test_conversation_search_layout_1_is_kept_for_old_recordings(tools):
     assert out.summary == 'conversation_search "hexo" → 3 results'
     out = run(tools, "conversation_search", query="hexo", start_date="2025-03-02",
               end_date="2025-03-31")
-    assert out.text.startswith("page 1 of 1, 1 results")
+    assert out.text.startswith("page 1 of 1, 1 result from every conversation")
 
 
 def test_conversation_search_under_contract_1_shows_hits_as_it_did(store):
@@ -245,8 +246,15 @@ def test_conversation_search_under_contract_1_shows_hits_as_it_did(store):
 def test_conversation_search_empty_and_beyond(tools):
     add_history(tools.store, tools.agent_id)
     out = run(tools, "conversation_search", query="kangaroo")
-    assert not out.is_error and out.text.startswith("page 1 of 0, 0 results")
+    assert not out.is_error
+    assert out.text.startswith("0 results from every conversation (this one is conv 1)\n")
     assert "No matches" in out.text
+    # Contract 2's wording stays for the replay of recordings made under it.
+    old = MemoryTools(tools.store, tools.agent_id, contract=2)
+    assert run(old, "conversation_search", query="kangaroo").text.startswith(
+        "page 1 of 0, 0 results from every conversation")
+    assert run(old, "conversation_search", query="hexo", start_date="2025-03-02").text.startswith(
+        "page 1 of 1, 1 results")
     out = run(tools, "conversation_search", query="hexo", page=4)
     assert not out.is_error and "pages run from 1 to 1" in out.text
     out = run(tools, "conversation_search", query="?!")
@@ -283,7 +291,9 @@ def test_archival_insert_search_and_duplicates(tools):
     assert out.text.splitlines()[0] == "page 1 of 1, 2 results"
     assert "#1 " in out.text and "[tags: family, people]" in out.text
     out = run(tools, "archival_search", query="Lisbon", tags=["FAMILY"])
-    assert out.text.startswith("page 1 of 1, 1 results")
+    assert out.text.startswith("page 1 of 1, 1 result\n")
+    assert out.summary == 'archival_search "Lisbon" → 1 result'
+    assert run(tools, "archival_search", query="kangaroo").text.startswith("0 results\n")
     assert run(tools, "archival_insert", content=" ").is_error
     assert run(tools, "archival_search", query="").is_error
     assert run(tools, "archival_search", query="x", page=0).is_error

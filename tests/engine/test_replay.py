@@ -163,7 +163,7 @@ def test_restart_forced_flush_with_summariser_and_errors_replay_strictly(tmp_pat
     script += [OverloadedError("The API is overloaded."), text_response("back"),
                text_response("your first note was about hives")]
     path = record_session(tmp_path, inputs, script, settings=settings, restart_after=7,
-                          summary_script=[text_response("Earlier notes: hives and frames.")] * 4)
+                          summary_script=[text_response("Earlier notes: hives and frames.")] * 6)
     rec = recording.Recording.load(path)
     assert any(t.restart_before for t in rec.turns)
     purposes = [c.purpose for c in rec.calls()]

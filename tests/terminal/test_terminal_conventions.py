@@ -119,7 +119,7 @@ def test_an_empty_second_page_is_not_shown_as_results(store):
                         text_response("Nothing more.")])
     chat.run("I saw a zebra")
     out = chat.run("search again")
-    assert '· conversation_search "zebra" page 2 → nothing on this page (1 results on pages 1–1)' \
+    assert '· conversation_search "zebra" page 2 → nothing on this page (1 result on pages 1–1)' \
         in out
     assert "→ 1 results" not in out
 

@@ -161,14 +161,16 @@ def file_sources() -> dict[str, str]:
     return out
 
 
+def _key_of(var: str) -> str | None:
+    """The key of the setting whose variable is `var`."""
+    return next((s.key for s in BY_KEY.values() if s.env == var), None)
+
+
 def env_value(var: str) -> str | None:
     """The value of a process-wide setting's variable: the environment's, else the config
     file's (as text); None when neither sets it. ConfigError when the file's value is
     bad and the environment does not set it."""
-    if not os.environ.get(var, "").strip():
-        key = next((s.key for s in BY_KEY.values() if s.env == var), None)
-        if key is not None:
-            load().refuse(key)
+    refuse_bad({_key_of(var)})
     value = environment().get(var, "").strip()
     return value or None
 
@@ -176,7 +178,7 @@ def env_value(var: str) -> str | None:
 def named(var: str, value: str) -> str:
     """A process-wide setting's `value` as a sentence names it: `VAR=value` when the
     environment sets it, else `key = value in FILE` (the user never typed the variable)."""
-    key = next((s.key for s in BY_KEY.values() if s.env == var), None)
+    key = _key_of(var)
     if os.environ.get(var, "").strip() or key not in load().values:
         return f"{var}={value}"
     return f"{key} = {value} in {load().path}"

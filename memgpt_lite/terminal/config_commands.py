@@ -56,9 +56,8 @@ def setting_rows(file_values: dict[str, Any], bad: dict[str, tuple[Any, str]] | 
     """(key, value as shown, where it came from) of every setting the file may hold: the
     environment, the config file, or the default; a value of the file its setting cannot
     take (`bad`) is shown as written, marked as not used."""
-    from memgpt_lite.engine.text import quoted
     from memgpt_lite.engine.registry import SETTINGS, parse_text, shown_value
-    from memgpt_lite.engine.text import path_text
+    from memgpt_lite.engine.text import path_text, quoted
 
     rows = []
     for setting in SETTINGS:
